@@ -1,0 +1,23 @@
+/* cmd.h — the subcommands. Each takes argv after the command name (argv[0] is
+ * the command) and returns the exit status: 0 ok, 1 runtime failure, 2 usage
+ * or config error, 128+N when stopped by signal N. */
+#ifndef ZP_CMD_H
+#define ZP_CMD_H
+
+#include <stddef.h>
+
+int cmd_up(int argc, char **argv);
+int cmd_stage(int argc, char **argv);
+int cmd_config(int argc, char **argv);
+int cmd_stat(int argc, char **argv);
+int cmd_down(int argc, char **argv);
+
+/* True when argv holds -h or --help. */
+int zp_wants_help(int argc, char **argv);
+
+/* Resolves RUN (a run directory or a name under runs/) into an absolute run
+ * directory; with RUN NULL picks the only running run under `runs/`. Prints
+ * what went wrong and returns 2 on failure. */
+int zp_find_run(const char *run, char *dir, size_t len);
+
+#endif

@@ -1,0 +1,80 @@
+/* cmd_stage.c — `zeus-pipe stage NAME --run DIR --instance I`: one stage process. */
+#define _GNU_SOURCE
+#include "pipeline/cmd.h"
+#include "pipeline/log.h"
+#include "pipeline/stage.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+
+static const struct {
+    const char *name;
+    int (*main)(zp_stage_t *);
+} STAGES[] = {
+    {"loader", zp_loader_main},     {"cache", zp_cache_main},   {"prefetch", zp_prefetch_main},
+    {"trainer", zp_trainer_main},   {"logger", zp_logger_main},
+};
+
+static void on_signal(int sig) { zp_stop = sig; }
+
+int cmd_stage(int argc, char **argv)
+{
+    if (zp_wants_help(argc, argv) || argc < 2) {
+        printf("usage: zeus-pipe stage NAME --run DIR [--instance I]\n"
+               "Runs one stage of the run in DIR (started by `zeus-pipe up`).\n"
+               "NAME: loader, cache, prefetch, trainer, logger\n");
+        return argc < 2 ? 2 : 0;
+    }
+    static zp_stage_t st;
+    const char *run = NULL;
+    for (int i = 2; i + 1 < argc; i += 2) {
+        if (!strcmp(argv[i], "--run"))
+            run = argv[i + 1];
+        else if (!strcmp(argv[i], "--instance"))
+            st.instance = atoi(argv[i + 1]);
+    }
+    int (*entry)(zp_stage_t *) = NULL;
+    for (size_t i = 0; i < sizeof STAGES / sizeof STAGES[0]; i++)
+        if (!strcmp(argv[1], STAGES[i].name)) {
+            entry = STAGES[i].main;
+            st.name = STAGES[i].name;
+        }
+    if (!entry || !run) {
+        fprintf(stderr, "zeus-pipe stage: unknown stage '%s' or missing --run\n", argv[1]);
+        return 2;
+    }
+    zp_log_init(st.name, st.instance);
+    struct sigaction sa = {.sa_handler = on_signal};
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    if (!realpath(run, st.run_dir)) {
+        zp_error("%s: no such run directory", run);
+        return 2;
+    }
+    char path[PATH_MAX + 32], err[1024];
+    snprintf(path, sizeof path, "%s/config.yaml", st.run_dir);
+    if (zp_config_load(&st.cfg, path, NULL, 0, err, sizeof err)) {
+        zp_error("%s", err);
+        return 2;
+    }
+    if (zp_dataset_probe(&st.cfg, &st.meta, err, sizeof err)) {
+        zp_error("%s", err);
+        return 1;
+    }
+    int rc = zp_stage_open(&st);
+    if (rc) {
+        zp_error("cannot open the stage's sockets: %s", zp_strerror(rc));
+        zp_stage_close(&st);
+        return 1;
+    }
+    int status = entry(&st);
+    zp_stage_close(&st);
+    if (status == 0 && zp_stop)
+        status = 128 + zp_stop;
+    return status;
+}

@@ -1,0 +1,160 @@
+/* cmd_stat.c — `zeus-pipe stat [RUN] [--watch SECONDS] [--json]`: the live
+ * counters of every stage instance, from the logger's latest records. */
+#define _GNU_SOURCE
+#include "pipeline/cmd.h"
+#include "pipeline/log.h"
+#include "pipeline/rundir.h"
+#include "pipeline/sock.h"
+
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+int zp_request(const char *run_dir, const char *sock_name, const zp_msg_t *req, zp_frames_t *f,
+               int timeout_ms);
+
+typedef struct {
+    char stage[16];
+    int instance;
+    double items, bytes, busy, wait_in, wait_out, queue, errors;
+} row_t;
+
+static const char *ORDER[] = {"loader", "cache", "prefetch", "trainer", "logger"};
+
+static int rank_of(const char *stage)
+{
+    for (int i = 0; i < 5; i++)
+        if (!strcmp(stage, ORDER[i]))
+            return i;
+    return 5;
+}
+
+static int cmp_rows(const void *a, const void *b)
+{
+    const row_t *x = a, *y = b;
+    int d = rank_of(x->stage) - rank_of(y->stage);
+    return d ? d : x->instance - y->instance;
+}
+
+static void human(char *buf, size_t len, double v, const char *unit)
+{
+    const char *p[] = {"", "k", "M", "G", "T"};
+    int i = 0;
+    while (fabs(v) >= 1000 && i < 4)
+        v /= 1000, i++;
+    snprintf(buf, len, i ? "%.1f%s%s" : "%.0f%s%s", v, p[i], unit);
+}
+
+static int fetch_rows(const char *dir, row_t *rows, int max)
+{
+    zp_msg_t req = {.type = ZP_MSG_STAT_REQ};
+    zp_frames_t f;
+    zp_frames_init(&f);
+    int rc = zp_request(dir, "stat", &req, &f, 2000);
+    if (rc) {
+        fprintf(stderr, "zeus-pipe: %s: the logger did not answer (%s); is the run running?\n", dir,
+                zp_strerror(rc));
+        return -1;
+    }
+    zp_msg_t m;
+    char why[256];
+    int n = 0;
+    if (zp_frames_decode(&f, 0, &m, why, sizeof why) || m.type != ZP_MSG_STAT_REP) {
+        fprintf(stderr, "zeus-pipe: %s: malformed stat reply: %s\n", dir, why);
+        n = -1;
+    }
+    for (uint32_t i = 0; n >= 0 && i < m.body.via.array.size && n < max; i++) {
+        const msgpack_object *o = &m.body.via.array.ptr[i];
+        row_t *r = &rows[n++];
+        zp_map_str(o, "stage", r->stage, sizeof r->stage);
+        r->instance = (int)zp_map_num(o, "instance", 0);
+        r->items = zp_map_num(o, "items_per_s", 0);
+        r->bytes = zp_map_num(o, "bytes_per_s", 0);
+        r->busy = zp_map_num(o, "busy", 0);
+        r->wait_in = zp_map_num(o, "wait_in", 0);
+        r->wait_out = zp_map_num(o, "wait_out", 0);
+        r->queue = zp_map_num(o, "queue", 0);
+        r->errors = zp_map_num(o, "errors", 0);
+    }
+    zp_msg_release(&m);
+    zp_frames_close(&f);
+    if (n > 0)
+        qsort(rows, (size_t)n, sizeof *rows, cmp_rows);
+    return n;
+}
+
+static void print_json(const char *dir, const row_t *r, int n)
+{
+    printf("{\"run\":\"%s\",\"stages\":[", dir);
+    for (int i = 0; i < n; i++)
+        printf("%s{\"stage\":\"%s\",\"instance\":%d,\"items_per_s\":%.3f,\"bytes_per_s\":%.1f,"
+               "\"busy\":%.4f,\"wait_in\":%.4f,\"wait_out\":%.4f,\"queue\":%.0f,\"errors\":%.0f}",
+               i ? "," : "", r[i].stage, r[i].instance, r[i].items, r[i].bytes, r[i].busy,
+               r[i].wait_in, r[i].wait_out, r[i].queue, r[i].errors);
+    printf("]}\n");
+}
+
+static void print_table(const row_t *r, int n)
+{
+    int hot = -1;
+    for (int i = 0; i < n; i++)
+        if (strcmp(r[i].stage, "logger") && (hot < 0 || r[i].busy > r[hot].busy))
+            hot = i;
+    printf("%-9s %4s %10s %11s %6s %8s %9s %6s %7s\n", "STAGE", "INST", "ITEMS/S", "BYTES/S",
+           "BUSY", "WAIT-IN", "WAIT-OUT", "QUEUE", "ERRORS");
+    for (int i = 0; i < n; i++) {
+        char items[24], bytes[24];
+        human(items, sizeof items, r[i].items, "/s");
+        human(bytes, sizeof bytes, r[i].bytes, "B/s");
+        printf("%-9s %4d %10s %11s %5.0f%% %7.0f%% %8.0f%% %6.0f %7.0f%s\n", r[i].stage,
+               r[i].instance, items, bytes, 100 * r[i].busy, 100 * r[i].wait_in,
+               100 * r[i].wait_out, r[i].queue, r[i].errors,
+               i == hot && r[i].busy > 0.5 ? "  <- bottleneck" : "");
+    }
+}
+
+int cmd_stat(int argc, char **argv)
+{
+    const char *run = NULL;
+    int json = 0;
+    double watch = 0;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--json"))
+            json = 1;
+        else if (!strcmp(argv[i], "--watch") && i + 1 < argc)
+            watch = atof(argv[++i]);
+        else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help") || argv[i][0] == '-' || run) {
+            int help = !strcmp(argv[i], "-h") || !strcmp(argv[i], "--help");
+            fprintf(help ? stdout : stderr,
+                    "usage: zeus-pipe stat [RUN] [--watch SECONDS] [--json]\n\n"
+                    "Shows every stage instance of a running pipeline: items/s, bytes/s, busy %%,\n"
+                    "waiting for input %%, waiting on output %% (back pressure), queue depth.\n"
+                    "RUN is a run directory or a name under runs/; without it, the only running run.\n");
+            return help ? 0 : 2;
+        } else
+            run = argv[i];
+    }
+    char dir[PATH_MAX];
+    int rc = zp_find_run(run, dir, sizeof dir);
+    if (rc)
+        return rc;
+    row_t rows[1100];
+    for (;;) {
+        int n = fetch_rows(dir, rows, 1100);
+        if (n < 0)
+            return 1;
+        if (json)
+            print_json(dir, rows, n);
+        else
+            print_table(rows, n);
+        fflush(stdout);
+        if (watch <= 0)
+            return 0;
+        usleep((useconds_t)(watch * 1e6));
+        if (!json)
+            printf("\n");
+    }
+}

@@ -1,0 +1,657 @@
+/* config.c — libyaml into zp_config_t, driven by the key table in
+ * schemas/config_keys.h. */
+#define _GNU_SOURCE
+#include "pipeline/config.h"
+#include "pipeline/log.h"
+#include "schemas/config_keys.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <yaml.h>
+
+typedef enum { KT_INT, KT_FLOAT, KT_BOOL, KT_STR, KT_ENUM, KT_INTS, KT_FLOATS } kt_t;
+
+typedef struct {
+    const char *key;
+    kt_t type;
+    size_t off, size;
+    const char *def; /* NULL: required */
+    double lo, hi;
+    const char *choices;
+    const char *help;
+} key_t_;
+
+#define LO_NUM(lo) _Generic((lo), char *: 0.0, const char *: 0.0, default: (lo))
+#define LO_STR(lo) _Generic((lo), char *: (lo), const char *: (lo), default: NULL)
+#define ROW(k, t, f, d, lo, hi, h)                                                                 \
+    {k, KT_##t, offsetof(zp_config_t, f), sizeof(((zp_config_t *)0)->f), d, LO_NUM(lo), hi, LO_STR(lo), h},
+static const key_t_ KEYS[] = {ZP_CONFIG_KEYS(ROW)};
+#undef ROW
+#define NKEYS ((int)(sizeof KEYS / sizeof KEYS[0]))
+
+/* Where the value being applied came from, for error messages. */
+typedef struct {
+    const char *file;     /* config file, or NULL for an override */
+    const char *override; /* the override text, or NULL */
+    char *err;
+    size_t errlen;
+} origin_t;
+
+static int find_key(const char *name)
+{
+    for (int i = 0; i < NKEYS; i++)
+        if (strcmp(KEYS[i].key, name) == 0)
+            return i;
+    return -1;
+}
+
+static int is_section(const char *prefix)
+{
+    size_t n = strlen(prefix);
+    for (int i = 0; i < NKEYS; i++)
+        if (strncmp(KEYS[i].key, prefix, n) == 0 && KEYS[i].key[n] == '.')
+            return 1;
+    return 0;
+}
+
+static int levenshtein(const char *a, const char *b)
+{
+    size_t la = strlen(a), lb = strlen(b);
+    if (la > 63 || lb > 63)
+        return 99;
+    int d[64][64];
+    for (size_t i = 0; i <= la; i++)
+        d[i][0] = (int)i;
+    for (size_t j = 0; j <= lb; j++)
+        d[0][j] = (int)j;
+    for (size_t i = 1; i <= la; i++)
+        for (size_t j = 1; j <= lb; j++) {
+            int c = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
+            int del = d[i - 1][j] + 1, ins = d[i][j - 1] + 1;
+            d[i][j] = c < del ? (c < ins ? c : ins) : (del < ins ? del : ins);
+        }
+    return d[la][lb];
+}
+
+/* The closest known key: small edit distance, or the same last component. */
+static const char *suggest(const char *name)
+{
+    const char *best = NULL;
+    int best_d = 4;
+    const char *leaf = strrchr(name, '.');
+    leaf = leaf ? leaf + 1 : name;
+    for (int i = 0; i < NKEYS; i++) {
+        int d = levenshtein(name, KEYS[i].key);
+        const char *kl = strrchr(KEYS[i].key, '.');
+        kl = kl ? kl + 1 : KEYS[i].key;
+        if (d >= best_d && strcmp(kl, leaf) == 0)
+            d = 3;
+        if (d < best_d) {
+            best_d = d;
+            best = KEYS[i].key;
+        }
+    }
+    return best;
+}
+
+/* Appends the offending line of `file` and a caret under `col`. */
+static void append_line(char *err, size_t errlen, const char *file, size_t line, size_t col)
+{
+    FILE *f = fopen(file, "r");
+    if (!f)
+        return;
+    char buf[512];
+    size_t ln = 0;
+    while (fgets(buf, sizeof buf, f)) {
+        if (++ln == line) {
+            buf[strcspn(buf, "\r\n")] = 0;
+            size_t n = strlen(err);
+            snprintf(err + n, errlen - n, "\n    %s\n    %*s^", buf, (int)(col > 1 ? col - 1 : 0), "");
+            break;
+        }
+    }
+    fclose(f);
+}
+
+__attribute__((format(printf, 5, 6))) static int fail_at(origin_t *o, const yaml_mark_t *m,
+                                                        const char *key, const char *unused,
+                                                        const char *fmt, ...)
+{
+    (void)unused;
+    char what[384];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    if (o->override)
+        snprintf(o->err, o->errlen, "override '%s': %s: %s", o->override, key, what);
+    else {
+        size_t line = m ? m->line + 1 : 1, col = m ? m->column + 1 : 1;
+        snprintf(o->err, o->errlen, "%s:%zu:%zu: %s: %s", o->file, line, col, key, what);
+        if (m)
+            append_line(o->err, o->errlen, o->file, line, col);
+    }
+    return ZP_ECONFIG;
+}
+
+/* ---- scalar parsing -------------------------------------------------------------------- */
+
+static int parse_int(const char *s, int64_t *out)
+{
+    if (!*s)
+        return -1;
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (errno || *end)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+static int parse_float(const char *s, double *out)
+{
+    if (!*s)
+        return -1;
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || *end || !isfinite(v))
+        return -1;
+    *out = v;
+    return 0;
+}
+
+static int parse_bool(const char *s, bool *out)
+{
+    static const char *yes[] = {"true", "yes", "on"}, *no[] = {"false", "no", "off"};
+    for (int i = 0; i < 3; i++) {
+        if (strcasecmp(s, yes[i]) == 0)
+            return *out = true, 0;
+        if (strcasecmp(s, no[i]) == 0)
+            return *out = false, 0;
+    }
+    return -1;
+}
+
+static int enum_index(const char *choices, const char *s)
+{
+    int i = 0;
+    for (const char *p = choices; *p; i++) {
+        size_t n = strcspn(p, "|");
+        if (strlen(s) == n && strncmp(p, s, n) == 0)
+            return i;
+        p += n;
+        if (*p == '|')
+            p++;
+    }
+    return -1;
+}
+
+static const char *enum_name(const char *choices, int idx, char *buf, size_t len)
+{
+    const char *p = choices;
+    for (int i = 0; i < idx && *p; i++) {
+        p += strcspn(p, "|");
+        if (*p == '|')
+            p++;
+    }
+    size_t n = strcspn(p, "|");
+    snprintf(buf, len, "%.*s", (int)(n < len ? n : len - 1), p);
+    return buf;
+}
+
+static const char *type_name(kt_t t)
+{
+    static const char *names[] = {"an integer", "a number", "true or false", "a string",
+                                  "one of the choices", "a list of integers", "a list of numbers"};
+    return names[t];
+}
+
+static const char *scalar_of(yaml_node_t *n) { return (const char *)n->data.scalar.value; }
+
+static int is_plain(yaml_node_t *n) { return n->data.scalar.style == YAML_PLAIN_SCALAR_STYLE; }
+
+static int check_range(origin_t *o, const key_t_ *k, yaml_node_t *n, double v, const char *text)
+{
+    if (v < k->lo || v > k->hi) {
+        if (k->type == KT_INT || k->type == KT_INTS)
+            return fail_at(o, &n->start_mark, k->key, NULL, "must be %.0f..%.0f (got %s)", k->lo,
+                           k->hi, text);
+        return fail_at(o, &n->start_mark, k->key, NULL, "must be %g..%g (got %s)", k->lo, k->hi,
+                       text);
+    }
+    return 0;
+}
+
+static int set_list(origin_t *o, const key_t_ *k, yaml_document_t *doc, yaml_node_t *n, void *dst)
+{
+    yaml_node_t *items[ZP_LIST_MAX];
+    int count = 0;
+    if (n->type == YAML_SCALAR_NODE && is_plain(n) && n->data.scalar.length > 0) {
+        items[count++] = n; /* a single value is a list of one */
+    } else if (n->type == YAML_SEQUENCE_NODE) {
+        for (yaml_node_item_t *it = n->data.sequence.items.start; it < n->data.sequence.items.top;
+             it++) {
+            if (count == ZP_LIST_MAX)
+                return fail_at(o, &n->start_mark, k->key, NULL, "at most %d values", ZP_LIST_MAX);
+            items[count++] = yaml_document_get_node(doc, *it);
+        }
+    } else {
+        return fail_at(o, &n->start_mark, k->key, NULL, "expected %s", type_name(k->type));
+    }
+    for (int i = 0; i < count; i++) {
+        yaml_node_t *e = items[i];
+        if (e->type != YAML_SCALAR_NODE || !is_plain(e))
+            return fail_at(o, &e->start_mark, k->key, NULL, "expected %s", type_name(k->type));
+        const char *s = scalar_of(e);
+        double v;
+        int64_t iv = 0;
+        if (k->type == KT_INTS ? parse_int(s, &iv) : parse_float(s, &v))
+            return fail_at(o, &e->start_mark, k->key, NULL, "expected %s (got '%s')",
+                           type_name(k->type), s);
+        if (k->type == KT_INTS)
+            v = (double)iv;
+        int rc = check_range(o, k, e, v, s);
+        if (rc)
+            return rc;
+        if (k->type == KT_INTS)
+            ((zp_ints_t *)dst)->v[i] = iv;
+        else
+            ((zp_floats_t *)dst)->v[i] = v;
+    }
+    if (k->type == KT_INTS)
+        ((zp_ints_t *)dst)->n = count;
+    else
+        ((zp_floats_t *)dst)->n = count;
+    return 0;
+}
+
+/* Validates node `n` against key `k` and stores it into cfg. */
+static int set_value(origin_t *o, zp_config_t *cfg, const key_t_ *k, yaml_document_t *doc,
+                     yaml_node_t *n)
+{
+    void *dst = (char *)cfg + k->off;
+    if (k->type == KT_INTS || k->type == KT_FLOATS)
+        return set_list(o, k, doc, n, dst);
+    if (n->type != YAML_SCALAR_NODE)
+        return fail_at(o, &n->start_mark, k->key, NULL, "expected %s, not a %s", type_name(k->type),
+                       n->type == YAML_MAPPING_NODE ? "mapping" : "list");
+    const char *s = scalar_of(n);
+    switch (k->type) {
+    case KT_INT: {
+        int64_t v;
+        if (!is_plain(n) || parse_int(s, &v))
+            return fail_at(o, &n->start_mark, k->key, NULL, "expected an integer (got '%s')", s);
+        int rc = check_range(o, k, n, (double)v, s);
+        if (rc)
+            return rc;
+        *(int64_t *)dst = v;
+        return 0;
+    }
+    case KT_FLOAT: {
+        double v;
+        if (!is_plain(n) || parse_float(s, &v))
+            return fail_at(o, &n->start_mark, k->key, NULL, "expected a number (got '%s')", s);
+        int rc = check_range(o, k, n, v, s);
+        if (rc)
+            return rc;
+        *(double *)dst = v;
+        return 0;
+    }
+    case KT_BOOL:
+        if (!is_plain(n) || parse_bool(s, (bool *)dst))
+            return fail_at(o, &n->start_mark, k->key, NULL, "expected true or false (got '%s')", s);
+        return 0;
+    case KT_STR:
+        if (strlen(s) >= k->size)
+            return fail_at(o, &n->start_mark, k->key, NULL, "longer than %zu characters",
+                           k->size - 1);
+        memcpy(dst, s, strlen(s) + 1);
+        return 0;
+    case KT_ENUM: {
+        int idx = enum_index(k->choices, s);
+        if (idx < 0) {
+            char list[128];
+            snprintf(list, sizeof list, "%s", k->choices);
+            for (char *p = list; *p; p++)
+                if (*p == '|')
+                    *p = '/';
+            return fail_at(o, &n->start_mark, k->key, NULL, "must be one of %s (got '%s')", list, s);
+        }
+        *(int *)dst = idx;
+        return 0;
+    }
+    default:
+        return ZP_EINVAL;
+    }
+}
+
+/* ---- documents --------------------------------------------------------------------------- */
+
+/* Parses `text` (or the open file `f`) into `doc`; on a syntax error fills o->err. */
+static int load_doc(origin_t *o, yaml_document_t *doc, FILE *f, const char *text, const char *key)
+{
+    yaml_parser_t p;
+    if (!yaml_parser_initialize(&p))
+        return ZP_ENOMEM;
+    if (f)
+        yaml_parser_set_input_file(&p, f);
+    else
+        yaml_parser_set_input_string(&p, (const unsigned char *)text, strlen(text));
+    int rc = 0;
+    if (!yaml_parser_load(&p, doc)) {
+        yaml_mark_t m = p.problem_mark;
+        rc = fail_at(o, &m, key, NULL, "YAML syntax error: %s%s%s", p.problem ? p.problem : "?",
+                     p.context ? " " : "", p.context ? p.context : "");
+    } else if (f) {
+        yaml_document_t extra;
+        if (yaml_parser_load(&p, &extra)) {
+            if (yaml_document_get_root_node(&extra)) {
+                yaml_mark_t m = extra.start_mark;
+                rc = fail_at(o, &m, key, NULL, "only one YAML document is allowed");
+            }
+            yaml_document_delete(&extra);
+        }
+        if (rc)
+            yaml_document_delete(doc);
+    }
+    yaml_parser_delete(&p);
+    return rc;
+}
+
+typedef struct {
+    char name[64];
+    yaml_mark_t mark;
+} section_t;
+
+typedef struct {
+    unsigned char seen[NKEYS];
+    section_t sections[32];
+    int nsections;
+} walk_t;
+
+static int walk_map(origin_t *o, zp_config_t *cfg, walk_t *w, yaml_document_t *doc,
+                    yaml_node_t *map, const char *prefix)
+{
+    for (yaml_node_pair_t *pr = map->data.mapping.pairs.start; pr < map->data.mapping.pairs.top;
+         pr++) {
+        yaml_node_t *kn = yaml_document_get_node(doc, pr->key);
+        yaml_node_t *vn = yaml_document_get_node(doc, pr->value);
+        if (kn->type != YAML_SCALAR_NODE)
+            return fail_at(o, &kn->start_mark, *prefix ? prefix : "(root)", NULL,
+                           "keys must be plain names");
+        char full[160];
+        snprintf(full, sizeof full, "%s%s%s", prefix, *prefix ? "." : "", scalar_of(kn));
+        int idx = find_key(full);
+        if (idx >= 0) {
+            if (w->seen[idx])
+                return fail_at(o, &kn->start_mark, full, NULL, "duplicate key");
+            w->seen[idx] = 1;
+            int rc = set_value(o, cfg, &KEYS[idx], doc, vn);
+            if (rc)
+                return rc;
+        } else if (is_section(full)) {
+            if (vn->type != YAML_MAPPING_NODE)
+                return fail_at(o, &vn->start_mark, full, NULL, "expected a mapping of keys");
+            if (w->nsections < 32) {
+                snprintf(w->sections[w->nsections].name, 64, "%.63s", full);
+                w->sections[w->nsections++].mark = kn->start_mark;
+            }
+            int rc = walk_map(o, cfg, w, doc, vn, full);
+            if (rc)
+                return rc;
+        } else {
+            const char *s = suggest(full);
+            if (s)
+                return fail_at(o, &kn->start_mark, full, NULL, "unknown key (did you mean %s?)", s);
+            return fail_at(o, &kn->start_mark, full, NULL, "unknown key");
+        }
+    }
+    return 0;
+}
+
+/* Position to blame for a missing key: its closest enclosing section, else 1:1. */
+static const yaml_mark_t *missing_mark(walk_t *w, const char *key)
+{
+    const yaml_mark_t *best = NULL;
+    size_t best_len = 0;
+    for (int i = 0; i < w->nsections; i++) {
+        size_t n = strlen(w->sections[i].name);
+        if (strncmp(key, w->sections[i].name, n) == 0 && key[n] == '.' && n > best_len) {
+            best = &w->sections[i].mark;
+            best_len = n;
+        }
+    }
+    return best;
+}
+
+static int load_file(origin_t *o, zp_config_t *cfg, walk_t *w, const char *path)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        snprintf(o->err, o->errlen, "%s: cannot open: %s", path, strerror(errno));
+        return ZP_ECONFIG;
+    }
+    yaml_document_t doc;
+    int rc = load_doc(o, &doc, f, NULL, "(syntax)");
+    fclose(f);
+    if (rc)
+        return rc;
+    yaml_node_t *root = yaml_document_get_root_node(&doc);
+    if (root && root->type == YAML_MAPPING_NODE)
+        rc = walk_map(o, cfg, w, &doc, root, "");
+    else if (root && !(root->type == YAML_SCALAR_NODE && root->data.scalar.length == 0))
+        rc = fail_at(o, &root->start_mark, "(root)", NULL, "expected a mapping of keys");
+    yaml_document_delete(&doc);
+    return rc;
+}
+
+static int apply_override(origin_t *o, zp_config_t *cfg, walk_t *w, const char *ov)
+{
+    o->override = ov;
+    o->file = NULL;
+    const char *eq = strchr(ov, '=');
+    char key[160];
+    if (!eq || eq == ov || (size_t)(eq - ov) >= sizeof key)
+        return fail_at(o, NULL, "(override)", NULL, "expected KEY=VALUE");
+    snprintf(key, sizeof key, "%.*s", (int)(eq - ov), ov);
+    int idx = find_key(key);
+    if (idx < 0) {
+        const char *s = suggest(key);
+        if (s)
+            return fail_at(o, NULL, key, NULL, "unknown key (did you mean %s?)", s);
+        return fail_at(o, NULL, key, NULL, "unknown key");
+    }
+    yaml_document_t doc;
+    int rc = load_doc(o, &doc, NULL, eq + 1, key);
+    if (rc)
+        return rc;
+    yaml_node_t *root = yaml_document_get_root_node(&doc);
+    if (!root)
+        rc = fail_at(o, NULL, key, NULL, "missing value");
+    else
+        rc = set_value(o, cfg, &KEYS[idx], &doc, root);
+    yaml_document_delete(&doc);
+    if (!rc)
+        w->seen[idx] = 1;
+    return rc;
+}
+
+static int apply_defaults(zp_config_t *cfg, char *err, size_t errlen)
+{
+    origin_t o = {.file = "(defaults)", .err = err, .errlen = errlen};
+    for (int i = 0; i < NKEYS; i++) {
+        if (!KEYS[i].def)
+            continue;
+        yaml_document_t doc;
+        if (load_doc(&o, &doc, NULL, KEYS[i].def, KEYS[i].key))
+            return ZP_ECONFIG;
+        yaml_node_t *root = yaml_document_get_root_node(&doc);
+        int rc = 0;
+        if (root)
+            rc = set_value(&o, cfg, &KEYS[i], &doc, root);
+        else if (KEYS[i].type == KT_STR)
+            ((char *)cfg + KEYS[i].off)[0] = 0;
+        yaml_document_delete(&doc);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
+/* Checks that involve more than one key. */
+static int cross_check(origin_t *o, zp_config_t *cfg)
+{
+    if (cfg->std.n != 1 && cfg->mean.n != cfg->std.n)
+        return fail_at(o, NULL, "dataset.std", NULL, "has %d values but dataset.mean has %d",
+                       cfg->std.n, cfg->mean.n);
+    if (cfg->mean.n == 0 || cfg->std.n == 0)
+        return fail_at(o, NULL, cfg->mean.n ? "dataset.std" : "dataset.mean", NULL,
+                       "needs at least one value");
+    if (cfg->synth_shape.n < 1 || cfg->synth_shape.n > 3)
+        return fail_at(o, NULL, "dataset.synthetic.shape", NULL, "needs 1 to 3 dimensions (got %d)",
+                       cfg->synth_shape.n);
+    int64_t elems = 1;
+    for (int i = 0; i < cfg->synth_shape.n; i++)
+        elems *= cfg->synth_shape.v[i];
+    if (elems > (64 << 20) / 4)
+        return fail_at(o, NULL, "dataset.synthetic.shape", NULL, "a sample must be at most 64 MiB");
+    return 0;
+}
+
+int zp_config_load(zp_config_t *cfg, const char *path, char *const *overrides, int n, char *err,
+                   size_t errlen)
+{
+    memset(cfg, 0, sizeof *cfg);
+    err[0] = 0;
+    int rc = apply_defaults(cfg, err, errlen);
+    if (rc)
+        return rc;
+    walk_t w;
+    memset(&w, 0, sizeof w);
+    origin_t o = {.file = path, .err = err, .errlen = errlen};
+    if (path) {
+        snprintf(cfg->file, sizeof cfg->file, "%s", path);
+        if ((rc = load_file(&o, cfg, &w, path)))
+            return rc;
+    }
+    for (int i = 0; i < n; i++)
+        if ((rc = apply_override(&o, cfg, &w, overrides[i])))
+            return rc;
+    o.override = NULL;
+    o.file = path ? path : "(command line)";
+    for (int i = 0; i < NKEYS; i++)
+        if (!KEYS[i].def && !w.seen[i]) {
+            const yaml_mark_t *m = missing_mark(&w, KEYS[i].key);
+            yaml_mark_t top = {0};
+            return fail_at(&o, path ? (m ? m : &top) : NULL, KEYS[i].key, NULL,
+                           "required key is missing");
+        }
+    if (!cfg->run_name[0]) {
+        const char *base = path ? strrchr(path, '/') : NULL;
+        base = base ? base + 1 : (path ? path : "run");
+        snprintf(cfg->run_name, sizeof cfg->run_name, "%.*s", (int)strcspn(base, "."), base);
+    }
+    return cross_check(&o, cfg);
+}
+
+/* ---- printing ------------------------------------------------------------------------------ */
+
+static void print_double(FILE *out, double v)
+{
+    char buf[64];
+    snprintf(buf, sizeof buf, "%.15g", v);
+    if (strtod(buf, NULL) != v)
+        snprintf(buf, sizeof buf, "%.17g", v);
+    if (!strpbrk(buf, ".eEn"))
+        strcat(buf, ".0");
+    fputs(buf, out);
+}
+
+static void print_value(FILE *out, const zp_config_t *cfg, const key_t_ *k)
+{
+    const void *src = (const char *)cfg + k->off;
+    char buf[64];
+    switch (k->type) {
+    case KT_INT: fprintf(out, "%lld", (long long)*(const int64_t *)src); break;
+    case KT_FLOAT: print_double(out, *(const double *)src); break;
+    case KT_BOOL: fputs(*(const bool *)src ? "true" : "false", out); break;
+    case KT_ENUM: fputs(enum_name(k->choices, *(const int *)src, buf, sizeof buf), out); break;
+    case KT_STR:
+        fputc('"', out);
+        for (const char *p = src; *p; p++)
+            fprintf(out, (*p == '"' || *p == '\\') ? "\\%c" : "%c", *p);
+        fputc('"', out);
+        break;
+    case KT_INTS: {
+        const zp_ints_t *l = src;
+        fputc('[', out);
+        for (int i = 0; i < l->n; i++)
+            fprintf(out, "%s%lld", i ? ", " : "", (long long)l->v[i]);
+        fputc(']', out);
+        break;
+    }
+    case KT_FLOATS: {
+        const zp_floats_t *l = src;
+        fputc('[', out);
+        for (int i = 0; i < l->n; i++) {
+            fputs(i ? ", " : "", out);
+            print_double(out, l->v[i]);
+        }
+        fputc(']', out);
+        break;
+    }
+    }
+}
+
+void zp_config_print(const zp_config_t *cfg, FILE *out)
+{
+    char prev[160] = "";
+    for (int i = 0; i < NKEYS; i++) {
+        const char *key = KEYS[i].key;
+        /* Length of the section prefix shared with the previous key. */
+        size_t common = 0;
+        for (size_t j = 0; key[j] && key[j] == prev[j]; j++)
+            if (key[j] == '.')
+                common = j + 1;
+        int depth = 0;
+        for (size_t j = 0; j < common; j++)
+            depth += key[j] == '.';
+        const char *p = key + common;
+        for (const char *dot; (dot = strchr(p, '.')); p = dot + 1, depth++)
+            fprintf(out, "%*s%.*s:\n", depth * 2, "", (int)(dot - p), p);
+        fprintf(out, "%*s%s: ", depth * 2, "", p);
+        print_value(out, cfg, &KEYS[i]);
+        fputc('\n', out);
+        snprintf(prev, sizeof prev, "%s", key);
+    }
+}
+
+void zp_config_print_keys(FILE *out, bool markdown)
+{
+    static const char *tn[] = {"int", "float", "bool", "string", "enum", "int list", "float list"};
+    if (markdown)
+        fprintf(out, "| key | type | default | range | meaning |\n| --- | --- | --- | --- | --- |\n");
+    for (int i = 0; i < NKEYS; i++) {
+        const key_t_ *k = &KEYS[i];
+        char range[96] = "";
+        if (k->type == KT_ENUM)
+            snprintf(range, sizeof range, "%s", k->choices);
+        else if (k->type == KT_INT || k->type == KT_INTS)
+            snprintf(range, sizeof range, "%.0f..%.0f", k->lo, k->hi);
+        else if (k->type == KT_FLOAT || k->type == KT_FLOATS)
+            snprintf(range, sizeof range, "%g..%g", k->lo, k->hi);
+        const char *def = k->def ? (*k->def ? k->def : "\"\"") : "(required)";
+        if (markdown)
+            fprintf(out, "| `%s` | %s | `%s` | %s | %s |\n", k->key, tn[k->type], def,
+                    range, k->help);
+        else
+            fprintf(out, "%-34s %-10s %-22s %-18s %s\n", k->key, tn[k->type], def, range, k->help);
+    }
+}

@@ -1,0 +1,65 @@
+/* config.h — the typed, validated configuration of a run.
+ *
+ * The keys are declared once, in schemas/config_keys.h. zp_config_load()
+ * applies defaults, then the YAML file, then the dotted overrides, and
+ * validates each value as it lands: on error nothing is started and the
+ * caller prints `errbuf` and exits 2.
+ */
+#ifndef ZP_CONFIG_H
+#define ZP_CONFIG_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#define ZP_LIST_MAX 8
+
+typedef struct {
+    int n;
+    int64_t v[ZP_LIST_MAX];
+} zp_ints_t;
+
+typedef struct {
+    int n;
+    double v[ZP_LIST_MAX];
+} zp_floats_t;
+
+enum { ZP_SOURCE_IDX, ZP_SOURCE_SYNTHETIC };
+enum { ZP_BACKEND_CPU, ZP_BACKEND_NULL };
+
+typedef struct {
+    char run_name[64];
+    char run_dir[256];
+    int64_t seed;
+    int dataset_source;
+    char dataset_path[256];
+    char train_images[128], train_labels[128], test_images[128], test_labels[128];
+    zp_floats_t mean, std;
+    int64_t synth_train, synth_test, synth_classes, synth_cost_us;
+    zp_ints_t synth_shape;
+    int64_t loader_workers, task_size, credit;
+    int64_t batch_size, depth;
+    bool shuffle, drop_last;
+    int backend;
+    zp_ints_t hidden;
+    int optimizer;
+    double lr, momentum, weight_decay;
+    int64_t epochs, limit_train_batches, limit_test_batches, log_every_steps, threads;
+    int64_t stat_interval_ms;
+
+    char file[512]; /* the file it was loaded from */
+} zp_config_t;
+
+/* Loads `path` (NULL: defaults only, then overrides) and `n` overrides of the
+ * form "dotted.key=value". Returns 0, or ZP_ECONFIG with a message of the form
+ * "FILE:LINE:COL: KEY: what is wrong" (followed by the offending line) in errbuf. */
+int zp_config_load(zp_config_t *cfg, const char *path, char *const *overrides, int n, char *errbuf,
+                   size_t errlen);
+
+/* Writes the resolved configuration as YAML that zp_config_load() reads back. */
+void zp_config_print(const zp_config_t *cfg, FILE *out);
+
+/* Writes the key table: key, type, default, range, help. `markdown` for README. */
+void zp_config_print_keys(FILE *out, bool markdown);
+
+#endif

@@ -1,0 +1,177 @@
+#define _GNU_SOURCE
+#include "pipeline/dataset.h"
+#include "pipeline/log.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zlib.h>
+
+const char *zp_split_name(int split) { return split == ZP_SPLIT_TEST ? "test" : "train"; }
+
+void zp_dataset_file(const zp_config_t *cfg, const char *name, char *buf, size_t len)
+{
+    if (name[0] == '/')
+        snprintf(buf, len, "%s", name);
+    else
+        snprintf(buf, len, "%s/%s", cfg->dataset_path, name);
+}
+
+void zp_idx_free(zp_idx_t *idx)
+{
+    free(idx->data);
+    idx->data = NULL;
+}
+
+static int gz_fail(gzFile gz, const char *path, const char *what, size_t at, size_t of, char *err,
+                   size_t len)
+{
+    int zerr = 0;
+    const char *msg = gzerror(gz, &zerr);
+    if (zerr != Z_OK && zerr != Z_BUF_ERROR)
+        snprintf(err, len, "%s: corrupt gzip stream near byte %zu: %s", path, at, msg);
+    else
+        snprintf(err, len, "%s: truncated %s at byte %zu of %zu", path, what, at, of);
+    return ZP_EDATA;
+}
+
+int zp_idx_read(const char *path, int data_too, zp_idx_t *out, char *err, size_t errlen)
+{
+    memset(out, 0, sizeof *out);
+    gzFile gz = gzopen(path, "rb");
+    if (!gz) {
+        snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno ? errno : ENOENT));
+        return ZP_EDATA;
+    }
+    gzbuffer(gz, 1 << 18);
+    uint8_t h[4];
+    int rc = 0;
+    if (gzread(gz, h, 4) != 4) {
+        rc = gz_fail(gz, path, "header", 0, 4, err, errlen);
+        goto out;
+    }
+    if (h[0] || h[1] || h[2] != 0x08 || h[3] < 1 || h[3] > 4) {
+        snprintf(err, errlen,
+                 "%s: bad magic number 0x%02x%02x%02x%02x (expected 0x000008NN: unsigned bytes, "
+                 "1-4 dimensions)", path, h[0], h[1], h[2], h[3]);
+        rc = ZP_EDATA;
+        goto out;
+    }
+    out->ndims = h[3];
+    size_t items = 1;
+    for (int i = 0; i < out->ndims; i++) {
+        uint8_t d[4];
+        if (gzread(gz, d, 4) != 4) {
+            rc = gz_fail(gz, path, "header", 4 + 4 * (size_t)i, 4 + 4 * (size_t)out->ndims, err, errlen);
+            goto out;
+        }
+        out->dims[i] = ((int64_t)d[0] << 24) | (d[1] << 16) | (d[2] << 8) | d[3];
+        if (out->dims[i] <= 0 || out->dims[i] > (1 << 30) || items > (SIZE_MAX >> 31)) {
+            snprintf(err, errlen, "%s: dimension %d is %lld", path, i, (long long)out->dims[i]);
+            rc = ZP_EDATA;
+            goto out;
+        }
+        items *= (size_t)out->dims[i];
+    }
+    out->bytes = items;
+    if (!data_too)
+        goto out;
+    if (items > ((size_t)4 << 30)) {
+        snprintf(err, errlen, "%s: %zu bytes of data is more than 4 GiB", path, items);
+        rc = ZP_EDATA;
+        goto out;
+    }
+    out->data = malloc(items ? items : 1);
+    if (!out->data) {
+        rc = ZP_ENOMEM;
+        goto out;
+    }
+    size_t hdr = 4 + 4 * (size_t)out->ndims, got = 0;
+    while (got < items) {
+        unsigned chunk = items - got > (1u << 30) ? (1u << 30) : (unsigned)(items - got);
+        int r = gzread(gz, out->data + got, chunk);
+        if (r <= 0) {
+            rc = gz_fail(gz, path, "data", hdr + got, hdr + items, err, errlen);
+            goto out;
+        }
+        got += (size_t)r;
+    }
+    uint8_t extra;
+    if (gzread(gz, &extra, 1) == 1) {
+        snprintf(err, errlen, "%s: more bytes than the header's %zu", path, hdr + items);
+        rc = ZP_EDATA;
+    }
+out:
+    gzclose(gz);
+    if (rc)
+        zp_idx_free(out);
+    return rc;
+}
+
+static int probe_idx(const zp_config_t *cfg, zp_dataset_meta_t *m, char *err, size_t len)
+{
+    const char *files[ZP_SPLITS][2] = {{cfg->train_images, cfg->train_labels},
+                                       {cfg->test_images, cfg->test_labels}};
+    char path[600];
+    for (int s = 0; s < ZP_SPLITS; s++) {
+        zp_idx_t img, lab;
+        zp_dataset_file(cfg, files[s][0], path, sizeof path);
+        int rc = zp_idx_read(path, 0, &img, err, len);
+        if (rc)
+            return rc;
+        if (img.ndims != 3) {
+            snprintf(err, len, "%s: %d dimensions, expected 3 (count, rows, columns)", path, img.ndims);
+            return ZP_EDATA;
+        }
+        zp_dataset_file(cfg, files[s][1], path, sizeof path);
+        if ((rc = zp_idx_read(path, s == ZP_SPLIT_TRAIN, &lab, err, len)))
+            return rc;
+        if (lab.ndims != 1 || lab.dims[0] != img.dims[0]) {
+            snprintf(err, len, "%s: %lld labels for %lld images", path, (long long)lab.dims[0],
+                     (long long)img.dims[0]);
+            zp_idx_free(&lab);
+            return ZP_EDATA;
+        }
+        if (s == ZP_SPLIT_TRAIN) {
+            m->shape[0] = 1;
+            m->shape[1] = img.dims[1];
+            m->shape[2] = img.dims[2];
+            int max = 0;
+            for (size_t i = 0; i < lab.bytes; i++)
+                max = lab.data[i] > max ? lab.data[i] : max;
+            m->classes = max + 1 < 2 ? 2 : max + 1;
+        } else if (img.dims[1] != m->shape[1] || img.dims[2] != m->shape[2]) {
+            snprintf(err, len, "%s: images are %lldx%lld, the train split's %lldx%lld", path,
+                     (long long)img.dims[1], (long long)img.dims[2], (long long)m->shape[1],
+                     (long long)m->shape[2]);
+            return ZP_EDATA;
+        }
+        zp_idx_free(&lab);
+        m->n[s] = img.dims[0];
+    }
+    return 0;
+}
+
+int zp_dataset_probe(const zp_config_t *cfg, zp_dataset_meta_t *m, char *err, size_t len)
+{
+    memset(m, 0, sizeof *m);
+    int rc = 0;
+    if (cfg->dataset_source == ZP_SOURCE_IDX) {
+        rc = probe_idx(cfg, m, err, len);
+    } else {
+        m->n[ZP_SPLIT_TRAIN] = cfg->synth_train;
+        m->n[ZP_SPLIT_TEST] = cfg->synth_test;
+        m->shape[0] = m->shape[1] = m->shape[2] = 1;
+        for (int i = 0; i < cfg->synth_shape.n; i++)
+            m->shape[3 - cfg->synth_shape.n + i] = cfg->synth_shape.v[i];
+        m->classes = cfg->synth_classes;
+    }
+    m->elems = m->shape[0] * m->shape[1] * m->shape[2];
+    if (!rc && cfg->mean.n > 1 && cfg->mean.n != m->shape[0]) {
+        snprintf(err, len, "dataset.mean: %d values for %lld channels", cfg->mean.n,
+                 (long long)m->shape[0]);
+        rc = ZP_ECONFIG;
+    }
+    return rc;
+}

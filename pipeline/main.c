@@ -1,0 +1,38 @@
+/* main.c — the zeus-pipe command table. */
+#include "pipeline/cmd.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static const struct {
+    const char *name;
+    int (*fn)(int, char **);
+    const char *help;
+} COMMANDS[] = {
+    {"up", cmd_up, "run a training pipeline from a config file"},
+    {"stat", cmd_stat, "show the live throughput of every stage of a run"},
+    {"down", cmd_down, "stop a running pipeline cleanly"},
+    {"config", cmd_config, "print the resolved config, or the table of keys"},
+    {"stage", cmd_stage, "run one stage process (started by `up`; not for people)"},
+};
+
+static int usage(FILE *out)
+{
+    fprintf(out, "usage: zeus-pipe COMMAND [ARGS]   (zeus-pipe COMMAND --help for more)\n\n");
+    for (size_t i = 0; i < sizeof COMMANDS / sizeof COMMANDS[0]; i++)
+        fprintf(out, "  %-8s %s\n", COMMANDS[i].name, COMMANDS[i].help);
+    return out == stdout ? 0 : 2;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2)
+        return usage(stderr);
+    if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help"))
+        return usage(stdout);
+    for (size_t i = 0; i < sizeof COMMANDS / sizeof COMMANDS[0]; i++)
+        if (!strcmp(argv[1], COMMANDS[i].name))
+            return COMMANDS[i].fn(argc - 1, argv + 1);
+    fprintf(stderr, "zeus-pipe: '%s' is not a command\n", argv[1]);
+    return usage(stderr);
+}

@@ -1,0 +1,35 @@
+/* sampler.h — which sample indices a rank sees in an epoch, and in what order.
+ *
+ * The order of an epoch is a function of (seed, split, epoch) only: the same
+ * config gives the same batches whatever the number of loaders. With `world`
+ * ranks, rank r takes every world-th index of the permutation starting at r,
+ * so the shards are disjoint and together cover the split.
+ */
+#ifndef ZP_SAMPLER_H
+#define ZP_SAMPLER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+typedef struct {
+    int64_t n;       /* samples in the split */
+    uint32_t *order; /* owned; this rank's indices of the current epoch */
+    uint32_t *perm;  /* owned; scratch for the full permutation */
+    int64_t count;   /* entries of `order` used */
+} zp_sampler_t;
+
+/* Allocates the buffers once for a split of n samples (n <= UINT32_MAX). */
+int zp_sampler_init(zp_sampler_t *s, int64_t n);
+void zp_sampler_free(zp_sampler_t *s);
+
+/* Fills s->order for `epoch` of `split` (0 train, 1 test). Without shuffle the
+ * order is 0..n-1 before sharding. */
+int zp_sampler_epoch(zp_sampler_t *s, uint64_t seed, int split, int64_t epoch, bool shuffle,
+                     int rank, int world);
+
+/* Batches in the current epoch, and the n indices of batch b (pointer into s->order,
+ * valid until the next zp_sampler_epoch()). */
+int64_t zp_sampler_batches(const zp_sampler_t *s, int64_t batch_size, bool drop_last);
+const uint32_t *zp_sampler_batch(const zp_sampler_t *s, int64_t batch_size, int64_t b, int64_t *n);
+
+#endif

@@ -1,0 +1,135 @@
+#define _GNU_SOURCE
+#include "pipeline/sock.h"
+#include "pipeline/log.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+int zp_endpoint(char *buf, size_t len, const char *run_dir, const char *name)
+{
+    int n = snprintf(buf, len, "ipc://%s/sock/%s.ipc", run_dir, name);
+    if (n < 0 || (size_t)n >= len || n - 6 >= 107)
+        return ZP_EINVAL;
+    return 0;
+}
+
+void *zp_sock_open(void *ctx, int type, const char *endpoint, int bind, int linger_ms)
+{
+    void *s = zmq_socket(ctx, type);
+    if (!s) {
+        zp_error("zmq_socket: %s", zmq_strerror(errno));
+        return NULL;
+    }
+    zmq_setsockopt(s, ZMQ_LINGER, &linger_ms, sizeof linger_ms);
+    int rc = bind ? zmq_bind(s, endpoint) : zmq_connect(s, endpoint);
+    if (rc != 0) {
+        zp_error("%s %s: %s", bind ? "bind" : "connect", endpoint, zmq_strerror(errno));
+        zmq_close(s);
+        return NULL;
+    }
+    return s;
+}
+
+void zp_sock_close(void **sock)
+{
+    if (sock && *sock) {
+        zmq_close(*sock);
+        *sock = NULL;
+    }
+}
+
+void zp_frames_init(zp_frames_t *f)
+{
+    memset(f, 0, sizeof *f);
+}
+
+void zp_frames_close(zp_frames_t *f)
+{
+    for (int i = 0; i < f->n; i++)
+        zmq_msg_close(&f->part[i]);
+    f->n = 0;
+    f->truncated = 0;
+}
+
+int zp_frames_recv(zp_frames_t *f, void *sock, int flags)
+{
+    zp_frames_close(f);
+    int more = 1;
+    while (more) {
+        zmq_msg_t tmp, *dst = f->n < ZP_MAX_FRAMES + 2 ? &f->part[f->n] : &tmp;
+        zmq_msg_init(dst);
+        if (zmq_msg_recv(dst, sock, f->n ? 0 : flags) < 0) {
+            int e = errno;
+            zmq_msg_close(dst);
+            zp_frames_close(f);
+            if (e == EAGAIN)
+                return -EAGAIN;
+            return (e == EINTR || e == ETERM) ? ZP_ESTOP : ZP_EZMQ;
+        }
+        more = zmq_msg_more(dst);
+        if (dst == &tmp) {
+            zmq_msg_close(&tmp);
+            f->truncated = 1;
+        } else {
+            f->n++;
+        }
+    }
+    return 0;
+}
+
+int zp_frames_decode(zp_frames_t *f, int first, zp_msg_t *m, char *why, size_t len)
+{
+    if (f->truncated) {
+        memset(m, 0, sizeof *m);
+        snprintf(why, len, "too many frames");
+        return ZP_EPROTO;
+    }
+    const void *data[ZP_MAX_FRAMES];
+    size_t sizes[ZP_MAX_FRAMES];
+    int n = f->n - first;
+    if (n > ZP_MAX_FRAMES) {
+        memset(m, 0, sizeof *m);
+        snprintf(why, len, "%d frames, at most %d", n, ZP_MAX_FRAMES);
+        return ZP_EPROTO;
+    }
+    for (int i = 0; i < n; i++) {
+        data[i] = zmq_msg_data(&f->part[first + i]);
+        sizes[i] = zmq_msg_size(&f->part[first + i]);
+    }
+    return zp_msg_decode(m, data, sizes, n, why, len);
+}
+
+int zp_send_raw(void *sock, const zmq_msg_t *identity, const void *hdr, size_t hdr_len,
+                const void *const *parts, const size_t *sizes, int nparts, int flags)
+{
+    if (identity) {
+        zmq_msg_t id;
+        zmq_msg_init(&id);
+        zmq_msg_copy(&id, (zmq_msg_t *)identity);
+        if (zmq_msg_send(&id, sock, ZMQ_SNDMORE | flags) < 0) {
+            int e = errno;
+            zmq_msg_close(&id);
+            return e == EAGAIN ? -EAGAIN : ZP_EZMQ;
+        }
+    }
+    if (zmq_send(sock, hdr, hdr_len, (nparts ? ZMQ_SNDMORE : 0) | flags) < 0)
+        return errno == EAGAIN ? -EAGAIN : ZP_EZMQ;
+    for (int i = 0; i < nparts; i++)
+        if (zmq_send(sock, parts[i], sizes[i], (i + 1 < nparts ? ZMQ_SNDMORE : 0)) < 0)
+            return ZP_EZMQ;
+    return 0;
+}
+
+int zp_send(void *sock, const zmq_msg_t *identity, const zp_msg_t *m, const void *const *parts,
+            const size_t *sizes, int nparts, int flags)
+{
+    /* One header buffer per process, reused: headers are small and stages are
+     * single-threaded, so steady state does no allocation here. */
+    static msgpack_sbuffer sb;
+    sb.size = 0;
+    int rc = zp_msg_encode(m, &sb);
+    if (!rc)
+        rc = zp_send_raw(sock, identity, sb.data, sb.size, parts, sizes, nparts, flags);
+    return rc;
+}

@@ -1,0 +1,46 @@
+/* sock.h — ZeroMQ plumbing shared by the stages: endpoints under the run's
+ * sock/ folder, multipart receive into a reusable frame set, and send helpers
+ * that pair a msgpack header with raw payload frames. */
+#ifndef ZP_SOCK_H
+#define ZP_SOCK_H
+
+#include "schemas/msg.h"
+
+#include <stddef.h>
+#include <zmq.h>
+
+#define ZP_ENDPOINT_MAX 112 /* sun_path is 108 bytes */
+
+/* "ipc://<run_dir>/sock/<name>.ipc" into buf; ZP_EINVAL when the path does not
+ * fit a UNIX socket address (choose a shorter run.dir). run_dir is absolute. */
+int zp_endpoint(char *buf, size_t len, const char *run_dir, const char *name);
+
+/* Creates a socket of `type`, binds (bind != 0) or connects it. LINGER is set
+ * to `linger_ms`. On failure logs the endpoint and the zmq error. */
+void *zp_sock_open(void *ctx, int type, const char *endpoint, int bind, int linger_ms);
+void zp_sock_close(void **sock);
+
+/* A received multipart message: frames stay owned here until zp_frames_close()
+ * or the next zp_frames_recv(). An identity frame (ROUTER) can be peeled first. */
+typedef struct {
+    zmq_msg_t part[ZP_MAX_FRAMES + 2];
+    int n;         /* frames kept */
+    int truncated; /* more frames arrived than fit; they were dropped */
+} zp_frames_t;
+
+void zp_frames_init(zp_frames_t *f);
+/* Receives one whole message. Returns 0, ZP_ESTOP on EINTR/ETERM, -EAGAIN with DONTWAIT. */
+int zp_frames_recv(zp_frames_t *f, void *sock, int flags);
+void zp_frames_close(zp_frames_t *f);
+/* Decodes frames [first, n) as a message; counts nothing, logs nothing. */
+int zp_frames_decode(zp_frames_t *f, int first, zp_msg_t *m, char *why, size_t len);
+
+/* Sends an optional routing identity, the header `m` encodes, and `nparts`
+ * payload buffers (copied by zmq). Returns 0 or ZP_EZMQ / -EAGAIN. */
+int zp_send(void *sock, const zmq_msg_t *identity, const zp_msg_t *m, const void *const *parts,
+            const size_t *sizes, int nparts, int flags);
+/* Same, with a prebuilt header buffer. */
+int zp_send_raw(void *sock, const zmq_msg_t *identity, const void *hdr, size_t hdr_len,
+                const void *const *parts, const size_t *sizes, int nparts, int flags);
+
+#endif

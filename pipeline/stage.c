@@ -1,0 +1,139 @@
+#define _GNU_SOURCE
+#include "pipeline/stage.h"
+#include "pipeline/hash.h"
+#include "pipeline/log.h"
+#include "pipeline/sock.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+volatile sig_atomic_t zp_stop;
+
+void zp_ring_name(char *buf, size_t len, const char *run_dir, int rank)
+{
+    uint64_t h = ZP_ORDER_INIT;
+    for (const char *p = run_dir; *p; p++)
+        h = zp_order_step(h, (uint8_t)*p);
+    snprintf(buf, len, "/zp-%016llx-ring%d", (unsigned long long)h, rank);
+}
+
+int zp_stage_endpoint(const zp_stage_t *st, const char *name, char *buf, size_t len)
+{
+    int rc = zp_endpoint(buf, len, st->run_dir, name);
+    if (rc)
+        zp_error("%s/sock/%s.ipc: path too long for a UNIX socket; choose a shorter run.dir",
+                 st->run_dir, name);
+    return rc;
+}
+
+int zp_stage_open(zp_stage_t *st)
+{
+    st->zctx = zmq_ctx_new();
+    if (!st->zctx)
+        return ZP_EZMQ;
+    char ep[ZP_ENDPOINT_MAX + 16];
+    if (zp_stage_endpoint(st, "events", ep, sizeof ep))
+        return ZP_EINVAL;
+    st->events = zp_sock_open(st->zctx, ZMQ_PUSH, ep, 0, 2000);
+    if (!st->events)
+        return ZP_EZMQ;
+    int hwm = 10000;
+    zmq_setsockopt(st->events, ZMQ_SNDHWM, &hwm, sizeof hwm);
+    int64_t now = zp_now_ns();
+    st->stats.since = st->stats.w_start = now;
+    st->stats.interval_ns = st->cfg.stat_interval_ms * 1000000;
+    st->stats.next_ns = now + st->stats.interval_ns;
+    return 0;
+}
+
+void zp_stage_close(zp_stage_t *st)
+{
+    zp_sock_close(&st->events);
+    if (st->zctx) {
+        zmq_ctx_term(st->zctx);
+        st->zctx = NULL;
+    }
+}
+
+void zp_stats_state(zp_stats_t *s, int state)
+{
+    int64_t now = zp_now_ns();
+    s->ns[s->state] += now - s->since;
+    s->since = now;
+    s->state = state;
+}
+
+/* ---- events ------------------------------------------------------------------------------- */
+
+static msgpack_sbuffer g_ev_buf;
+
+void zp_ev_begin(zp_stage_t *st, zp_event_t *ev, const char *kind, int nfields)
+{
+    g_ev_buf.size = 0;
+    msgpack_packer_init(&ev->pk, &g_ev_buf, msgpack_sbuffer_write);
+    zp_msg_pack_begin(&ev->pk, ZP_MSG_EVENT, 1);
+    zp_pack_str(&ev->pk, "body");
+    msgpack_pack_map(&ev->pk, (uint32_t)nfields + 5);
+    zp_ev_str(ev, "kind", kind);
+    zp_ev_str(ev, "stage", st->name);
+    zp_ev_int(ev, "instance", st->instance);
+    zp_ev_int(ev, "pid", getpid());
+    zp_ev_num(ev, "time", zp_wall_s());
+}
+
+void zp_ev_str(zp_event_t *ev, const char *key, const char *val)
+{
+    zp_pack_str(&ev->pk, key);
+    zp_pack_str(&ev->pk, val);
+}
+
+void zp_ev_int(zp_event_t *ev, const char *key, int64_t val)
+{
+    zp_pack_str(&ev->pk, key);
+    msgpack_pack_int64(&ev->pk, val);
+}
+
+void zp_ev_num(zp_event_t *ev, const char *key, double val)
+{
+    zp_pack_str(&ev->pk, key);
+    msgpack_pack_double(&ev->pk, val);
+}
+
+void zp_ev_send(zp_stage_t *st, zp_event_t *ev)
+{
+    (void)ev;
+    if (!st->events || zmq_send(st->events, g_ev_buf.data, g_ev_buf.size, ZMQ_DONTWAIT) < 0)
+        st->events_dropped++;
+}
+
+void zp_stats_tick(zp_stage_t *st)
+{
+    zp_stats_t *s = &st->stats;
+    int64_t now = zp_now_ns();
+    if (now < s->next_ns)
+        return;
+    zp_stats_state(s, s->state);
+    double dt = (double)(now - s->w_start);
+    double dts = dt / 1e9;
+    zp_event_t ev;
+    zp_ev_begin(st, &ev, "stats", 11);
+    zp_ev_num(&ev, "items_per_s", (double)(s->items - s->w_items) / dts);
+    zp_ev_num(&ev, "bytes_per_s", (double)(s->bytes - s->w_bytes) / dts);
+    zp_ev_num(&ev, "busy", (double)(s->ns[ZP_ST_BUSY] - s->w_ns[ZP_ST_BUSY]) / dt);
+    zp_ev_num(&ev, "wait_in", (double)(s->ns[ZP_ST_WAIT_IN] - s->w_ns[ZP_ST_WAIT_IN]) / dt);
+    zp_ev_num(&ev, "wait_out", (double)(s->ns[ZP_ST_WAIT_OUT] - s->w_ns[ZP_ST_WAIT_OUT]) / dt);
+    zp_ev_int(&ev, "queue", s->queue);
+    zp_ev_int(&ev, "total_items", s->items);
+    zp_ev_int(&ev, "total_bytes", s->bytes);
+    zp_ev_int(&ev, "errors", s->errors);
+    zp_ev_int(&ev, "events_dropped", st->events_dropped);
+    zp_ev_num(&ev, "window_s", dts);
+    zp_ev_send(st, &ev);
+    s->w_start = now;
+    s->w_items = s->items;
+    s->w_bytes = s->bytes;
+    memcpy(s->w_ns, s->ns, sizeof s->ns);
+    s->next_ns = now + s->interval_ns;
+}

@@ -1,0 +1,80 @@
+/* stage.h — what every stage process has: its config, identity, ZeroMQ
+ * context, event socket to the logger, and counters.
+ *
+ * `zeus-pipe stage NAME --run DIR --instance I` fills one of these and calls
+ * the stage's entry point, whose return value is the exit status.
+ */
+#ifndef ZP_STAGE_H
+#define ZP_STAGE_H
+
+#include "pipeline/config.h"
+#include "pipeline/dataset.h"
+
+#include <limits.h>
+#include <msgpack.h>
+#include <signal.h>
+#include <stdint.h>
+
+/* Set by SIGINT/SIGTERM to the signal number; loops check it. */
+extern volatile sig_atomic_t zp_stop;
+
+enum { ZP_ST_IDLE, ZP_ST_BUSY, ZP_ST_WAIT_IN, ZP_ST_WAIT_OUT };
+
+typedef struct {
+    int64_t items, bytes, errors; /* totals */
+    int64_t ns[4];                /* time per state, ZP_ST_* */
+    int64_t queue;                /* current queue depth, set by the stage */
+    int state;
+    int64_t since;
+    /* the last window */
+    int64_t w_start, w_items, w_bytes, w_ns[4];
+    int64_t interval_ns, next_ns;
+} zp_stats_t;
+
+typedef struct {
+    const char *name; /* "loader", ... */
+    int instance;
+    zp_config_t cfg;
+    zp_dataset_meta_t meta;
+    char run_dir[PATH_MAX]; /* absolute */
+    void *zctx;
+    void *events; /* PUSH to the logger; never blocks */
+    zp_stats_t stats;
+    int64_t events_dropped;
+} zp_stage_t;
+
+/* Charges the time since the last switch to the previous state. */
+void zp_stats_state(zp_stats_t *s, int state);
+/* Emits a "stats" event when the interval has passed. Cheap otherwise. */
+void zp_stats_tick(zp_stage_t *st);
+
+/* Events: a msgpack map body {kind, stage, instance, time, ...fields}. Build with
+ * begin, exactly `nfields` zp_ev_* calls, then send. Dropped (and counted) when
+ * the logger cannot keep up. */
+typedef struct {
+    msgpack_packer pk;
+} zp_event_t;
+
+void zp_ev_begin(zp_stage_t *st, zp_event_t *ev, const char *kind, int nfields);
+void zp_ev_str(zp_event_t *ev, const char *key, const char *val);
+void zp_ev_int(zp_event_t *ev, const char *key, int64_t val);
+void zp_ev_num(zp_event_t *ev, const char *key, double val);
+void zp_ev_send(zp_stage_t *st, zp_event_t *ev);
+
+/* Opens the ZeroMQ context and the event socket. */
+int zp_stage_open(zp_stage_t *st);
+void zp_stage_close(zp_stage_t *st);
+/* Endpoint of a named socket of this run, or ZP_EINVAL with an error logged. */
+int zp_stage_endpoint(const zp_stage_t *st, const char *name, char *buf, size_t len);
+
+/* Stage entry points (the only table that names stages lives in cmd_stage.c). */
+int zp_loader_main(zp_stage_t *st);
+int zp_cache_main(zp_stage_t *st);
+int zp_prefetch_main(zp_stage_t *st);
+int zp_trainer_main(zp_stage_t *st);
+int zp_logger_main(zp_stage_t *st);
+
+/* Name of the shared-memory ring of `rank` of the run whose supervisor has `pid`. */
+void zp_ring_name(char *buf, size_t len, const char *run_dir, int rank);
+
+#endif

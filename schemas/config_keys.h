@@ -1,0 +1,82 @@
+/* config_keys.h — every configuration key, declared once.
+ *
+ * One row per key: X(key, type, field, default, lo, hi, help).
+ *   key      dotted name as written in YAML (`trainer.optimizer.lr`) and in
+ *            command-line overrides (`trainer.optimizer.lr=0.05`)
+ *   type     INT, FLOAT, BOOL, STR, ENUM (choices "a|b" in lo), INTS, FLOATS
+ *   field    member of zp_config_t that receives the value
+ *   default  the value, written as it would be in YAML; NULL = required
+ *   lo, hi   inclusive range for numbers and for every element of a list;
+ *            for ENUM, lo is the "|"-separated list of choices
+ *   help     one sentence; `zeus-pipe config --keys` prints it
+ *
+ * Validation, defaults, `zeus-pipe config` and the README key table all come
+ * from this list. Keys of a section must stay contiguous (the printer nests them).
+ */
+#ifndef ZP_CONFIG_KEYS_H
+#define ZP_CONFIG_KEYS_H
+
+#define ZP_CONFIG_KEYS(X)                                                                          \
+    X("run.name", STR, run_name, "", 0, 0,                                                         \
+      "name of the run; its folder is run.dir/run.name (empty: the config file's base name)")     \
+    X("run.dir", STR, run_dir, "runs", 0, 0, "folder that holds the run folders")                  \
+    X("seed", INT, seed, "0", 0, 2147483647, "seed of the sampler and of the model's initial weights") \
+    X("dataset.source", ENUM, dataset_source, NULL, "idx|synthetic", 0,                            \
+      "where samples come from: gzip IDX files (the MNIST family) or generated ones")             \
+    X("dataset.path", STR, dataset_path, "/usr/share/datasets/fashion-mnist", 0, 0,                \
+      "folder of the IDX files")                                                                  \
+    X("dataset.train_images", STR, train_images, "train-images-idx3-ubyte.gz", 0, 0,               \
+      "IDX image file of the train split, relative to dataset.path")                              \
+    X("dataset.train_labels", STR, train_labels, "train-labels-idx1-ubyte.gz", 0, 0,               \
+      "IDX label file of the train split")                                                        \
+    X("dataset.test_images", STR, test_images, "t10k-images-idx3-ubyte.gz", 0, 0,                  \
+      "IDX image file of the test split")                                                         \
+    X("dataset.test_labels", STR, test_labels, "t10k-labels-idx1-ubyte.gz", 0, 0,                  \
+      "IDX label file of the test split")                                                         \
+    X("dataset.mean", FLOATS, mean, "[0.2860]", -1000, 1000,                                       \
+      "per-channel mean subtracted from pixels scaled to 0..1 (one value: all channels)")         \
+    X("dataset.std", FLOATS, std, "[0.3530]", 1e-6, 1000,                                          \
+      "per-channel standard deviation the centred pixels are divided by")                         \
+    X("dataset.synthetic.train_samples", INT, synth_train, "6000", 1, 100000000,                   \
+      "samples in the synthetic train split")                                                     \
+    X("dataset.synthetic.test_samples", INT, synth_test, "1000", 0, 100000000,                     \
+      "samples in the synthetic test split")                                                      \
+    X("dataset.synthetic.shape", INTS, synth_shape, "[1, 28, 28]", 1, 65536,                       \
+      "shape of one synthetic sample (channels, height, width)")                                  \
+    X("dataset.synthetic.classes", INT, synth_classes, "10", 2, 65536,                             \
+      "number of labels of the synthetic dataset")                                                \
+    X("dataset.synthetic.cost_us", INT, synth_cost_us, "0", 0, 1000000,                            \
+      "CPU time a loader spends on each synthetic sample, in microseconds")                       \
+    X("loader.workers", INT, loader_workers, "2", 1, 256, "number of loader processes")            \
+    X("loader.task_size", INT, task_size, "64", 1, 65536,                                          \
+      "samples per task a loader receives from the cache stage")                                  \
+    X("loader.credit", INT, credit, "2", 1, 64, "tasks a loader may hold at once")                 \
+    X("prefetch.batch_size", INT, batch_size, "256", 1, 65536, "samples per batch")                \
+    X("prefetch.depth", INT, depth, "2", 1, 64,                                                    \
+      "batch slots in the shared-memory ring (2 = double buffering)")                             \
+    X("prefetch.shuffle", BOOL, shuffle, "true", 0, 0,                                             \
+      "draw a seeded permutation of the train split every epoch")                                 \
+    X("prefetch.drop_last", BOOL, drop_last, "false", 0, 0,                                        \
+      "drop the last batch of an epoch when it is short")                                         \
+    X("trainer.backend", ENUM, backend, "cpu", "cpu|null", 0,                                      \
+      "cpu trains with OpenBLAS; null only counts batches (for benchmarks)")                      \
+    X("trainer.model.hidden", INTS, hidden, "[256, 128]", 1, 65536,                                \
+      "sizes of the hidden layers of the multilayer perceptron ([] = linear model)")             \
+    X("trainer.optimizer.name", ENUM, optimizer, "sgd", "sgd", 0,                                  \
+      "optimizer: SGD with momentum and weight decay")                                            \
+    X("trainer.optimizer.lr", FLOAT, lr, "0.05", 1e-9, 10, "learning rate")                        \
+    X("trainer.optimizer.momentum", FLOAT, momentum, "0.9", 0, 0.999, "momentum factor")          \
+    X("trainer.optimizer.weight_decay", FLOAT, weight_decay, "0.0001", 0, 1,                       \
+      "L2 penalty added to the gradient of every weight matrix")                                  \
+    X("trainer.epochs", INT, epochs, "10", 1, 100000, "passes over the train split")              \
+    X("trainer.limit_train_batches", INT, limit_train_batches, "0", 0, 1000000000,                 \
+      "train on at most this many batches per epoch (0 = all)")                                   \
+    X("trainer.limit_test_batches", INT, limit_test_batches, "0", 0, 1000000000,                   \
+      "evaluate at most this many batches per epoch (0 = all)")                                   \
+    X("trainer.log_every_steps", INT, log_every_steps, "50", 1, 1000000,                           \
+      "steps between two train metric records")                                                   \
+    X("trainer.threads", INT, threads, "1", 1, 256, "OpenBLAS threads of the cpu backend")         \
+    X("logger.stat_interval_ms", INT, stat_interval_ms, "1000", 50, 600000,                        \
+      "how often every stage reports its counters")
+
+#endif

@@ -1,0 +1,259 @@
+/* msg.c — encoder, decoder and validator generated from the lists in msg.h. */
+#include "schemas/msg.h"
+#include "pipeline/log.h"
+
+#include <stdio.h>
+#include <string.h>
+
+typedef struct {
+    const char *wire;
+    int frames;
+    uint32_t required;
+} spec_t;
+
+#define ZP_MSG_SPEC(name, wire, frames, req, doc) [ZP_MSG_##name] = {wire, frames, req},
+static const spec_t SPECS[ZP_MSG_COUNT] = {ZP_MSGS(ZP_MSG_SPEC)};
+#undef ZP_MSG_SPEC
+
+#define ZP_FIELD_NAME(name, kind, doc) #name,
+static const char *const FIELD_NAMES[ZP_F_COUNT] = {ZP_FIELDS(ZP_FIELD_NAME)};
+#undef ZP_FIELD_NAME
+#define ZP_FIELD_KIND(name, kind, doc) #kind[0],
+static const char FIELD_KINDS[ZP_F_COUNT] = {ZP_FIELDS(ZP_FIELD_KIND)};
+#undef ZP_FIELD_KIND
+
+const char *zp_msg_name(zp_msg_type_t t)
+{
+    return (t > ZP_MSG_NONE && t < ZP_MSG_COUNT) ? SPECS[t].wire : "?";
+}
+
+static uint64_t *u_field(zp_msg_t *m, int f)
+{
+    uint64_t *slots[ZP_F_COUNT] = {
+        [ZP_F_id] = &m->id,       [ZP_F_credit] = &m->credit, [ZP_F_split] = &m->split,
+        [ZP_F_epoch] = &m->epoch, [ZP_F_n] = &m->n,           [ZP_F_offset] = &m->offset,
+        [ZP_F_elems] = &m->elems, [ZP_F_slot] = &m->slot,     [ZP_F_gen] = &m->gen,
+        [ZP_F_index] = &m->index, [ZP_F_batches] = &m->batches};
+    return slots[f];
+}
+
+static int key_is(const msgpack_object *k, const char *s)
+{
+    return k->type == MSGPACK_OBJECT_STR && k->via.str.size == strlen(s) &&
+           memcmp(k->via.str.ptr, s, k->via.str.size) == 0;
+}
+
+const msgpack_object *zp_map_get(const msgpack_object *map, const char *key)
+{
+    if (!map || map->type != MSGPACK_OBJECT_MAP)
+        return NULL;
+    for (uint32_t i = 0; i < map->via.map.size; i++)
+        if (key_is(&map->via.map.ptr[i].key, key))
+            return &map->via.map.ptr[i].val;
+    return NULL;
+}
+
+double zp_map_num(const msgpack_object *map, const char *key, double fallback)
+{
+    const msgpack_object *v = zp_map_get(map, key);
+    if (!v)
+        return fallback;
+    switch (v->type) {
+    case MSGPACK_OBJECT_POSITIVE_INTEGER: return (double)v->via.u64;
+    case MSGPACK_OBJECT_NEGATIVE_INTEGER: return (double)v->via.i64;
+    case MSGPACK_OBJECT_FLOAT32:
+    case MSGPACK_OBJECT_FLOAT64: return v->via.f64;
+    default: return fallback;
+    }
+}
+
+const char *zp_map_str(const msgpack_object *map, const char *key, char *buf, size_t len)
+{
+    const msgpack_object *v = zp_map_get(map, key);
+    buf[0] = 0;
+    if (v && v->type == MSGPACK_OBJECT_STR)
+        snprintf(buf, len, "%.*s", (int)v->via.str.size, v->via.str.ptr);
+    return buf;
+}
+
+__attribute__((format(printf, 3, 4))) static int reject(char *why, size_t len, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, len, fmt, ap);
+    va_end(ap);
+    return ZP_EPROTO;
+}
+
+/* Stores one header field; `why` on a type error. */
+static int take_field(zp_msg_t *m, int f, const msgpack_object *v, char *why, size_t len)
+{
+    switch (FIELD_KINDS[f]) {
+    case 'U':
+        if (v->type != MSGPACK_OBJECT_POSITIVE_INTEGER)
+            return reject(why, len, "field '%s' must be an unsigned integer", FIELD_NAMES[f]);
+        *u_field(m, f) = v->via.u64;
+        break;
+    case 'S': {
+        char *dst = f == ZP_F_error ? m->error : m->cmd;
+        size_t cap = f == ZP_F_error ? sizeof m->error : sizeof m->cmd;
+        if (v->type != MSGPACK_OBJECT_STR || v->via.str.size >= cap)
+            return reject(why, len, "field '%s' must be a string shorter than %zu bytes",
+                          FIELD_NAMES[f], cap);
+        memcpy(dst, v->via.str.ptr, v->via.str.size);
+        dst[v->via.str.size] = 0;
+        break;
+    }
+    case 'M':
+        if (v->type != MSGPACK_OBJECT_MAP && v->type != MSGPACK_OBJECT_ARRAY)
+            return reject(why, len, "field '%s' must be a map or an array", FIELD_NAMES[f]);
+        m->body = *v;
+        break;
+    }
+    m->present |= 1u << f;
+    return 0;
+}
+
+static int check_header(zp_msg_t *m, const msgpack_object *h, char *why, size_t len)
+{
+    if (h->type != MSGPACK_OBJECT_MAP)
+        return reject(why, len, "header is not a msgpack map");
+    const msgpack_object *v = zp_map_get(h, "v"), *t = zp_map_get(h, "t");
+    if (!v || v->type != MSGPACK_OBJECT_POSITIVE_INTEGER)
+        return reject(why, len, "header has no version 'v'");
+    if (v->via.u64 != ZP_WIRE_VERSION)
+        return reject(why, len, "wire version %llu, expected %d", (unsigned long long)v->via.u64,
+                      ZP_WIRE_VERSION);
+    if (!t || t->type != MSGPACK_OBJECT_STR)
+        return reject(why, len, "header has no type 't'");
+    for (int i = 1; i < ZP_MSG_COUNT; i++)
+        if (key_is(t, SPECS[i].wire))
+            m->type = (zp_msg_type_t)i;
+    if (m->type == ZP_MSG_NONE)
+        return reject(why, len, "unknown message type '%.*s'", (int)(t->via.str.size > 32 ? 32 : t->via.str.size), t->via.str.ptr);
+    for (uint32_t i = 0; i < h->via.map.size; i++) {
+        const msgpack_object *k = &h->via.map.ptr[i].key;
+        for (int f = 0; f < ZP_F_COUNT; f++)
+            if (key_is(k, FIELD_NAMES[f])) {
+                int rc = take_field(m, f, &h->via.map.ptr[i].val, why, len);
+                if (rc)
+                    return rc;
+            }
+    }
+    uint32_t missing = SPECS[m->type].required & ~m->present;
+    for (int f = 0; f < ZP_F_COUNT; f++)
+        if (missing & (1u << f))
+            return reject(why, len, "%s: missing field '%s'", SPECS[m->type].wire, FIELD_NAMES[f]);
+    return 0;
+}
+
+/* Payload sizes must agree with the header. */
+static int check_payload(zp_msg_t *m, char *why, size_t len)
+{
+    const char *name = SPECS[m->type].wire;
+    if (m->nframes != SPECS[m->type].frames)
+        return reject(why, len, "%s: %d frames, expected %d", name, m->nframes,
+                      SPECS[m->type].frames);
+    if ((m->present & ZP_B(split)) && m->split > 1)
+        return reject(why, len, "%s: split %llu is not 0 or 1", name, (unsigned long long)m->split);
+    if ((m->present & ZP_B(n)) && m->type != ZP_MSG_EPOCH_END && (m->n < 1 || m->n > ZP_MAX_BATCH))
+        return reject(why, len, "%s: n = %llu is outside 1..%u", name, (unsigned long long)m->n,
+                      ZP_MAX_BATCH);
+    if ((m->present & ZP_B(elems)) && (m->elems < 1 || m->elems > (16u << 20)))
+        return reject(why, len, "%s: elems = %llu is outside 1..%u", name,
+                      (unsigned long long)m->elems, 16u << 20);
+    size_t want[ZP_MAX_FRAMES] = {0};
+    switch (m->type) {
+    case ZP_MSG_TASK:
+    case ZP_MSG_FETCH: want[1] = m->n * 4; break;
+    case ZP_MSG_SAMPLES:
+    case ZP_MSG_RESULT:
+        want[1] = want[2] = m->n * 4;
+        want[3] = m->n * m->elems * 4;
+        break;
+    case ZP_MSG_EVENT:
+        if (m->body.type != MSGPACK_OBJECT_MAP)
+            return reject(why, len, "event: body must be a map");
+        break;
+    case ZP_MSG_STAT_REP:
+        if (m->body.type != MSGPACK_OBJECT_ARRAY)
+            return reject(why, len, "stat_rep: body must be an array");
+        break;
+    default: break;
+    }
+    for (int i = 1; i < m->nframes; i++)
+        if (m->frame_size[i] != want[i])
+            return reject(why, len, "%s: frame %d has %zu bytes, header says %zu", name, i,
+                          m->frame_size[i], want[i]);
+    return 0;
+}
+
+int zp_msg_decode(zp_msg_t *m, const void *const *frames, const size_t *sizes, int nframes,
+                  char *why, size_t whylen)
+{
+    memset(m, 0, sizeof *m);
+    if (nframes < 1 || nframes > ZP_MAX_FRAMES)
+        return reject(why, whylen, "%d frames (expected 1..%d)", nframes, ZP_MAX_FRAMES);
+    m->nframes = nframes;
+    for (int i = 0; i < nframes; i++) {
+        m->frame[i] = frames[i];
+        m->frame_size[i] = sizes[i];
+    }
+    msgpack_unpacked_init(&m->unpacked);
+    m->has_unpacked = 1;
+    size_t off = 0;
+    if (msgpack_unpack_next(&m->unpacked, frames[0], sizes[0], &off) != MSGPACK_UNPACK_SUCCESS)
+        return reject(why, whylen, "header is not valid msgpack (%zu bytes)", sizes[0]);
+    if (off != sizes[0])
+        return reject(why, whylen, "%zu bytes of garbage after the header", sizes[0] - off);
+    int rc = check_header(m, &m->unpacked.data, why, whylen);
+    return rc ? rc : check_payload(m, why, whylen);
+}
+
+void zp_msg_release(zp_msg_t *m)
+{
+    if (m->has_unpacked)
+        msgpack_unpacked_destroy(&m->unpacked);
+    m->has_unpacked = 0;
+}
+
+void zp_pack_str(msgpack_packer *pk, const char *s)
+{
+    size_t n = strlen(s);
+    msgpack_pack_str(pk, n);
+    msgpack_pack_str_body(pk, s, n);
+}
+
+void zp_msg_pack_begin(msgpack_packer *pk, zp_msg_type_t t, int extra)
+{
+    msgpack_pack_map(pk, 2 + (uint32_t)extra);
+    zp_pack_str(pk, "v");
+    msgpack_pack_uint32(pk, ZP_WIRE_VERSION);
+    zp_pack_str(pk, "t");
+    zp_pack_str(pk, SPECS[t].wire);
+}
+
+int zp_msg_encode(const zp_msg_t *m, msgpack_sbuffer *sb)
+{
+    if (m->type <= ZP_MSG_NONE || m->type >= ZP_MSG_COUNT)
+        return ZP_EINVAL;
+    uint32_t req = SPECS[m->type].required;
+    if (req & ZP_B(body))
+        return ZP_EINVAL; /* packed by the caller */
+    if ((m->present & ZP_B(error)) && m->type == ZP_MSG_CTL_REP)
+        req |= ZP_B(error);
+    msgpack_packer pk;
+    msgpack_packer_init(&pk, sb, msgpack_sbuffer_write);
+    zp_msg_pack_begin(&pk, m->type, __builtin_popcount(req));
+    zp_msg_t *mm = (zp_msg_t *)m;
+    for (int f = 0; f < ZP_F_COUNT; f++) {
+        if (!(req & (1u << f)))
+            continue;
+        zp_pack_str(&pk, FIELD_NAMES[f]);
+        if (FIELD_KINDS[f] == 'U')
+            msgpack_pack_uint64(&pk, *u_field(mm, f));
+        else
+            zp_pack_str(&pk, f == ZP_F_error ? m->error : m->cmd);
+    }
+    return 0;
+}

@@ -1,0 +1,120 @@
+/* msg.h — the wire contract: every message zeus-pipe sends, declared once.
+ *
+ * A message is a ZeroMQ multipart message. Frame 0 is a msgpack map header
+ * {"v": 1, "t": NAME, FIELD: value, ...}; further frames carry raw bytes
+ * (little-endian arrays), never msgpack. zp_msg_decode() rejects anything
+ * malformed — wrong version, unknown type, missing or mistyped field, wrong
+ * frame count, payload length that does not match the header — with a
+ * ZP_EPROTO and a reason; the receiver counts it, logs it and goes on.
+ * See schemas/protocol.md for the conversations.
+ */
+#ifndef ZP_MSG_H
+#define ZP_MSG_H
+
+#include <msgpack.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define ZP_WIRE_VERSION 1
+#define ZP_MAX_FRAMES 4
+#define ZP_MAX_BATCH (1u << 20) /* indices per task, fetch or batch */
+
+/* Header fields: F(name, kind, meaning). kind U = unsigned integer, S = string
+ * (at most 255 bytes), M = a map (events) or array (stat replies) kept as a
+ * msgpack object, valid while the decoded message lives. */
+#define ZP_FIELDS(F)                                                                               \
+    F(id, U, "request or task id, chosen by the sender of the request")                           \
+    F(credit, U, "tasks the loader can take in addition to those it holds")                        \
+    F(split, U, "0 = train, 1 = test")                                                             \
+    F(epoch, U, "epoch number, from 0")                                                            \
+    F(n, U, "number of samples (indices) the message carries")                                     \
+    F(offset, U, "position of the first sample inside its fetch")                                  \
+    F(elems, U, "float32 elements per sample")                                                     \
+    F(slot, U, "ring slot")                                                                        \
+    F(gen, U, "generation of the slot; a FREE must echo the BATCH's")                              \
+    F(index, U, "batch number inside the epoch")                                                   \
+    F(batches, U, "batches in this epoch")                                                         \
+    F(error, S, "what went wrong, for a person")                                                   \
+    F(cmd, S, "control command: down")                                                             \
+    F(body, M, "event fields, or the stat reply's array of stage records")
+
+/* Messages: X(NAME, "wire name", frames, required fields, direction and meaning). */
+#define ZP_MSGS(X)                                                                                 \
+    X(READY, "ready", 1, ZP_B(credit), "loader -> cache: I can take `credit` more tasks")             \
+    X(TASK, "task", 2, ZP_B(id) | ZP_B(split) | ZP_B(n),                                                    \
+      "cache -> loader: load `n` samples; frame 1 = u32 indices[n]")                               \
+    X(SAMPLES, "samples", 4, ZP_B(id) | ZP_B(split) | ZP_B(n) | ZP_B(elems),                                   \
+      "loader -> cache: results of task `id`; frames u32 indices[n], i32 labels[n], "              \
+      "f32 data[n*elems]")                                                                         \
+    X(FAIL, "fail", 1, ZP_B(id) | ZP_B(error),                                                           \
+      "loader -> cache, cache -> prefetch: task or fetch `id` failed with `error`")              \
+    X(FETCH, "fetch", 2, ZP_B(id) | ZP_B(split) | ZP_B(n),                                                  \
+      "prefetch -> cache: load `n` samples; frame 1 = u32 indices[n]")                             \
+    X(RESULT, "result", 4, ZP_B(id) | ZP_B(split) | ZP_B(n) | ZP_B(elems) | ZP_B(offset),                         \
+      "cache -> prefetch: samples for fetch `id` starting at `offset`; frames as SAMPLES")        \
+    X(BATCH, "batch", 1, ZP_B(slot) | ZP_B(gen) | ZP_B(split) | ZP_B(epoch) | ZP_B(index) | ZP_B(batches) | ZP_B(n) | ZP_B(elems), \
+      "prefetch -> trainer: ring slot `slot` holds batch `index` of `batches`")                   \
+    X(FREE, "free", 1, ZP_B(slot) | ZP_B(gen), "trainer -> prefetch: the trainer is done with the slot") \
+    X(EPOCH_END, "epoch_end", 1, ZP_B(split) | ZP_B(epoch) | ZP_B(batches) | ZP_B(n),                          \
+      "prefetch -> trainer: the epoch's last batch was sent; `n` samples in all")                \
+    X(END, "end", 1, 0, "prefetch -> trainer: no more batches; finish")                           \
+    X(EVENT, "event", 1, ZP_B(body),                                                                  \
+      "any stage -> logger: body {kind, stage, instance, ...}; sent without blocking")            \
+    X(STAT_REQ, "stat_req", 1, 0, "stat -> logger: the latest counters of every stage")           \
+    X(STAT_REP, "stat_rep", 1, ZP_B(body), "logger -> stat: body = array of stage records")          \
+    X(CTL, "ctl", 1, ZP_B(cmd), "down -> supervisor: a control command")                             \
+    X(CTL_REP, "ctl_rep", 1, 0, "supervisor -> down: accepted, or `error`")
+
+#define ZP_FIELD_ENUM(name, kind, doc) ZP_F_##name,
+enum { ZP_FIELDS(ZP_FIELD_ENUM) ZP_F_COUNT };
+#undef ZP_FIELD_ENUM
+#define ZP_B(f) (1u << ZP_F_##f)
+
+#define ZP_MSG_ENUM(name, wire, frames, req, doc) ZP_MSG_##name,
+typedef enum { ZP_MSG_NONE = 0, ZP_MSGS(ZP_MSG_ENUM) ZP_MSG_COUNT } zp_msg_type_t;
+#undef ZP_MSG_ENUM
+
+/* A decoded (or to-be-encoded) message. Payload pointers point into the
+ * frames given to zp_msg_decode() and are valid while those frames live. */
+typedef struct {
+    zp_msg_type_t type;
+    uint32_t present; /* bit per field seen */
+    uint64_t id, credit, split, epoch, n, offset, elems, slot, gen, index, batches;
+    char error[256], cmd[32];
+    msgpack_object body;   /* M field; points into `unpacked` */
+    msgpack_unpacked unpacked; /* owned; released by zp_msg_release() */
+    int has_unpacked;
+    /* payload frames, as {data, size}; frames[0] is the header */
+    const void *frame[ZP_MAX_FRAMES];
+    size_t frame_size[ZP_MAX_FRAMES];
+    int nframes;
+} zp_msg_t;
+
+const char *zp_msg_name(zp_msg_type_t t);
+
+/* Decodes frames[0..nframes) into m. Returns 0, or ZP_EPROTO with a reason in
+ * `why` (m must still be released). */
+int zp_msg_decode(zp_msg_t *m, const void *const *frames, const size_t *sizes, int nframes,
+                  char *why, size_t whylen);
+void zp_msg_release(zp_msg_t *m);
+
+/* Encodes the header of `m` (its type's required fields, from m's values) into
+ * `sb`, which the caller initialised. For EVENT and STAT_REP use the packer
+ * helpers below instead. */
+int zp_msg_encode(const zp_msg_t *m, msgpack_sbuffer *sb);
+
+/* Starts a header map of type t with `extra` more key/value pairs to come;
+ * the caller packs them with msgpack_pack_* (used for EVENT and STAT_REP,
+ * whose body is one map/array the caller writes: pass extra = 1 and pack
+ * the key "body" and its value). */
+void zp_msg_pack_begin(msgpack_packer *pk, zp_msg_type_t t, int extra);
+void zp_pack_str(msgpack_packer *pk, const char *s);
+
+/* Looks up `key` in a msgpack map; NULL when absent. */
+const msgpack_object *zp_map_get(const msgpack_object *map, const char *key);
+/* Typed lookups with a fallback value. */
+double zp_map_num(const msgpack_object *map, const char *key, double fallback);
+/* Copies a string value into buf (empty when absent or not a string). */
+const char *zp_map_str(const msgpack_object *map, const char *key, char *buf, size_t len);
+
+#endif

@@ -1,0 +1,315 @@
+/* cache.c — the broker between prefetchers and loaders (a pure broker until the
+ * LMDB writer lands). A FETCH of n indices becomes ceil(n / task_size) TASKs;
+ * loaders get tasks only while they have credit; every task in flight is
+ * tracked with its loader, and its SAMPLES are forwarded as a RESULT with the
+ * fetch id and the task's offset inside the fetch. */
+#define _GNU_SOURCE
+#include "pipeline/log.h"
+#include "pipeline/sock.h"
+#include "pipeline/stage.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define ID_MAX 64
+#define LOADERS_MAX 1024
+
+typedef struct {
+    uint8_t id[ID_MAX];
+    size_t idlen;
+} peer_t;
+
+typedef struct {
+    peer_t peer;
+    int64_t credit;
+    int64_t tasks_done;
+} loader_rec_t;
+
+/* A task: a contiguous range of one fetch. `indices` is owned (reused). */
+typedef struct {
+    uint64_t id;       /* task id: (sequence << 20) | pool index; 0 = unused */
+    peer_t prefetch;   /* who asked */
+    uint64_t fetch_id;
+    uint64_t split, offset, n;
+    uint32_t *indices;
+    size_t cap;
+    int loader;        /* index into loaders[], -1 while queued */
+} task_t;
+
+typedef struct {
+    zp_stage_t *st;
+    void *work, *fetch;
+    loader_rec_t loaders[LOADERS_MAX];
+    int nloaders, next_loader;
+    task_t *pool;
+    size_t pool_cap;
+    uint32_t *free_list;
+    size_t nfree;
+    uint32_t *queue; /* FIFO of pool indices waiting for a loader */
+    size_t qhead, qlen;
+    uint64_t seq;
+    int64_t bad_msgs, late;
+    zp_frames_t f;
+} cache_t;
+
+static void peer_set(peer_t *p, zmq_msg_t *m)
+{
+    p->idlen = zmq_msg_size(m) < ID_MAX ? zmq_msg_size(m) : ID_MAX;
+    memcpy(p->id, zmq_msg_data(m), p->idlen);
+}
+
+static int send_to(void *sock, const peer_t *p, const zp_msg_t *m, const void *const *parts,
+                   const size_t *sizes, int nparts)
+{
+    if (zmq_send(sock, p->id, p->idlen, ZMQ_SNDMORE) < 0)
+        return ZP_EZMQ;
+    return zp_send(sock, NULL, m, parts, sizes, nparts, 0);
+}
+
+static int pool_grow(cache_t *c)
+{
+    size_t cap = c->pool_cap ? c->pool_cap * 2 : 256;
+    if (cap > (1u << 20))
+        return ZP_EFULL;
+    task_t *p = realloc(c->pool, cap * sizeof *p);
+    uint32_t *fl = p ? realloc(c->free_list, cap * sizeof *fl) : NULL;
+    uint32_t *q = fl ? malloc(cap * sizeof *q) : NULL;
+    if (p)
+        c->pool = p;
+    if (fl)
+        c->free_list = fl;
+    if (!q)
+        return ZP_ENOMEM;
+    for (size_t i = 0; i < c->qlen; i++) /* unwrap the FIFO into the new array */
+        q[i] = c->queue[(c->qhead + i) % c->pool_cap];
+    free(c->queue);
+    c->queue = q;
+    c->qhead = 0;
+    memset(c->pool + c->pool_cap, 0, (cap - c->pool_cap) * sizeof *p);
+    for (size_t i = cap; i > c->pool_cap; i--)
+        c->free_list[c->nfree++] = (uint32_t)(i - 1);
+    c->pool_cap = cap;
+    return 0;
+}
+
+static task_t *task_lookup(cache_t *c, uint64_t id)
+{
+    uint64_t i = id & ((1u << 20) - 1);
+    if (i >= c->pool_cap || c->pool[i].id != id || id == 0)
+        return NULL;
+    return &c->pool[i];
+}
+
+static void task_free(cache_t *c, task_t *t)
+{
+    t->id = 0;
+    c->free_list[c->nfree++] = (uint32_t)(t - c->pool);
+}
+
+/* Splits a FETCH into tasks and queues them. */
+static int on_fetch(cache_t *c, zmq_msg_t *who, const zp_msg_t *m)
+{
+    const uint32_t *idx = m->frame[1];
+    uint64_t step = (uint64_t)c->st->cfg.task_size;
+    for (uint64_t off = 0; off < m->n; off += step) {
+        if (!c->nfree) {
+            int rc = pool_grow(c);
+            if (rc)
+                return rc;
+        }
+        uint32_t i = c->free_list[--c->nfree];
+        task_t *t = &c->pool[i];
+        uint64_t n = m->n - off < step ? m->n - off : step;
+        if (t->cap < n) {
+            uint32_t *p = realloc(t->indices, n * sizeof *p);
+            if (!p)
+                return ZP_ENOMEM;
+            t->indices = p;
+            t->cap = n;
+        }
+        memcpy(t->indices, idx + off, n * sizeof *idx);
+        peer_set(&t->prefetch, who);
+        t->id = (++c->seq << 20) | i;
+        t->fetch_id = m->id;
+        t->split = m->split;
+        t->offset = off;
+        t->n = n;
+        t->loader = -1;
+        c->queue[(c->qhead + c->qlen++) % c->pool_cap] = i;
+    }
+    return 0;
+}
+
+static loader_rec_t *loader_find(cache_t *c, zmq_msg_t *who, int add)
+{
+    for (int i = 0; i < c->nloaders; i++)
+        if (c->loaders[i].peer.idlen == zmq_msg_size(who) &&
+            !memcmp(c->loaders[i].peer.id, zmq_msg_data(who), zmq_msg_size(who)))
+            return &c->loaders[i];
+    if (!add || c->nloaders == LOADERS_MAX)
+        return NULL;
+    loader_rec_t *l = &c->loaders[c->nloaders++];
+    memset(l, 0, sizeof *l);
+    peer_set(&l->peer, who);
+    zp_info("loader %d connected (%d in all)", c->nloaders - 1, c->nloaders);
+    return l;
+}
+
+/* Hands queued tasks to loaders with credit, round robin. */
+static int dispatch(cache_t *c)
+{
+    while (c->qlen) {
+        int pick = -1;
+        for (int k = 0; k < c->nloaders; k++) {
+            int i = (c->next_loader + k) % c->nloaders;
+            if (c->loaders[i].credit > 0) {
+                pick = i;
+                break;
+            }
+        }
+        if (pick < 0)
+            return 0;
+        c->next_loader = (pick + 1) % c->nloaders;
+        task_t *t = &c->pool[c->queue[c->qhead]];
+        c->qhead = (c->qhead + 1) % c->pool_cap;
+        c->qlen--;
+        zp_msg_t m = {.type = ZP_MSG_TASK, .id = t->id, .split = t->split, .n = t->n};
+        const void *parts[1] = {t->indices};
+        size_t sizes[1] = {t->n * 4};
+        int rc = send_to(c->work, &c->loaders[pick].peer, &m, parts, sizes, 1);
+        if (rc)
+            return rc;
+        c->loaders[pick].credit--;
+        t->loader = pick;
+    }
+    return 0;
+}
+
+static void bad_msg(cache_t *c, const char *from, const char *why)
+{
+    c->st->stats.errors++;
+    if (c->bad_msgs++ < 10 || c->bad_msgs % 1000 == 0)
+        zp_warn("dropped a malformed message from a %s (%lld so far): %s", from,
+                (long long)c->bad_msgs, why);
+}
+
+/* SAMPLES or FAIL from a loader: forward to the prefetch that asked. */
+static int on_result(cache_t *c, zp_msg_t *m)
+{
+    task_t *t = task_lookup(c, m->id);
+    if (!t || t->loader < 0) {
+        c->late++;
+        return 0; /* a late duplicate of a task no longer in flight */
+    }
+    if (m->type == ZP_MSG_SAMPLES && (m->n != t->n || m->split != t->split ||
+                                      memcmp(m->frame[1], t->indices, t->n * 4))) {
+        bad_msg(c, "loader", "samples do not match their task");
+        return 0;
+    }
+    c->loaders[t->loader].tasks_done++;
+    zp_msg_t out = *m;
+    out.type = m->type == ZP_MSG_SAMPLES ? ZP_MSG_RESULT : ZP_MSG_FAIL;
+    out.id = t->fetch_id;
+    out.offset = t->offset;
+    int rc = send_to(c->fetch, &t->prefetch, &out, m->frame + 1, m->frame_size + 1, m->nframes - 1);
+    if (m->type == ZP_MSG_SAMPLES) {
+        c->st->stats.items += (int64_t)m->n;
+        c->st->stats.bytes += (int64_t)m->frame_size[3];
+    }
+    task_free(c, t);
+    return rc;
+}
+
+static int on_work(cache_t *c)
+{
+    int rc = zp_frames_recv(&c->f, c->work, ZMQ_DONTWAIT);
+    if (rc)
+        return rc == -EAGAIN ? 0 : rc;
+    zp_msg_t m;
+    char why[256];
+    if (c->f.n < 2 || zp_frames_decode(&c->f, 1, &m, why, sizeof why)) {
+        bad_msg(c, "loader", c->f.n < 2 ? "no header" : why);
+        zp_msg_release(&m);
+        return 0;
+    }
+    if (m.type == ZP_MSG_READY) {
+        loader_rec_t *l = loader_find(c, &c->f.part[0], 1);
+        if (l)
+            l->credit = l->credit + (int64_t)m.credit > 64 ? 64 : l->credit + (int64_t)m.credit;
+    } else if (m.type == ZP_MSG_SAMPLES || m.type == ZP_MSG_FAIL) {
+        rc = on_result(c, &m);
+    } else {
+        bad_msg(c, "loader", zp_msg_name(m.type));
+    }
+    zp_msg_release(&m);
+    return rc;
+}
+
+static int on_fetch_sock(cache_t *c)
+{
+    int rc = zp_frames_recv(&c->f, c->fetch, ZMQ_DONTWAIT);
+    if (rc)
+        return rc == -EAGAIN ? 0 : rc;
+    zp_msg_t m;
+    char why[256];
+    if (c->f.n < 2 || zp_frames_decode(&c->f, 1, &m, why, sizeof why) || m.type != ZP_MSG_FETCH)
+        bad_msg(c, "prefetch", c->f.n < 2 ? "no header" : m.type ? zp_msg_name(m.type) : why);
+    else
+        rc = on_fetch(c, &c->f.part[0], &m);
+    zp_msg_release(&m);
+    return rc;
+}
+
+static int loop(cache_t *c)
+{
+    int rc = 0;
+    while (!rc && !zp_stop) {
+        zp_stats_state(&c->st->stats, ZP_ST_WAIT_IN);
+        zmq_pollitem_t items[2] = {{c->work, 0, ZMQ_POLLIN, 0}, {c->fetch, 0, ZMQ_POLLIN, 0}};
+        int n = zmq_poll(items, 2, 100);
+        zp_stats_state(&c->st->stats, ZP_ST_BUSY);
+        if (n > 0 && (items[0].revents & ZMQ_POLLIN))
+            rc = on_work(c);
+        if (!rc && n > 0 && (items[1].revents & ZMQ_POLLIN))
+            rc = on_fetch_sock(c);
+        if (!rc)
+            rc = dispatch(c);
+        c->st->stats.queue = (int64_t)c->qlen;
+        zp_stats_tick(c->st);
+    }
+    return rc == ZP_ESTOP ? 0 : rc;
+}
+
+int zp_cache_main(zp_stage_t *st)
+{
+    static cache_t c;
+    c.st = st;
+    zp_frames_init(&c.f);
+    char ep[ZP_ENDPOINT_MAX + 16];
+    int rc = 1;
+    if (zp_stage_endpoint(st, "work", ep, sizeof ep) ||
+        !(c.work = zp_sock_open(st->zctx, ZMQ_ROUTER, ep, 1, 0)))
+        goto out;
+    if (zp_stage_endpoint(st, "fetch", ep, sizeof ep) ||
+        !(c.fetch = zp_sock_open(st->zctx, ZMQ_ROUTER, ep, 1, 0)))
+        goto out;
+    if (pool_grow(&c))
+        goto out;
+    zp_info("broker ready (no LMDB cache in this build: every sample goes to a loader)");
+    rc = loop(&c);
+    if (rc)
+        zp_error("stopped: %s", zp_strerror(rc));
+    rc = rc ? 1 : 0;
+out:
+    zp_frames_close(&c.f);
+    zp_sock_close(&c.work);
+    zp_sock_close(&c.fetch);
+    for (size_t i = 0; i < c.pool_cap; i++)
+        free(c.pool[i].indices);
+    free(c.pool);
+    free(c.free_list);
+    free(c.queue);
+    return rc;
+}

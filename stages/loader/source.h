@@ -1,0 +1,27 @@
+/* source.h — where a loader's samples come from. A source turns a sample index
+ * of a split into uint8 pixels (channels x height x width) and a label. */
+#ifndef ZP_SOURCE_H
+#define ZP_SOURCE_H
+
+#include "pipeline/config.h"
+#include "pipeline/dataset.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct zp_source zp_source_t;
+struct zp_source {
+    /* Writes meta->elems pixels and the label of sample `index` of `split`.
+     * `index` is already checked against the split size. */
+    int (*get)(zp_source_t *src, int split, uint32_t index, uint8_t *pixels, int32_t *label,
+               char *err, size_t errlen);
+    void (*destroy)(zp_source_t *src);
+};
+
+/* Both open whole splits up front; errors name the file. */
+int zp_source_idx_open(zp_source_t **out, const zp_config_t *cfg, const zp_dataset_meta_t *meta,
+                       char *err, size_t errlen);
+int zp_source_synthetic_open(zp_source_t **out, const zp_config_t *cfg,
+                             const zp_dataset_meta_t *meta, char *err, size_t errlen);
+
+#endif

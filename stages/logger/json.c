@@ -1,0 +1,70 @@
+#include "stages/logger/json.h"
+
+#include <math.h>
+
+static void write_str(FILE *out, const char *s, uint32_t n)
+{
+    fputc('"', out);
+    for (uint32_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c == '"' || c == '\\')
+            fprintf(out, "\\%c", c);
+        else if (c < 0x20)
+            fprintf(out, "\\u%04x", c);
+        else
+            fputc(c, out);
+    }
+    fputc('"', out);
+}
+
+static void write_obj(FILE *out, const msgpack_object *o, int depth)
+{
+    if (depth > 8) {
+        fputs("null", out);
+        return;
+    }
+    switch (o->type) {
+    case MSGPACK_OBJECT_NIL: fputs("null", out); break;
+    case MSGPACK_OBJECT_BOOLEAN: fputs(o->via.boolean ? "true" : "false", out); break;
+    case MSGPACK_OBJECT_POSITIVE_INTEGER: fprintf(out, "%llu", (unsigned long long)o->via.u64); break;
+    case MSGPACK_OBJECT_NEGATIVE_INTEGER: fprintf(out, "%lld", (long long)o->via.i64); break;
+    case MSGPACK_OBJECT_FLOAT32:
+    case MSGPACK_OBJECT_FLOAT64:
+        if (isfinite(o->via.f64))
+            fprintf(out, "%.15g", o->via.f64);
+        else
+            fputs("null", out);
+        break;
+    case MSGPACK_OBJECT_STR: write_str(out, o->via.str.ptr, o->via.str.size); break;
+    case MSGPACK_OBJECT_ARRAY:
+        fputc('[', out);
+        for (uint32_t i = 0; i < o->via.array.size; i++) {
+            if (i)
+                fputc(',', out);
+            write_obj(out, &o->via.array.ptr[i], depth + 1);
+        }
+        fputc(']', out);
+        break;
+    case MSGPACK_OBJECT_MAP:
+        fputc('{', out);
+        for (uint32_t i = 0; i < o->via.map.size; i++) {
+            const msgpack_object_kv *kv = &o->via.map.ptr[i];
+            if (i)
+                fputc(',', out);
+            if (kv->key.type == MSGPACK_OBJECT_STR)
+                write_str(out, kv->key.via.str.ptr, kv->key.via.str.size);
+            else
+                fputs("\"?\"", out);
+            fputc(':', out);
+            write_obj(out, &kv->val, depth + 1);
+        }
+        fputc('}', out);
+        break;
+    default: fputs("null", out); break;
+    }
+}
+
+void zp_json_write(FILE *out, const msgpack_object *o)
+{
+    write_obj(out, o, 0);
+}

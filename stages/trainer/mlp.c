@@ -1,0 +1,146 @@
+#include "stages/trainer/mlp.h"
+#include "pipeline/hash.h"
+#include "pipeline/log.h"
+
+#include <cblas.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static float *alloc_f(size_t n)
+{
+    float *p = NULL;
+    if (posix_memalign((void **)&p, 64, (n ? n : 1) * sizeof(float)))
+        return NULL;
+    memset(p, 0, (n ? n : 1) * sizeof(float));
+    return p;
+}
+
+void zp_mlp_free(zp_mlp_t *m)
+{
+    for (int l = 0; l < ZP_MLP_MAX_LAYERS; l++) {
+        free(m->w[l]), free(m->b[l]), free(m->gw[l]), free(m->gb[l]);
+        free(m->vw[l]), free(m->vb[l]);
+    }
+    for (int l = 0; l <= ZP_MLP_MAX_LAYERS; l++)
+        free(m->act[l]), free(m->grad[l]);
+    memset(m, 0, sizeof *m);
+}
+
+int zp_mlp_init(zp_mlp_t *m, const int *dims, int nlayers, int max_batch, uint64_t seed)
+{
+    memset(m, 0, sizeof *m);
+    if (nlayers < 1 || nlayers > ZP_MLP_MAX_LAYERS)
+        return ZP_EINVAL;
+    m->nlayers = nlayers;
+    m->max_batch = max_batch;
+    memcpy(m->dims, dims, sizeof(int) * (size_t)(nlayers + 1));
+    zp_rng_t r;
+    zp_rng_seed(&r, seed ^ 0x6d6c70ull);
+    for (int l = 0; l < nlayers; l++) {
+        size_t in = (size_t)dims[l], out = (size_t)dims[l + 1];
+        m->w[l] = alloc_f(in * out), m->gw[l] = alloc_f(in * out), m->vw[l] = alloc_f(in * out);
+        m->b[l] = alloc_f(out), m->gb[l] = alloc_f(out), m->vb[l] = alloc_f(out);
+        m->act[l + 1] = alloc_f((size_t)max_batch * out);
+        m->grad[l + 1] = alloc_f((size_t)max_batch * out);
+        if (!m->w[l] || !m->gw[l] || !m->vw[l] || !m->b[l] || !m->gb[l] || !m->vb[l] ||
+            !m->act[l + 1] || !m->grad[l + 1]) {
+            zp_mlp_free(m);
+            return ZP_ENOMEM;
+        }
+        float bound = 1.0f / sqrtf((float)in);
+        for (size_t i = 0; i < in * out; i++)
+            m->w[l][i] = (2 * zp_rng_float(&r) - 1) * bound;
+        for (size_t i = 0; i < out; i++)
+            m->b[l][i] = (2 * zp_rng_float(&r) - 1) * bound;
+    }
+    m->grad[0] = alloc_f((size_t)max_batch * (size_t)dims[0]);
+    if (!m->grad[0]) {
+        zp_mlp_free(m);
+        return ZP_ENOMEM;
+    }
+    return 0;
+}
+
+double zp_mlp_forward(zp_mlp_t *m, const float *x, const int32_t *labels, int n, int *correct)
+{
+    const float *in = x;
+    for (int l = 0; l < m->nlayers; l++) {
+        int k = m->dims[l], o = m->dims[l + 1];
+        float *z = m->act[l + 1];
+        for (int i = 0; i < n; i++)
+            memcpy(z + (size_t)i * o, m->b[l], sizeof(float) * (size_t)o);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, o, k, 1.0f, in, k, m->w[l], o,
+                    1.0f, z, o);
+        if (l + 1 < m->nlayers)
+            for (size_t i = 0; i < (size_t)n * o; i++)
+                z[i] = z[i] > 0 ? z[i] : 0;
+        in = z;
+    }
+    /* softmax cross-entropy on the logits, in place: act[L] becomes probabilities */
+    int c = m->dims[m->nlayers];
+    float *p = m->act[m->nlayers];
+    double loss = 0;
+    *correct = 0;
+    for (int i = 0; i < n; i++) {
+        float *row = p + (size_t)i * c, mx = row[0];
+        int arg = 0;
+        for (int j = 1; j < c; j++)
+            if (row[j] > mx)
+                mx = row[j], arg = j;
+        double sum = 0;
+        for (int j = 0; j < c; j++)
+            sum += row[j] = expf(row[j] - mx);
+        for (int j = 0; j < c; j++)
+            row[j] = (float)(row[j] / sum);
+        int y = labels[i] >= 0 && labels[i] < c ? labels[i] : 0;
+        loss -= log(row[y] > 1e-30f ? row[y] : 1e-30f);
+        *correct += arg == y;
+    }
+    return n ? loss / n : 0;
+}
+
+static void sgd(float *w, float *g, float *v, size_t n, float lr, float mu, float wd)
+{
+    for (size_t i = 0; i < n; i++) {
+        float d = g[i] + wd * w[i];
+        v[i] = mu * v[i] + d;
+        w[i] -= lr * v[i];
+    }
+}
+
+void zp_mlp_backward_step(zp_mlp_t *m, const float *x, const int32_t *labels, int n, float lr,
+                          float momentum, float weight_decay)
+{
+    int L = m->nlayers, c = m->dims[L];
+    /* dL/dlogits = (p - onehot) / n, into grad[L] */
+    float *g = m->grad[L];
+    memcpy(g, m->act[L], sizeof(float) * (size_t)n * c);
+    for (int i = 0; i < n; i++) {
+        int y = labels[i] >= 0 && labels[i] < c ? labels[i] : 0;
+        g[(size_t)i * c + y] -= 1.0f;
+    }
+    cblas_sscal(n * c, 1.0f / (float)n, g, 1);
+    for (int l = L - 1; l >= 0; l--) {
+        int k = m->dims[l], o = m->dims[l + 1];
+        const float *in = l ? m->act[l] : x;
+        float *gz = m->grad[l + 1];
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, k, o, n, 1.0f, in, k, gz, o, 0.0f,
+                    m->gw[l], o);
+        memset(m->gb[l], 0, sizeof(float) * (size_t)o);
+        for (int i = 0; i < n; i++)
+            for (int j = 0; j < o; j++)
+                m->gb[l][j] += gz[(size_t)i * o + j];
+        if (l > 0) {
+            float *ga = m->grad[l];
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, k, o, 1.0f, gz, o, m->w[l], o,
+                        0.0f, ga, k);
+            const float *a = m->act[l];
+            for (size_t i = 0; i < (size_t)n * k; i++)
+                if (a[i] <= 0)
+                    ga[i] = 0;
+        }
+        sgd(m->w[l], m->gw[l], m->vw[l], (size_t)k * o, lr, momentum, weight_decay);
+        sgd(m->b[l], m->gb[l], m->vb[l], (size_t)o, lr, momentum, 0.0f);
+    }
+}

@@ -1,0 +1,283 @@
+/* trainer.c — maps the prefetch ring, trains on every train batch and
+ * evaluates every test batch, answers FREE(slot, gen) when done with a slot,
+ * and proves coverage: each epoch-end record carries the number of distinct
+ * sample indices seen, an order-independent checksum of them, and an
+ * order-dependent digest of the batch sequence. */
+#define _GNU_SOURCE
+#include "pipeline/hash.h"
+#include "pipeline/log.h"
+#include "pipeline/ring.h"
+#include "pipeline/sock.h"
+#include "pipeline/stage.h"
+#include "stages/trainer/mlp.h"
+
+#include <cblas.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+char *openblas_get_corename(void);
+void openblas_set_num_threads(int);
+
+typedef struct {
+    int64_t samples, distinct, batches, correct;
+    uint64_t checksum, order;
+    double loss_sum;
+    int64_t start_ns;
+    uint8_t *seen; /* bitmap over the split; owned */
+} epoch_acc_t;
+
+typedef struct {
+    zp_stage_t *st;
+    zp_ring_t *ring;
+    void *sock;
+    zp_mlp_t mlp;
+    zp_batch_layout_t lay;
+    epoch_acc_t acc[ZP_SPLITS];
+    int64_t step, steps_per_epoch;
+    /* since the last step record */
+    double win_loss;
+    int64_t win_correct, win_samples, win_start;
+    int64_t bad_msgs;
+    zp_frames_t f;
+} trainer_t;
+
+static void acc_reset(epoch_acc_t *a, int64_t n)
+{
+    uint8_t *seen = a->seen;
+    memset(a, 0, sizeof *a);
+    a->seen = seen;
+    memset(a->seen, 0, (size_t)(n + 7) / 8);
+    a->order = ZP_ORDER_INIT;
+    a->start_ns = zp_now_ns();
+}
+
+static void account_indices(trainer_t *t, int split, const uint32_t *idx, int64_t n)
+{
+    epoch_acc_t *a = &t->acc[split];
+    if (a->batches == 0 && a->samples == 0)
+        acc_reset(a, t->st->meta.n[split]);
+    for (int64_t i = 0; i < n; i++) {
+        uint32_t x = idx[i];
+        a->order = zp_order_step(a->order, x);
+        if (x >= t->st->meta.n[split])
+            continue; /* cannot happen: the prefetch checked it */
+        if (!(a->seen[x >> 3] & (1u << (x & 7)))) {
+            a->seen[x >> 3] |= (uint8_t)(1u << (x & 7));
+            a->distinct++;
+            a->checksum += zp_index_term(x);
+        }
+    }
+    a->samples += n;
+    a->batches++;
+}
+
+static void step_record(trainer_t *t, int64_t epoch)
+{
+    int64_t now = zp_now_ns();
+    double dt = (now - t->win_start) / 1e9;
+    const zp_config_t *c = &t->st->cfg;
+    zp_event_t ev;
+    zp_ev_begin(t->st, &ev, "metric", 11);
+    zp_ev_str(&ev, "event", "step");
+    zp_ev_str(&ev, "split", "train");
+    zp_ev_int(&ev, "epoch", epoch);
+    zp_ev_int(&ev, "epochs", c->epochs);
+    zp_ev_int(&ev, "step", t->step);
+    zp_ev_int(&ev, "steps_per_epoch", t->steps_per_epoch);
+    zp_ev_num(&ev, "loss", t->win_samples ? t->win_loss / t->win_samples : 0);
+    zp_ev_num(&ev, "accuracy", t->win_samples ? (double)t->win_correct / t->win_samples : 0);
+    zp_ev_num(&ev, "samples_per_s", dt > 0 ? t->win_samples / dt : 0);
+    zp_ev_num(&ev, "lr", c->lr);
+    zp_ev_int(&ev, "samples", t->win_samples);
+    zp_ev_send(t->st, &ev);
+    t->win_loss = 0;
+    t->win_correct = t->win_samples = 0;
+    t->win_start = now;
+}
+
+static void epoch_record(trainer_t *t, const zp_msg_t *m)
+{
+    int split = (int)m->split;
+    epoch_acc_t *a = &t->acc[split];
+    double dt = (zp_now_ns() - a->start_ns) / 1e9;
+    char sum[24], order[24];
+    snprintf(sum, sizeof sum, "%016llx", (unsigned long long)a->checksum);
+    snprintf(order, sizeof order, "%016llx", (unsigned long long)a->order);
+    zp_event_t ev;
+    int with_model = t->st->cfg.backend == ZP_BACKEND_CPU;
+    zp_ev_begin(t->st, &ev, "metric", 12 + 2 * with_model);
+    zp_ev_str(&ev, "event", "epoch_end");
+    zp_ev_str(&ev, "split", zp_split_name(split));
+    zp_ev_int(&ev, "epoch", (int64_t)m->epoch);
+    zp_ev_int(&ev, "epochs", t->st->cfg.epochs);
+    zp_ev_int(&ev, "step", t->step);
+    zp_ev_int(&ev, "samples", a->samples);
+    zp_ev_int(&ev, "expected_samples", (int64_t)m->n);
+    zp_ev_int(&ev, "distinct", a->distinct);
+    zp_ev_str(&ev, "index_checksum", sum);
+    zp_ev_str(&ev, "order_digest", order);
+    zp_ev_num(&ev, "samples_per_s", dt > 0 ? a->samples / dt : 0);
+    zp_ev_num(&ev, "seconds", dt);
+    if (with_model) {
+        zp_ev_num(&ev, "loss", a->samples ? a->loss_sum / a->samples : 0);
+        zp_ev_num(&ev, "accuracy", a->samples ? (double)a->correct / a->samples : 0);
+    }
+    zp_ev_send(t->st, &ev);
+    if (a->samples != (int64_t)m->n || a->distinct != a->samples)
+        zp_error("%s epoch %llu: %lld samples (%lld distinct) but the sampler sent %llu",
+                 zp_split_name(split), (unsigned long long)m->epoch, (long long)a->samples,
+                 (long long)a->distinct, (unsigned long long)m->n);
+    zp_info("%s epoch %llu done: %lld samples in %.2f s", zp_split_name(split),
+            (unsigned long long)m->epoch, (long long)a->samples, dt);
+    a->samples = a->batches = 0;
+}
+
+static int on_batch(trainer_t *t, const zp_msg_t *m)
+{
+    const zp_config_t *c = &t->st->cfg;
+    if (m->slot >= t->ring->depth || m->n > (uint64_t)c->batch_size ||
+        m->elems != (uint64_t)t->st->meta.elems) {
+        t->st->stats.errors++;
+        zp_warn("dropped a BATCH that does not fit the ring (slot %llu, n %llu)",
+                (unsigned long long)m->slot, (unsigned long long)m->n);
+        return 0;
+    }
+    zp_stats_state(&t->st->stats, ZP_ST_BUSY);
+    uint8_t *base = zp_ring_slot(t->ring, (uint32_t)m->slot);
+    const uint32_t *idx = (const uint32_t *)(base + t->lay.indices);
+    const int32_t *labels = (const int32_t *)(base + t->lay.labels);
+    const float *x = (const float *)(base + t->lay.data);
+    int n = (int)m->n, split = (int)m->split;
+    account_indices(t, split, idx, n);
+    if (c->backend == ZP_BACKEND_CPU) {
+        int correct;
+        double loss = zp_mlp_forward(&t->mlp, x, labels, n, &correct);
+        if (split == ZP_SPLIT_TRAIN)
+            zp_mlp_backward_step(&t->mlp, x, labels, n, (float)c->lr, (float)c->momentum,
+                                 (float)c->weight_decay);
+        t->acc[split].loss_sum += loss * n;
+        t->acc[split].correct += correct;
+        if (split == ZP_SPLIT_TRAIN) {
+            t->win_loss += loss * n;
+            t->win_correct += correct;
+        }
+    }
+    zp_msg_t fr = {.type = ZP_MSG_FREE, .slot = m->slot, .gen = m->gen};
+    int rc = zp_send(t->sock, NULL, &fr, NULL, NULL, 0, 0);
+    t->st->stats.items += n;
+    t->st->stats.bytes += (int64_t)n * t->st->meta.elems * 4;
+    if (split == ZP_SPLIT_TRAIN) {
+        t->step++;
+        t->win_samples += n;
+        t->steps_per_epoch = (int64_t)m->batches;
+        if (t->step % c->log_every_steps == 0 || m->index + 1 == m->batches)
+            step_record(t, (int64_t)m->epoch);
+    }
+    return rc;
+}
+
+static int loop(trainer_t *t)
+{
+    int rc = 0;
+    t->win_start = zp_now_ns();
+    while (!rc && !zp_stop) {
+        zp_stats_state(&t->st->stats, ZP_ST_WAIT_IN);
+        zmq_pollitem_t it = {t->sock, 0, ZMQ_POLLIN, 0};
+        int n = zmq_poll(&it, 1, 100);
+        zp_stats_tick(t->st);
+        if (n <= 0)
+            continue;
+        if ((rc = zp_frames_recv(&t->f, t->sock, 0)))
+            break;
+        zp_msg_t m;
+        char why[256];
+        if (zp_frames_decode(&t->f, 0, &m, why, sizeof why)) {
+            t->st->stats.errors++;
+            if (t->bad_msgs++ < 10)
+                zp_warn("dropped a malformed message from the prefetch stage: %s", why);
+        } else if (m.type == ZP_MSG_BATCH) {
+            rc = on_batch(t, &m);
+        } else if (m.type == ZP_MSG_EPOCH_END) {
+            epoch_record(t, &m);
+        } else if (m.type == ZP_MSG_END) {
+            zp_msg_release(&m);
+            return 1;
+        }
+        zp_msg_release(&m);
+    }
+    return rc == ZP_ESTOP ? 0 : rc;
+}
+
+static int open_ring(trainer_t *t)
+{
+    char name[128], ep[ZP_ENDPOINT_MAX + 16];
+    zp_ring_name(name, sizeof name, t->st->run_dir, 0);
+    int rc;
+    int64_t give_up = zp_now_ns() + 30000000000ll;
+    while ((rc = zp_ring_open(&t->ring, name)) == -ENOENT || rc == ZP_EPROTO) {
+        if (zp_stop || zp_now_ns() > give_up)
+            break;
+        usleep(20000); /* the prefetch stage creates it */
+    }
+    if (rc) {
+        zp_error("shared memory %s: %s", name, zp_strerror(rc));
+        return rc;
+    }
+    t->lay = zp_batch_layout(t->st->cfg.batch_size, t->st->meta.elems);
+    if (t->lay.bytes > t->ring->slot_bytes) {
+        zp_error("shared memory %s: slots of %zu bytes, a batch needs %zu", name,
+                 t->ring->slot_bytes, t->lay.bytes);
+        return ZP_EPROTO;
+    }
+    if (zp_stage_endpoint(t->st, "ring-0", ep, sizeof ep) ||
+        !(t->sock = zp_sock_open(t->st->zctx, ZMQ_PAIR, ep, 0, 1000)))
+        return ZP_EZMQ;
+    return 0;
+}
+
+static int init_model(trainer_t *t)
+{
+    const zp_config_t *c = &t->st->cfg;
+    int dims[ZP_MLP_MAX_LAYERS + 1], L = c->hidden.n + 1;
+    if (L > ZP_MLP_MAX_LAYERS)
+        return ZP_EINVAL;
+    dims[0] = (int)t->st->meta.elems;
+    for (int i = 0; i < c->hidden.n; i++)
+        dims[i + 1] = (int)c->hidden.v[i];
+    dims[L] = (int)t->st->meta.classes;
+    openblas_set_num_threads((int)c->threads);
+    zp_info("cpu backend: MLP with %d weight layers; OpenBLAS core %s, %lld thread(s)", L,
+            openblas_get_corename(), (long long)c->threads);
+    return zp_mlp_init(&t->mlp, dims, L, (int)c->batch_size, (uint64_t)c->seed);
+}
+
+int zp_trainer_main(zp_stage_t *st)
+{
+    static trainer_t t;
+    t.st = st;
+    zp_frames_init(&t.f);
+    int rc = 0;
+    for (int s = 0; s < ZP_SPLITS; s++)
+        if (!(t.acc[s].seen = calloc((size_t)(st->meta.n[s] + 8) / 8, 1)))
+            rc = ZP_ENOMEM;
+    if (!rc && st->cfg.backend == ZP_BACKEND_CPU)
+        rc = init_model(&t);
+    if (!rc)
+        rc = open_ring(&t);
+    if (!rc)
+        rc = loop(&t);
+    if (rc < 0 && rc != ZP_ESTOP)
+        zp_error("stopped: %s", zp_strerror(rc));
+    else if (rc == 1)
+        zp_info("training finished after %lld steps", (long long)t.step);
+    zp_frames_close(&t.f);
+    zp_sock_close(&t.sock);
+    zp_ring_destroy(&t.ring);
+    zp_mlp_free(&t.mlp);
+    for (int s = 0; s < ZP_SPLITS; s++)
+        free(t.acc[s].seen);
+    return rc == 1 ? 0 : rc < 0 && rc != ZP_ESTOP ? 1 : 0;
+}
