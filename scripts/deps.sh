@@ -1,0 +1,30 @@
+#!/bin/sh
+# Installs the Debian packages zeus-pipe builds, tests and runs with — only the
+# missing ones, with sudo when not root. Does nothing when all are present.
+# Usage: scripts/deps.sh [--bench]   (--bench adds PyTorch for bench/)
+set -eu
+
+PKGS="build-essential cmake pkg-config libzmq3-dev liblmdb-dev libyaml-dev libmsgpack-dev
+zlib1g-dev libopenblas-dev libcmocka-dev dataset-fashion-mnist python3"
+if [ "${1:-}" = "--bench" ]; then
+    PKGS="$PKGS python3-torch python3-numpy"
+fi
+
+missing=""
+for p in $PKGS; do
+    if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+        missing="$missing $p"
+    fi
+done
+[ -z "$missing" ] && exit 0
+
+echo "zeus-pipe: installing Debian packages:$missing" >&2
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then
+    command -v sudo >/dev/null || { echo "zeus-pipe: need root or sudo to install:$missing" >&2; exit 1; }
+    SUDO=sudo
+fi
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+# shellcheck disable=SC2086
+$SUDO apt-get install -y -qq --no-install-recommends $missing >/dev/null

@@ -1,0 +1,111 @@
+"""The supervisor's contract on real processes: `stat --json` sees every stage
+at work, `down` stops a run, Ctrl-C and SIGTERM stop every stage within 2 s
+leaving no process and no shared memory, a dead stage stops the run with its
+name and status, and a bad config or dataset starts no process."""
+import json
+import os
+import signal
+import time
+import zp
+
+
+def long_run(w, name, workers=2):
+    cfg = w.write(name + ".yaml", zp.SYNTH.format(name=name, train=20000, test=0, cost=20,
+                                                   workers=workers, epochs=1000))
+    p = w.start("up", cfg)
+    run = w.run_dir(name)
+    zp.wait_for(lambda: os.path.exists(os.path.join(run, "metrics.jsonl")) and
+                any(m.get("event") == "step" for m in zp.metrics(run)), 30, "training to start")
+    return p, run
+
+
+def stat_json_lists_every_stage_with_nonzero_throughput_and_down_stops_the_run():
+    with zp.Workdir() as w:
+        p, run = long_run(w, "stat")
+
+        def busy_stages():
+            rc, out, err = w.run("stat", run, "--json", timeout=10)
+            zp.check(rc == 0, "stat exit %d: %s" % (rc, err))
+            doc = json.loads(out)
+            moving = {(s["stage"], s["instance"]) for s in doc["stages"] if s["items_per_s"] > 0}
+            want = {("loader", 0), ("loader", 1), ("cache", 0), ("prefetch", 0), ("trainer", 0),
+                    ("logger", 0)}
+            return want <= moving and doc
+
+        doc = zp.wait_for(busy_stages, 20, "every stage to report throughput")
+        for s in doc["stages"]:
+            for key in ("bytes_per_s", "busy", "wait_in", "wait_out", "queue"):
+                zp.check(key in s, "stat --json lacks %s" % key)
+            zp.check(0 <= s["busy"] <= 1.05, "busy %r out of range" % s["busy"])
+        rc, out, err = w.run("stat", "stat", timeout=10)  # by name, from the folder holding runs/
+        zp.check(rc == 0 and "STAGE" in out and "trainer" in out, "table:\n" + out + err)
+        rc, out, err = w.run("down", timeout=20)  # the only running run
+        zp.check(rc == 0, "down exit %d: %s" % (rc, err))
+        zp.check(p.wait(timeout=10) == 0, "supervisor exit %r after down" % p.returncode)
+        zp.check(not zp.stage_pids(w.path), "stages outlived down")
+
+
+def ctrl_c_and_sigterm_stop_every_stage_within_2s_and_leave_nothing_behind():
+    for sig, status in ((signal.SIGINT, 130), (signal.SIGTERM, 143)):
+        with zp.Workdir() as w:
+            before = zp.ring_files()
+            p, run = long_run(w, "sig%d" % sig)
+            zp.check(len(zp.stage_pids(w.path)) == 6, "expected 6 stage processes")
+            zp.check(len(zp.ring_files()) == len(before) + 1, "the ring is in /dev/shm")
+            t0 = time.time()
+            if sig == signal.SIGINT:
+                os.killpg(p.pid, sig)  # what a terminal's Ctrl-C does
+            else:
+                p.send_signal(sig)
+            rc = p.wait(timeout=10)
+            took = time.time() - t0
+            zp.check(rc == status, "exit %d after signal %d, want %d" % (rc, sig, status))
+            zp.check(took < 2.5, "took %.2fs to stop" % took)
+            zp.check(not zp.stage_pids(w.path), "stage processes left: %s" % zp.stage_pids(w.path))
+            zp.check(zp.ring_files() == before, "shared memory left: %s" % zp.ring_files())
+            zp.check(not os.path.exists(os.path.join(run, "supervisor.pid")), "pid file left")
+            zp.check(not [f for f in os.listdir(os.path.join(run, "sock"))], "socket files left")
+
+
+def a_killed_loader_stops_the_run_naming_the_stage_and_signal():
+    with zp.Workdir() as w:
+        before = zp.ring_files()
+        p, run = long_run(w, "dead", workers=1)
+        loader = [pid for pid in zp.stage_pids(w.path)
+                  if b"loader" in open("/proc/%d/cmdline" % pid, "rb").read()]
+        zp.check(len(loader) == 1, "one loader expected, found %s" % loader)
+        os.kill(loader[0], signal.SIGKILL)
+        out, err = p.communicate(timeout=15)
+        zp.check(p.returncode == 1, "exit %d, want 1" % p.returncode)
+        zp.check("loader[0] was killed by signal 9" in err, "stderr:\n" + err)
+        zp.check(not zp.stage_pids(w.path), "stages left behind")
+        zp.check(zp.ring_files() == before, "shared memory left behind")
+
+
+def a_bad_config_or_dataset_starts_no_process():
+    with zp.Workdir() as w:
+        bad = w.write("bad.yaml", "dataset:\n  source: synthetic\nloader:\n  workers: 0\n")
+        rc, out, err = w.run("up", "bad.yaml")
+        zp.check(rc == 2, "exit %d, want 2" % rc)
+        zp.check(err.startswith("bad.yaml:4:12: loader.workers: must be 1..256 (got 0)"), err)
+        zp.check(not os.path.exists(os.path.join(w.path, "runs")), "a run directory was created")
+        # an IDX file with a bad magic number: reported by path, nothing started
+        data = os.path.join(w.path, "data")
+        os.mkdir(data)
+        for f in ("train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz",
+                  "t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz"):
+            with open(os.path.join(data, f), "wb") as fh:
+                fh.write(b"\x00\x00\x09\x03" + b"\x00" * 64)
+        cfg = w.write("idx.yaml", "dataset:\n  source: idx\n  path: %s\n" % data)
+        rc, out, err = w.run("up", cfg)
+        zp.check(rc == 2, "exit %d, want 2" % rc)
+        zp.check("train-images-idx3-ubyte.gz: bad magic number 0x00000903" in err, err)
+        zp.check(not os.path.exists(os.path.join(w.path, "runs")), "a run directory was created")
+        zp.check(not zp.stage_pids(w.path), "a stage was started")
+
+
+if __name__ == "__main__":
+    zp.main([stat_json_lists_every_stage_with_nonzero_throughput_and_down_stops_the_run,
+             ctrl_c_and_sigterm_stop_every_stage_within_2s_and_leave_nothing_behind,
+             a_killed_loader_stops_the_run_naming_the_stage_and_signal,
+             a_bad_config_or_dataset_starts_no_process])

@@ -1,0 +1,152 @@
+"""Shared helpers of the integration tests: start real zeus-pipe pipelines in a
+temporary folder, read their metrics, and make sure nothing is left behind."""
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+BIN = os.path.abspath(sys.argv[1]) if len(sys.argv) > 1 else "build/zeus-pipe"
+MASK = (1 << 64) - 1
+
+
+def mix64(x):
+    """splitmix64, as pipeline/hash.h."""
+    x = (x + 0x9E3779B97F4A7C15) & MASK
+    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & MASK
+    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & MASK
+    return x ^ (x >> 31)
+
+
+def index_checksum(indices):
+    return "%016x" % (sum(mix64(i) for i in indices) & MASK)
+
+
+SYNTH = """
+run: {{name: {name}}}
+seed: 3
+dataset:
+  source: synthetic
+  synthetic: {{train_samples: {train}, test_samples: {test}, shape: [1, 8, 8], classes: 4, cost_us: {cost}}}
+loader: {{workers: {workers}, task_size: 16}}
+prefetch: {{batch_size: 64, depth: 2}}
+trainer:
+  backend: cpu
+  model: {{hidden: [32]}}
+  epochs: {epochs}
+  log_every_steps: 5
+logger: {{stat_interval_ms: 200}}
+"""
+
+
+class Workdir:
+    """A temporary folder that is removed, with every process still running
+    from it killed, when the test ends (pass or fail)."""
+
+    def __init__(self):
+        self.path = tempfile.mkdtemp(prefix="zp-it-")
+        self.procs = []
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        for p in self.procs:
+            if p.poll() is None:
+                try:
+                    os.killpg(p.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                p.wait()
+        for pid in stage_pids(self.path):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        shutil.rmtree(self.path, ignore_errors=True)
+        return False
+
+    def write(self, name, text):
+        path = os.path.join(self.path, name)
+        with open(path, "w") as f:
+            f.write(text)
+        return path
+
+    def start(self, *args, **kw):
+        """Starts zeus-pipe ARGS in its own process group (like a shell job)."""
+        p = subprocess.Popen([BIN] + list(args), cwd=self.path, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True, start_new_session=True, **kw)
+        self.procs.append(p)
+        return p
+
+    def run(self, *args, timeout=240):
+        p = self.start(*args)
+        out, err = p.communicate(timeout=timeout)
+        return p.returncode, out, err
+
+    def run_dir(self, name):
+        return os.path.join(self.path, "runs", name)
+
+
+def metrics(run_dir):
+    with open(os.path.join(run_dir, "metrics.jsonl")) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def epoch_ends(run_dir, split):
+    return [m for m in metrics(run_dir) if m.get("event") == "epoch_end" and m["split"] == split]
+
+
+def stage_pids(folder):
+    """Live processes whose command line names a run under `folder`."""
+    pids = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open("/proc/%s/cmdline" % d, "rb") as f:
+                cmd = f.read().decode(errors="replace")
+            with open("/proc/%s/stat" % d) as f:
+                state = f.read().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if folder in cmd and "stage" in cmd and state != "Z":
+            pids.append(int(d))
+    return pids
+
+
+def ring_files():
+    return sorted(f for f in os.listdir("/dev/shm") if f.startswith("zp-"))
+
+
+def wait_for(pred, timeout, what):
+    end = time.time() + timeout
+    while time.time() < end:
+        v = pred()
+        if v:
+            return v
+        time.sleep(0.05)
+    raise AssertionError("timed out after %ss waiting for %s" % (timeout, what))
+
+
+def check(cond, msg):
+    if not cond:
+        raise AssertionError(msg)
+
+
+def main(tests):
+    failed = 0
+    for t in tests:
+        t0 = time.time()
+        try:
+            t()
+            print("PASS %s (%.1fs)" % (t.__name__, time.time() - t0), flush=True)
+        except Exception as e:  # report every test, then fail
+            failed += 1
+            print("FAIL %s: %s" % (t.__name__, e), flush=True)
+            import traceback
+            traceback.print_exc()
+    sys.exit(1 if failed else 0)
