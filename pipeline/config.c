@@ -641,8 +641,12 @@ void zp_config_print_keys(FILE *out, bool markdown)
     for (int i = 0; i < NKEYS; i++) {
         const key_t_ *k = &KEYS[i];
         char range[96] = "";
-        if (k->type == KT_ENUM)
+        if (k->type == KT_ENUM) {
             snprintf(range, sizeof range, "%s", k->choices);
+            for (char *p = range; markdown && *p; p++)
+                if (*p == '|')
+                    *p = '/';
+        }
         else if (k->type == KT_INT || k->type == KT_INTS)
             snprintf(range, sizeof range, "%.0f..%.0f", k->lo, k->hi);
         else if (k->type == KT_FLOAT || k->type == KT_FLOATS)
