@@ -14,6 +14,7 @@
 #include "pipeline/sock.h"
 #include "pipeline/stage.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -213,18 +214,43 @@ static void stop_children(sup_t *s, int logger, int ms)
             s->child[i].pid = 0;
 }
 
-static void cleanup(sup_t *s)
+/* Removes what a run's supervisor created: shared memory, sockets, pid file. */
+static void cleanup_dir(const char *run_dir)
 {
     char name[128], path[PATH_MAX + 64];
-    zp_ring_name(name, sizeof name, s->run_dir, 0);
+    zp_ring_name(name, sizeof name, run_dir, 0);
     shm_unlink(name);
     static const char *socks[] = {"work", "fetch", "ring-0", "events", "stat", "control"};
     for (size_t i = 0; i < sizeof socks / sizeof socks[0]; i++) {
-        snprintf(path, sizeof path, "%s/sock/%s.ipc", s->run_dir, socks[i]);
+        snprintf(path, sizeof path, "%s/sock/%s.ipc", run_dir, socks[i]);
         unlink(path);
     }
-    snprintf(path, sizeof path, "%s/supervisor.pid", s->run_dir);
+    snprintf(path, sizeof path, "%s/supervisor.pid", run_dir);
     unlink(path);
+}
+
+static void cleanup(sup_t *s) { cleanup_dir(s->run_dir); }
+
+/* A supervisor killed with SIGKILL cannot clean up; its stages die with it
+ * (PR_SET_PDEATHSIG), and the next `up` removes what it left behind. */
+static void cleanup_stale_runs(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return;
+    char run[PATH_MAX], pidfile[PATH_MAX + 32];
+    for (struct dirent *e; (e = readdir(d));) {
+        if (e->d_name[0] == '.')
+            continue;
+        snprintf(run, sizeof run, "%s/%s", dir, e->d_name);
+        snprintf(pidfile, sizeof pidfile, "%s/supervisor.pid", run);
+        char real[PATH_MAX];
+        if (access(pidfile, F_OK) || zp_rundir_live_pid(run) || !realpath(run, real))
+            continue;
+        fprintf(stderr, "zeus-pipe: cleaning up after %s, whose supervisor died\n", real);
+        cleanup_dir(real);
+    }
+    closedir(d);
 }
 
 /* Answers one control request; returns 1 when it asks the run to stop. */
@@ -322,6 +348,7 @@ static int prepare(sup_t *s, int argc, char **argv)
             fprintf(stderr, "zeus-pipe: (Fashion-MNIST comes with the Debian package dataset-fashion-mnist)\n");
         return 2;
     }
+    cleanup_stale_runs(s->cfg.run_dir);
     int rc = zp_rundir_create(s->cfg.run_dir, s->cfg.run_name, s->run_dir, sizeof s->run_dir);
     if (rc) {
         fprintf(stderr, "zeus-pipe: %s/%s: cannot create the run directory: %s\n", s->cfg.run_dir,

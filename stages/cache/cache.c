@@ -111,7 +111,7 @@ static void task_free(cache_t *c, task_t *t)
 /* Splits a FETCH into tasks and queues them. */
 static int on_fetch(cache_t *c, zmq_msg_t *who, const zp_msg_t *m)
 {
-    const uint32_t *idx = m->frame[1];
+    const uint8_t *idx = m->frame[1]; /* u32 LE array; may be unaligned */
     uint64_t step = (uint64_t)c->st->cfg.task_size;
     for (uint64_t off = 0; off < m->n; off += step) {
         if (!c->nfree) {
@@ -129,7 +129,7 @@ static int on_fetch(cache_t *c, zmq_msg_t *who, const zp_msg_t *m)
             t->indices = p;
             t->cap = n;
         }
-        memcpy(t->indices, idx + off, n * sizeof *idx);
+        memcpy(t->indices, idx + 4 * off, n * 4);
         peer_set(&t->prefetch, who);
         t->id = (++c->seq << 20) | i;
         t->fetch_id = m->id;

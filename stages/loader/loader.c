@@ -71,7 +71,7 @@ static void send_fail(loader_t *l, uint64_t id, const char *error)
 static int run_task(loader_t *l, const zp_msg_t *t)
 {
     zp_stats_state(&l->st->stats, ZP_ST_BUSY);
-    const uint32_t *idx = t->frame[1];
+    const uint8_t *idx = t->frame[1]; /* u32 LE array; a frame may be unaligned */
     size_t n = t->n, elems = (size_t)l->st->meta.elems;
     char err[300];
     if (grow(l, n)) {
@@ -79,13 +79,15 @@ static int run_task(loader_t *l, const zp_msg_t *t)
         return ZP_ENOMEM;
     }
     for (size_t i = 0; i < n; i++) {
-        if (idx[i] >= (uint64_t)l->st->meta.n[t->split]) {
-            snprintf(err, sizeof err, "sample %u is outside the %s split (%lld samples)", idx[i],
+        uint32_t ix;
+        memcpy(&ix, idx + 4 * i, 4);
+        if (ix >= (uint64_t)l->st->meta.n[t->split]) {
+            snprintf(err, sizeof err, "sample %u is outside the %s split (%lld samples)", ix,
                      zp_split_name((int)t->split), (long long)l->st->meta.n[t->split]);
             send_fail(l, t->id, err);
             return 0;
         }
-        int rc = l->src->get(l->src, (int)t->split, idx[i], l->pixels, &l->labels[i], err, sizeof err);
+        int rc = l->src->get(l->src, (int)t->split, ix, l->pixels, &l->labels[i], err, sizeof err);
         if (rc) {
             zp_error("%s", err);
             send_fail(l, t->id, err);

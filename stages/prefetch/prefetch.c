@@ -98,8 +98,7 @@ static int on_result(prefetch_t *p, const zp_msg_t *m)
         bad_msg(p, "cache stage", "result does not match its fetch (offset, indices or shape)");
         return 0;
     }
-    const int32_t *labels = m->frame[2];
-    const float *data = m->frame[3];
+    const uint8_t *labels = m->frame[2], *data = m->frame[3]; /* frames may be unaligned */
     int32_t *dst_l = (int32_t *)(base + p->lay.labels);
     float *dst_d = (float *)(base + p->lay.data);
     size_t elems = (size_t)m->elems;
@@ -109,8 +108,8 @@ static int on_result(prefetch_t *p, const zp_msg_t *m)
             continue; /* a duplicate; the first copy stands */
         si->have[at] = 1;
         si->filled++;
-        dst_l[at] = labels[i];
-        memcpy(dst_d + at * elems, data + i * elems, elems * 4);
+        memcpy(&dst_l[at], labels + 4 * i, 4);
+        memcpy(dst_d + at * elems, data + i * elems * 4, elems * 4);
     }
     p->st->stats.bytes += (int64_t)(m->n * elems * 4);
     return 0;

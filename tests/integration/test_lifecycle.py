@@ -82,6 +82,20 @@ def a_killed_loader_stops_the_run_naming_the_stage_and_signal():
         zp.check(zp.ring_files() == before, "shared memory left behind")
 
 
+def stages_die_with_a_killed_supervisor_and_the_next_up_cleans_its_shared_memory():
+    with zp.Workdir() as w:
+        before = zp.ring_files()
+        p, run = long_run(w, "orphan")
+        p.kill()  # SIGKILL: the supervisor cannot clean up
+        p.wait()
+        zp.wait_for(lambda: not zp.stage_pids(w.path), 5, "the stages to die with their supervisor")
+        zp.check(len(zp.ring_files()) == len(before) + 1, "the dead run's ring should still be there")
+        rc, out, err = w.run("up", "orphan.yaml", "trainer.epochs=1", "run.name=next")
+        zp.check(rc == 0, "next run: exit %d\n%s" % (rc, err))
+        zp.check("cleaning up after" in err, err)
+        zp.check(zp.ring_files() == before, "shared memory left: %s" % zp.ring_files())
+
+
 def a_bad_config_or_dataset_starts_no_process():
     with zp.Workdir() as w:
         bad = w.write("bad.yaml", "dataset:\n  source: synthetic\nloader:\n  workers: 0\n")
@@ -108,4 +122,5 @@ if __name__ == "__main__":
     zp.main([stat_json_lists_every_stage_with_nonzero_throughput_and_down_stops_the_run,
              ctrl_c_and_sigterm_stop_every_stage_within_2s_and_leave_nothing_behind,
              a_killed_loader_stops_the_run_naming_the_stage_and_signal,
+             stages_die_with_a_killed_supervisor_and_the_next_up_cleans_its_shared_memory,
              a_bad_config_or_dataset_starts_no_process])

@@ -1,0 +1,406 @@
+/* Unit tests of the configuration loader: every malformed file under
+ * configs/bad/ is rejected with the exact "FILE:LINE:COL: KEY: what" line the
+ * user reads; defaults, overrides and `zeus-pipe config` output round-trip.
+ * Paths are relative to tests/, where ctest runs this binary. */
+#define _GNU_SOURCE
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "pipeline/config.h"
+#include "pipeline/log.h"
+
+#define BAD "configs/bad/"
+#define GOOD "configs/good/"
+
+static char err[2048];
+
+/* The first line of err (the part before the offending line and caret). */
+static const char *first_line(void)
+{
+    static char line[1024];
+    snprintf(line, sizeof line, "%.*s", (int)strcspn(err, "\n"), err);
+    return line;
+}
+
+/* The text of line `n` (from 1) of `path`, without its newline. */
+static const char *line_of(const char *path, int n)
+{
+    static char buf[512];
+    FILE *f = fopen(path, "r");
+    assert_non_null(f);
+    buf[0] = 0;
+    for (int i = 0; i < n && fgets(buf, sizeof buf, f); i++)
+        ;
+    fclose(f);
+    buf[strcspn(buf, "\r\n")] = 0;
+    return buf;
+}
+
+/* ---- malformed files: one case per file, exact first line ------------------------------ */
+
+typedef struct {
+    const char *file;  /* under configs/bad/ */
+    const char *first; /* exact first line of the error */
+    int line, col;     /* where the caret must point; 0: no offending line is shown */
+} bad_case_t;
+
+static void rejects_bad_file(void **state)
+{
+    const bad_case_t *c = *state;
+    char path[256], want[1024];
+    snprintf(path, sizeof path, BAD "%s", c->file);
+    zp_config_t cfg;
+    int rc = zp_config_load(&cfg, path, NULL, 0, err, sizeof err);
+    assert_int_equal(rc, ZP_ECONFIG);
+    assert_string_equal(first_line(), c->first);
+    if (c->line) {
+        /* then the offending line, and a caret under the column */
+        snprintf(want, sizeof want, "%s\n    %s\n    %*s^", c->first, line_of(path, c->line),
+                 c->col - 1, "");
+        assert_string_equal(err, want);
+    } else {
+        assert_null(strchr(err, '\n'));
+    }
+}
+
+#define CASE(test_name, file, first, line, col)                                                    \
+    {#test_name, rejects_bad_file, NULL, NULL, &(bad_case_t){file, first, line, col}}
+
+static const struct CMUnitTest bad_files[] = {
+    CASE(unknown_top_level_key_is_rejected, "unknown_key.yaml",
+         BAD "unknown_key.yaml:3:1: colour: unknown key", 3, 1),
+    CASE(unknown_nested_key_suggests_the_close_spelling, "unknown_nested_key.yaml",
+         BAD "unknown_nested_key.yaml:4:3: loader.worker: unknown key (did you mean loader.workers?)",
+         4, 3),
+    CASE(unknown_key_suggests_the_key_with_the_same_leaf_name, "leaf_name_elsewhere.yaml",
+         BAD "leaf_name_elsewhere.yaml:4:3: trainer.lr: unknown key (did you mean "
+             "trainer.optimizer.lr?)",
+         4, 3),
+    CASE(word_for_an_int_is_rejected_at_the_value, "int_not_a_number.yaml",
+         BAD "int_not_a_number.yaml:4:12: loader.workers: expected an integer (got 'many')", 4, 12),
+    CASE(quoted_number_for_an_int_is_rejected, "int_quoted.yaml",
+         BAD "int_quoted.yaml:4:12: loader.workers: expected an integer (got '3')", 4, 12),
+    CASE(int_below_its_range_is_rejected, "int_below_range.yaml",
+         BAD "int_below_range.yaml:4:12: loader.workers: must be 1..256 (got 0)", 4, 12),
+    CASE(int_above_its_range_is_rejected, "int_above_range.yaml",
+         BAD "int_above_range.yaml:5:10: prefetch.depth: must be 1..64 (got 65)", 5, 10),
+    CASE(float_above_its_range_is_rejected, "float_above_range.yaml",
+         BAD "float_above_range.yaml:5:15: trainer.optimizer.momentum: must be 0..0.999 (got 1.5)",
+         5, 15),
+    CASE(word_for_a_float_is_rejected, "float_not_a_number.yaml",
+         BAD "float_not_a_number.yaml:5:9: trainer.optimizer.lr: expected a number (got 'fast')", 5,
+         9),
+    CASE(bool_other_than_true_or_false_is_rejected, "bool_not_a_bool.yaml",
+         BAD "bool_not_a_bool.yaml:4:12: prefetch.shuffle: expected true or false (got 'maybe')", 4,
+         12),
+    CASE(enum_value_outside_its_choices_is_rejected, "enum_unknown_choice.yaml",
+         BAD "enum_unknown_choice.yaml:4:12: trainer.backend: must be one of cpu/null (got 'gpu')",
+         4, 12),
+    CASE(list_element_that_is_not_an_integer_is_rejected_at_the_element,
+         "list_non_integer_element.yaml",
+         BAD "list_non_integer_element.yaml:5:19: trainer.model.hidden: expected a list of integers "
+             "(got 'x')",
+         5, 19),
+    CASE(list_element_out_of_range_is_rejected_at_the_element, "list_element_out_of_range.yaml",
+         BAD "list_element_out_of_range.yaml:5:19: trainer.model.hidden: must be 1..65536 (got 0)", 5,
+         19),
+    CASE(list_longer_than_the_maximum_is_rejected, "list_too_long.yaml",
+         BAD "list_too_long.yaml:5:13: trainer.model.hidden: at most 8 values", 5, 13),
+    CASE(mapping_where_an_int_is_expected_is_rejected, "mapping_for_int.yaml",
+         BAD "mapping_for_int.yaml:4:12: loader.workers: expected an integer, not a mapping", 4, 12),
+    CASE(list_where_an_int_is_expected_is_rejected, "list_for_int.yaml",
+         BAD "list_for_int.yaml:4:12: loader.workers: expected an integer, not a list", 4, 12),
+    CASE(scalar_where_a_section_is_expected_is_rejected, "scalar_for_section.yaml",
+         BAD "scalar_for_section.yaml:3:9: loader: expected a mapping of keys", 3, 9),
+    CASE(duplicate_key_is_rejected_at_its_second_occurrence, "duplicate_key.yaml",
+         BAD "duplicate_key.yaml:6:3: loader.workers: duplicate key", 6, 3),
+    CASE(string_longer_than_its_field_is_rejected, "string_too_long.yaml",
+         BAD "string_too_long.yaml:4:9: run.name: longer than 63 characters", 4, 9),
+    CASE(non_scalar_key_is_rejected, "key_not_a_name.yaml",
+         BAD "key_not_a_name.yaml:1:3: (root): keys must be plain names", 1, 3),
+    CASE(missing_required_key_points_at_its_section, "missing_source_in_section.yaml",
+         BAD "missing_source_in_section.yaml:2:1: dataset.source: required key is missing", 2, 1),
+    CASE(missing_required_key_without_its_section_points_at_1_1, "missing_source_no_section.yaml",
+         BAD "missing_source_no_section.yaml:1:1: dataset.source: required key is missing", 1, 1),
+    CASE(empty_file_lacks_the_required_key, "empty.yaml",
+         BAD "empty.yaml:1:1: dataset.source: required key is missing", 0, 0),
+    CASE(unclosed_flow_list_is_a_syntax_error_at_its_position, "syntax_unclosed_bracket.yaml",
+         BAD "syntax_unclosed_bracket.yaml:6:9: (syntax): YAML syntax error: did not find expected "
+             "',' or ']' while parsing a flow sequence",
+         6, 9),
+    CASE(bad_indentation_is_a_syntax_error_at_its_position, "syntax_bad_indentation.yaml",
+         BAD "syntax_bad_indentation.yaml:5:2: (syntax): YAML syntax error: did not find expected "
+             "key while parsing a block mapping",
+         5, 2),
+    CASE(root_that_is_a_list_is_rejected, "root_is_list.yaml",
+         BAD "root_is_list.yaml:1:1: (root): expected a mapping of keys", 1, 1),
+    CASE(second_yaml_document_is_rejected, "two_documents.yaml",
+         BAD "two_documents.yaml:3:1: (syntax): only one YAML document is allowed", 3, 1),
+    CASE(std_with_a_length_other_than_mean_or_one_is_rejected, "std_mean_mismatch.yaml",
+         BAD "std_mean_mismatch.yaml:1:1: dataset.std: has 3 values but dataset.mean has 2", 0, 0),
+    CASE(synthetic_shape_of_four_dimensions_is_rejected, "shape_too_many_dims.yaml",
+         BAD "shape_too_many_dims.yaml:1:1: dataset.synthetic.shape: needs 1 to 3 dimensions (got 4)",
+         0, 0),
+};
+
+static void nonexistent_file_is_reported_with_its_path(void **state)
+{
+    (void)state;
+    zp_config_t cfg;
+    assert_int_equal(zp_config_load(&cfg, BAD "does_not_exist.yaml", NULL, 0, err, sizeof err),
+                     ZP_ECONFIG);
+    assert_string_equal(err, BAD "does_not_exist.yaml: cannot open: No such file or directory");
+}
+
+/* ---- defaults and names ------------------------------------------------------------------ */
+
+static void defaults_fill_every_key_the_file_omits(void **state)
+{
+    (void)state;
+    zp_config_t c;
+    assert_int_equal(zp_config_load(&c, GOOD "minimal.yaml", NULL, 0, err, sizeof err), 0);
+    assert_string_equal(err, "");
+    assert_int_equal(c.dataset_source, ZP_SOURCE_SYNTHETIC);
+    assert_string_equal(c.run_dir, "runs");
+    assert_int_equal(c.seed, 0);
+    assert_string_equal(c.dataset_path, "/usr/share/datasets/fashion-mnist");
+    assert_string_equal(c.train_images, "train-images-idx3-ubyte.gz");
+    assert_int_equal(c.mean.n, 1);
+    assert_true(c.mean.v[0] == 0.2860);
+    assert_int_equal(c.std.n, 1);
+    assert_true(c.std.v[0] == 0.3530);
+    assert_int_equal(c.synth_train, 6000);
+    assert_int_equal(c.synth_shape.n, 3);
+    assert_int_equal(c.synth_shape.v[0], 1);
+    assert_int_equal(c.synth_shape.v[1], 28);
+    assert_int_equal(c.synth_shape.v[2], 28);
+    assert_int_equal(c.loader_workers, 2);
+    assert_int_equal(c.task_size, 64);
+    assert_int_equal(c.batch_size, 256);
+    assert_int_equal(c.depth, 2);
+    assert_true(c.shuffle);
+    assert_false(c.drop_last);
+    assert_int_equal(c.backend, ZP_BACKEND_CPU);
+    assert_int_equal(c.hidden.n, 2);
+    assert_int_equal(c.hidden.v[0], 256);
+    assert_int_equal(c.hidden.v[1], 128);
+    assert_true(c.lr == 0.05);
+    assert_true(c.momentum == 0.9);
+    assert_int_equal(c.epochs, 10);
+    assert_int_equal(c.stat_interval_ms, 1000);
+    assert_string_equal(c.file, GOOD "minimal.yaml");
+}
+
+static void run_name_defaults_to_the_file_base_name_without_extension(void **state)
+{
+    (void)state;
+    zp_config_t c;
+    assert_int_equal(zp_config_load(&c, GOOD "minimal.yaml", NULL, 0, err, sizeof err), 0);
+    assert_string_equal(c.run_name, "minimal");
+}
+
+static void run_name_in_the_file_wins_over_the_base_name(void **state)
+{
+    (void)state;
+    zp_config_t c;
+    assert_int_equal(zp_config_load(&c, GOOD "every_key.yaml", NULL, 0, err, sizeof err), 0);
+    assert_string_equal(c.run_name, "every-key");
+}
+
+static void every_key_of_a_full_file_is_parsed(void **state)
+{
+    (void)state;
+    zp_config_t c;
+    assert_int_equal(zp_config_load(&c, GOOD "every_key.yaml", NULL, 0, err, sizeof err), 0);
+    assert_string_equal(c.run_dir, "runs/a \"quoted\" \\dir");
+    assert_int_equal(c.seed, 2147483647);
+    assert_int_equal(c.mean.n, 3);
+    assert_true(c.mean.v[2] == -0.406);
+    assert_true(c.std.v[1] == 0.30000000000000004);
+    assert_true(c.std.v[2] == 1e-6);
+    assert_int_equal(c.synth_test, 0);
+    assert_int_equal(c.synth_shape.n, 3);
+    assert_int_equal(c.synth_shape.v[0], 3);
+    assert_int_equal(c.loader_workers, 256);
+    assert_false(c.shuffle);
+    assert_true(c.drop_last);
+    assert_int_equal(c.backend, ZP_BACKEND_NULL);
+    assert_int_equal(c.hidden.n, 0);
+    assert_true(c.momentum == 0.0);
+    assert_int_equal(c.limit_train_batches, 1000000000);
+    assert_int_equal(c.stat_interval_ms, 50);
+}
+
+/* ---- overrides --------------------------------------------------------------------------- */
+
+static void overrides_apply_after_the_file(void **state)
+{
+    (void)state;
+    char *ov[] = {"loader.workers=3", "trainer.model.hidden=[512,64]", "prefetch.shuffle=false",
+                  "trainer.optimizer.lr=0.5", "trainer.backend=null"};
+    zp_config_t c;
+    assert_int_equal(zp_config_load(&c, GOOD "every_key.yaml", ov, 5, err, sizeof err), 0);
+    assert_int_equal(c.loader_workers, 3);
+    assert_int_equal(c.hidden.n, 2);
+    assert_int_equal(c.hidden.v[0], 512);
+    assert_int_equal(c.hidden.v[1], 64);
+    assert_false(c.shuffle);
+    assert_true(c.lr == 0.5);
+    assert_int_equal(c.backend, ZP_BACKEND_NULL);
+    assert_int_equal(c.credit, 64); /* untouched keys keep the file's value */
+}
+
+static void overrides_alone_can_supply_the_required_key(void **state)
+{
+    (void)state;
+    char *ov[] = {"dataset.source=idx"};
+    zp_config_t c;
+    assert_int_equal(zp_config_load(&c, NULL, ov, 1, err, sizeof err), 0);
+    assert_int_equal(c.dataset_source, ZP_SOURCE_IDX);
+    assert_string_equal(c.run_name, "run");
+    assert_string_equal(c.file, "");
+}
+
+static void missing_required_key_without_a_file_names_the_command_line(void **state)
+{
+    (void)state;
+    zp_config_t c;
+    assert_int_equal(zp_config_load(&c, NULL, NULL, 0, err, sizeof err), ZP_ECONFIG);
+    assert_string_equal(err, "(command line):1:1: dataset.source: required key is missing");
+}
+
+typedef struct {
+    const char *override;
+    const char *err; /* exact, whole message */
+} bad_override_t;
+
+static void rejects_bad_override(void **state)
+{
+    const bad_override_t *c = *state;
+    char *ov[] = {(char *)c->override};
+    zp_config_t cfg;
+    assert_int_equal(zp_config_load(&cfg, GOOD "minimal.yaml", ov, 1, err, sizeof err), ZP_ECONFIG);
+    assert_string_equal(err, c->err);
+}
+
+#define OVR(test_name, ov, msg) {#test_name, rejects_bad_override, NULL, NULL, &(bad_override_t){ov, msg}}
+
+static const struct CMUnitTest bad_overrides[] = {
+    OVR(override_out_of_range_is_rejected, "loader.workers=0",
+        "override 'loader.workers=0': loader.workers: must be 1..256 (got 0)"),
+    OVR(override_of_an_unknown_key_suggests_the_close_spelling, "loader.wrkers=2",
+        "override 'loader.wrkers=2': loader.wrkers: unknown key (did you mean loader.workers?)"),
+    OVR(override_without_equals_is_rejected, "noequals",
+        "override 'noequals': (override): expected KEY=VALUE"),
+    OVR(override_with_an_empty_key_is_rejected, "=3", "override '=3': (override): expected KEY=VALUE"),
+    OVR(override_with_no_value_is_rejected, "loader.workers=",
+        "override 'loader.workers=': loader.workers: missing value"),
+    OVR(override_with_a_bad_list_element_is_rejected, "trainer.model.hidden=[512,x]",
+        "override 'trainer.model.hidden=[512,x]': trainer.model.hidden: expected a list of integers "
+        "(got 'x')"),
+    OVR(override_with_a_bad_enum_is_rejected, "dataset.source=s3",
+        "override 'dataset.source=s3': dataset.source: must be one of idx/synthetic (got 's3')"),
+    OVR(override_of_a_section_is_an_unknown_key, "loader=3",
+        "override 'loader=3': loader: unknown key"),
+};
+
+/* ---- round trip of zeus-pipe config ------------------------------------------------------ */
+
+/* Zeroes what may differ without meaning: the file name and list slots past n. */
+static void normalise(zp_config_t *c)
+{
+    memset(c->file, 0, sizeof c->file);
+    zp_ints_t *il[] = {&c->synth_shape, &c->hidden};
+    for (int i = 0; i < 2; i++)
+        memset(il[i]->v + il[i]->n, 0, sizeof(int64_t) * (size_t)(ZP_LIST_MAX - il[i]->n));
+    zp_floats_t *fl[] = {&c->mean, &c->std};
+    for (int i = 0; i < 2; i++)
+        memset(fl[i]->v + fl[i]->n, 0, sizeof(double) * (size_t)(ZP_LIST_MAX - fl[i]->n));
+}
+
+/* Loads `path` with `ov`, prints it, loads the print, and asserts both are the same. */
+static void assert_round_trip(const char *path, char **ov, int n)
+{
+    zp_config_t a, b;
+    assert_int_equal(zp_config_load(&a, path, ov, n, err, sizeof err), 0);
+    char tmp[] = "/tmp/zp-test-config-XXXXXX";
+    int fd = mkstemp(tmp);
+    assert_true(fd >= 0);
+    FILE *f = fdopen(fd, "w");
+    assert_non_null(f);
+    zp_config_print(&a, f);
+    assert_int_equal(fclose(f), 0);
+    int rc = zp_config_load(&b, tmp, NULL, 0, err, sizeof err);
+    unlink(tmp);
+    if (rc)
+        fail_msg("printed config does not load: %s", err);
+    normalise(&a);
+    normalise(&b);
+    /* field by field first, for a readable failure; then every byte */
+    assert_string_equal(a.run_name, b.run_name);
+    assert_string_equal(a.run_dir, b.run_dir);
+    assert_string_equal(a.dataset_path, b.dataset_path);
+    assert_int_equal(a.mean.n, b.mean.n);
+    assert_int_equal(a.std.n, b.std.n);
+    assert_int_equal(a.hidden.n, b.hidden.n);
+    assert_true(a.lr == b.lr);
+    assert_memory_equal(&a, &b, sizeof a);
+}
+
+static void printed_defaults_load_back_identically(void **state)
+{
+    (void)state;
+    assert_round_trip(GOOD "minimal.yaml", NULL, 0);
+}
+
+static void printed_full_config_loads_back_identically(void **state)
+{
+    (void)state;
+    assert_round_trip(GOOD "every_key.yaml", NULL, 0);
+}
+
+static void printed_config_with_overrides_loads_back_identically(void **state)
+{
+    (void)state;
+    char *ov[] = {"trainer.model.hidden=[512,64,32]", "trainer.optimizer.lr=0.1",
+                  "dataset.mean=[0.1,0.2,0.3]", "dataset.std=0.5", "run.name=tab\there",
+                  "trainer.optimizer.weight_decay=1e-9"};
+    assert_round_trip(GOOD "every_key.yaml", ov, 6);
+}
+
+static void printed_shipped_config_loads_back_identically(void **state)
+{
+    (void)state;
+    assert_round_trip("../configs/fashion-mnist.yaml", NULL, 0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest others[] = {
+        cmocka_unit_test(nonexistent_file_is_reported_with_its_path),
+        cmocka_unit_test(defaults_fill_every_key_the_file_omits),
+        cmocka_unit_test(run_name_defaults_to_the_file_base_name_without_extension),
+        cmocka_unit_test(run_name_in_the_file_wins_over_the_base_name),
+        cmocka_unit_test(every_key_of_a_full_file_is_parsed),
+        cmocka_unit_test(overrides_apply_after_the_file),
+        cmocka_unit_test(overrides_alone_can_supply_the_required_key),
+        cmocka_unit_test(missing_required_key_without_a_file_names_the_command_line),
+        cmocka_unit_test(printed_defaults_load_back_identically),
+        cmocka_unit_test(printed_full_config_loads_back_identically),
+        cmocka_unit_test(printed_config_with_overrides_loads_back_identically),
+        cmocka_unit_test(printed_shipped_config_loads_back_identically),
+    };
+    int failed = 0;
+    failed += cmocka_run_group_tests_name("config: malformed files", bad_files, NULL, NULL);
+    failed += cmocka_run_group_tests_name("config: malformed overrides", bad_overrides, NULL, NULL);
+    failed += cmocka_run_group_tests_name("config: loading and printing", others, NULL, NULL);
+    return failed ? 1 : 0;
+}
