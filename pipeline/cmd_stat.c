@@ -19,7 +19,7 @@ int zp_request(const char *run_dir, const char *sock_name, const zp_msg_t *req, 
 typedef struct {
     char stage[16];
     int instance;
-    double items, bytes, busy, wait_in, wait_out, queue, errors;
+    double items, bytes, cpu, busy, wait_in, wait_out, queue, errors;
 } row_t;
 
 static const char *ORDER[] = {"loader", "cache", "prefetch", "trainer", "logger"};
@@ -73,6 +73,7 @@ static int fetch_rows(const char *dir, row_t *rows, int max)
         r->instance = (int)zp_map_num(o, "instance", 0);
         r->items = zp_map_num(o, "items_per_s", 0);
         r->bytes = zp_map_num(o, "bytes_per_s", 0);
+        r->cpu = zp_map_num(o, "cpu", 0);
         r->busy = zp_map_num(o, "busy", 0);
         r->wait_in = zp_map_num(o, "wait_in", 0);
         r->wait_out = zp_map_num(o, "wait_out", 0);
@@ -91,8 +92,8 @@ static void print_json(const char *dir, const row_t *r, int n)
     printf("{\"run\":\"%s\",\"stages\":[", dir);
     for (int i = 0; i < n; i++)
         printf("%s{\"stage\":\"%s\",\"instance\":%d,\"items_per_s\":%.3f,\"bytes_per_s\":%.1f,"
-               "\"busy\":%.4f,\"wait_in\":%.4f,\"wait_out\":%.4f,\"queue\":%.0f,\"errors\":%.0f}",
-               i ? "," : "", r[i].stage, r[i].instance, r[i].items, r[i].bytes, r[i].busy,
+               "\"cpu\":%.4f,\"busy\":%.4f,\"wait_in\":%.4f,\"wait_out\":%.4f,\"queue\":%.0f,\"errors\":%.0f}",
+               i ? "," : "", r[i].stage, r[i].instance, r[i].items, r[i].bytes, r[i].cpu, r[i].busy,
                r[i].wait_in, r[i].wait_out, r[i].queue, r[i].errors);
     printf("]}\n");
 }
@@ -101,18 +102,19 @@ static void print_table(const row_t *r, int n)
 {
     int hot = -1;
     for (int i = 0; i < n; i++)
-        if (strcmp(r[i].stage, "logger") && (hot < 0 || r[i].busy > r[hot].busy))
+        if (strcmp(r[i].stage, "logger") &&
+            (hot < 0 || fmax(r[i].busy, r[i].cpu) > fmax(r[hot].busy, r[hot].cpu)))
             hot = i;
-    printf("%-9s %4s %10s %11s %6s %8s %9s %6s %7s\n", "STAGE", "INST", "ITEMS/S", "BYTES/S",
-           "BUSY", "WAIT-IN", "WAIT-OUT", "QUEUE", "ERRORS");
+    printf("%-9s %4s %10s %11s %5s %6s %8s %9s %6s %7s\n", "STAGE", "INST", "ITEMS/S", "BYTES/S",
+           "CPU", "BUSY", "WAIT-IN", "WAIT-OUT", "QUEUE", "ERRORS");
     for (int i = 0; i < n; i++) {
         char items[24], bytes[24];
         human(items, sizeof items, r[i].items, "/s");
         human(bytes, sizeof bytes, r[i].bytes, "B/s");
-        printf("%-9s %4d %10s %11s %5.0f%% %7.0f%% %8.0f%% %6.0f %7.0f%s\n", r[i].stage,
-               r[i].instance, items, bytes, 100 * r[i].busy, 100 * r[i].wait_in,
+        printf("%-9s %4d %10s %11s %4.0f%% %5.0f%% %7.0f%% %8.0f%% %6.0f %7.0f%s\n", r[i].stage,
+               r[i].instance, items, bytes, 100 * r[i].cpu, 100 * r[i].busy, 100 * r[i].wait_in,
                100 * r[i].wait_out, r[i].queue, r[i].errors,
-               i == hot && r[i].busy > 0.5 ? "  <- bottleneck" : "");
+               i == hot && fmax(r[i].busy, r[i].cpu) > 0.5 ? "  <- bottleneck" : "");
     }
 }
 

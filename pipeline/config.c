@@ -334,6 +334,33 @@ static int set_value(origin_t *o, zp_config_t *cfg, const key_t_ *k, yaml_docume
 
 /* ---- documents --------------------------------------------------------------------------- */
 
+/* A reader error (bad UTF-8, a control character) has a byte offset, not a
+ * mark: count the lines and characters of `f` up to it. */
+static yaml_mark_t offset_mark(FILE *f, size_t offset)
+{
+    yaml_mark_t m = {0};
+    rewind(f);
+    for (size_t i = 0; i < offset; i++) {
+        int c = fgetc(f);
+        if (c == EOF)
+            break;
+        if (c == '\n')
+            m.line++, m.column = 0;
+        else if ((c & 0xC0) != 0x80)
+            m.column++;
+    }
+    return m;
+}
+
+static int syntax_error(origin_t *o, yaml_parser_t *p, FILE *f, const char *key)
+{
+    yaml_mark_t m = p->problem_mark;
+    if (p->error == YAML_READER_ERROR && f)
+        m = offset_mark(f, p->problem_offset);
+    return fail_at(o, &m, key, NULL, "YAML syntax error: %s%s%s", p->problem ? p->problem : "?",
+                   p->context ? " " : "", p->context ? p->context : "");
+}
+
 /* Parses `text` (or the open file `f`) into `doc`; on a syntax error fills o->err. */
 static int load_doc(origin_t *o, yaml_document_t *doc, FILE *f, const char *text, const char *key)
 {
@@ -346,12 +373,12 @@ static int load_doc(origin_t *o, yaml_document_t *doc, FILE *f, const char *text
         yaml_parser_set_input_string(&p, (const unsigned char *)text, strlen(text));
     int rc = 0;
     if (!yaml_parser_load(&p, doc)) {
-        yaml_mark_t m = p.problem_mark;
-        rc = fail_at(o, &m, key, NULL, "YAML syntax error: %s%s%s", p.problem ? p.problem : "?",
-                     p.context ? " " : "", p.context ? p.context : "");
+        rc = syntax_error(o, &p, f, key);
     } else if (f) {
         yaml_document_t extra;
-        if (yaml_parser_load(&p, &extra)) {
+        if (!yaml_parser_load(&p, &extra)) {
+            rc = syntax_error(o, &p, f, key); /* a broken second document is still an error */
+        } else {
             if (yaml_document_get_root_node(&extra)) {
                 yaml_mark_t m = extra.start_mark;
                 rc = fail_at(o, &m, key, NULL, "only one YAML document is allowed");
@@ -556,7 +583,9 @@ int zp_config_load(zp_config_t *cfg, const char *path, char *const *overrides, i
     if (!cfg->run_name[0]) {
         const char *base = path ? strrchr(path, '/') : NULL;
         base = base ? base + 1 : (path ? path : "run");
-        snprintf(cfg->run_name, sizeof cfg->run_name, "%.*s", (int)strcspn(base, "."), base);
+        const char *ext = strrchr(base, '.'); /* only the last extension: a.b.yaml is "a.b" */
+        int len = ext && ext != base ? (int)(ext - base) : (int)strlen(base);
+        snprintf(cfg->run_name, sizeof cfg->run_name, "%.*s", len, base);
     }
     return cross_check(&o, cfg);
 }
@@ -585,8 +614,14 @@ static void print_value(FILE *out, const zp_config_t *cfg, const key_t_ *k)
     case KT_ENUM: fputs(enum_name(k->choices, *(const int *)src, buf, sizeof buf), out); break;
     case KT_STR:
         fputc('"', out);
-        for (const char *p = src; *p; p++)
-            fprintf(out, (*p == '"' || *p == '\\') ? "\\%c" : "%c", *p);
+        for (const unsigned char *p = src; *p; p++) {
+            if (*p == '"' || *p == '\\')
+                fprintf(out, "\\%c", *p);
+            else if (*p < 0x20 || *p == 0x7f) /* a raw newline would fold into a space */
+                fprintf(out, "\\x%02x", *p);
+            else
+                fputc(*p, out);
+        }
         fputc('"', out);
         break;
     case KT_INTS: {

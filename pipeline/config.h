@@ -38,7 +38,7 @@ typedef struct {
     int64_t synth_train, synth_test, synth_classes, synth_cost_us;
     zp_ints_t synth_shape;
     int64_t loader_workers, task_size, credit;
-    int64_t batch_size, depth;
+    int64_t batch_size, depth, window;
     bool shuffle, drop_last;
     int backend;
     zp_ints_t hidden;

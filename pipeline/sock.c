@@ -121,6 +121,21 @@ int zp_send_raw(void *sock, const zmq_msg_t *identity, const void *hdr, size_t h
     return 0;
 }
 
+int zp_send_parts(void *sock, const zp_msg_t *m, zmq_msg_t *parts, int nparts)
+{
+    static msgpack_sbuffer sb;
+    sb.size = 0;
+    int rc = zp_msg_encode(m, &sb);
+    if (rc)
+        return rc;
+    if (zmq_send(sock, sb.data, sb.size, nparts ? ZMQ_SNDMORE : 0) < 0)
+        return ZP_EZMQ;
+    for (int i = 0; i < nparts; i++)
+        if (zmq_msg_send(&parts[i], sock, i + 1 < nparts ? ZMQ_SNDMORE : 0) < 0)
+            return ZP_EZMQ;
+    return 0;
+}
+
 int zp_send(void *sock, const zmq_msg_t *identity, const zp_msg_t *m, const void *const *parts,
             const size_t *sizes, int nparts, int flags)
 {

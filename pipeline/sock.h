@@ -39,6 +39,10 @@ int zp_frames_decode(zp_frames_t *f, int first, zp_msg_t *m, char *why, size_t l
  * payload buffers (copied by zmq). Returns 0 or ZP_EZMQ / -EAGAIN. */
 int zp_send(void *sock, const zmq_msg_t *identity, const zp_msg_t *m, const void *const *parts,
             const size_t *sizes, int nparts, int flags);
+/* Sends the header `m` encodes, then `nparts` messages whose ownership moves
+ * to ZeroMQ (no copy; each is left empty). The caller sends any identity
+ * frame first with ZMQ_SNDMORE. */
+int zp_send_parts(void *sock, const zp_msg_t *m, zmq_msg_t *parts, int nparts);
 /* Same, with a prebuilt header buffer. */
 int zp_send_raw(void *sock, const zmq_msg_t *identity, const void *hdr, size_t hdr_len,
                 const void *const *parts, const size_t *sizes, int nparts, int flags);

@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 volatile sig_atomic_t zp_stop;
@@ -117,8 +118,13 @@ void zp_stats_tick(zp_stage_t *st)
     zp_stats_state(s, s->state);
     double dt = (double)(now - s->w_start);
     double dts = dt / 1e9;
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru); /* every thread, ZeroMQ's I/O thread included */
+    int64_t cpu = (int64_t)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000000000 +
+                  (int64_t)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1000;
     zp_event_t ev;
-    zp_ev_begin(st, &ev, "stats", 11);
+    zp_ev_begin(st, &ev, "stats", 12);
+    zp_ev_num(&ev, "cpu", s->w_cpu_ns ? (double)(cpu - s->w_cpu_ns) / dt : 0);
     zp_ev_num(&ev, "items_per_s", (double)(s->items - s->w_items) / dts);
     zp_ev_num(&ev, "bytes_per_s", (double)(s->bytes - s->w_bytes) / dts);
     zp_ev_num(&ev, "busy", (double)(s->ns[ZP_ST_BUSY] - s->w_ns[ZP_ST_BUSY]) / dt);
@@ -132,6 +138,7 @@ void zp_stats_tick(zp_stage_t *st)
     zp_ev_num(&ev, "window_s", dts);
     zp_ev_send(st, &ev);
     s->w_start = now;
+    s->w_cpu_ns = cpu;
     s->w_items = s->items;
     s->w_bytes = s->bytes;
     memcpy(s->w_ns, s->ns, sizeof s->ns);

@@ -27,7 +27,7 @@ typedef struct {
     int state;
     int64_t since;
     /* the last window */
-    int64_t w_start, w_items, w_bytes, w_ns[4];
+    int64_t w_start, w_items, w_bytes, w_ns[4], w_cpu_ns;
     int64_t interval_ns, next_ns;
 } zp_stats_t;
 

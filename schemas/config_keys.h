@@ -48,12 +48,14 @@
     X("dataset.synthetic.cost_us", INT, synth_cost_us, "0", 0, 1000000,                            \
       "CPU time a loader spends on each synthetic sample, in microseconds")                       \
     X("loader.workers", INT, loader_workers, "2", 1, 256, "number of loader processes")            \
-    X("loader.task_size", INT, task_size, "64", 1, 65536,                                          \
+    X("loader.task_size", INT, task_size, "256", 1, 65536,                                          \
       "samples per task a loader receives from the cache stage")                                  \
     X("loader.credit", INT, credit, "2", 1, 64, "tasks a loader may hold at once")                 \
     X("prefetch.batch_size", INT, batch_size, "256", 1, 65536, "samples per batch")                \
     X("prefetch.depth", INT, depth, "2", 1, 64,                                                    \
       "batch slots in the shared-memory ring (2 = double buffering)")                             \
+    X("prefetch.window", INT, window, "6", 0, 256,                                                 \
+      "batches fetched ahead of the ring; their samples wait in received messages until a slot frees") \
     X("prefetch.shuffle", BOOL, shuffle, "true", 0, 0,                                             \
       "draw a seeded permutation of the train split every epoch")                                 \
     X("prefetch.drop_last", BOOL, drop_last, "false", 0, 0,                                        \

@@ -188,6 +188,63 @@ static int check_payload(zp_msg_t *m, char *why, size_t len)
     return 0;
 }
 
+/* msgpack-c allocates a container's elements before it reads them, so a
+ * 5-byte header that claims 4 billion of them asks for 192 GiB. Every element
+ * takes at least one byte of its own: returns 0 when a 16- or 32-bit
+ * container brings the elements claimed so far in p[0..n) past n. Truncation
+ * and bad bytes are left for msgpack to report. */
+static int counts_fit(const unsigned char *p, size_t n)
+{
+    uint64_t claimed = 0;
+    for (size_t i = 0; i < n;) {
+        unsigned c = p[i++];
+        size_t w = 0, skip = 0, per = 0; /* length bytes, bytes after them, elements per count */
+        if (c <= 0x7f || c >= 0xe0 || (c >= 0xc0 && c <= 0xc3))
+            continue; /* fixint, nil, bool (and the unused 0xc1) */
+        if (c <= 0x9f) {
+            claimed += (c & 0x0f) * (c <= 0x8f ? 2u : 1u); /* fixmap, fixarray */
+        } else if (c <= 0xbf) {
+            skip = c & 0x1f; /* fixstr */
+        } else {
+            switch (c) {
+            case 0xc4: case 0xd9: w = 1; break; /* bin8, str8 */
+            case 0xc5: case 0xda: w = 2; break;
+            case 0xc6: case 0xdb: w = 4; break;
+            case 0xc7: w = 1, skip = 1; break; /* ext: length, type, data */
+            case 0xc8: w = 2, skip = 1; break;
+            case 0xc9: w = 4, skip = 1; break;
+            case 0xcc: case 0xd0: skip = 1; break;
+            case 0xcd: case 0xd1: skip = 2; break;
+            case 0xca: case 0xce: case 0xd2: skip = 4; break;
+            case 0xcb: case 0xcf: case 0xd3: skip = 8; break;
+            case 0xd4: skip = 2; break; /* fixext: type, data */
+            case 0xd5: skip = 3; break;
+            case 0xd6: skip = 5; break;
+            case 0xd7: skip = 9; break;
+            case 0xd8: skip = 17; break;
+            case 0xdc: w = 2, per = 1; break; /* array16, array32, map16, map32 */
+            case 0xdd: w = 4, per = 1; break;
+            case 0xde: w = 2, per = 2; break;
+            case 0xdf: w = 4, per = 2; break;
+            }
+        }
+        if (n - i < w)
+            return 1;
+        uint64_t len = 0;
+        for (size_t k = 0; k < w; k++)
+            len = len << 8 | p[i++];
+        if (per)
+            claimed += len * per;
+        else if (skip + len > n - i)
+            return 1;
+        else
+            i += skip + len;
+        if (per && claimed > n)
+            return 0;
+    }
+    return 1;
+}
+
 int zp_msg_decode(zp_msg_t *m, const void *const *frames, const size_t *sizes, int nframes,
                   char *why, size_t whylen)
 {
@@ -202,6 +259,8 @@ int zp_msg_decode(zp_msg_t *m, const void *const *frames, const size_t *sizes, i
     msgpack_unpacked_init(&m->unpacked);
     m->has_unpacked = 1;
     size_t off = 0;
+    if (!counts_fit(frames[0], sizes[0]))
+        return reject(why, whylen, "header claims more elements than its %zu bytes hold", sizes[0]);
     if (msgpack_unpack_next(&m->unpacked, frames[0], sizes[0], &off) != MSGPACK_UNPACK_SUCCESS)
         return reject(why, whylen, "header is not valid msgpack (%zu bytes)", sizes[0]);
     if (off != sizes[0])

@@ -213,11 +213,14 @@ static int on_result(cache_t *c, zp_msg_t *m)
     out.type = m->type == ZP_MSG_SAMPLES ? ZP_MSG_RESULT : ZP_MSG_FAIL;
     out.id = t->fetch_id;
     out.offset = t->offset;
-    int rc = send_to(c->fetch, &t->prefetch, &out, m->frame + 1, m->frame_size + 1, m->nframes - 1);
     if (m->type == ZP_MSG_SAMPLES) {
         c->st->stats.items += (int64_t)m->n;
         c->st->stats.bytes += (int64_t)m->frame_size[3];
     }
+    /* Forward the payload frames as they came: ownership moves, bytes are not copied. */
+    int rc = zmq_send(c->fetch, t->prefetch.id, t->prefetch.idlen, ZMQ_SNDMORE) < 0 ? ZP_EZMQ : 0;
+    if (!rc)
+        rc = zp_send_parts(c->fetch, &out, c->f.part + 2, m->nframes - 1);
     task_free(c, t);
     return rc;
 }

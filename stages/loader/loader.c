@@ -11,17 +11,31 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Output buffers handed to ZeroMQ without a copy: `busy` until ZeroMQ's I/O
+ * thread is done with the bytes and calls release_buf(). */
+#define OUTBUFS 8
+typedef struct {
+    float *buf;
+    size_t cap; /* floats */
+    int busy;   /* atomic */
+} outbuf_t;
+
 typedef struct {
     zp_stage_t *st;
     zp_source_t *src;
-    void *work;           /* DEALER to the cache stage */
-    float lut[4][256];    /* uint8 -> normalised float32, per channel (up to 4) */
-    uint8_t *pixels;      /* one sample; owned */
-    float *data;          /* task output; owned, grown to the largest task */
-    int32_t *labels;
-    size_t cap;           /* samples the output buffers hold */
+    void *work;        /* DEALER to the cache stage */
+    float lut[4][256]; /* uint8 -> normalised float32, per channel (up to 4) */
+    uint8_t *pixels;   /* one sample; owned */
+    outbuf_t out[OUTBUFS];
     int64_t bad_msgs;
+    zp_frames_t f;
 } loader_t;
+
+static void release_buf(void *data, void *hint)
+{
+    (void)data;
+    __atomic_store_n(&((outbuf_t *)hint)->busy, 0, __ATOMIC_RELEASE);
+}
 
 static void build_lut(loader_t *l)
 {
@@ -33,21 +47,30 @@ static void build_lut(loader_t *l)
     }
 }
 
-static int grow(loader_t *l, size_t n)
+/* A message of `floats` float32 for the task's output, preferably from the
+ * pool (no allocation in steady state); returns its data pointer or NULL. */
+static float *out_msg(loader_t *l, zmq_msg_t *msg, size_t floats)
 {
-    if (n <= l->cap)
-        return 0;
-    size_t elems = (size_t)l->st->meta.elems;
-    float *d = realloc(l->data, n * elems * sizeof(float));
-    if (d)
-        l->data = d;
-    int32_t *lb = realloc(l->labels, n * sizeof(int32_t));
-    if (lb)
-        l->labels = lb;
-    if (!d || !lb)
-        return ZP_ENOMEM;
-    l->cap = n;
-    return 0;
+    for (int i = 0; i < OUTBUFS; i++) {
+        outbuf_t *o = &l->out[i];
+        if (__atomic_load_n(&o->busy, __ATOMIC_ACQUIRE))
+            continue;
+        if (o->cap < floats) {
+            float *p = realloc(o->buf, floats * sizeof(float));
+            if (!p)
+                continue;
+            o->buf = p;
+            o->cap = floats;
+        }
+        __atomic_store_n(&o->busy, 1, __ATOMIC_RELAXED);
+        if (zmq_msg_init_data(msg, o->buf, floats * sizeof(float), release_buf, o)) {
+            o->busy = 0;
+            return NULL;
+        }
+        return o->buf;
+    }
+    /* every pooled buffer is still queued in ZeroMQ: let it allocate one */
+    return zmq_msg_init_size(msg, floats * sizeof(float)) ? NULL : zmq_msg_data(msg);
 }
 
 /* The deterministic transform: uint8 CHW pixels -> normalised float32 CHW. */
@@ -64,54 +87,69 @@ static void transform(const loader_t *l, const uint8_t *px, float *out)
 static void send_fail(loader_t *l, uint64_t id, const char *error)
 {
     zp_msg_t m = {.type = ZP_MSG_FAIL, .id = id};
-    snprintf(m.error, sizeof m.error, "%s", error);
+    snprintf(m.error, sizeof m.error, "%.255s", error);
     zp_send(l->work, NULL, &m, NULL, NULL, 0, 0);
+}
+
+/* Loads every sample of the task into `parts` (labels, data). 0, or a message in err. */
+static int load_samples(loader_t *l, const zp_msg_t *t, zmq_msg_t *parts, char *err, size_t len)
+{
+    const uint8_t *idx = t->frame[1]; /* u32 LE array; a frame may be unaligned */
+    size_t n = t->n, elems = (size_t)l->st->meta.elems;
+    float *data = out_msg(l, &parts[1], n * elems);
+    if (!data || zmq_msg_init_size(&parts[0], n * 4)) {
+        snprintf(err, len, "loader out of memory");
+        return ZP_ENOMEM;
+    }
+    uint8_t *labels = zmq_msg_data(&parts[0]);
+    for (size_t i = 0; i < n; i++) {
+        uint32_t ix;
+        int32_t label;
+        memcpy(&ix, idx + 4 * i, 4);
+        if (ix >= (uint64_t)l->st->meta.n[t->split]) {
+            snprintf(err, len, "sample %u is outside the %s split (%lld samples)", ix,
+                     zp_split_name((int)t->split), (long long)l->st->meta.n[t->split]);
+            return ZP_EDATA;
+        }
+        int rc = l->src->get(l->src, (int)t->split, ix, l->pixels, &label, err, len);
+        if (rc)
+            return rc;
+        memcpy(labels + 4 * i, &label, 4);
+        transform(l, l->pixels, data + i * elems);
+    }
+    return 0;
 }
 
 static int run_task(loader_t *l, const zp_msg_t *t)
 {
     zp_stats_state(&l->st->stats, ZP_ST_BUSY);
-    const uint8_t *idx = t->frame[1]; /* u32 LE array; a frame may be unaligned */
-    size_t n = t->n, elems = (size_t)l->st->meta.elems;
+    zmq_msg_t parts[3];
+    for (int i = 0; i < 3; i++)
+        zmq_msg_init(&parts[i]);
     char err[300];
-    if (grow(l, n)) {
-        send_fail(l, t->id, "loader out of memory");
-        return ZP_ENOMEM;
+    int rc = load_samples(l, t, parts + 1, err, sizeof err);
+    if (rc) {
+        zp_error("task %llu: %s", (unsigned long long)t->id, err);
+        send_fail(l, t->id, err);
+        rc = rc == ZP_ENOMEM ? rc : 0;
+    } else {
+        size_t bytes = zmq_msg_size(&parts[2]);
+        zmq_msg_move(&parts[0], &l->f.part[1]); /* the task's indices go back as they came */
+        zp_msg_t out = {.type = ZP_MSG_SAMPLES, .id = t->id, .split = t->split, .n = t->n,
+                        .elems = (uint64_t)l->st->meta.elems};
+        zp_stats_state(&l->st->stats, ZP_ST_WAIT_OUT);
+        rc = zp_send_parts(l->work, &out, parts, 3);
+        l->st->stats.items += (int64_t)t->n;
+        l->st->stats.bytes += (int64_t)bytes;
     }
-    for (size_t i = 0; i < n; i++) {
-        uint32_t ix;
-        memcpy(&ix, idx + 4 * i, 4);
-        if (ix >= (uint64_t)l->st->meta.n[t->split]) {
-            snprintf(err, sizeof err, "sample %u is outside the %s split (%lld samples)", ix,
-                     zp_split_name((int)t->split), (long long)l->st->meta.n[t->split]);
-            send_fail(l, t->id, err);
-            return 0;
-        }
-        int rc = l->src->get(l->src, (int)t->split, ix, l->pixels, &l->labels[i], err, sizeof err);
-        if (rc) {
-            zp_error("%s", err);
-            send_fail(l, t->id, err);
-            return 0;
-        }
-        transform(l, l->pixels, l->data + i * elems);
-    }
-    zp_msg_t out = {.type = ZP_MSG_SAMPLES, .id = t->id, .split = t->split, .n = n, .elems = elems};
-    const void *parts[3] = {idx, l->labels, l->data};
-    size_t sizes[3] = {n * 4, n * 4, n * elems * 4};
-    zp_stats_state(&l->st->stats, ZP_ST_WAIT_OUT);
-    int rc = zp_send(l->work, NULL, &out, parts, sizes, 3, 0);
-    if (rc)
-        return rc;
-    l->st->stats.items += (int64_t)n;
-    l->st->stats.bytes += (int64_t)(sizes[2]);
+    for (int i = 0; i < 3; i++)
+        zmq_msg_close(&parts[i]);
     zp_msg_t ready = {.type = ZP_MSG_READY, .credit = 1};
-    return zp_send(l->work, NULL, &ready, NULL, NULL, 0, 0);
+    return rc ? rc : zp_send(l->work, NULL, &ready, NULL, NULL, 0, 0);
 }
 
 static int loop(loader_t *l)
 {
-    zp_frames_t f;
-    zp_frames_init(&f);
     zp_msg_t ready = {.type = ZP_MSG_READY, .credit = (uint64_t)l->st->cfg.credit};
     int rc = zp_send(l->work, NULL, &ready, NULL, NULL, 0, 0);
     while (!rc && !zp_stop) {
@@ -121,11 +159,11 @@ static int loop(loader_t *l)
         zp_stats_tick(l->st);
         if (n <= 0)
             continue;
-        if ((rc = zp_frames_recv(&f, l->work, 0)))
+        if ((rc = zp_frames_recv(&l->f, l->work, 0)))
             break;
         zp_msg_t m;
         char why[256];
-        if (zp_frames_decode(&f, 0, &m, why, sizeof why) || m.type != ZP_MSG_TASK) {
+        if (zp_frames_decode(&l->f, 0, &m, why, sizeof why) || m.type != ZP_MSG_TASK) {
             l->st->stats.errors++;
             if (l->bad_msgs++ < 10)
                 zp_warn("dropped a malformed message from the cache stage: %s",
@@ -135,13 +173,15 @@ static int loop(loader_t *l)
         }
         zp_msg_release(&m);
     }
-    zp_frames_close(&f);
+    zp_frames_close(&l->f);
     return rc == ZP_ESTOP ? 0 : rc;
 }
 
 int zp_loader_main(zp_stage_t *st)
 {
-    loader_t l = {.st = st};
+    static loader_t l;
+    l.st = st;
+    zp_frames_init(&l.f);
     char err[700], ep[ZP_ENDPOINT_MAX + 16];
     int rc = st->cfg.dataset_source == ZP_SOURCE_IDX
                  ? zp_source_idx_open(&l.src, &st->cfg, &st->meta, err, sizeof err)
@@ -152,7 +192,7 @@ int zp_loader_main(zp_stage_t *st)
     }
     build_lut(&l);
     l.pixels = malloc((size_t)st->meta.elems);
-    if (!l.pixels || grow(&l, (size_t)st->cfg.task_size) || zp_stage_endpoint(st, "work", ep, sizeof ep) ||
+    if (!l.pixels || zp_stage_endpoint(st, "work", ep, sizeof ep) ||
         !(l.work = zp_sock_open(st->zctx, ZMQ_DEALER, ep, 0, 0))) {
         rc = 1;
         goto out;
@@ -168,7 +208,8 @@ out:
     if (l.src)
         l.src->destroy(l.src);
     free(l.pixels);
-    free(l.data);
-    free(l.labels);
+    zp_stage_close(st); /* ZeroMQ releases the output buffers before they are freed */
+    for (int i = 0; i < OUTBUFS; i++)
+        free(l.out[i].buf);
     return rc;
 }

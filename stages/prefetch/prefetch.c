@@ -1,7 +1,12 @@
-/* prefetch.c — owns the sampler, fetches each batch's samples through the
- * cache stage straight into a ring slot, and hands full slots to the trainer
- * in the sampler's order (READY as a BATCH message; the trainer answers FREE).
- * Phases: for every epoch, the train split, then the test split. */
+/* prefetch.c — owns the sampler and assembles batches in the sampler's order.
+ *
+ * Up to depth + window batches are in flight: each is one FETCH to the cache
+ * stage. A batch that holds a ring slot gets its samples copied straight into
+ * the slot as RESULTs arrive; one fetched ahead of the ring keeps its RESULT
+ * messages (no copy) until a slot frees, then copies them in. So bytes move
+ * once, from a received message into shared memory, and the ring stays at
+ * `depth` slots. A full slot goes to the trainer as BATCH{slot, gen}; the
+ * trainer answers FREE{slot, gen}. Phases: every epoch, train then test. */
 #define _GNU_SOURCE
 #include "pipeline/log.h"
 #include "pipeline/ring.h"
@@ -14,13 +19,25 @@
 #include <stdlib.h>
 #include <string.h>
 
+#define INFLIGHT_MAX (ZP_RING_MAX + 256)
+
+/* RESULT payload kept until its batch has a slot. */
 typedef struct {
-    int64_t batch;     /* batch number in the phase, -1 when the slot is free */
-    uint32_t gen;
+    uint64_t offset, n;
+    zmq_msg_t labels, data;
+} held_t;
+
+typedef struct {
+    int64_t batch; /* batch number in the phase; -1 when unused */
     uint64_t fetch_id;
+    const uint32_t *indices; /* into the sampler's order; valid for the phase */
     int64_t n, filled;
-    uint8_t *have;     /* per sample: arrived; owned, batch_size bytes */
-} slot_info_t;
+    int slot; /* ring slot, -1 until assigned */
+    uint32_t gen;
+    uint8_t *have; /* per sample: arrived; owned, batch_size bytes */
+    held_t *held;  /* owned */
+    int nheld, held_cap;
+} batch_t;
 
 typedef struct {
     zp_stage_t *st;
@@ -28,10 +45,11 @@ typedef struct {
     zp_batch_layout_t lay;
     void *fetch, *ring_sock;
     zp_sampler_t sampler[ZP_SPLITS];
-    slot_info_t slot[ZP_RING_MAX];
+    batch_t inflight[INFLIGHT_MAX];
+    int nflight; /* depth + window */
     uint64_t fetch_seq;
     int split;
-    int64_t epoch, nbatches, next_fetch, next_emit;
+    int64_t epoch, nbatches, next_fetch, next_slot, next_emit;
     int64_t bad_msgs;
     zp_frames_t f;
 } prefetch_t;
@@ -44,75 +62,113 @@ static void bad_msg(prefetch_t *p, const char *from, const char *why)
                 (long long)p->bad_msgs, why);
 }
 
-/* Starts fetching the next batches into every free slot. */
-static int fill_slots(prefetch_t *p)
+static batch_t *batch_of(prefetch_t *p, int64_t b) { return &p->inflight[b % p->nflight]; }
+
+/* Copies samples [offset, offset+n) of a result into the batch's slot. */
+static void copy_in(prefetch_t *p, batch_t *bt, uint64_t offset, uint64_t n, const uint8_t *labels,
+                    const uint8_t *data)
 {
-    zp_sampler_t *s = &p->sampler[p->split];
-    int64_t bs = p->st->cfg.batch_size;
-    uint32_t slot, gen;
-    while (p->next_fetch < p->nbatches && zp_ring_acquire(p->ring, &slot, &gen) == 0) {
-        int64_t n;
-        const uint32_t *idx = zp_sampler_batch(s, bs, p->next_fetch, &n);
-        uint8_t *base = zp_ring_slot(p->ring, slot);
-        memcpy(base + p->lay.indices, idx, (size_t)n * 4);
-        slot_info_t *si = &p->slot[slot];
-        si->batch = p->next_fetch++;
-        si->gen = gen;
-        si->fetch_id = ++p->fetch_seq;
-        si->n = n;
-        si->filled = 0;
-        memset(si->have, 0, (size_t)n);
-        zp_msg_t m = {.type = ZP_MSG_FETCH, .id = si->fetch_id, .split = (uint64_t)p->split, .n = (uint64_t)n};
-        const void *parts[1] = {idx};
-        size_t sizes[1] = {(size_t)n * 4};
-        int rc = zp_send(p->fetch, NULL, &m, parts, sizes, 1, 0);
-        if (rc)
-            return rc;
+    uint8_t *base = zp_ring_slot(p->ring, (uint32_t)bt->slot);
+    int32_t *dst_l = (int32_t *)(base + p->lay.labels);
+    float *dst_d = (float *)(base + p->lay.data);
+    size_t elems = (size_t)p->st->meta.elems;
+    for (uint64_t i = 0; i < n; i++) {
+        uint64_t at = offset + i;
+        if (bt->have[at])
+            continue; /* a duplicate; the first copy stands */
+        bt->have[at] = 1;
+        bt->filled++;
+        memcpy(&dst_l[at], labels + 4 * i, 4); /* frames may be unaligned */
+        memcpy(dst_d + at * elems, data + i * elems * 4, elems * 4);
     }
-    return 0;
+    p->st->stats.bytes += (int64_t)(n * elems * 4);
 }
 
-static slot_info_t *slot_of_fetch(prefetch_t *p, uint64_t fetch_id, uint32_t *slot)
+static int send_fetch(prefetch_t *p)
 {
-    for (uint32_t i = 0; i < p->ring->depth; i++)
-        if (p->slot[i].batch >= 0 && p->slot[i].fetch_id == fetch_id) {
-            *slot = i;
-            return &p->slot[i];
+    int64_t bs = p->st->cfg.batch_size, n;
+    const uint32_t *idx = zp_sampler_batch(&p->sampler[p->split], bs, p->next_fetch, &n);
+    batch_t *bt = batch_of(p, p->next_fetch);
+    bt->batch = p->next_fetch++;
+    bt->fetch_id = ++p->fetch_seq;
+    bt->indices = idx;
+    bt->n = n;
+    bt->filled = 0;
+    bt->slot = -1;
+    memset(bt->have, 0, (size_t)n);
+    zp_msg_t m = {.type = ZP_MSG_FETCH, .id = bt->fetch_id, .split = (uint64_t)p->split,
+                  .n = (uint64_t)n};
+    const void *parts[1] = {idx};
+    size_t sizes[1] = {(size_t)n * 4};
+    return zp_send(p->fetch, NULL, &m, parts, sizes, 1, 0);
+}
+
+/* Gives ring slots to fetched batches in order, and copies in what they hold. */
+static void assign_slots(prefetch_t *p)
+{
+    uint32_t slot, gen;
+    while (p->next_slot < p->next_fetch && zp_ring_acquire(p->ring, &slot, &gen) == 0) {
+        batch_t *bt = batch_of(p, p->next_slot++);
+        bt->slot = (int)slot;
+        bt->gen = gen;
+        memcpy((uint8_t *)zp_ring_slot(p->ring, slot) + p->lay.indices, bt->indices,
+               (size_t)bt->n * 4);
+        for (int i = 0; i < bt->nheld; i++) {
+            held_t *h = &bt->held[i];
+            copy_in(p, bt, h->offset, h->n, zmq_msg_data(&h->labels), zmq_msg_data(&h->data));
+            zmq_msg_close(&h->labels);
+            zmq_msg_close(&h->data);
         }
+        bt->nheld = 0;
+    }
+}
+
+static batch_t *batch_of_fetch(prefetch_t *p, uint64_t fetch_id)
+{
+    for (int i = 0; i < p->nflight; i++)
+        if (p->inflight[i].batch >= 0 && p->inflight[i].fetch_id == fetch_id)
+            return &p->inflight[i];
     return NULL;
 }
 
-/* Copies a RESULT into its slot after checking that its indices are the ones asked for. */
+static int hold(batch_t *bt, const zp_msg_t *m, zp_frames_t *f)
+{
+    if (bt->nheld == bt->held_cap) {
+        int cap = bt->held_cap ? bt->held_cap * 2 : 8;
+        held_t *h = realloc(bt->held, (size_t)cap * sizeof *h);
+        if (!h)
+            return ZP_ENOMEM;
+        bt->held = h;
+        bt->held_cap = cap;
+    }
+    held_t *h = &bt->held[bt->nheld++];
+    h->offset = m->offset;
+    h->n = m->n;
+    zmq_msg_init(&h->labels);
+    zmq_msg_init(&h->data);
+    zmq_msg_move(&h->labels, &f->part[2]);
+    zmq_msg_move(&h->data, &f->part[3]);
+    return 0;
+}
+
+/* A RESULT: checked against the indices its fetch asked for, then copied or held. */
 static int on_result(prefetch_t *p, const zp_msg_t *m)
 {
-    uint32_t slot;
-    slot_info_t *si = slot_of_fetch(p, m->id, &slot);
-    if (!si) {
+    batch_t *bt = batch_of_fetch(p, m->id);
+    if (!bt) {
         bad_msg(p, "cache stage", "result for a fetch that is not in flight");
         return 0;
     }
-    uint8_t *base = zp_ring_slot(p->ring, slot);
-    const uint32_t *want = (const uint32_t *)(base + p->lay.indices) + m->offset;
-    if (m->offset + m->n > (uint64_t)si->n || m->elems != (uint64_t)p->st->meta.elems ||
-        memcmp(want, m->frame[1], m->n * 4)) {
+    if (m->offset + m->n > (uint64_t)bt->n || m->elems != (uint64_t)p->st->meta.elems ||
+        memcmp(bt->indices + m->offset, m->frame[1], m->n * 4)) {
         bad_msg(p, "cache stage", "result does not match its fetch (offset, indices or shape)");
         return 0;
     }
-    const uint8_t *labels = m->frame[2], *data = m->frame[3]; /* frames may be unaligned */
-    int32_t *dst_l = (int32_t *)(base + p->lay.labels);
-    float *dst_d = (float *)(base + p->lay.data);
-    size_t elems = (size_t)m->elems;
-    for (uint64_t i = 0; i < m->n; i++) {
-        uint64_t at = m->offset + i;
-        if (si->have[at])
-            continue; /* a duplicate; the first copy stands */
-        si->have[at] = 1;
-        si->filled++;
-        memcpy(&dst_l[at], labels + 4 * i, 4);
-        memcpy(dst_d + at * elems, data + i * elems * 4, elems * 4);
+    if (bt->slot >= 0) {
+        copy_in(p, bt, m->offset, m->n, m->frame[2], m->frame[3]);
+        return 0;
     }
-    p->st->stats.bytes += (int64_t)(m->n * elems * 4);
-    return 0;
+    return hold(bt, m, &p->f);
 }
 
 static int on_fetch_sock(prefetch_t *p)
@@ -128,8 +184,7 @@ static int on_fetch_sock(prefetch_t *p)
     } else if (m.type == ZP_MSG_RESULT) {
         rc = on_result(p, &m);
     } else if (m.type == ZP_MSG_FAIL) {
-        zp_error("a loader could not load %s batch %lld: %s", zp_split_name(p->split),
-                 (long long)p->next_emit, m.error);
+        zp_error("a loader could not load a %s batch: %s", zp_split_name(p->split), m.error);
         rc = ZP_EDATA;
     } else {
         bad_msg(p, "cache stage", zp_msg_name(m.type));
@@ -145,36 +200,42 @@ static int on_ring_sock(prefetch_t *p)
         return rc == -EAGAIN ? 0 : rc;
     zp_msg_t m;
     char why[256];
-    if (zp_frames_decode(&p->f, 0, &m, why, sizeof why) || m.type != ZP_MSG_FREE) {
+    if (zp_frames_decode(&p->f, 0, &m, why, sizeof why) || m.type != ZP_MSG_FREE)
         bad_msg(p, "trainer", m.type ? zp_msg_name(m.type) : why);
-    } else if (m.slot >= p->ring->depth ||
-               zp_ring_release(p->ring, (uint32_t)m.slot, (uint32_t)m.gen)) {
+    else if (m.slot >= p->ring->depth || zp_ring_release(p->ring, (uint32_t)m.slot, (uint32_t)m.gen))
         bad_msg(p, "trainer", "FREE of a slot it does not hold (stale generation)");
-    } else {
-        p->slot[m.slot].batch = -1;
-    }
     zp_msg_release(&m);
     return 0;
 }
 
-/* Sends the next batch when its slot is complete. Returns 1 when one was sent. */
+/* Sends the next batch when it is complete. Returns 1 when one was sent. */
 static int emit_ready(prefetch_t *p, int *rc)
 {
-    for (uint32_t i = 0; i < p->ring->depth; i++) {
-        slot_info_t *si = &p->slot[i];
-        if (si->batch != p->next_emit || p->ring->state[i] != ZP_SLOT_FILLING || si->filled < si->n)
-            continue;
-        zp_msg_t m = {.type = ZP_MSG_BATCH, .slot = i, .gen = si->gen, .split = (uint64_t)p->split,
-                      .epoch = (uint64_t)p->epoch, .index = (uint64_t)si->batch,
-                      .batches = (uint64_t)p->nbatches, .n = (uint64_t)si->n,
-                      .elems = (uint64_t)p->st->meta.elems};
-        *rc = zp_send(p->ring_sock, NULL, &m, NULL, NULL, 0, 0);
-        zp_ring_publish(p->ring, i);
-        p->next_emit++;
-        p->st->stats.items += si->n;
-        return 1;
+    if (p->next_emit >= p->next_slot)
+        return 0;
+    batch_t *bt = batch_of(p, p->next_emit);
+    if (bt->filled < bt->n)
+        return 0;
+    zp_msg_t m = {.type = ZP_MSG_BATCH, .slot = (uint64_t)bt->slot, .gen = bt->gen,
+                  .split = (uint64_t)p->split, .epoch = (uint64_t)p->epoch,
+                  .index = (uint64_t)bt->batch, .batches = (uint64_t)p->nbatches,
+                  .n = (uint64_t)bt->n, .elems = (uint64_t)p->st->meta.elems};
+    *rc = zp_send(p->ring_sock, NULL, &m, NULL, NULL, 0, 0);
+    zp_ring_publish(p->ring, (uint32_t)bt->slot);
+    bt->batch = -1;
+    p->next_emit++;
+    p->st->stats.items += bt->n;
+    return 1;
+}
+
+static int64_t phase_samples(prefetch_t *p)
+{
+    int64_t samples = 0, n;
+    for (int64_t b = 0; b < p->nbatches; b++) {
+        zp_sampler_batch(&p->sampler[p->split], p->st->cfg.batch_size, b, &n);
+        samples += n;
     }
-    return 0;
+    return samples;
 }
 
 static int run_phase(prefetch_t *p)
@@ -187,21 +248,17 @@ static int run_phase(prefetch_t *p)
     int64_t limit = train ? c->limit_train_batches : c->limit_test_batches;
     if (limit && p->nbatches > limit)
         p->nbatches = limit;
-    p->next_fetch = p->next_emit = 0;
-    int64_t samples = 0;
-    for (int64_t b = 0; b < p->nbatches; b++) {
-        int64_t n;
-        zp_sampler_batch(s, c->batch_size, b, &n);
-        samples += n;
-    }
+    p->next_fetch = p->next_slot = p->next_emit = 0;
     int rc = 0;
     while (!rc && !zp_stop && p->next_emit < p->nbatches) {
-        if ((rc = fill_slots(p)))
-            break;
-        if (emit_ready(p, &rc))
+        while (!rc && p->next_fetch < p->nbatches && p->next_fetch < p->next_emit + p->nflight)
+            rc = send_fetch(p);
+        assign_slots(p);
+        if (rc || emit_ready(p, &rc))
             continue;
-        int waiting_out = zp_ring_free_count(p->ring) == 0;
-        zp_stats_state(&p->st->stats, waiting_out ? ZP_ST_WAIT_OUT : ZP_ST_WAIT_IN);
+        /* Waiting: on the trainer when the next batch has no slot, else on loaders. */
+        int on_trainer = p->next_slot == p->next_emit && zp_ring_free_count(p->ring) == 0;
+        zp_stats_state(&p->st->stats, on_trainer ? ZP_ST_WAIT_OUT : ZP_ST_WAIT_IN);
         zmq_pollitem_t it[2] = {{p->fetch, 0, ZMQ_POLLIN, 0}, {p->ring_sock, 0, ZMQ_POLLIN, 0}};
         int n = zmq_poll(it, 2, 100);
         zp_stats_state(&p->st->stats, ZP_ST_BUSY);
@@ -209,14 +266,14 @@ static int run_phase(prefetch_t *p)
             rc = on_fetch_sock(p);
         if (!rc && n > 0 && (it[1].revents & ZMQ_POLLIN))
             rc = on_ring_sock(p);
-        p->st->stats.queue = p->ring->depth - zp_ring_free_count(p->ring);
+        p->st->stats.queue = p->next_fetch - p->next_emit;
         zp_stats_tick(p->st);
     }
     if (rc || zp_stop)
         return rc ? rc : ZP_ESTOP;
     zp_msg_t end = {.type = ZP_MSG_EPOCH_END, .split = (uint64_t)p->split,
                     .epoch = (uint64_t)p->epoch, .batches = (uint64_t)p->nbatches,
-                    .n = (uint64_t)samples};
+                    .n = (uint64_t)phase_samples(p)};
     return zp_send(p->ring_sock, NULL, &end, NULL, NULL, 0, 0);
 }
 
@@ -261,9 +318,10 @@ static int open_all(prefetch_t *p)
                  p->lay.bytes, zp_strerror(rc));
         return rc;
     }
-    for (int i = 0; i < ZP_RING_MAX; i++) {
-        p->slot[i].batch = -1;
-        if (i < (int)p->ring->depth && !(p->slot[i].have = malloc((size_t)st->cfg.batch_size)))
+    p->nflight = (int)(st->cfg.depth + st->cfg.window);
+    for (int i = 0; i < p->nflight; i++) {
+        p->inflight[i].batch = -1;
+        if (!(p->inflight[i].have = malloc((size_t)st->cfg.batch_size)))
             return ZP_ENOMEM;
     }
     for (int s = 0; s < ZP_SPLITS; s++)
@@ -278,6 +336,25 @@ static int open_all(prefetch_t *p)
     return 0;
 }
 
+static void close_all(prefetch_t *p)
+{
+    zp_frames_close(&p->f);
+    zp_sock_close(&p->fetch);
+    zp_sock_close(&p->ring_sock);
+    zp_ring_destroy(&p->ring);
+    for (int s = 0; s < ZP_SPLITS; s++)
+        zp_sampler_free(&p->sampler[s]);
+    for (int i = 0; i < INFLIGHT_MAX; i++) {
+        batch_t *bt = &p->inflight[i];
+        for (int h = 0; h < bt->nheld; h++) {
+            zmq_msg_close(&bt->held[h].labels);
+            zmq_msg_close(&bt->held[h].data);
+        }
+        free(bt->held);
+        free(bt->have);
+    }
+}
+
 int zp_prefetch_main(zp_stage_t *st)
 {
     static prefetch_t p;
@@ -285,19 +362,13 @@ int zp_prefetch_main(zp_stage_t *st)
     zp_frames_init(&p.f);
     int rc = open_all(&p);
     if (!rc) {
-        zp_info("ring of %u slots x %zu bytes; %lld train, %lld test samples", p.ring->depth,
-                p.ring->slot_bytes, (long long)st->meta.n[0], (long long)st->meta.n[1]);
+        zp_info("ring of %u slots x %zu bytes, %d batches in flight; %lld train, %lld test samples",
+                p.ring->depth, p.ring->slot_bytes, p.nflight, (long long)st->meta.n[0],
+                (long long)st->meta.n[1]);
         rc = run(&p);
     }
     if (rc && rc != ZP_ESTOP)
         zp_error("stopped: %s", zp_strerror(rc));
-    zp_frames_close(&p.f);
-    zp_sock_close(&p.fetch);
-    zp_sock_close(&p.ring_sock);
-    zp_ring_destroy(&p.ring);
-    for (int s = 0; s < ZP_SPLITS; s++)
-        zp_sampler_free(&p.sampler[s]);
-    for (int i = 0; i < ZP_RING_MAX; i++)
-        free(p.slot[i].have);
+    close_all(&p);
     return rc == 0 || rc == ZP_ESTOP ? 0 : 1;
 }
