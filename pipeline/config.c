@@ -399,6 +399,8 @@ typedef struct {
 
 typedef struct {
     unsigned char seen[NKEYS];
+    yaml_mark_t mark[NKEYS];        /* where a key's value was written in the file */
+    const char *override_of[NKEYS]; /* or the override that set it last */
     section_t sections[32];
     int nsections;
 } walk_t;
@@ -420,12 +422,16 @@ static int walk_map(origin_t *o, zp_config_t *cfg, walk_t *w, yaml_document_t *d
             if (w->seen[idx])
                 return fail_at(o, &kn->start_mark, full, NULL, "duplicate key");
             w->seen[idx] = 1;
+            w->mark[idx] = vn->start_mark;
             int rc = set_value(o, cfg, &KEYS[idx], doc, vn);
             if (rc)
                 return rc;
         } else if (is_section(full)) {
             if (vn->type != YAML_MAPPING_NODE)
                 return fail_at(o, &vn->start_mark, full, NULL, "expected a mapping of keys");
+            for (int i = 0; i < w->nsections; i++)
+                if (!strcmp(w->sections[i].name, full))
+                    return fail_at(o, &kn->start_mark, full, NULL, "duplicate key");
             if (w->nsections < 32) {
                 snprintf(w->sections[w->nsections].name, 64, "%.63s", full);
                 w->sections[w->nsections++].mark = kn->start_mark;
@@ -505,8 +511,10 @@ static int apply_override(origin_t *o, zp_config_t *cfg, walk_t *w, const char *
     else
         rc = set_value(o, cfg, &KEYS[idx], &doc, root);
     yaml_document_delete(&doc);
-    if (!rc)
+    if (!rc) {
         w->seen[idx] = 1;
+        w->override_of[idx] = ov;
+    }
     return rc;
 }
 
@@ -532,23 +540,40 @@ static int apply_defaults(zp_config_t *cfg, char *err, size_t errlen)
     return 0;
 }
 
-/* Checks that involve more than one key. */
-static int cross_check(origin_t *o, zp_config_t *cfg)
+/* Points an error about key `name` at where it was set: its override, its
+ * place in the file, or (a default) the top of the file. */
+static void blame(origin_t *o, walk_t *w, const char *name, const yaml_mark_t **m)
 {
-    if (cfg->std.n != 1 && cfg->mean.n != cfg->std.n)
-        return fail_at(o, NULL, "dataset.std", NULL, "has %d values but dataset.mean has %d",
+    static const yaml_mark_t top = {0};
+    int i = find_key(name);
+    o->override = w->override_of[i];
+    *m = o->override ? NULL : w->seen[i] ? &w->mark[i] : &top;
+}
+
+/* Checks that involve more than one key. */
+static int cross_check(origin_t *o, zp_config_t *cfg, walk_t *w)
+{
+    const yaml_mark_t *m;
+    if (cfg->mean.n != 1 && cfg->std.n != 1 && cfg->mean.n != cfg->std.n) {
+        blame(o, w, "dataset.std", &m);
+        return fail_at(o, m, "dataset.std", NULL, "has %d values but dataset.mean has %d",
                        cfg->std.n, cfg->mean.n);
-    if (cfg->mean.n == 0 || cfg->std.n == 0)
-        return fail_at(o, NULL, cfg->mean.n ? "dataset.std" : "dataset.mean", NULL,
-                       "needs at least one value");
-    if (cfg->synth_shape.n < 1 || cfg->synth_shape.n > 3)
-        return fail_at(o, NULL, "dataset.synthetic.shape", NULL, "needs 1 to 3 dimensions (got %d)",
-                       cfg->synth_shape.n);
+    }
+    if (cfg->mean.n == 0 || cfg->std.n == 0) {
+        const char *k = cfg->mean.n ? "dataset.std" : "dataset.mean";
+        blame(o, w, k, &m);
+        return fail_at(o, m, k, NULL, "needs at least one value");
+    }
+    const char *shape = "dataset.synthetic.shape";
     int64_t elems = 1;
     for (int i = 0; i < cfg->synth_shape.n; i++)
         elems *= cfg->synth_shape.v[i];
-    if (elems > (64 << 20) / 4)
-        return fail_at(o, NULL, "dataset.synthetic.shape", NULL, "a sample must be at most 64 MiB");
+    if (cfg->synth_shape.n < 1 || cfg->synth_shape.n > 3 || elems > (64 << 20) / 4) {
+        blame(o, w, shape, &m);
+        if (elems > (64 << 20) / 4)
+            return fail_at(o, m, shape, NULL, "a sample must be at most 64 MiB");
+        return fail_at(o, m, shape, NULL, "needs 1 to 3 dimensions (got %d)", cfg->synth_shape.n);
+    }
     return 0;
 }
 
@@ -587,7 +612,7 @@ int zp_config_load(zp_config_t *cfg, const char *path, char *const *overrides, i
         int len = ext && ext != base ? (int)(ext - base) : (int)strlen(base);
         snprintf(cfg->run_name, sizeof cfg->run_name, "%.*s", len, base);
     }
-    return cross_check(&o, cfg);
+    return cross_check(&o, cfg, &w);
 }
 
 /* ---- printing ------------------------------------------------------------------------------ */

@@ -195,39 +195,28 @@ static int check_payload(zp_msg_t *m, char *why, size_t len)
  * and bad bytes are left for msgpack to report. */
 static int counts_fit(const unsigned char *p, size_t n)
 {
+    /* formats 0xc4..0xdf: bytes of length, fixed bytes after it, elements per count */
+    static const unsigned char fmt[28][3] = {
+        {1, 0, 0}, {2, 0, 0}, {4, 0, 0},                        /* bin 8, 16, 32 */
+        {1, 1, 0}, {2, 1, 0}, {4, 1, 0},                        /* ext 8, 16, 32 */
+        {0, 4, 0}, {0, 8, 0},                                   /* float 32, 64 */
+        {0, 1, 0}, {0, 2, 0}, {0, 4, 0}, {0, 8, 0},             /* uint 8..64 */
+        {0, 1, 0}, {0, 2, 0}, {0, 4, 0}, {0, 8, 0},             /* int 8..64 */
+        {0, 2, 0}, {0, 3, 0}, {0, 5, 0}, {0, 9, 0}, {0, 17, 0}, /* fixext 1..16 */
+        {1, 0, 0}, {2, 0, 0}, {4, 0, 0},                        /* str 8, 16, 32 */
+        {2, 0, 1}, {4, 0, 1}, {2, 0, 2}, {4, 0, 2},             /* array 16, 32, map 16, 32 */
+    };
     uint64_t claimed = 0;
     for (size_t i = 0; i < n;) {
         unsigned c = p[i++];
-        size_t w = 0, skip = 0, per = 0; /* length bytes, bytes after them, elements per count */
-        if (c <= 0x7f || c >= 0xe0 || (c >= 0xc0 && c <= 0xc3))
+        if (c < 0xc4 || c >= 0xe0) {
+            if (c >= 0x80 && c <= 0x9f) /* fixmap, fixarray */
+                claimed += (c & 0x0f) * (c <= 0x8f ? 2u : 1u);
+            else if (c >= 0xa0 && c <= 0xbf) /* fixstr */
+                i += c & 0x1f;
             continue; /* fixint, nil, bool (and the unused 0xc1) */
-        if (c <= 0x9f) {
-            claimed += (c & 0x0f) * (c <= 0x8f ? 2u : 1u); /* fixmap, fixarray */
-        } else if (c <= 0xbf) {
-            skip = c & 0x1f; /* fixstr */
-        } else {
-            switch (c) {
-            case 0xc4: case 0xd9: w = 1; break; /* bin8, str8 */
-            case 0xc5: case 0xda: w = 2; break;
-            case 0xc6: case 0xdb: w = 4; break;
-            case 0xc7: w = 1, skip = 1; break; /* ext: length, type, data */
-            case 0xc8: w = 2, skip = 1; break;
-            case 0xc9: w = 4, skip = 1; break;
-            case 0xcc: case 0xd0: skip = 1; break;
-            case 0xcd: case 0xd1: skip = 2; break;
-            case 0xca: case 0xce: case 0xd2: skip = 4; break;
-            case 0xcb: case 0xcf: case 0xd3: skip = 8; break;
-            case 0xd4: skip = 2; break; /* fixext: type, data */
-            case 0xd5: skip = 3; break;
-            case 0xd6: skip = 5; break;
-            case 0xd7: skip = 9; break;
-            case 0xd8: skip = 17; break;
-            case 0xdc: w = 2, per = 1; break; /* array16, array32, map16, map32 */
-            case 0xdd: w = 4, per = 1; break;
-            case 0xde: w = 2, per = 2; break;
-            case 0xdf: w = 4, per = 2; break;
-            }
         }
+        size_t w = fmt[c - 0xc4][0], skip = fmt[c - 0xc4][1], per = fmt[c - 0xc4][2];
         if (n - i < w)
             return 1;
         uint64_t len = 0;

@@ -16,6 +16,7 @@
 
 #include "pipeline/config.h"
 #include "pipeline/log.h"
+#include "schemas/config_keys.h"
 
 #define BAD "configs/bad/"
 #define GOOD "configs/good/"
@@ -47,108 +48,106 @@ static const char *line_of(const char *path, int n)
 /* ---- malformed files: one case per file, exact first line ------------------------------ */
 
 typedef struct {
-    const char *file;  /* under configs/bad/ */
-    const char *first; /* exact first line of the error */
-    int line, col;     /* where the caret must point; 0: no offending line is shown */
+    const char *file; /* under configs/bad/ */
+    const char *want; /* the first line of the error after "FILE:" */
+    bool shows_line;  /* the offending line and a caret under LINE:COL follow */
 } bad_case_t;
 
 static void rejects_bad_file(void **state)
 {
     const bad_case_t *c = *state;
-    char path[256], want[1024];
+    char path[256], first[1024], want[2048];
     snprintf(path, sizeof path, BAD "%s", c->file);
+    snprintf(first, sizeof first, "%s:%s", path, c->want);
     zp_config_t cfg;
-    int rc = zp_config_load(&cfg, path, NULL, 0, err, sizeof err);
-    assert_int_equal(rc, ZP_ECONFIG);
-    assert_string_equal(first_line(), c->first);
-    if (c->line) {
-        /* then the offending line, and a caret under the column */
-        snprintf(want, sizeof want, "%s\n    %s\n    %*s^", c->first, line_of(path, c->line),
-                 c->col - 1, "");
-        assert_string_equal(err, want);
-    } else {
+    assert_int_equal(zp_config_load(&cfg, path, NULL, 0, err, sizeof err), ZP_ECONFIG);
+    assert_string_equal(first_line(), first);
+    if (!c->shows_line) {
         assert_null(strchr(err, '\n'));
+        return;
     }
+    int line, col;
+    assert_int_equal(sscanf(c->want, "%d:%d:", &line, &col), 2);
+    snprintf(want, sizeof want, "%s\n    %s\n    %*s^", first, line_of(path, line), col - 1, "");
+    assert_string_equal(err, want);
 }
 
-#define CASE(test_name, file, first, line, col)                                                    \
-    {#test_name, rejects_bad_file, NULL, NULL, &(bad_case_t){file, first, line, col}}
+#define CASE(test_name, file, want, shows_line)                                                    \
+    {#test_name, rejects_bad_file, NULL, NULL, &(bad_case_t){file, want, shows_line}}
 
 static const struct CMUnitTest bad_files[] = {
-    CASE(unknown_top_level_key_is_rejected, "unknown_key.yaml",
-         BAD "unknown_key.yaml:3:1: colour: unknown key", 3, 1),
+    CASE(unknown_top_level_key_is_rejected, "unknown_key.yaml", "3:1: colour: unknown key", true),
     CASE(unknown_nested_key_suggests_the_close_spelling, "unknown_nested_key.yaml",
-         BAD "unknown_nested_key.yaml:4:3: loader.worker: unknown key (did you mean loader.workers?)",
-         4, 3),
+         "4:3: loader.worker: unknown key (did you mean loader.workers?)", true),
     CASE(unknown_key_suggests_the_key_with_the_same_leaf_name, "leaf_name_elsewhere.yaml",
-         BAD "leaf_name_elsewhere.yaml:4:3: trainer.lr: unknown key (did you mean "
-             "trainer.optimizer.lr?)",
-         4, 3),
+         "4:3: trainer.lr: unknown key (did you mean trainer.optimizer.lr?)", true),
     CASE(word_for_an_int_is_rejected_at_the_value, "int_not_a_number.yaml",
-         BAD "int_not_a_number.yaml:4:12: loader.workers: expected an integer (got 'many')", 4, 12),
+         "4:12: loader.workers: expected an integer (got 'many')", true),
     CASE(quoted_number_for_an_int_is_rejected, "int_quoted.yaml",
-         BAD "int_quoted.yaml:4:12: loader.workers: expected an integer (got '3')", 4, 12),
+         "4:12: loader.workers: expected an integer (got '3')", true),
     CASE(int_below_its_range_is_rejected, "int_below_range.yaml",
-         BAD "int_below_range.yaml:4:12: loader.workers: must be 1..256 (got 0)", 4, 12),
+         "4:12: loader.workers: must be 1..256 (got 0)", true),
     CASE(int_above_its_range_is_rejected, "int_above_range.yaml",
-         BAD "int_above_range.yaml:5:10: prefetch.depth: must be 1..64 (got 65)", 5, 10),
+         "5:10: prefetch.depth: must be 1..64 (got 65)", true),
     CASE(float_above_its_range_is_rejected, "float_above_range.yaml",
-         BAD "float_above_range.yaml:5:15: trainer.optimizer.momentum: must be 0..0.999 (got 1.5)",
-         5, 15),
+         "5:15: trainer.optimizer.momentum: must be 0..0.999 (got 1.5)", true),
     CASE(word_for_a_float_is_rejected, "float_not_a_number.yaml",
-         BAD "float_not_a_number.yaml:5:9: trainer.optimizer.lr: expected a number (got 'fast')", 5,
-         9),
+         "5:9: trainer.optimizer.lr: expected a number (got 'fast')", true),
     CASE(bool_other_than_true_or_false_is_rejected, "bool_not_a_bool.yaml",
-         BAD "bool_not_a_bool.yaml:4:12: prefetch.shuffle: expected true or false (got 'maybe')", 4,
-         12),
+         "4:12: prefetch.shuffle: expected true or false (got 'maybe')", true),
     CASE(enum_value_outside_its_choices_is_rejected, "enum_unknown_choice.yaml",
-         BAD "enum_unknown_choice.yaml:4:12: trainer.backend: must be one of cpu/null (got 'gpu')",
-         4, 12),
+         "4:12: trainer.backend: must be one of cpu/null (got 'gpu')", true),
     CASE(list_element_that_is_not_an_integer_is_rejected_at_the_element,
          "list_non_integer_element.yaml",
-         BAD "list_non_integer_element.yaml:5:19: trainer.model.hidden: expected a list of integers "
-             "(got 'x')",
-         5, 19),
+         "5:19: trainer.model.hidden: expected a list of integers (got 'x')", true),
     CASE(list_element_out_of_range_is_rejected_at_the_element, "list_element_out_of_range.yaml",
-         BAD "list_element_out_of_range.yaml:5:19: trainer.model.hidden: must be 1..65536 (got 0)", 5,
-         19),
+         "5:19: trainer.model.hidden: must be 1..65536 (got 0)", true),
     CASE(list_longer_than_the_maximum_is_rejected, "list_too_long.yaml",
-         BAD "list_too_long.yaml:5:13: trainer.model.hidden: at most 8 values", 5, 13),
+         "5:13: trainer.model.hidden: at most 8 values", true),
     CASE(mapping_where_an_int_is_expected_is_rejected, "mapping_for_int.yaml",
-         BAD "mapping_for_int.yaml:4:12: loader.workers: expected an integer, not a mapping", 4, 12),
+         "4:12: loader.workers: expected an integer, not a mapping", true),
     CASE(list_where_an_int_is_expected_is_rejected, "list_for_int.yaml",
-         BAD "list_for_int.yaml:4:12: loader.workers: expected an integer, not a list", 4, 12),
+         "4:12: loader.workers: expected an integer, not a list", true),
     CASE(scalar_where_a_section_is_expected_is_rejected, "scalar_for_section.yaml",
-         BAD "scalar_for_section.yaml:3:9: loader: expected a mapping of keys", 3, 9),
+         "3:9: loader: expected a mapping of keys", true),
     CASE(duplicate_key_is_rejected_at_its_second_occurrence, "duplicate_key.yaml",
-         BAD "duplicate_key.yaml:6:3: loader.workers: duplicate key", 6, 3),
+         "6:3: loader.workers: duplicate key", true),
+    CASE(section_written_twice_is_rejected_at_its_second_occurrence, "duplicate_section.yaml",
+         "5:1: loader: duplicate key", true),
     CASE(string_longer_than_its_field_is_rejected, "string_too_long.yaml",
-         BAD "string_too_long.yaml:4:9: run.name: longer than 63 characters", 4, 9),
+         "4:9: run.name: longer than 63 characters", true),
     CASE(non_scalar_key_is_rejected, "key_not_a_name.yaml",
-         BAD "key_not_a_name.yaml:1:3: (root): keys must be plain names", 1, 3),
+         "1:3: (root): keys must be plain names", true),
     CASE(missing_required_key_points_at_its_section, "missing_source_in_section.yaml",
-         BAD "missing_source_in_section.yaml:2:1: dataset.source: required key is missing", 2, 1),
+         "2:1: dataset.source: required key is missing", true),
     CASE(missing_required_key_without_its_section_points_at_1_1, "missing_source_no_section.yaml",
-         BAD "missing_source_no_section.yaml:1:1: dataset.source: required key is missing", 1, 1),
+         "1:1: dataset.source: required key is missing", true),
     CASE(empty_file_lacks_the_required_key, "empty.yaml",
-         BAD "empty.yaml:1:1: dataset.source: required key is missing", 0, 0),
+         "1:1: dataset.source: required key is missing", false),
     CASE(unclosed_flow_list_is_a_syntax_error_at_its_position, "syntax_unclosed_bracket.yaml",
-         BAD "syntax_unclosed_bracket.yaml:6:9: (syntax): YAML syntax error: did not find expected "
-             "',' or ']' while parsing a flow sequence",
-         6, 9),
+         "6:9: (syntax): YAML syntax error: did not find expected ',' or ']' while parsing a flow "
+         "sequence",
+         true),
     CASE(bad_indentation_is_a_syntax_error_at_its_position, "syntax_bad_indentation.yaml",
-         BAD "syntax_bad_indentation.yaml:5:2: (syntax): YAML syntax error: did not find expected "
-             "key while parsing a block mapping",
-         5, 2),
+         "5:2: (syntax): YAML syntax error: did not find expected key while parsing a block "
+         "mapping",
+         true),
     CASE(root_that_is_a_list_is_rejected, "root_is_list.yaml",
-         BAD "root_is_list.yaml:1:1: (root): expected a mapping of keys", 1, 1),
+         "1:1: (root): expected a mapping of keys", true),
     CASE(second_yaml_document_is_rejected, "two_documents.yaml",
-         BAD "two_documents.yaml:3:1: (syntax): only one YAML document is allowed", 3, 1),
+         "3:1: (syntax): only one YAML document is allowed", true),
+    CASE(broken_second_yaml_document_is_a_syntax_error, "second_document_broken.yaml",
+         "5:1: (syntax): YAML syntax error: did not find expected ',' or ']' while parsing a flow "
+         "sequence",
+         false), /* the end of the file: no line to show */
+    CASE(control_character_is_reported_at_its_line_and_column, "control_character.yaml",
+         "4:11: (syntax): YAML syntax error: control characters are not allowed", true),
+    CASE(invalid_utf8_is_reported_at_its_line_and_column, "invalid_utf8.yaml",
+         "3:7: (syntax): YAML syntax error: invalid trailing UTF-8 octet", true),
     CASE(std_with_a_length_other_than_mean_or_one_is_rejected, "std_mean_mismatch.yaml",
-         BAD "std_mean_mismatch.yaml:1:1: dataset.std: has 3 values but dataset.mean has 2", 0, 0),
+         "4:8: dataset.std: has 3 values but dataset.mean has 2", true),
     CASE(synthetic_shape_of_four_dimensions_is_rejected, "shape_too_many_dims.yaml",
-         BAD "shape_too_many_dims.yaml:1:1: dataset.synthetic.shape: needs 1 to 3 dimensions (got 4)",
-         0, 0),
+         "4:12: dataset.synthetic.shape: needs 1 to 3 dimensions (got 4)", true),
 };
 
 static void nonexistent_file_is_reported_with_its_path(void **state)
@@ -162,6 +161,69 @@ static void nonexistent_file_is_reported_with_its_path(void **state)
 
 /* ---- defaults and names ------------------------------------------------------------------ */
 
+/* Checks of one default, written as in schemas/config_keys.h, against the
+ * field it landed in. `key` names the key in a failure. */
+static void default_int(const char *key, const char *def, int64_t got)
+{
+    if (strtoll(def, NULL, 10) != got)
+        fail_msg("%s: default %s, got %lld", key, def, (long long)got);
+}
+
+static void default_float(const char *key, const char *def, double got)
+{
+    if (strtod(def, NULL) != got)
+        fail_msg("%s: default %s, got %.17g", key, def, got);
+}
+
+static void default_bool(const char *key, const char *def, bool got)
+{
+    if ((strcmp(def, "true") == 0) != got)
+        fail_msg("%s: default %s, got %d", key, def, got);
+}
+
+static void default_str(const char *key, const char *def, const char *got)
+{
+    if (strcmp(def, got) != 0)
+        fail_msg("%s: default '%s', got '%s'", key, def, got);
+}
+
+static void default_enum(const char *key, const char *def, const char *choices, int got)
+{
+    /* the got-th "|"-separated choice must be the default */
+    const char *p = choices;
+    for (int i = 0; i < got && p; i++)
+        p = strchr(p, '|'), p = p ? p + 1 : NULL;
+    if (!p || strncmp(p, def, strlen(def)) != 0 || (p[strlen(def)] != '|' && p[strlen(def)]))
+        fail_msg("%s: default %s, got choice %d of %s", key, def, got, choices);
+}
+
+/* def is "[a, b, ...]"; each value is parsed by strtod and compared as double. */
+static void default_list(const char *key, const char *def, int n, const int64_t *iv,
+                         const double *fv)
+{
+    const char *p = def + 1;
+    int count = 0;
+    for (char *end; *p && *p != ']'; p = end + strspn(end, ", "), count++) {
+        double want = strtod(p, &end);
+        assert_true(end != p);
+        if (count >= n || want != (iv ? (double)iv[count] : fv[count]))
+            fail_msg("%s: default %s, value %d differs", key, def, count);
+    }
+    if (count != n)
+        fail_msg("%s: default %s, got %d values", key, def, n);
+}
+
+#define CHECK_INT(k, d, f, lo) default_int(k, d, c.f)
+#define CHECK_FLOAT(k, d, f, lo) default_float(k, d, c.f)
+#define CHECK_BOOL(k, d, f, lo) default_bool(k, d, c.f)
+#define CHECK_STR(k, d, f, lo) default_str(k, d, c.f)
+#define CHECK_ENUM(k, d, f, lo) default_enum(k, d, lo, c.f)
+#define CHECK_INTS(k, d, f, lo) default_list(k, d, c.f.n, c.f.v, NULL)
+#define CHECK_FLOATS(k, d, f, lo) default_list(k, d, c.f.n, NULL, c.f.v)
+#define CHECK_DEFAULT(key, type, field, def, lo, hi, help)                                         \
+    if (def && strcmp(key, "run.name") != 0) /* run.name: see the base-name tests */               \
+        CHECK_##type(key, def, field, lo);
+
 static void defaults_fill_every_key_the_file_omits(void **state)
 {
     (void)state;
@@ -169,34 +231,14 @@ static void defaults_fill_every_key_the_file_omits(void **state)
     assert_int_equal(zp_config_load(&c, GOOD "minimal.yaml", NULL, 0, err, sizeof err), 0);
     assert_string_equal(err, "");
     assert_int_equal(c.dataset_source, ZP_SOURCE_SYNTHETIC);
-    assert_string_equal(c.run_dir, "runs");
-    assert_int_equal(c.seed, 0);
-    assert_string_equal(c.dataset_path, "/usr/share/datasets/fashion-mnist");
-    assert_string_equal(c.train_images, "train-images-idx3-ubyte.gz");
-    assert_int_equal(c.mean.n, 1);
-    assert_true(c.mean.v[0] == 0.2860);
-    assert_int_equal(c.std.n, 1);
-    assert_true(c.std.v[0] == 0.3530);
-    assert_int_equal(c.synth_train, 6000);
-    assert_int_equal(c.synth_shape.n, 3);
-    assert_int_equal(c.synth_shape.v[0], 1);
-    assert_int_equal(c.synth_shape.v[1], 28);
-    assert_int_equal(c.synth_shape.v[2], 28);
-    assert_int_equal(c.loader_workers, 2);
-    assert_int_equal(c.task_size, 64);
-    assert_int_equal(c.batch_size, 256);
-    assert_int_equal(c.depth, 2);
-    assert_true(c.shuffle);
-    assert_false(c.drop_last);
-    assert_int_equal(c.backend, ZP_BACKEND_CPU);
-    assert_int_equal(c.hidden.n, 2);
-    assert_int_equal(c.hidden.v[0], 256);
-    assert_int_equal(c.hidden.v[1], 128);
-    assert_true(c.lr == 0.05);
-    assert_true(c.momentum == 0.9);
-    assert_int_equal(c.epochs, 10);
-    assert_int_equal(c.stat_interval_ms, 1000);
     assert_string_equal(c.file, GOOD "minimal.yaml");
+    /* every row of the key table, against its field */
+    ZP_CONFIG_KEYS(CHECK_DEFAULT)
+    /* and a few spelled out, as a reader would look them up */
+    assert_int_equal(c.depth, 2);
+    assert_string_equal(c.run_dir, "runs");
+    assert_true(c.shuffle);
+    assert_int_equal(c.backend, ZP_BACKEND_CPU);
 }
 
 static void run_name_defaults_to_the_file_base_name_without_extension(void **state)
@@ -205,6 +247,14 @@ static void run_name_defaults_to_the_file_base_name_without_extension(void **sta
     zp_config_t c;
     assert_int_equal(zp_config_load(&c, GOOD "minimal.yaml", NULL, 0, err, sizeof err), 0);
     assert_string_equal(c.run_name, "minimal");
+}
+
+static void run_name_drops_only_the_last_extension(void **state)
+{
+    (void)state;
+    zp_config_t c;
+    assert_int_equal(zp_config_load(&c, GOOD "lr0.05.v2.yaml", NULL, 0, err, sizeof err), 0);
+    assert_string_equal(c.run_name, "lr0.05.v2");
 }
 
 static void run_name_in_the_file_wins_over_the_base_name(void **state)
@@ -220,6 +270,7 @@ static void every_key_of_a_full_file_is_parsed(void **state)
     (void)state;
     zp_config_t c;
     assert_int_equal(zp_config_load(&c, GOOD "every_key.yaml", NULL, 0, err, sizeof err), 0);
+    assert_int_equal(c.dataset_source, ZP_SOURCE_IDX);
     assert_string_equal(c.run_dir, "runs/a \"quoted\" \\dir");
     assert_int_equal(c.seed, 2147483647);
     assert_int_equal(c.mean.n, 3);
@@ -237,6 +288,21 @@ static void every_key_of_a_full_file_is_parsed(void **state)
     assert_true(c.momentum == 0.0);
     assert_int_equal(c.limit_train_batches, 1000000000);
     assert_int_equal(c.stat_interval_ms, 50);
+}
+
+#define DIFFERS(key, type, field, def, lo, hi, help)                                               \
+    if (memcmp(&a.field, &b.field, sizeof a.field) == 0 &&                                         \
+        strcmp(key, "trainer.optimizer.name") != 0)                                                \
+        fail_msg("%s: every_key.yaml leaves it at its default", key);
+
+static void full_fixture_sets_every_key_but_single_choice_enums(void **state)
+{
+    (void)state;
+    /* so that the round trip below exercises every key with a value of its own */
+    zp_config_t a, b;
+    assert_int_equal(zp_config_load(&a, GOOD "every_key.yaml", NULL, 0, err, sizeof err), 0);
+    assert_int_equal(zp_config_load(&b, GOOD "minimal.yaml", NULL, 0, err, sizeof err), 0);
+    ZP_CONFIG_KEYS(DIFFERS)
 }
 
 /* ---- overrides --------------------------------------------------------------------------- */
@@ -269,6 +335,20 @@ static void overrides_alone_can_supply_the_required_key(void **state)
     assert_string_equal(c.file, "");
 }
 
+static void one_mean_or_one_std_applies_to_every_channel(void **state)
+{
+    (void)state;
+    char *ov1[] = {"dataset.source=synthetic", "dataset.mean=[0.5]", "dataset.std=[0.2, 0.3, 0.4]"};
+    char *ov2[] = {"dataset.source=synthetic", "dataset.mean=[0.1, 0.2, 0.3]", "dataset.std=[0.5]"};
+    char *ov3[] = {"dataset.source=synthetic", "dataset.mean=[0.1, 0.2]", "dataset.std=[0.5, 0.2, 0.1]"};
+    zp_config_t c;
+    assert_int_equal(zp_config_load(&c, NULL, ov1, 3, err, sizeof err), 0);
+    assert_int_equal(zp_config_load(&c, NULL, ov2, 3, err, sizeof err), 0);
+    assert_int_equal(zp_config_load(&c, NULL, ov3, 3, err, sizeof err), ZP_ECONFIG);
+    assert_string_equal(err, "override 'dataset.std=[0.5, 0.2, 0.1]': dataset.std: has 3 values "
+                             "but dataset.mean has 2");
+}
+
 static void missing_required_key_without_a_file_names_the_command_line(void **state)
 {
     (void)state;
@@ -291,7 +371,8 @@ static void rejects_bad_override(void **state)
     assert_string_equal(err, c->err);
 }
 
-#define OVR(test_name, ov, msg) {#test_name, rejects_bad_override, NULL, NULL, &(bad_override_t){ov, msg}}
+#define OVR(test_name, ov, msg)                                                                    \
+    {#test_name, rejects_bad_override, NULL, NULL, &(bad_override_t){ov, msg}}
 
 static const struct CMUnitTest bad_overrides[] = {
     OVR(override_out_of_range_is_rejected, "loader.workers=0",
@@ -300,12 +381,13 @@ static const struct CMUnitTest bad_overrides[] = {
         "override 'loader.wrkers=2': loader.wrkers: unknown key (did you mean loader.workers?)"),
     OVR(override_without_equals_is_rejected, "noequals",
         "override 'noequals': (override): expected KEY=VALUE"),
-    OVR(override_with_an_empty_key_is_rejected, "=3", "override '=3': (override): expected KEY=VALUE"),
+    OVR(override_with_an_empty_key_is_rejected, "=3",
+        "override '=3': (override): expected KEY=VALUE"),
     OVR(override_with_no_value_is_rejected, "loader.workers=",
         "override 'loader.workers=': loader.workers: missing value"),
     OVR(override_with_a_bad_list_element_is_rejected, "trainer.model.hidden=[512,x]",
-        "override 'trainer.model.hidden=[512,x]': trainer.model.hidden: expected a list of integers "
-        "(got 'x')"),
+        "override 'trainer.model.hidden=[512,x]': trainer.model.hidden: expected a list of "
+        "integers (got 'x')"),
     OVR(override_with_a_bad_enum_is_rejected, "dataset.source=s3",
         "override 'dataset.source=s3': dataset.source: must be one of idx/synthetic (got 's3')"),
     OVR(override_of_a_section_is_an_unknown_key, "loader=3",
@@ -376,6 +458,17 @@ static void printed_config_with_overrides_loads_back_identically(void **state)
     assert_round_trip(GOOD "every_key.yaml", ov, 6);
 }
 
+static void printed_strings_with_control_characters_load_back_identically(void **state)
+{
+    (void)state;
+    char *ov[] = {"run.dir=\"line\\none\\ttab\\x01ctl \\\"q\\\" \\\\\"", "run.name=caf\u00e9"};
+    zp_config_t c;
+    assert_int_equal(zp_config_load(&c, GOOD "minimal.yaml", ov, 2, err, sizeof err), 0);
+    assert_string_equal(c.run_dir, "line\none\ttab\x01" "ctl \"q\" \\");
+    assert_string_equal(c.run_name, "caf\u00e9");
+    assert_round_trip(GOOD "minimal.yaml", ov, 2);
+}
+
 static void printed_shipped_config_loads_back_identically(void **state)
 {
     (void)state;
@@ -388,14 +481,18 @@ int main(void)
         cmocka_unit_test(nonexistent_file_is_reported_with_its_path),
         cmocka_unit_test(defaults_fill_every_key_the_file_omits),
         cmocka_unit_test(run_name_defaults_to_the_file_base_name_without_extension),
+        cmocka_unit_test(run_name_drops_only_the_last_extension),
         cmocka_unit_test(run_name_in_the_file_wins_over_the_base_name),
         cmocka_unit_test(every_key_of_a_full_file_is_parsed),
+        cmocka_unit_test(full_fixture_sets_every_key_but_single_choice_enums),
         cmocka_unit_test(overrides_apply_after_the_file),
         cmocka_unit_test(overrides_alone_can_supply_the_required_key),
+        cmocka_unit_test(one_mean_or_one_std_applies_to_every_channel),
         cmocka_unit_test(missing_required_key_without_a_file_names_the_command_line),
         cmocka_unit_test(printed_defaults_load_back_identically),
         cmocka_unit_test(printed_full_config_loads_back_identically),
         cmocka_unit_test(printed_config_with_overrides_loads_back_identically),
+        cmocka_unit_test(printed_strings_with_control_characters_load_back_identically),
         cmocka_unit_test(printed_shipped_config_loads_back_identically),
     };
     int failed = 0;
