@@ -4,6 +4,9 @@
 #ifndef ZP_CMD_H
 #define ZP_CMD_H
 
+#include "pipeline/config.h"
+#include "pipeline/dataset.h"
+
 #include <stddef.h>
 
 int cmd_up(int argc, char **argv);
@@ -19,5 +22,9 @@ int zp_wants_help(int argc, char **argv);
  * directory; with RUN NULL picks the only running run under `runs/`. Prints
  * what went wrong and returns 2 on failure. */
 int zp_find_run(const char *run, char *dir, size_t len);
+
+/* Creates the LMDB cache or checks its fingerprints (cache.on_mismatch);
+ * prints the error and returns non-zero when the run must not start. */
+int zp_cache_prepare(const zp_config_t *cfg, const zp_dataset_meta_t *meta);
 
 #endif

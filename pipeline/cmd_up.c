@@ -6,6 +6,7 @@
  * SIGINT/SIGTERM or on `zeus-pipe down`. Signal handlers only set a flag; the
  * loop acts on it. Nothing it created (shared memory, sockets) outlives it. */
 #define _GNU_SOURCE
+#include "pipeline/cachedb.h"
 #include "pipeline/cmd.h"
 #include "pipeline/config.h"
 #include "pipeline/dataset.h"
@@ -321,6 +322,22 @@ static int supervise(sup_t *s)
     return status;
 }
 
+/* Creates the cache or checks that it was built from this dataset and
+ * transform, before any stage starts (and so before any fork). */
+int zp_cache_prepare(const zp_config_t *cfg, const zp_dataset_meta_t *meta)
+{
+    zp_cachedb_t db;
+    char err[1024];
+    int rc = zp_cachedb_open(&db, cfg, meta, 0, err, sizeof err);
+    if (!rc) {
+        rc = zp_cachedb_check(&db, cfg, meta, err, sizeof err);
+        zp_cachedb_close(&db);
+    }
+    if (rc)
+        fprintf(stderr, "zeus-pipe: %s\n", err);
+    return rc;
+}
+
 static int prepare(sup_t *s, int argc, char **argv)
 {
     const char *file = NULL;
@@ -348,6 +365,8 @@ static int prepare(sup_t *s, int argc, char **argv)
             fprintf(stderr, "zeus-pipe: (Fashion-MNIST comes with the Debian package dataset-fashion-mnist)\n");
         return 2;
     }
+    if (s->cfg.cache_enabled && zp_cache_prepare(&s->cfg, &meta))
+        return 2;
     cleanup_stale_runs(s->cfg.run_dir);
     int rc = zp_rundir_create(s->cfg.run_dir, s->cfg.run_name, s->run_dir, sizeof s->run_dir);
     if (rc) {

@@ -14,7 +14,7 @@
 #include <strings.h>
 #include <yaml.h>
 
-typedef enum { KT_INT, KT_FLOAT, KT_BOOL, KT_STR, KT_ENUM, KT_INTS, KT_FLOATS } kt_t;
+typedef enum { KT_INT, KT_FLOAT, KT_BOOL, KT_STR, KT_ENUM, KT_INTS, KT_FLOATS, KT_SIZE } kt_t;
 
 typedef struct {
     const char *key;
@@ -167,6 +167,31 @@ static int parse_float(const char *s, double *out)
     return 0;
 }
 
+/* "4GiB", "512 MiB", "1000000", "2GB": bytes. */
+static int parse_size(const char *s, int64_t *out)
+{
+    static const struct {
+        const char *unit;
+        double mul;
+    } units[] = {{"", 1},          {"B", 1},          {"KiB", 1024.0},   {"MiB", 1048576.0},
+                 {"GiB", 1073741824.0}, {"TiB", 1099511627776.0}, {"KB", 1e3}, {"MB", 1e6},
+                 {"GB", 1e9},       {"TB", 1e12},      {"K", 1024.0},     {"M", 1048576.0},
+                 {"G", 1073741824.0}, {"T", 1099511627776.0}};
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || !isfinite(v) || v < 0)
+        return -1;
+    while (*end == ' ')
+        end++;
+    for (size_t i = 0; i < sizeof units / sizeof units[0]; i++)
+        if (!strcasecmp(end, units[i].unit) && v * units[i].mul < 9.2e18) {
+            *out = (int64_t)(v * units[i].mul);
+            return 0;
+        }
+    return -1;
+}
+
 static int parse_bool(const char *s, bool *out)
 {
     static const char *yes[] = {"true", "yes", "on"}, *no[] = {"false", "no", "off"};
@@ -209,7 +234,8 @@ static const char *enum_name(const char *choices, int idx, char *buf, size_t len
 static const char *type_name(kt_t t)
 {
     static const char *names[] = {"an integer", "a number", "true or false", "a string",
-                                  "one of the choices", "a list of integers", "a list of numbers"};
+                                  "one of the choices", "a list of integers", "a list of numbers",
+                                  "a size like 4GiB"};
     return names[t];
 }
 
@@ -291,6 +317,17 @@ static int set_value(origin_t *o, zp_config_t *cfg, const key_t_ *k, yaml_docume
         int rc = check_range(o, k, n, (double)v, s);
         if (rc)
             return rc;
+        *(int64_t *)dst = v;
+        return 0;
+    }
+    case KT_SIZE: {
+        int64_t v;
+        if (!is_plain(n) || parse_size(s, &v))
+            return fail_at(o, &n->start_mark, k->key, NULL,
+                           "expected a size like 4GiB, 512MiB or 1000000 (got '%s')", s);
+        if (v < k->lo || v > k->hi)
+            return fail_at(o, &n->start_mark, k->key, NULL, "must be %.0f..%.0f bytes (got %s)",
+                           k->lo, k->hi, s);
         *(int64_t *)dst = v;
         return 0;
     }
@@ -633,7 +670,8 @@ static void print_value(FILE *out, const zp_config_t *cfg, const key_t_ *k)
     const void *src = (const char *)cfg + k->off;
     char buf[64];
     switch (k->type) {
-    case KT_INT: fprintf(out, "%lld", (long long)*(const int64_t *)src); break;
+    case KT_INT:
+    case KT_SIZE: fprintf(out, "%lld", (long long)*(const int64_t *)src); break;
     case KT_FLOAT: print_double(out, *(const double *)src); break;
     case KT_BOOL: fputs(*(const bool *)src ? "true" : "false", out); break;
     case KT_ENUM: fputs(enum_name(k->choices, *(const int *)src, buf, sizeof buf), out); break;
@@ -695,7 +733,7 @@ void zp_config_print(const zp_config_t *cfg, FILE *out)
 
 void zp_config_print_keys(FILE *out, bool markdown)
 {
-    static const char *tn[] = {"int", "float", "bool", "string", "enum", "int list", "float list"};
+    static const char *tn[] = {"int", "float", "bool", "string", "enum", "int list", "float list", "size"};
     if (markdown)
         fprintf(out, "| key | type | default | range | meaning |\n| --- | --- | --- | --- | --- |\n");
     for (int i = 0; i < NKEYS; i++) {
@@ -707,7 +745,7 @@ void zp_config_print_keys(FILE *out, bool markdown)
                 if (*p == '|')
                     *p = '/';
         }
-        else if (k->type == KT_INT || k->type == KT_INTS)
+        else if (k->type == KT_INT || k->type == KT_INTS || k->type == KT_SIZE)
             snprintf(range, sizeof range, "%.0f..%.0f", k->lo, k->hi);
         else if (k->type == KT_FLOAT || k->type == KT_FLOATS)
             snprintf(range, sizeof range, "%g..%g", k->lo, k->hi);

@@ -26,6 +26,7 @@ typedef struct {
 
 enum { ZP_SOURCE_IDX, ZP_SOURCE_SYNTHETIC };
 enum { ZP_BACKEND_CPU, ZP_BACKEND_NULL };
+enum { ZP_MISMATCH_ERROR, ZP_MISMATCH_REBUILD };
 
 typedef struct {
     char run_name[64];
@@ -37,6 +38,10 @@ typedef struct {
     zp_floats_t mean, std;
     int64_t synth_train, synth_test, synth_classes, synth_cost_us;
     zp_ints_t synth_shape;
+    bool cache_enabled;
+    char cache_path[256];
+    int64_t cache_max_bytes, commit_every;
+    int on_mismatch;
     int64_t loader_workers, task_size, credit;
     int64_t batch_size, depth, window;
     bool shuffle, drop_last;

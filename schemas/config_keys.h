@@ -3,7 +3,8 @@
  * One row per key: X(key, type, field, default, lo, hi, help).
  *   key      dotted name as written in YAML (`trainer.optimizer.lr`) and in
  *            command-line overrides (`trainer.optimizer.lr=0.05`)
- *   type     INT, FLOAT, BOOL, STR, ENUM (choices "a|b" in lo), INTS, FLOATS
+ *   type     INT, FLOAT, BOOL, STR, ENUM (choices "a|b" in lo), INTS, FLOATS, SIZE
+ *            (bytes, written with a unit: 4GiB, 512MiB, 2GB)
  *   field    member of zp_config_t that receives the value
  *   default  the value, written as it would be in YAML; NULL = required
  *   lo, hi   inclusive range for numbers and for every element of a list;
@@ -47,6 +48,15 @@
       "number of labels of the synthetic dataset")                                                \
     X("dataset.synthetic.cost_us", INT, synth_cost_us, "0", 0, 1000000,                            \
       "CPU time a loader spends on each synthetic sample, in microseconds")                       \
+    X("cache.enabled", BOOL, cache_enabled, "false", 0, 0,                                         \
+      "keep preprocessed samples in an LMDB cache: later epochs and runs read them from there")  \
+    X("cache.path", STR, cache_path, "cache", 0, 0, "folder of the LMDB environment")              \
+    X("cache.max_bytes", SIZE, cache_max_bytes, "4GiB", 1048576, 1099511627776.0,                  \
+      "largest size the LMDB map may grow to; when full, caching stops and the run goes on")     \
+    X("cache.commit_every", INT, commit_every, "1024", 1, 1000000,                                 \
+      "samples per write transaction (a transaction also commits after 100 ms)")                  \
+    X("cache.on_mismatch", ENUM, on_mismatch, "error", "error|rebuild", 0,                         \
+      "when the cache was built from another dataset or transform: stop, or rebuild it")         \
     X("loader.workers", INT, loader_workers, "2", 1, 256, "number of loader processes")            \
     X("loader.task_size", INT, task_size, "256", 1, 65536,                                          \
       "samples per task a loader receives from the cache stage")                                  \

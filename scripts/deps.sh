@@ -5,7 +5,8 @@
 set -eu
 
 PKGS="build-essential cmake pkg-config libzmq3-dev liblmdb-dev libyaml-dev libmsgpack-dev
-zlib1g-dev libopenblas-dev libcmocka-dev dataset-fashion-mnist python3"
+zlib1g-dev libopenblas-dev libcmocka-dev libxxhash-dev dataset-fashion-mnist python3
+python3-lmdb lmdb-utils"
 if [ "${1:-}" = "--bench" ]; then
     PKGS="$PKGS python3-torch python3-numpy"
 fi

@@ -213,6 +213,17 @@ static void default_list(const char *key, const char *def, int n, const int64_t 
         fail_msg("%s: default %s, got %d values", key, def, n);
 }
 
+/* def is a size with a binary unit, like "4GiB". */
+static void default_size(const char *key, const char *def, int64_t got)
+{
+    char *unit;
+    double v = strtod(def, &unit);
+    double mul = !strcmp(unit, "GiB") ? 1073741824.0 : !strcmp(unit, "MiB") ? 1048576.0 : 1.0;
+    if ((int64_t)(v * mul) != got)
+        fail_msg("%s: default %s, got %lld", key, def, (long long)got);
+}
+
+#define CHECK_SIZE(k, d, f, lo) default_size(k, d, c.f)
 #define CHECK_INT(k, d, f, lo) default_int(k, d, c.f)
 #define CHECK_FLOAT(k, d, f, lo) default_float(k, d, c.f)
 #define CHECK_BOOL(k, d, f, lo) default_bool(k, d, c.f)
@@ -280,6 +291,11 @@ static void every_key_of_a_full_file_is_parsed(void **state)
     assert_int_equal(c.synth_test, 0);
     assert_int_equal(c.synth_shape.n, 3);
     assert_int_equal(c.synth_shape.v[0], 3);
+    assert_true(c.cache_enabled);
+    assert_string_equal(c.cache_path, "/tmp/a cache");
+    assert_int_equal(c.cache_max_bytes, 1610612736);
+    assert_int_equal(c.commit_every, 7);
+    assert_int_equal(c.on_mismatch, ZP_MISMATCH_REBUILD);
     assert_int_equal(c.loader_workers, 256);
     assert_false(c.shuffle);
     assert_true(c.drop_last);

@@ -7,6 +7,7 @@
 #include "pipeline/log.h"
 #include "pipeline/sock.h"
 #include "pipeline/stage.h"
+#include "stages/cache/lmdb_store.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -52,6 +53,7 @@ typedef struct {
     uint64_t seq;
     int64_t bad_msgs, late;
     zp_frames_t f;
+    zp_store_t *store; /* NULL: a pure broker */
 } cache_t;
 
 static void peer_set(peer_t *p, zmq_msg_t *m)
@@ -209,6 +211,8 @@ static int on_result(cache_t *c, zp_msg_t *m)
         return 0;
     }
     c->loaders[t->loader].tasks_done++;
+    if (m->type == ZP_MSG_SAMPLES)
+        zp_store_put(c->store, (int)m->split, m->n, m->frame[1], m->frame[2], m->frame[3]);
     zp_msg_t out = *m;
     out.type = m->type == ZP_MSG_SAMPLES ? ZP_MSG_RESULT : ZP_MSG_FAIL;
     out.id = t->fetch_id;
@@ -271,7 +275,7 @@ static int loop(cache_t *c)
     while (!rc && !zp_stop) {
         zp_stats_state(&c->st->stats, ZP_ST_WAIT_IN);
         zmq_pollitem_t items[2] = {{c->work, 0, ZMQ_POLLIN, 0}, {c->fetch, 0, ZMQ_POLLIN, 0}};
-        int n = zmq_poll(items, 2, 100);
+        int n = zmq_poll(items, 2, zp_store_tick(c->store));
         zp_stats_state(&c->st->stats, ZP_ST_BUSY);
         if (n > 0 && (items[0].revents & ZMQ_POLLIN))
             rc = on_work(c);
@@ -300,12 +304,15 @@ int zp_cache_main(zp_stage_t *st)
         goto out;
     if (pool_grow(&c))
         goto out;
-    zp_info("broker ready (no LMDB cache in this build: every sample goes to a loader)");
+    if (st->cfg.cache_enabled && zp_store_open(&c.store, st))
+        goto out;
+    zp_info("broker ready%s", c.store ? "" : " (no cache: every sample goes to a loader)");
     rc = loop(&c);
     if (rc)
         zp_error("stopped: %s", zp_strerror(rc));
     rc = rc ? 1 : 0;
 out:
+    zp_store_close(&c.store); /* commits what is pending, also on SIGTERM */
     zp_frames_close(&c.f);
     zp_sock_close(&c.work);
     zp_sock_close(&c.fetch);

@@ -179,6 +179,18 @@ static void on_event(logger_t *l, zp_msg_t *m)
         fputc('\n', l->stats);
         return;
     }
+    if (!strcmp(kind, "warning")) {
+        char msg[512];
+        zp_map_str(&m->body, "message", msg, sizeof msg);
+        if (l->progress_shown)
+            printf("\r\033[K");
+        l->progress_shown = 0;
+        printf("warning: %s[%lld]: %s\n", stage, (long long)zp_map_num(&m->body, "instance", 0), msg);
+        fflush(stdout);
+        zp_json_write(l->metrics, &m->body);
+        fputc('\n', l->metrics);
+        return;
+    }
     if (!strcmp(kind, "metric")) {
         zp_json_write(l->metrics, &m->body);
         fputc('\n', l->metrics);

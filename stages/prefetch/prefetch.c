@@ -8,6 +8,7 @@
  * `depth` slots. A full slot goes to the trainer as BATCH{slot, gen}; the
  * trainer answers FREE{slot, gen}. Phases: every epoch, train then test. */
 #define _GNU_SOURCE
+#include "pipeline/cachedb.h"
 #include "pipeline/log.h"
 #include "pipeline/ring.h"
 #include "pipeline/sampler.h"
@@ -27,15 +28,25 @@ typedef struct {
     zmq_msg_t labels, data;
 } held_t;
 
+/* A batch in flight. Its samples come from the cache (hits, read when the
+ * batch gets a slot) or from a fetch: `fetch` asks for the misses known when
+ * the batch was started, `late` for hits that turned out absent or corrupt. */
+typedef struct {
+    uint64_t id;   /* 0: none in flight */
+    uint32_t *pos; /* fetch offset -> position in the batch; owned, batch_size */
+    int64_t n;
+} fetch_t;
+
 typedef struct {
     int64_t batch; /* batch number in the phase; -1 when unused */
-    uint64_t fetch_id;
+    fetch_t fetch, late;
     const uint32_t *indices; /* into the sampler's order; valid for the phase */
     int64_t n, filled;
     int slot; /* ring slot, -1 until assigned */
     uint32_t gen;
-    uint8_t *have; /* per sample: arrived; owned, batch_size bytes */
-    held_t *held;  /* owned */
+    uint8_t *have;   /* per sample: arrived; owned, batch_size bytes */
+    uint8_t *cached; /* per sample: to be read from the cache; owned */
+    held_t *held;    /* owned; RESULTs of `fetch` that came before the slot */
     int nheld, held_cap;
 } batch_t;
 
@@ -52,6 +63,13 @@ typedef struct {
     int64_t epoch, nbatches, next_fetch, next_slot, next_emit;
     int64_t bad_msgs;
     zp_frames_t f;
+    /* the cache's hit path */
+    int cache_on;
+    zp_cachedb_t db;
+    uint8_t *present[ZP_SPLITS]; /* keys in the cache when the phase began */
+    uint32_t *scratch;           /* indices of one fetch; owned, batch_size */
+    int64_t hits, misses, corrupt; /* this phase */
+    int64_t corrupt_logged;
 } prefetch_t;
 
 static void bad_msg(prefetch_t *p, const char *from, const char *why)
@@ -64,16 +82,16 @@ static void bad_msg(prefetch_t *p, const char *from, const char *why)
 
 static batch_t *batch_of(prefetch_t *p, int64_t b) { return &p->inflight[b % p->nflight]; }
 
-/* Copies samples [offset, offset+n) of a result into the batch's slot. */
-static void copy_in(prefetch_t *p, batch_t *bt, uint64_t offset, uint64_t n, const uint8_t *labels,
-                    const uint8_t *data)
+/* Copies samples [offset, offset+n) of a fetch's result into the batch's slot. */
+static void copy_in(prefetch_t *p, batch_t *bt, const fetch_t *f, uint64_t offset, uint64_t n,
+                    const uint8_t *labels, const uint8_t *data)
 {
     uint8_t *base = zp_ring_slot(p->ring, (uint32_t)bt->slot);
     int32_t *dst_l = (int32_t *)(base + p->lay.labels);
     float *dst_d = (float *)(base + p->lay.data);
     size_t elems = (size_t)p->st->meta.elems;
     for (uint64_t i = 0; i < n; i++) {
-        uint64_t at = offset + i;
+        uint64_t at = f->pos[offset + i];
         if (bt->have[at])
             continue; /* a duplicate; the first copy stands */
         bt->have[at] = 1;
@@ -84,30 +102,96 @@ static void copy_in(prefetch_t *p, batch_t *bt, uint64_t offset, uint64_t n, con
     p->st->stats.bytes += (int64_t)(n * elems * 4);
 }
 
-static int send_fetch(prefetch_t *p)
+static int is_present(const prefetch_t *p, uint32_t index)
+{
+    return p->cache_on && (p->present[p->split][index >> 3] >> (index & 7) & 1);
+}
+
+/* Asks the cache stage for the samples at positions scratch-listed in f->pos. */
+static int send_fetch_of(prefetch_t *p, fetch_t *f)
+{
+    f->id = ++p->fetch_seq;
+    zp_msg_t m = {.type = ZP_MSG_FETCH, .id = f->id, .split = (uint64_t)p->split, .n = (uint64_t)f->n};
+    const void *parts[1] = {p->scratch};
+    size_t sizes[1] = {(size_t)f->n * 4};
+    p->misses += f->n;
+    return zp_send(p->fetch, NULL, &m, parts, sizes, 1, 0);
+}
+
+/* Starts the next batch: hits wait for a slot, misses are fetched now. */
+static int start_batch(prefetch_t *p)
 {
     int64_t bs = p->st->cfg.batch_size, n;
     const uint32_t *idx = zp_sampler_batch(&p->sampler[p->split], bs, p->next_fetch, &n);
     batch_t *bt = batch_of(p, p->next_fetch);
     bt->batch = p->next_fetch++;
-    bt->fetch_id = ++p->fetch_seq;
     bt->indices = idx;
     bt->n = n;
     bt->filled = 0;
     bt->slot = -1;
+    bt->fetch.id = bt->late.id = 0;
+    bt->fetch.n = bt->late.n = 0;
     memset(bt->have, 0, (size_t)n);
-    zp_msg_t m = {.type = ZP_MSG_FETCH, .id = bt->fetch_id, .split = (uint64_t)p->split,
-                  .n = (uint64_t)n};
-    const void *parts[1] = {idx};
-    size_t sizes[1] = {(size_t)n * 4};
-    return zp_send(p->fetch, NULL, &m, parts, sizes, 1, 0);
+    for (int64_t i = 0; i < n; i++) {
+        bt->cached[i] = (uint8_t)is_present(p, idx[i]);
+        if (!bt->cached[i]) {
+            p->scratch[bt->fetch.n] = idx[i];
+            bt->fetch.pos[bt->fetch.n++] = (uint32_t)i;
+        }
+    }
+    return bt->fetch.n ? send_fetch_of(p, &bt->fetch) : 0;
+}
+
+static void corrupt_value(prefetch_t *p, uint32_t index, const char *why)
+{
+    p->corrupt++;
+    if (p->corrupt_logged++ < 10)
+        zp_warn("%s sample %u in the cache: %s; loading it again", p->db.name[p->split], index, why);
+}
+
+/* Reads the batch's hits from LMDB straight into its slot, in one short read
+ * transaction; what is absent or corrupt is fetched from loaders instead. */
+static int read_hits(prefetch_t *p, batch_t *bt)
+{
+    uint8_t *base = zp_ring_slot(p->ring, (uint32_t)bt->slot);
+    int32_t *labels = (int32_t *)(base + p->lay.labels);
+    float *data = (float *)(base + p->lay.data);
+    size_t elems = (size_t)p->st->meta.elems;
+    MDB_txn *txn = NULL;
+    int rc = zp_cachedb_read_begin(&p->db, &txn);
+    for (int64_t i = 0; i < bt->n; i++) {
+        if (!bt->cached[i])
+            continue;
+        uint8_t kb[4];
+        zp_cache_key(bt->indices[i], kb);
+        MDB_val k = {4, kb}, v;
+        const uint8_t *payload = NULL;
+        const char *why = "not in the cache";
+        int got = !rc && mdb_get(txn, p->db.dbi[p->split], &k, &v) == 0;
+        if (got && zp_cache_check(&v, &p->st->meta, bt->indices[i], &labels[i], &payload, &why) == 0) {
+            memcpy(data + (size_t)i * elems, payload, elems * 4);
+            bt->have[i] = 1;
+            bt->filled++;
+            p->hits++;
+            continue;
+        }
+        if (got)
+            corrupt_value(p, bt->indices[i], why);
+        p->scratch[bt->late.n] = bt->indices[i];
+        bt->late.pos[bt->late.n++] = (uint32_t)i;
+    }
+    if (txn)
+        mdb_txn_abort(txn);
+    p->st->stats.bytes += (int64_t)((bt->n - bt->late.n - bt->fetch.n) * elems * 4);
+    return bt->late.n ? send_fetch_of(p, &bt->late) : 0;
 }
 
 /* Gives ring slots to fetched batches in order, and copies in what they hold. */
-static void assign_slots(prefetch_t *p)
+static int assign_slots(prefetch_t *p)
 {
     uint32_t slot, gen;
-    while (p->next_slot < p->next_fetch && zp_ring_acquire(p->ring, &slot, &gen) == 0) {
+    int rc = 0;
+    while (!rc && p->next_slot < p->next_fetch && zp_ring_acquire(p->ring, &slot, &gen) == 0) {
         batch_t *bt = batch_of(p, p->next_slot++);
         bt->slot = (int)slot;
         bt->gen = gen;
@@ -115,19 +199,29 @@ static void assign_slots(prefetch_t *p)
                (size_t)bt->n * 4);
         for (int i = 0; i < bt->nheld; i++) {
             held_t *h = &bt->held[i];
-            copy_in(p, bt, h->offset, h->n, zmq_msg_data(&h->labels), zmq_msg_data(&h->data));
+            copy_in(p, bt, &bt->fetch, h->offset, h->n, zmq_msg_data(&h->labels),
+                    zmq_msg_data(&h->data));
             zmq_msg_close(&h->labels);
             zmq_msg_close(&h->data);
         }
         bt->nheld = 0;
+        if (p->cache_on)
+            rc = read_hits(p, bt);
     }
+    return rc;
 }
 
-static batch_t *batch_of_fetch(prefetch_t *p, uint64_t fetch_id)
+static batch_t *batch_of_fetch(prefetch_t *p, uint64_t fetch_id, fetch_t **f)
 {
-    for (int i = 0; i < p->nflight; i++)
-        if (p->inflight[i].batch >= 0 && p->inflight[i].fetch_id == fetch_id)
-            return &p->inflight[i];
+    for (int i = 0; i < p->nflight; i++) {
+        batch_t *bt = &p->inflight[i];
+        if (bt->batch < 0)
+            continue;
+        if (bt->fetch.id == fetch_id)
+            return *f = &bt->fetch, bt;
+        if (bt->late.id == fetch_id)
+            return *f = &bt->late, bt;
+    }
     return NULL;
 }
 
@@ -154,18 +248,25 @@ static int hold(batch_t *bt, const zp_msg_t *m, zp_frames_t *f)
 /* A RESULT: checked against the indices its fetch asked for, then copied or held. */
 static int on_result(prefetch_t *p, const zp_msg_t *m)
 {
-    batch_t *bt = batch_of_fetch(p, m->id);
+    fetch_t *f;
+    batch_t *bt = batch_of_fetch(p, m->id, &f);
     if (!bt) {
         bad_msg(p, "cache stage", "result for a fetch that is not in flight");
         return 0;
     }
-    if (m->offset + m->n > (uint64_t)bt->n || m->elems != (uint64_t)p->st->meta.elems ||
-        memcmp(bt->indices + m->offset, m->frame[1], m->n * 4)) {
+    int match = m->offset + m->n <= (uint64_t)f->n && m->elems == (uint64_t)p->st->meta.elems;
+    const uint8_t *got = m->frame[1];
+    for (uint64_t i = 0; match && i < m->n; i++) {
+        uint32_t idx;
+        memcpy(&idx, got + 4 * i, 4);
+        match = idx == bt->indices[f->pos[m->offset + i]];
+    }
+    if (!match) {
         bad_msg(p, "cache stage", "result does not match its fetch (offset, indices or shape)");
         return 0;
     }
     if (bt->slot >= 0) {
-        copy_in(p, bt, m->offset, m->n, m->frame[2], m->frame[3]);
+        copy_in(p, bt, f, m->offset, m->n, m->frame[2], m->frame[3]);
         return 0;
     }
     return hold(bt, m, &p->f);
@@ -228,6 +329,23 @@ static int emit_ready(prefetch_t *p, int *rc)
     return 1;
 }
 
+static void cache_record(prefetch_t *p, int64_t cached)
+{
+    zp_event_t ev;
+    zp_ev_begin(p->st, &ev, "metric", 8);
+    zp_ev_str(&ev, "event", "cache");
+    zp_ev_str(&ev, "split", zp_split_name(p->split));
+    zp_ev_int(&ev, "epoch", p->epoch);
+    zp_ev_int(&ev, "hits", p->hits);
+    zp_ev_int(&ev, "misses", p->misses);
+    zp_ev_int(&ev, "corrupt", p->corrupt);
+    zp_ev_int(&ev, "cached_at_start", cached);
+    zp_ev_num(&ev, "hit_rate", p->hits + p->misses ? (double)p->hits / (double)(p->hits + p->misses) : 0);
+    zp_ev_send(p->st, &ev);
+    zp_info("%s epoch %lld: %lld hits, %lld misses, %lld corrupt", zp_split_name(p->split),
+            (long long)p->epoch + 1, (long long)p->hits, (long long)p->misses, (long long)p->corrupt);
+}
+
 static int64_t phase_samples(prefetch_t *p)
 {
     int64_t samples = 0, n;
@@ -249,11 +367,16 @@ static int run_phase(prefetch_t *p)
     if (limit && p->nbatches > limit)
         p->nbatches = limit;
     p->next_fetch = p->next_slot = p->next_emit = 0;
+    p->hits = p->misses = p->corrupt = 0;
+    int64_t cached = 0;
+    if (p->cache_on)
+        cached = zp_cachedb_present(&p->db, p->split, p->st->meta.n[p->split], p->present[p->split]);
     int rc = 0;
     while (!rc && !zp_stop && p->next_emit < p->nbatches) {
         while (!rc && p->next_fetch < p->nbatches && p->next_fetch < p->next_emit + p->nflight)
-            rc = send_fetch(p);
-        assign_slots(p);
+            rc = start_batch(p);
+        if (!rc)
+            rc = assign_slots(p);
         if (rc || emit_ready(p, &rc))
             continue;
         /* Waiting: on the trainer when the next batch has no slot, else on loaders. */
@@ -271,6 +394,8 @@ static int run_phase(prefetch_t *p)
     }
     if (rc || zp_stop)
         return rc ? rc : ZP_ESTOP;
+    if (p->cache_on)
+        cache_record(p, cached);
     zp_msg_t end = {.type = ZP_MSG_EPOCH_END, .split = (uint64_t)p->split,
                     .epoch = (uint64_t)p->epoch, .batches = (uint64_t)p->nbatches,
                     .n = (uint64_t)phase_samples(p)};
@@ -319,10 +444,30 @@ static int open_all(prefetch_t *p)
         return rc;
     }
     p->nflight = (int)(st->cfg.depth + st->cfg.window);
+    size_t bs = (size_t)st->cfg.batch_size;
     for (int i = 0; i < p->nflight; i++) {
-        p->inflight[i].batch = -1;
-        if (!(p->inflight[i].have = malloc((size_t)st->cfg.batch_size)))
+        batch_t *bt = &p->inflight[i];
+        bt->batch = -1;
+        bt->have = malloc(bs);
+        bt->cached = malloc(bs);
+        bt->fetch.pos = malloc(bs * 4);
+        bt->late.pos = malloc(bs * 4);
+        if (!bt->have || !bt->cached || !bt->fetch.pos || !bt->late.pos)
             return ZP_ENOMEM;
+    }
+    if (!(p->scratch = malloc(bs * 4)))
+        return ZP_ENOMEM;
+    if (st->cfg.cache_enabled) {
+        char err[512];
+        rc = zp_cachedb_open(&p->db, &st->cfg, &st->meta, 1, err, sizeof err);
+        if (rc) {
+            zp_warn("%s; reading no samples from the cache", err);
+        } else {
+            p->cache_on = 1;
+            for (int s = 0; s < ZP_SPLITS; s++)
+                if (!(p->present[s] = malloc((size_t)(st->meta.n[s] + 8) / 8)))
+                    return ZP_ENOMEM;
+        }
     }
     for (int s = 0; s < ZP_SPLITS; s++)
         if ((rc = zp_sampler_init(&p->sampler[s], st->meta.n[s])))
@@ -352,7 +497,14 @@ static void close_all(prefetch_t *p)
         }
         free(bt->held);
         free(bt->have);
+        free(bt->cached);
+        free(bt->fetch.pos);
+        free(bt->late.pos);
     }
+    free(p->scratch);
+    for (int s = 0; s < ZP_SPLITS; s++)
+        free(p->present[s]);
+    zp_cachedb_close(&p->db);
 }
 
 int zp_prefetch_main(zp_stage_t *st)

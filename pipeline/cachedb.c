@@ -1,0 +1,288 @@
+#define _GNU_SOURCE
+#include "pipeline/cachedb.h"
+#include "pipeline/log.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <xxhash.h>
+
+#define MIB (1024ull * 1024)
+
+static int lmdb_fail(char *err, size_t len, const char *path, const char *what, int rc)
+{
+    snprintf(err, len, "%s: %s: %s", path, what, mdb_strerror(rc));
+    return rc;
+}
+
+static void dataset_name(const zp_config_t *cfg, char *buf, size_t len)
+{
+    if (cfg->dataset_source == ZP_SOURCE_SYNTHETIC) {
+        snprintf(buf, len, "synthetic");
+        return;
+    }
+    char p[256];
+    snprintf(p, sizeof p, "%s", cfg->dataset_path);
+    size_t n = strlen(p);
+    while (n > 1 && p[n - 1] == '/')
+        p[--n] = 0;
+    const char *base = strrchr(p, '/');
+    snprintf(buf, len, "%.80s", base ? base + 1 : p);
+}
+
+int zp_cachedb_read_begin(zp_cachedb_t *c, MDB_txn **txn)
+{
+    int rc = mdb_txn_begin(c->env, NULL, MDB_RDONLY, txn);
+    if (rc == MDB_MAP_RESIZED) { /* the writer grew the map: adopt its size */
+        mdb_env_set_mapsize(c->env, 0);
+        rc = mdb_txn_begin(c->env, NULL, MDB_RDONLY, txn);
+    }
+    return rc;
+}
+
+static int open_dbs(zp_cachedb_t *c, char *err, size_t len)
+{
+    MDB_txn *txn;
+    int rc = c->readonly ? zp_cachedb_read_begin(c, &txn) : mdb_txn_begin(c->env, NULL, 0, &txn);
+    if (rc)
+        return lmdb_fail(err, len, c->path, "begin", rc);
+    unsigned flags = c->readonly ? 0 : MDB_CREATE;
+    rc = mdb_dbi_open(txn, "meta", flags, &c->meta);
+    for (int s = 0; !rc && s < ZP_SPLITS; s++)
+        rc = mdb_dbi_open(txn, c->name[s], flags, &c->dbi[s]);
+    if (rc) {
+        mdb_txn_abort(txn);
+        return lmdb_fail(err, len, c->path, "open databases", rc);
+    }
+    rc = mdb_txn_commit(txn);
+    return rc ? lmdb_fail(err, len, c->path, "commit", rc) : 0;
+}
+
+int zp_cachedb_open(zp_cachedb_t *c, const zp_config_t *cfg, const zp_dataset_meta_t *m,
+                    int readonly, char *err, size_t len)
+{
+    (void)m;
+    memset(c, 0, sizeof *c);
+    c->readonly = readonly;
+    c->max_bytes = (size_t)cfg->cache_max_bytes;
+    snprintf(c->path, sizeof c->path, "%s", cfg->cache_path);
+    char ds[96];
+    dataset_name(cfg, ds, sizeof ds);
+    for (int s = 0; s < ZP_SPLITS; s++)
+        snprintf(c->name[s], sizeof c->name[s], "%.80s/%s", ds, zp_split_name(s));
+    if (!readonly && mkdir(c->path, 0755) && errno != EEXIST) {
+        snprintf(err, len, "%s: cannot create: %s", c->path, strerror(errno));
+        return -errno;
+    }
+    int rc = mdb_env_create(&c->env);
+    if (rc)
+        return lmdb_fail(err, len, c->path, "mdb_env_create", rc);
+    mdb_env_set_maxdbs(c->env, 64);
+    mdb_env_set_maxreaders(c->env, 512);
+    if (!readonly) {
+        /* Start small and grow on demand up to cache.max_bytes. */
+        char data[300];
+        struct stat st;
+        snprintf(data, sizeof data, "%s/data.mdb", c->path);
+        size_t used = stat(data, &st) == 0 ? (size_t)st.st_size : 0;
+        c->map_bytes = used + 64 * MIB;
+        if (c->map_bytes > c->max_bytes)
+            c->map_bytes = used > c->max_bytes ? used : c->max_bytes;
+        mdb_env_set_mapsize(c->env, c->map_bytes);
+    }
+    rc = mdb_env_open(c->env, c->path, readonly ? MDB_RDONLY | MDB_NORDAHEAD : MDB_NORDAHEAD, 0644);
+    if (rc) {
+        lmdb_fail(err, len, c->path, "mdb_env_open", rc);
+        zp_cachedb_close(c);
+        return rc;
+    }
+    MDB_envinfo info;
+    mdb_env_info(c->env, &info);
+    c->map_bytes = info.me_mapsize;
+    if ((rc = open_dbs(c, err, len)))
+        zp_cachedb_close(c);
+    return rc;
+}
+
+void zp_cachedb_close(zp_cachedb_t *c)
+{
+    if (c->env)
+        mdb_env_close(c->env);
+    c->env = NULL;
+}
+
+static void file_line(char *buf, size_t len, const char *label, const char *path)
+{
+    struct stat st;
+    size_t n = strlen(buf);
+    if (stat(path, &st) == 0)
+        snprintf(buf + n, len - n, "%s: %s size=%lld mtime=%lld\n", label, path,
+                 (long long)st.st_size, (long long)st.st_mtime);
+    else
+        snprintf(buf + n, len - n, "%s: %s missing\n", label, path);
+}
+
+void zp_cachedb_fingerprint(const zp_config_t *cfg, const zp_dataset_meta_t *m, int split,
+                            char *buf, size_t len)
+{
+    char p[600];
+    snprintf(buf, len, "value schema: %d (float32, XXH3-64)\n", ZP_CACHE_VERSION);
+    size_t n = strlen(buf);
+    if (cfg->dataset_source == ZP_SOURCE_IDX) {
+        snprintf(buf + n, len - n, "source: idx\n");
+        zp_dataset_file(cfg, split ? cfg->test_images : cfg->train_images, p, sizeof p);
+        file_line(buf, len, "images", p);
+        zp_dataset_file(cfg, split ? cfg->test_labels : cfg->train_labels, p, sizeof p);
+        file_line(buf, len, "labels", p);
+    } else {
+        snprintf(buf + n, len - n, "source: synthetic seed=%lld classes=%lld\n",
+                 (long long)cfg->seed, (long long)cfg->synth_classes);
+    }
+    n = strlen(buf);
+    n += (size_t)snprintf(buf + n, len - n, "samples: %lld of %lldx%lldx%lld\n",
+                          (long long)m->n[split], (long long)m->shape[0], (long long)m->shape[1],
+                          (long long)m->shape[2]);
+    n += (size_t)snprintf(buf + n, len - n, "transform: normalize(mean=[");
+    for (int i = 0; i < cfg->mean.n; i++)
+        n += (size_t)snprintf(buf + n, len - n, "%s%.17g", i ? ", " : "", cfg->mean.v[i]);
+    n += (size_t)snprintf(buf + n, len - n, "], std=[");
+    for (int i = 0; i < cfg->std.n; i++)
+        n += (size_t)snprintf(buf + n, len - n, "%s%.17g", i ? ", " : "", cfg->std.v[i]);
+    snprintf(buf + n, len - n, "]) to float32\n");
+}
+
+/* The first line where two fingerprints differ, as "was: X; now: Y". */
+static void describe_change(const char *old, const char *now, char *buf, size_t len)
+{
+    while (*old || *now) {
+        size_t a = strcspn(old, "\n"), b = strcspn(now, "\n");
+        if (a != b || memcmp(old, now, a)) {
+            snprintf(buf, len, "was \"%.*s\", now \"%.*s\"", (int)(a > 200 ? 200 : a), old,
+                     (int)(b > 200 ? 200 : b), now);
+            return;
+        }
+        old += a + (old[a] == '\n');
+        now += b + (now[b] == '\n');
+    }
+    snprintf(buf, len, "no difference");
+}
+
+static int check_split(zp_cachedb_t *c, MDB_txn *txn, const zp_config_t *cfg,
+                       const zp_dataset_meta_t *m, int s, char *err, size_t len)
+{
+    char fp[2048], key[128];
+    zp_cachedb_fingerprint(cfg, m, s, fp, sizeof fp);
+    snprintf(key, sizeof key, "fingerprint/%s", c->name[s]);
+    MDB_val k = {strlen(key), key}, v;
+    int rc = mdb_get(txn, c->meta, &k, &v);
+    if (rc == 0 && (v.mv_size != strlen(fp) || memcmp(v.mv_data, fp, v.mv_size))) {
+        char old[2048], what[600];
+        snprintf(old, sizeof old, "%.*s", (int)(v.mv_size < 2047 ? v.mv_size : 2047),
+                 (const char *)v.mv_data);
+        describe_change(old, fp, what, sizeof what);
+        if (cfg->on_mismatch != ZP_MISMATCH_REBUILD) {
+            snprintf(err, len,
+                     "%s: cache %s was built from another dataset or transform: %s\n"
+                     "  rebuild it with cache.on_mismatch=rebuild, or use another cache.path",
+                     c->path, c->name[s], what);
+            return ZP_ECONFIG;
+        }
+        fprintf(stderr, "zeus-pipe: %s: rebuilding %s (%s)\n", c->path, c->name[s], what);
+        if ((rc = mdb_drop(txn, c->dbi[s], 0)))
+            return lmdb_fail(err, len, c->path, "empty the database", rc);
+    } else if (rc == 0) {
+        return 0;
+    } else if (rc != MDB_NOTFOUND) {
+        return lmdb_fail(err, len, c->path, "read the fingerprint", rc);
+    }
+    v.mv_size = strlen(fp);
+    v.mv_data = fp;
+    rc = mdb_put(txn, c->meta, &k, &v, 0);
+    return rc ? lmdb_fail(err, len, c->path, "write the fingerprint", rc) : 0;
+}
+
+int zp_cachedb_check(zp_cachedb_t *c, const zp_config_t *cfg, const zp_dataset_meta_t *m,
+                     char *err, size_t len)
+{
+    MDB_txn *txn;
+    int rc = mdb_txn_begin(c->env, NULL, 0, &txn);
+    if (rc)
+        return lmdb_fail(err, len, c->path, "begin", rc);
+    for (int s = 0; !rc && s < ZP_SPLITS; s++)
+        rc = check_split(c, txn, cfg, m, s, err, len);
+    if (rc) {
+        mdb_txn_abort(txn);
+        return rc;
+    }
+    rc = mdb_txn_commit(txn);
+    return rc ? lmdb_fail(err, len, c->path, "commit", rc) : 0;
+}
+
+static void put_u32(uint8_t *p, uint32_t v) { memcpy(p, &v, 4); } /* little-endian hosts */
+
+void zp_cache_header(uint8_t *hdr, const zp_dataset_meta_t *m, uint32_t index, int32_t label,
+                     const void *payload, size_t bytes)
+{
+    memcpy(hdr, "ZPC1", 4);
+    hdr[4] = ZP_CACHE_VERSION, hdr[5] = 1, hdr[6] = 3, hdr[7] = 0;
+    for (int i = 0; i < 3; i++)
+        put_u32(hdr + 8 + 4 * i, (uint32_t)m->shape[i]);
+    memcpy(hdr + 20, &label, 4);
+    put_u32(hdr + 24, index);
+    put_u32(hdr + 28, (uint32_t)bytes);
+    uint64_t h = XXH3_64bits(payload, bytes);
+    memcpy(hdr + 32, &h, 8);
+}
+
+int zp_cache_check(const MDB_val *v, const zp_dataset_meta_t *m, uint32_t index, int32_t *label,
+                   const uint8_t **payload, const char **why)
+{
+    const uint8_t *p = v->mv_data;
+    size_t bytes = (size_t)m->elems * 4;
+    uint32_t u[6];
+    if (v->mv_size != ZP_CACHE_HDR + bytes)
+        return *why = "value has the wrong size", ZP_EDATA;
+    memcpy(u, p + 8, sizeof u);
+    if (memcmp(p, "ZPC1", 4) || p[4] != ZP_CACHE_VERSION || p[5] != 1 || p[6] != 3)
+        return *why = "bad magic, version or dtype", ZP_EDATA;
+    if (u[0] != m->shape[0] || u[1] != m->shape[1] || u[2] != m->shape[2] || u[5] != bytes)
+        return *why = "shape differs from the dataset's", ZP_EDATA;
+    if (u[4] != index)
+        return *why = "value belongs to another key", ZP_EDATA;
+    uint64_t h;
+    memcpy(&h, p + 32, 8);
+    if (XXH3_64bits(p + ZP_CACHE_HDR, bytes) != h)
+        return *why = "payload checksum mismatch", ZP_EDATA;
+    memcpy(label, p + 20, 4);
+    *payload = p + ZP_CACHE_HDR;
+    return 0;
+}
+
+int64_t zp_cachedb_present(zp_cachedb_t *c, int split, int64_t n, uint8_t *present)
+{
+    memset(present, 0, (size_t)(n + 7) / 8);
+    MDB_txn *txn;
+    MDB_cursor *cur;
+    if (zp_cachedb_read_begin(c, &txn))
+        return 0;
+    int64_t count = 0;
+    if (mdb_cursor_open(txn, c->dbi[split], &cur) == 0) {
+        MDB_val k, v;
+        for (int rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0;
+             rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+            if (k.mv_size != 4)
+                continue;
+            const uint8_t *b = k.mv_data;
+            uint32_t i = (uint32_t)b[0] << 24 | (uint32_t)b[1] << 16 | (uint32_t)b[2] << 8 | b[3];
+            if (i < n) {
+                present[i >> 3] |= (uint8_t)(1u << (i & 7));
+                count++;
+            }
+        }
+        mdb_cursor_close(cur);
+    }
+    mdb_txn_abort(txn);
+    return count;
+}

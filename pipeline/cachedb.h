@@ -1,0 +1,89 @@
+/* cachedb.h — the LMDB cache of preprocessed samples, as every process sees it.
+ *
+ * One LMDB environment (cache.path) holds a named database per dataset and
+ * split ("fashion-mnist/train") and a "meta" database with each one's
+ * fingerprint. A key is the sample index as 4 big-endian bytes. A value is a
+ * 40-byte header followed by the payload:
+ *
+ *   offset  size  field
+ *        0     4  magic "ZPC1"
+ *        4     1  header version (1)
+ *        5     1  dtype (1 = float32)
+ *        6     1  dimensions (3)
+ *        7     1  reserved (0)
+ *        8    12  shape: channels, height, width (u32 little-endian)
+ *       20     4  label (i32)
+ *       24     4  sample index (u32), the key again
+ *       28     4  payload bytes (u32)
+ *       32     8  XXH3-64 of the payload
+ *
+ * The cache stage is the only writer; prefetch and `warm` open the
+ * environment read-only. Pointers into the map are valid until the end of
+ * the transaction that produced them.
+ */
+#ifndef ZP_CACHEDB_H
+#define ZP_CACHEDB_H
+
+#include "pipeline/config.h"
+#include "pipeline/dataset.h"
+
+#include <lmdb.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define ZP_CACHE_HDR 40
+#define ZP_CACHE_VERSION 1
+
+typedef struct {
+    MDB_env *env;
+    MDB_dbi dbi[ZP_SPLITS];
+    MDB_dbi meta;
+    int readonly;
+    size_t map_bytes, max_bytes;
+    char name[ZP_SPLITS][96]; /* database names */
+    char path[256];
+} zp_cachedb_t;
+
+/* Opens (and for a writer, creates) the environment and the split databases.
+ * A reader fails with MDB_NOTFOUND when a database does not exist yet.
+ * Errors name the path and LMDB's reason. */
+int zp_cachedb_open(zp_cachedb_t *c, const zp_config_t *cfg, const zp_dataset_meta_t *m,
+                    int readonly, char *err, size_t len);
+void zp_cachedb_close(zp_cachedb_t *c);
+
+/* Checks each split's fingerprint against the config and dataset: records it
+ * when absent; on a difference, rebuilds (empties the database) when
+ * cache.on_mismatch is rebuild, else fails with ZP_ECONFIG and says what
+ * changed. Writer only. */
+int zp_cachedb_check(zp_cachedb_t *c, const zp_config_t *cfg, const zp_dataset_meta_t *m,
+                     char *err, size_t len);
+
+/* The fingerprint text of a split: dataset files (path, size, mtime) or
+ * synthetic parameters, sample shape, transform, value schema. */
+void zp_cachedb_fingerprint(const zp_config_t *cfg, const zp_dataset_meta_t *m, int split,
+                            char *buf, size_t len);
+
+static inline void zp_cache_key(uint32_t index, uint8_t key[4])
+{
+    key[0] = (uint8_t)(index >> 24), key[1] = (uint8_t)(index >> 16);
+    key[2] = (uint8_t)(index >> 8), key[3] = (uint8_t)index;
+}
+
+/* Writes the header for `payload` into hdr[ZP_CACHE_HDR]. */
+void zp_cache_header(uint8_t *hdr, const zp_dataset_meta_t *m, uint32_t index, int32_t label,
+                     const void *payload, size_t bytes);
+
+/* Checks a stored value: header fields against the dataset and index, and the
+ * payload's checksum. Returns 0 with the label and a pointer to the payload
+ * (inside `v`), or ZP_EDATA with the reason in why. */
+int zp_cache_check(const MDB_val *v, const zp_dataset_meta_t *m, uint32_t index, int32_t *label,
+                   const uint8_t **payload, const char **why);
+
+/* Fills `present` (a bitmap of meta->n[split] bits) with the keys stored for a
+ * split, and returns how many. One short read transaction, a cursor scan. */
+int64_t zp_cachedb_present(zp_cachedb_t *c, int split, int64_t n, uint8_t *present);
+
+/* Begins a read-only transaction, adopting a map the writer has grown. */
+int zp_cachedb_read_begin(zp_cachedb_t *c, MDB_txn **txn);
+
+#endif

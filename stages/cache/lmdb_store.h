@@ -1,0 +1,27 @@
+/* lmdb_store.h — the cache stage's LMDB writer: samples returned by loaders
+ * are put in batched write transactions (every cache.commit_every samples or
+ * 100 ms); the map grows up to cache.max_bytes, and when it is full caching
+ * stops with one warning while the broker goes on. */
+#ifndef ZP_LMDB_STORE_H
+#define ZP_LMDB_STORE_H
+
+#include "pipeline/stage.h"
+
+#include <stdint.h>
+
+typedef struct zp_store zp_store_t;
+
+/* Opens the environment for writing. */
+int zp_store_open(zp_store_t **out, zp_stage_t *st);
+/* Commits what is pending and closes. Safe on NULL; nulls *s. */
+void zp_store_close(zp_store_t **s);
+
+/* Puts n samples (frames as SAMPLES carries them; may be unaligned). Keys
+ * already present are left alone. Never fails the caller: LMDB errors turn
+ * caching off with a warning. */
+void zp_store_put(zp_store_t *s, int split, uint64_t n, const uint8_t *indices,
+                  const uint8_t *labels, const uint8_t *data);
+/* Commits a transaction older than 100 ms. Returns the poll timeout to use (ms). */
+int zp_store_tick(zp_store_t *s);
+
+#endif
