@@ -11,6 +11,7 @@
 #include "pipeline/config.h"
 #include "pipeline/dataset.h"
 #include "pipeline/log.h"
+#include "pipeline/proc.h"
 #include "pipeline/rundir.h"
 #include "pipeline/sock.h"
 #include "pipeline/stage.h"
@@ -30,22 +31,11 @@
 
 char *openblas_get_corename(void);
 
-#define CHILDREN_MAX 300
-
-typedef struct {
-    const char *stage;
-    int instance;
-    pid_t pid; /* 0 once reaped */
-    int status;
-} child_t;
-
 typedef struct {
     zp_config_t cfg;
     char run_dir[PATH_MAX];
-    child_t child[CHILDREN_MAX];
-    int nchild;
+    zp_procs_t procs;
     void *zctx, *control;
-    const char *exe;
 } sup_t;
 
 static volatile sig_atomic_t g_signal;
@@ -94,165 +84,7 @@ static void tune_openblas(void)
     }
 }
 
-static int spawn(sup_t *s, const char *stage, int instance, int keep_stdout)
-{
-    if (s->nchild == CHILDREN_MAX)
-        return ZP_EFULL;
-    char logpath[PATH_MAX + 64], inst[16];
-    snprintf(logpath, sizeof logpath, "%s/logs/%s-%d.log", s->run_dir, stage, instance);
-    snprintf(inst, sizeof inst, "%d", instance);
-    int fd = open(logpath, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-    if (fd < 0)
-        return -errno;
-    pid_t parent = getpid();
-    pid_t pid = fork();
-    if (pid < 0) {
-        close(fd);
-        return -errno;
-    }
-    if (pid == 0) {
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-        if (getppid() != parent)
-            _exit(1);
-        dup2(fd, STDERR_FILENO);
-        if (!keep_stdout)
-            dup2(fd, STDOUT_FILENO);
-        sigset_t none;
-        sigemptyset(&none);
-        sigprocmask(SIG_SETMASK, &none, NULL);
-        execl(s->exe, "zeus-pipe", "stage", stage, "--run", s->run_dir, "--instance", inst,
-              (char *)NULL);
-        dprintf(STDERR_FILENO, "zeus-pipe: exec %s: %s\n", s->exe, strerror(errno));
-        _exit(127);
-    }
-    close(fd);
-    s->child[s->nchild++] = (child_t){stage, instance, pid, 0};
-    return 0;
-}
-
-static void describe_exit(const child_t *c, char *buf, size_t len)
-{
-    if (WIFEXITED(c->status))
-        snprintf(buf, len, "exited with status %d", WEXITSTATUS(c->status));
-    else if (WIFSIGNALED(c->status))
-        snprintf(buf, len, "was killed by signal %d (%s)", WTERMSIG(c->status),
-                 strsignal(WTERMSIG(c->status)));
-    else
-        snprintf(buf, len, "stopped");
-}
-
-static void print_log_tail(sup_t *s, const child_t *c)
-{
-    char path[PATH_MAX + 64], lines[8][400];
-    snprintf(path, sizeof path, "%s/logs/%s-%d.log", s->run_dir, c->stage, c->instance);
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return;
-    int n = 0;
-    while (fgets(lines[n % 8], sizeof lines[0], f))
-        n++;
-    fclose(f);
-    fprintf(stderr, "zeus-pipe: last lines of %s:\n", path);
-    for (int i = n > 8 ? n - 8 : 0; i < n; i++)
-        fprintf(stderr, "  %s", lines[i % 8]);
-}
-
-/* Reaps exited children. Returns the first one that exited while it should not have. */
-static child_t *reap(sup_t *s, int *trainer_done)
-{
-    child_t *bad = NULL;
-    int status;
-    pid_t pid;
-    while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
-        for (int i = 0; i < s->nchild; i++) {
-            child_t *c = &s->child[i];
-            if (c->pid != pid)
-                continue;
-            c->pid = 0;
-            c->status = status;
-            int ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
-            if (ok && !strcmp(c->stage, "trainer"))
-                *trainer_done = 1;
-            else if (!(ok && !strcmp(c->stage, "prefetch")) && !bad)
-                bad = c;
-        }
-    }
-    return bad;
-}
-
-static int is_logger(const child_t *c) { return !strcmp(c->stage, "logger"); }
-
-static int alive(sup_t *s, int logger)
-{
-    int n = 0;
-    for (int i = 0; i < s->nchild; i++)
-        n += s->child[i].pid > 0 && is_logger(&s->child[i]) == logger;
-    return n;
-}
-
-/* TERM the chosen children, wait up to `ms`, then KILL what is left. */
-static void stop_children(sup_t *s, int logger, int ms)
-{
-    for (int i = 0; i < s->nchild; i++)
-        if (s->child[i].pid > 0 && is_logger(&s->child[i]) == logger)
-            kill(s->child[i].pid, SIGTERM);
-    int dummy;
-    int64_t until = zp_now_ns() + (int64_t)ms * 1000000;
-    while (alive(s, logger) && zp_now_ns() < until) {
-        usleep(10000);
-        reap(s, &dummy);
-    }
-    for (int i = 0; i < s->nchild; i++)
-        if (s->child[i].pid > 0 && is_logger(&s->child[i]) == logger) {
-            fprintf(stderr, "zeus-pipe: %s[%d] did not stop in time; killing it\n",
-                    s->child[i].stage, s->child[i].instance);
-            kill(s->child[i].pid, SIGKILL);
-        }
-    while (alive(s, logger) && waitpid(-1, NULL, 0) > 0)
-        reap(s, &dummy);
-    for (int i = 0; i < s->nchild; i++)
-        if (is_logger(&s->child[i]) == logger)
-            s->child[i].pid = 0;
-}
-
-/* Removes what a run's supervisor created: shared memory, sockets, pid file. */
-static void cleanup_dir(const char *run_dir)
-{
-    char name[128], path[PATH_MAX + 64];
-    zp_ring_name(name, sizeof name, run_dir, 0);
-    shm_unlink(name);
-    static const char *socks[] = {"work", "fetch", "ring-0", "events", "stat", "control"};
-    for (size_t i = 0; i < sizeof socks / sizeof socks[0]; i++) {
-        snprintf(path, sizeof path, "%s/sock/%s.ipc", run_dir, socks[i]);
-        unlink(path);
-    }
-    snprintf(path, sizeof path, "%s/supervisor.pid", run_dir);
-    unlink(path);
-}
-
-static void cleanup(sup_t *s) { cleanup_dir(s->run_dir); }
-
-/* A supervisor killed with SIGKILL cannot clean up; its stages die with it
- * (PR_SET_PDEATHSIG), and the next `up` removes what it left behind. */
-static void cleanup_stale_runs(const char *dir)
-{
-    DIR *d = opendir(dir);
-    if (!d)
-        return;
-    char run[PATH_MAX], pidfile[PATH_MAX + 32];
-    for (struct dirent *e; (e = readdir(d));) {
-        if (e->d_name[0] == '.')
-            continue;
-        snprintf(run, sizeof run, "%s/%s", dir, e->d_name);
-        snprintf(pidfile, sizeof pidfile, "%s/supervisor.pid", run);
-        char real[PATH_MAX];
-        if (access(pidfile, F_OK) || zp_rundir_live_pid(run) || !realpath(run, real))
-            continue;
-        fprintf(stderr, "zeus-pipe: cleaning up after %s, whose supervisor died\n", real);
-        cleanup_dir(real);
-    }
-    closedir(d);
-}
+static void cleanup(sup_t *s) { zp_rundir_cleanup(s->procs.run_dir); }
 
 /* Answers one control request; returns 1 when it asks the run to stop. */
 static int on_control(sup_t *s)
@@ -278,15 +110,15 @@ static int on_control(sup_t *s)
 
 static int start_all(sup_t *s)
 {
-    int rc = spawn(s, "logger", 0, 1);
+    int rc = zp_procs_spawn(&s->procs, "logger", 0, 1);
     if (!rc)
-        rc = spawn(s, "cache", 0, 0);
+        rc = zp_procs_spawn(&s->procs, "cache", 0, 0);
     for (int i = 0; !rc && i < s->cfg.loader_workers; i++)
-        rc = spawn(s, "loader", i, 0);
+        rc = zp_procs_spawn(&s->procs, "loader", i, 0);
     if (!rc)
-        rc = spawn(s, "prefetch", 0, 0);
+        rc = zp_procs_spawn(&s->procs, "prefetch", 0, 0);
     if (!rc)
-        rc = spawn(s, "trainer", 0, 0);
+        rc = zp_procs_spawn(&s->procs, "trainer", 0, 0);
     return rc;
 }
 
@@ -303,22 +135,22 @@ static int supervise(sup_t *s)
             status = 128 + g_signal;
             break;
         }
-        child_t *bad = reap(s, &trainer_done);
+        zp_child_t *bad = zp_procs_reap(&s->procs, &trainer_done);
         if (bad && g_signal) {
             status = 128 + g_signal; /* it died of the same Ctrl-C */
         } else if (bad) {
             char how[128];
-            describe_exit(bad, how, sizeof how);
+            zp_procs_describe(bad, how, sizeof how);
             fprintf(stderr, "zeus-pipe: %s[%d] %s; stopping the run\n", bad->stage, bad->instance, how);
-            print_log_tail(s, bad);
+            zp_procs_log_tail(&s->procs, bad);
             status = 1;
         } else if (trainer_done) {
             status = 0;
         }
     }
     int quick = status >= 128;
-    stop_children(s, 0, quick ? 1000 : 3000);
-    stop_children(s, 1, quick ? 800 : 5000);
+    zp_procs_stop(&s->procs, 0, quick ? 1000 : 3000);
+    zp_procs_stop(&s->procs, 1, quick ? 800 : 5000);
     return status;
 }
 
@@ -367,7 +199,7 @@ static int prepare(sup_t *s, int argc, char **argv)
     }
     if (s->cfg.cache_enabled && zp_cache_prepare(&s->cfg, &meta))
         return 2;
-    cleanup_stale_runs(s->cfg.run_dir);
+    zp_rundir_cleanup_stale(s->cfg.run_dir);
     int rc = zp_rundir_create(s->cfg.run_dir, s->cfg.run_name, s->run_dir, sizeof s->run_dir);
     if (rc) {
         fprintf(stderr, "zeus-pipe: %s/%s: cannot create the run directory: %s\n", s->cfg.run_dir,
@@ -399,13 +231,7 @@ int cmd_up(int argc, char **argv)
     int rc = prepare(&s, argc, argv);
     if (rc)
         return rc;
-    s.exe = "/proc/self/exe";
-    char self[PATH_MAX];
-    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-    if (n > 0) {
-        self[n] = 0;
-        s.exe = self;
-    }
+    zp_procs_init(&s.procs, s.run_dir);
     tune_openblas();
     struct sigaction sa = {.sa_handler = on_signal};
     sigaction(SIGINT, &sa, NULL);
@@ -424,7 +250,7 @@ int cmd_up(int argc, char **argv)
     int status = !s.control ? 1 : start_all(&s) ? 1 : 0;
     if (status)
         fprintf(stderr, "zeus-pipe: cannot start the stages\n");
-    status = status ? (stop_children(&s, 0, 1000), stop_children(&s, 1, 1000), 1) : supervise(&s);
+    status = status ? (zp_procs_stop(&s.procs, 0, 1000), zp_procs_stop(&s.procs, 1, 1000), 1) : supervise(&s);
     zp_sock_close(&s.control);
     zmq_ctx_term(s.zctx);
     cleanup(&s);

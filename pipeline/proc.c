@@ -1,0 +1,190 @@
+/* proc.c — starting, watching and stopping stage processes (used by `up` and
+ * `warm`), and removing what a run leaves in /dev/shm and sock/. */
+#define _GNU_SOURCE
+#include "pipeline/proc.h"
+#include "pipeline/log.h"
+#include "pipeline/rundir.h"
+#include "pipeline/stage.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+void zp_procs_init(zp_procs_t *s, const char *run_dir)
+{
+    memset(s, 0, sizeof *s);
+    snprintf(s->run_dir, sizeof s->run_dir, "%s", run_dir);
+    ssize_t n = readlink("/proc/self/exe", s->exe, sizeof s->exe - 1);
+    if (n > 0)
+        s->exe[n] = 0;
+    else
+        snprintf(s->exe, sizeof s->exe, "/proc/self/exe");
+}
+
+int zp_procs_spawn(zp_procs_t *s, const char *stage, int instance, int keep_stdout)
+{
+    if (s->nchild == ZP_CHILDREN_MAX)
+        return ZP_EFULL;
+    char logpath[PATH_MAX + 64], inst[16];
+    snprintf(logpath, sizeof logpath, "%s/logs/%s-%d.log", s->run_dir, stage, instance);
+    snprintf(inst, sizeof inst, "%d", instance);
+    int fd = open(logpath, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return -errno;
+    pid_t parent = getpid();
+    pid_t pid = fork();
+    if (pid < 0) {
+        close(fd);
+        return -errno;
+    }
+    if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (getppid() != parent)
+            _exit(1);
+        dup2(fd, STDERR_FILENO);
+        if (!keep_stdout)
+            dup2(fd, STDOUT_FILENO);
+        sigset_t none;
+        sigemptyset(&none);
+        sigprocmask(SIG_SETMASK, &none, NULL);
+        execl(s->exe, "zeus-pipe", "stage", stage, "--run", s->run_dir, "--instance", inst,
+              (char *)NULL);
+        dprintf(STDERR_FILENO, "zeus-pipe: exec %s: %s\n", s->exe, strerror(errno));
+        _exit(127);
+    }
+    close(fd);
+    s->child[s->nchild++] = (zp_child_t){stage, instance, pid, 0};
+    return 0;
+}
+
+void zp_procs_describe(const zp_child_t *c, char *buf, size_t len)
+{
+    if (WIFEXITED(c->status))
+        snprintf(buf, len, "exited with status %d", WEXITSTATUS(c->status));
+    else if (WIFSIGNALED(c->status))
+        snprintf(buf, len, "was killed by signal %d (%s)", WTERMSIG(c->status),
+                 strsignal(WTERMSIG(c->status)));
+    else
+        snprintf(buf, len, "stopped");
+}
+
+void zp_procs_log_tail(zp_procs_t *s, const zp_child_t *c)
+{
+    char path[PATH_MAX + 64], lines[8][400];
+    snprintf(path, sizeof path, "%s/logs/%s-%d.log", s->run_dir, c->stage, c->instance);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return;
+    int n = 0;
+    while (fgets(lines[n % 8], sizeof lines[0], f))
+        n++;
+    fclose(f);
+    fprintf(stderr, "zeus-pipe: last lines of %s:\n", path);
+    for (int i = n > 8 ? n - 8 : 0; i < n; i++)
+        fprintf(stderr, "  %s", lines[i % 8]);
+}
+
+/* Reaps exited children. Returns the first one that exited while it should not have. */
+zp_child_t *zp_procs_reap(zp_procs_t *s, int *trainer_done)
+{
+    zp_child_t *bad = NULL;
+    int status;
+    pid_t pid;
+    while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
+        for (int i = 0; i < s->nchild; i++) {
+            zp_child_t *c = &s->child[i];
+            if (c->pid != pid)
+                continue;
+            c->pid = 0;
+            c->status = status;
+            int ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+            if (ok && !strcmp(c->stage, "trainer"))
+                *trainer_done = 1;
+            else if (!(ok && !strcmp(c->stage, "prefetch")) && !bad)
+                bad = c;
+        }
+    }
+    return bad;
+}
+
+static int is_logger(const zp_child_t *c) { return !strcmp(c->stage, "logger"); }
+
+static int alive(zp_procs_t *s, int logger)
+{
+    int n = 0;
+    for (int i = 0; i < s->nchild; i++)
+        n += s->child[i].pid > 0 && is_logger(&s->child[i]) == logger;
+    return n;
+}
+
+/* TERM the chosen children, wait up to `ms`, then KILL what is left. */
+void zp_procs_stop(zp_procs_t *s, int logger, int ms)
+{
+    for (int i = 0; i < s->nchild; i++)
+        if (s->child[i].pid > 0 && is_logger(&s->child[i]) == logger)
+            kill(s->child[i].pid, SIGTERM);
+    int dummy;
+    int64_t until = zp_now_ns() + (int64_t)ms * 1000000;
+    while (alive(s, logger) && zp_now_ns() < until) {
+        usleep(10000);
+        zp_procs_reap(s, &dummy);
+    }
+    for (int i = 0; i < s->nchild; i++)
+        if (s->child[i].pid > 0 && is_logger(&s->child[i]) == logger) {
+            fprintf(stderr, "zeus-pipe: %s[%d] did not stop in time; killing it\n",
+                    s->child[i].stage, s->child[i].instance);
+            kill(s->child[i].pid, SIGKILL);
+        }
+    while (alive(s, logger) && waitpid(-1, NULL, 0) > 0)
+        zp_procs_reap(s, &dummy);
+    for (int i = 0; i < s->nchild; i++)
+        if (is_logger(&s->child[i]) == logger)
+            s->child[i].pid = 0;
+}
+
+/* Removes what a run's supervisor created: shared memory, sockets, pid file. */
+void zp_rundir_cleanup(const char *run_dir)
+{
+    char name[128], path[PATH_MAX + 64];
+    zp_ring_name(name, sizeof name, run_dir, 0);
+    shm_unlink(name);
+    static const char *socks[] = {"work", "fetch", "ring-0", "events", "stat", "control"};
+    for (size_t i = 0; i < sizeof socks / sizeof socks[0]; i++) {
+        snprintf(path, sizeof path, "%s/sock/%s.ipc", run_dir, socks[i]);
+        unlink(path);
+    }
+    snprintf(path, sizeof path, "%s/supervisor.pid", run_dir);
+    unlink(path);
+}
+
+/* A supervisor killed with SIGKILL cannot clean up; its stages die with it
+ * (PR_SET_PDEATHSIG), and the next `up` removes what it left behind. */
+void zp_rundir_cleanup_stale(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return;
+    char run[PATH_MAX], pidfile[PATH_MAX + 32];
+    for (struct dirent *e; (e = readdir(d));) {
+        if (e->d_name[0] == '.')
+            continue;
+        snprintf(run, sizeof run, "%s/%s", dir, e->d_name);
+        snprintf(pidfile, sizeof pidfile, "%s/supervisor.pid", run);
+        char real[PATH_MAX];
+        if (access(pidfile, F_OK) || zp_rundir_live_pid(run) || !realpath(run, real))
+            continue;
+        fprintf(stderr, "zeus-pipe: cleaning up after %s, whose supervisor died\n", real);
+        zp_rundir_cleanup(real);
+    }
+    closedir(d);
+}
+

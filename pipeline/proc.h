@@ -1,0 +1,44 @@
+/* proc.h — the supervisor's children. Each stage runs as `zeus-pipe stage
+ * NAME --run DIR --instance I`, with PR_SET_PDEATHSIG so that it dies with
+ * its supervisor, and its stdout/stderr in DIR/logs/NAME-I.log (the logger
+ * keeps the supervisor's stdout, for the progress line). */
+#ifndef ZP_PROC_H
+#define ZP_PROC_H
+
+#include <limits.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+#define ZP_CHILDREN_MAX 300
+
+typedef struct {
+    const char *stage; /* static string */
+    int instance;
+    pid_t pid; /* 0 once reaped */
+    int status;
+} zp_child_t;
+
+typedef struct {
+    char run_dir[PATH_MAX];
+    char exe[PATH_MAX];
+    zp_child_t child[ZP_CHILDREN_MAX];
+    int nchild;
+} zp_procs_t;
+
+void zp_procs_init(zp_procs_t *s, const char *run_dir);
+int zp_procs_spawn(zp_procs_t *s, const char *stage, int instance, int keep_stdout);
+/* Reaps exited children; returns the first that exited when it should not
+ * have (anything but the trainer, or prefetch, ending with status 0), and
+ * sets *trainer_done when the trainer finished. */
+zp_child_t *zp_procs_reap(zp_procs_t *s, int *trainer_done);
+/* TERM the logger (logger = 1) or every other stage (0), wait up to ms, KILL the rest. */
+void zp_procs_stop(zp_procs_t *s, int logger, int ms);
+void zp_procs_describe(const zp_child_t *c, char *buf, size_t len);
+void zp_procs_log_tail(zp_procs_t *s, const zp_child_t *c);
+
+/* Removes a run's shared memory, socket files and pid file. */
+void zp_rundir_cleanup(const char *run_dir);
+/* Does that for every run under `dir` whose supervisor died without it. */
+void zp_rundir_cleanup_stale(const char *dir);
+
+#endif
