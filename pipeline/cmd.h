@@ -14,6 +14,8 @@ int cmd_stage(int argc, char **argv);
 int cmd_config(int argc, char **argv);
 int cmd_stat(int argc, char **argv);
 int cmd_down(int argc, char **argv);
+int cmd_warm(int argc, char **argv);
+int cmd_cache(int argc, char **argv);
 
 /* True when argv holds -h or --help. */
 int zp_wants_help(int argc, char **argv);

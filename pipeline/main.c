@@ -12,6 +12,8 @@ static const struct {
     {"up", cmd_up, "run a training pipeline from a config file"},
     {"stat", cmd_stat, "show the live throughput of every stage of a run"},
     {"down", cmd_down, "stop a running pipeline cleanly"},
+    {"warm", cmd_warm, "fill the LMDB cache with preprocessed samples"},
+    {"cache", cmd_cache, "inspect, verify or drop an LMDB cache"},
     {"config", cmd_config, "print the resolved config, or the table of keys"},
     {"stage", cmd_stage, "run one stage process (started by `up`; not for people)"},
 };
