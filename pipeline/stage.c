@@ -37,11 +37,19 @@ int zp_stage_open(zp_stage_t *st)
     char ep[ZP_ENDPOINT_MAX + 16];
     if (zp_stage_endpoint(st, "events", ep, sizeof ep))
         return ZP_EINVAL;
-    st->events = zp_sock_open(st->zctx, ZMQ_PUSH, ep, 0, 2000);
+    /* Options first: they are taken when the connection is made. The logger
+     * may bind after us, so retry soon; linger lets pending events out. */
+    int hwm = 10000, ivl = 10, linger = 2000;
+    st->events = zmq_socket(st->zctx, ZMQ_PUSH);
     if (!st->events)
         return ZP_EZMQ;
-    int hwm = 10000;
     zmq_setsockopt(st->events, ZMQ_SNDHWM, &hwm, sizeof hwm);
+    zmq_setsockopt(st->events, ZMQ_RECONNECT_IVL, &ivl, sizeof ivl);
+    zmq_setsockopt(st->events, ZMQ_LINGER, &linger, sizeof linger);
+    if (zmq_connect(st->events, ep)) {
+        zp_error("connect %s: %s", ep, zmq_strerror(errno));
+        return ZP_EZMQ;
+    }
     int64_t now = zp_now_ns();
     st->stats.since = st->stats.w_start = now;
     st->stats.interval_ns = st->cfg.stat_interval_ms * 1000000;
@@ -53,7 +61,10 @@ void zp_stage_close(zp_stage_t *st)
 {
     zp_sock_close(&st->events);
     if (st->zctx) {
-        zmq_ctx_term(st->zctx);
+        /* Blocks until pending events reach the logger (or LINGER passes);
+         * a SIGTERM arriving meanwhile must not cut that short. */
+        while (zmq_ctx_term(st->zctx) == -1 && errno == EINTR)
+            ;
         st->zctx = NULL;
     }
 }

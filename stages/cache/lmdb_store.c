@@ -13,7 +13,7 @@ struct zp_store {
     MDB_txn *txn;
     int64_t txn_start, pending, pending_bytes;
     int on; /* caching; off after the map filled or an LMDB error */
-    int64_t written, skipped;
+    int64_t written;
 };
 
 int zp_store_open(zp_store_t **out, zp_stage_t *st)
@@ -74,9 +74,11 @@ static void make_room(zp_store_t *s, size_t need)
     mdb_env_stat(s->db.env, &stat);
     size_t used = (info.me_last_pgno + 1) * (size_t)stat.ms_psize;
     size_t want = used + (size_t)(s->pending_bytes + (int64_t)need) * 5 / 4 + (1u << 20);
-    if (want <= s->db.map_bytes || s->db.map_bytes >= s->db.max_bytes)
+    if (want <= s->db.map_bytes)
         return;
-    commit(s);
+    commit(s); /* keep what fits; at the limit, the next put finds out whether it does */
+    if (s->db.map_bytes >= s->db.max_bytes)
+        return;
     size_t grown = s->db.map_bytes * 2 > want * 2 ? s->db.map_bytes * 2 : want * 2;
     if (grown > s->db.max_bytes)
         grown = s->db.max_bytes;
@@ -115,11 +117,9 @@ void zp_store_put(zp_store_t *s, int split, uint64_t n, const uint8_t *indices,
         uint8_t kb[4];
         zp_cache_key(index, kb);
         MDB_val k = {4, kb}, v = {ZP_CACHE_HDR + bytes, NULL};
-        int rc = mdb_put(s->txn, s->db.dbi[split], &k, &v, MDB_NOOVERWRITE | MDB_RESERVE);
-        if (rc == MDB_KEYEXIST) {
-            s->skipped++;
-            continue;
-        }
+        /* Overwrite: only misses reach the cache stage, and a value the reader found
+         * corrupt comes back this way, so the cache heals. */
+        int rc = mdb_put(s->txn, s->db.dbi[split], &k, &v, MDB_RESERVE);
         if (rc) {
             mdb_txn_abort(s->txn);
             s->txn = NULL;
@@ -160,8 +160,7 @@ void zp_store_close(zp_store_t **sp)
         return;
     zp_store_t *s = *sp;
     commit(s);
-    zp_info("%s: %lld samples written, %lld already present", s->db.path, (long long)s->written,
-            (long long)s->skipped);
+    zp_info("%s: %lld samples written", s->db.path, (long long)s->written);
     zp_cachedb_close(&s->db);
     free(s);
     *sp = NULL;

@@ -16,9 +16,9 @@ int zp_store_open(zp_store_t **out, zp_stage_t *st);
 /* Commits what is pending and closes. Safe on NULL; nulls *s. */
 void zp_store_close(zp_store_t **s);
 
-/* Puts n samples (frames as SAMPLES carries them; may be unaligned). Keys
- * already present are left alone. Never fails the caller: LMDB errors turn
- * caching off with a warning. */
+/* Puts n samples (frames as SAMPLES carries them; may be unaligned),
+ * replacing what a key held. Never fails the caller: LMDB errors turn caching
+ * off with a warning. */
 void zp_store_put(zp_store_t *s, int split, uint64_t n, const uint8_t *indices,
                   const uint8_t *labels, const uint8_t *data);
 /* Commits a transaction older than 100 ms. Returns the poll timeout to use (ms). */

@@ -200,6 +200,7 @@ int zp_loader_main(zp_stage_t *st)
     zp_info("ready: %lld train and %lld test samples of %lld values", (long long)st->meta.n[0],
             (long long)st->meta.n[1], (long long)st->meta.elems);
     rc = loop(&l);
+    zp_info("stopping: loaded %lld samples", (long long)st->stats.items);
     if (rc)
         zp_error("stopped: %s", zp_strerror(rc));
     rc = rc ? 1 : 0;
