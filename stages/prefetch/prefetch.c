@@ -66,6 +66,7 @@ typedef struct {
     /* the cache's hit path */
     int cache_on;
     zp_cachedb_t db;
+    MDB_txn *rtxn; /* reset between batches; owned */
     uint8_t *present[ZP_SPLITS]; /* keys in the cache when the phase began */
     uint32_t *scratch;           /* indices of one fetch; owned, batch_size */
     int64_t hits, misses, corrupt; /* this phase */
@@ -157,8 +158,15 @@ static int read_hits(prefetch_t *p, batch_t *bt)
     int32_t *labels = (int32_t *)(base + p->lay.labels);
     float *data = (float *)(base + p->lay.data);
     size_t elems = (size_t)p->st->meta.elems;
-    MDB_txn *txn = NULL;
-    int rc = zp_cachedb_read_begin(&p->db, &txn);
+    /* A short read transaction per batch; its handle is reused (reset/renew). */
+    int rc = p->rtxn ? mdb_txn_renew(p->rtxn) : zp_cachedb_read_begin(&p->db, &p->rtxn);
+    if (rc == MDB_MAP_RESIZED || (rc && p->rtxn)) { /* the writer grew the map */
+        if (p->rtxn)
+            mdb_txn_abort(p->rtxn);
+        p->rtxn = NULL;
+        rc = zp_cachedb_read_begin(&p->db, &p->rtxn);
+    }
+    MDB_txn *txn = rc ? NULL : p->rtxn;
     for (int64_t i = 0; i < bt->n; i++) {
         if (!bt->cached[i])
             continue;
@@ -181,7 +189,7 @@ static int read_hits(prefetch_t *p, batch_t *bt)
         bt->late.pos[bt->late.n++] = (uint32_t)i;
     }
     if (txn)
-        mdb_txn_abort(txn);
+        mdb_txn_reset(txn);
     p->st->stats.bytes += (int64_t)((bt->n - bt->late.n - bt->fetch.n) * elems * 4);
     return bt->late.n ? send_fetch_of(p, &bt->late) : 0;
 }
@@ -504,6 +512,8 @@ static void close_all(prefetch_t *p)
     free(p->scratch);
     for (int s = 0; s < ZP_SPLITS; s++)
         free(p->present[s]);
+    if (p->rtxn)
+        mdb_txn_abort(p->rtxn);
     zp_cachedb_close(&p->db);
 }
 
