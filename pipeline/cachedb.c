@@ -236,8 +236,21 @@ void zp_cache_header(uint8_t *hdr, const zp_dataset_meta_t *m, uint32_t index, i
     memcpy(hdr + 32, &h, 8);
 }
 
+uint64_t zp_cache_sum(const void *payload, size_t bytes) { return XXH3_64bits(payload, bytes); }
+
 int zp_cache_check(const MDB_val *v, const zp_dataset_meta_t *m, uint32_t index, int32_t *label,
                    const uint8_t **payload, const char **why)
+{
+    uint64_t sum;
+    int rc = zp_cache_check_header(v, m, index, label, payload, &sum, why);
+    if (!rc && XXH3_64bits(*payload, (size_t)m->elems * 4) != sum)
+        return *why = "payload checksum mismatch", ZP_EDATA;
+    return rc;
+}
+
+int zp_cache_check_header(const MDB_val *v, const zp_dataset_meta_t *m, uint32_t index,
+                          int32_t *label, const uint8_t **payload, uint64_t *sum,
+                          const char **why)
 {
     const uint8_t *p = v->mv_data;
     size_t bytes = (size_t)m->elems * 4;
@@ -251,10 +264,7 @@ int zp_cache_check(const MDB_val *v, const zp_dataset_meta_t *m, uint32_t index,
         return *why = "shape differs from the dataset's", ZP_EDATA;
     if (u[4] != index)
         return *why = "value belongs to another key", ZP_EDATA;
-    uint64_t h;
-    memcpy(&h, p + 32, 8);
-    if (XXH3_64bits(p + ZP_CACHE_HDR, bytes) != h)
-        return *why = "payload checksum mismatch", ZP_EDATA;
+    memcpy(sum, p + 32, 8);
     memcpy(label, p + 20, 4);
     *payload = p + ZP_CACHE_HDR;
     return 0;

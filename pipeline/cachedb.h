@@ -79,6 +79,13 @@ void zp_cache_header(uint8_t *hdr, const zp_dataset_meta_t *m, uint32_t index, i
 int zp_cache_check(const MDB_val *v, const zp_dataset_meta_t *m, uint32_t index, int32_t *label,
                    const uint8_t **payload, const char **why);
 
+/* The same without the checksum, which the caller checks on its copy of the
+ * payload with zp_cache_sum() (cheaper: the copy is hot in cache). */
+int zp_cache_check_header(const MDB_val *v, const zp_dataset_meta_t *m, uint32_t index,
+                          int32_t *label, const uint8_t **payload, uint64_t *sum,
+                          const char **why);
+uint64_t zp_cache_sum(const void *payload, size_t bytes);
+
 /* Fills `present` (a bitmap of meta->n[split] bits) with the keys stored for a
  * split, and returns how many. One short read transaction, a cursor scan. */
 int64_t zp_cachedb_present(zp_cachedb_t *c, int split, int64_t n, uint8_t *present);

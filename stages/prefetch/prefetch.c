@@ -69,6 +69,8 @@ typedef struct {
     MDB_txn *rtxn; /* reset between batches; owned */
     uint8_t *present[ZP_SPLITS]; /* keys in the cache when the phase began */
     uint32_t *scratch;           /* indices of one fetch; owned, batch_size */
+    uint64_t *order;             /* (index << 32 | position) of one batch's hits; owned */
+    MDB_val *vals;               /* their values; owned, batch_size */
     int64_t hits, misses, corrupt; /* this phase */
     int64_t corrupt_logged;
 } prefetch_t;
@@ -143,6 +145,12 @@ static int start_batch(prefetch_t *p)
     return bt->fetch.n ? send_fetch_of(p, &bt->fetch) : 0;
 }
 
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
 static void corrupt_value(prefetch_t *p, uint32_t index, const char *why)
 {
     p->corrupt++;
@@ -167,25 +175,50 @@ static int read_hits(prefetch_t *p, batch_t *bt)
         rc = zp_cachedb_read_begin(&p->db, &p->rtxn);
     }
     MDB_txn *txn = rc ? NULL : p->rtxn;
-    for (int64_t i = 0; i < bt->n; i++) {
-        if (!bt->cached[i])
-            continue;
+    /* Read in key order (nearby keys share B-tree pages), write in batch order. */
+    int64_t nread = 0;
+    for (int64_t i = 0; i < bt->n; i++)
+        if (bt->cached[i])
+            p->order[nread++] = (uint64_t)bt->indices[i] << 32 | (uint64_t)i;
+    qsort(p->order, (size_t)nread, sizeof *p->order, cmp_u64);
+    /* Look every value up first (the tree walk touches no value page), then
+     * copy them with the pages of the next few already on their way: value
+     * pages are scattered across the map, and their cache and TLB misses
+     * overlap instead of queueing. */
+    MDB_val *vals = p->vals;
+    for (int64_t j = 0; j < nread; j++) {
         uint8_t kb[4];
-        zp_cache_key(bt->indices[i], kb);
-        MDB_val k = {4, kb}, v;
+        zp_cache_key((uint32_t)(p->order[j] >> 32), kb);
+        MDB_val k = {4, kb};
+        if (rc || mdb_get(txn, p->db.dbi[p->split], &k, &vals[j]))
+            vals[j].mv_data = NULL;
+    }
+    for (int64_t j = 0; j < nread; j++) {
+        for (int64_t a = j + 6; a < nread && a <= j + 6; a++)
+            if (vals[a].mv_data) {
+                __builtin_prefetch(vals[a].mv_data);
+                __builtin_prefetch((const uint8_t *)vals[a].mv_data + 64);
+            }
+        uint32_t index = (uint32_t)(p->order[j] >> 32);
+        int64_t i = (int64_t)(p->order[j] & 0xffffffffu);
         const uint8_t *payload = NULL;
         const char *why = "not in the cache";
-        int got = !rc && mdb_get(txn, p->db.dbi[p->split], &k, &v) == 0;
-        if (got && zp_cache_check(&v, &p->st->meta, bt->indices[i], &labels[i], &payload, &why) == 0) {
-            memcpy(data + (size_t)i * elems, payload, elems * 4);
-            bt->have[i] = 1;
-            bt->filled++;
-            p->hits++;
-            continue;
+        uint64_t sum;
+        float *dst = data + (size_t)i * elems;
+        int got = vals[j].mv_data != NULL;
+        if (got && zp_cache_check_header(&vals[j], &p->st->meta, index, &labels[i], &payload, &sum, &why) == 0) {
+            memcpy(dst, payload, elems * 4);
+            if (zp_cache_sum(dst, elems * 4) == sum) {
+                bt->have[i] = 1;
+                bt->filled++;
+                p->hits++;
+                continue;
+            }
+            why = "payload checksum mismatch";
         }
         if (got)
-            corrupt_value(p, bt->indices[i], why);
-        p->scratch[bt->late.n] = bt->indices[i];
+            corrupt_value(p, index, why);
+        p->scratch[bt->late.n] = index;
         bt->late.pos[bt->late.n++] = (uint32_t)i;
     }
     if (txn)
@@ -463,7 +496,8 @@ static int open_all(prefetch_t *p)
         if (!bt->have || !bt->cached || !bt->fetch.pos || !bt->late.pos)
             return ZP_ENOMEM;
     }
-    if (!(p->scratch = malloc(bs * 4)))
+    if (!(p->scratch = malloc(bs * 4)) || !(p->order = malloc(bs * 8)) ||
+        !(p->vals = malloc(bs * sizeof(MDB_val))))
         return ZP_ENOMEM;
     if (st->cfg.cache_enabled) {
         char err[512];
@@ -510,6 +544,8 @@ static void close_all(prefetch_t *p)
         free(bt->late.pos);
     }
     free(p->scratch);
+    free(p->order);
+    free(p->vals);
     for (int s = 0; s < ZP_SPLITS; s++)
         free(p->present[s]);
     if (p->rtxn)
