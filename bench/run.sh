@@ -4,4 +4,4 @@ set -eu
 cd "$(dirname "$0")/.."
 scripts/deps.sh --bench
 scripts/build.sh
-/usr/bin/python3 bench/loader_vs_dataloader.py build/zeus-pipe
+/usr/bin/python3 bench/bench.py build

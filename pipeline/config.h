@@ -43,7 +43,7 @@ typedef struct {
     int64_t cache_max_bytes, commit_every;
     int on_mismatch;
     int64_t loader_workers, task_size, credit;
-    int64_t batch_size, depth, window;
+    int64_t batch_size, depth, window, readers;
     bool shuffle, drop_last;
     int backend;
     zp_ints_t hidden;

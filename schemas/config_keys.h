@@ -66,6 +66,8 @@
       "batch slots in the shared-memory ring (2 = double buffering)")                             \
     X("prefetch.window", INT, window, "6", 0, 256,                                                 \
       "batches fetched ahead of the ring; their samples wait in received messages until a slot frees") \
+    X("prefetch.readers", INT, readers, "2", 1, 16,                                                \
+      "threads that copy cache hits into the ring (memory-bound work; 1 = none besides prefetch)") \
     X("prefetch.shuffle", BOOL, shuffle, "true", 0, 0,                                             \
       "draw a seeded permutation of the train split every epoch")                                 \
     X("prefetch.drop_last", BOOL, drop_last, "false", 0, 0,                                        \

@@ -14,6 +14,7 @@
 #include "pipeline/sampler.h"
 #include "pipeline/sock.h"
 #include "pipeline/stage.h"
+#include "stages/prefetch/readers.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -71,6 +72,9 @@ typedef struct {
     uint32_t *scratch;           /* indices of one fetch; owned, batch_size */
     uint64_t *order;             /* (index << 32 | position) of one batch's hits; owned */
     MDB_val *vals;               /* their values; owned, batch_size */
+    uint8_t *status;             /* per value: ZP_HIT_*; owned */
+    const char **why;            /* per corrupt value; owned */
+    zp_readers_t *readers;
     int64_t hits, misses, corrupt; /* this phase */
     int64_t corrupt_logged;
 } prefetch_t;
@@ -182,9 +186,9 @@ static int read_hits(prefetch_t *p, batch_t *bt)
             p->order[nread++] = (uint64_t)bt->indices[i] << 32 | (uint64_t)i;
     qsort(p->order, (size_t)nread, sizeof *p->order, cmp_u64);
     /* Look every value up first (the tree walk touches no value page), then
-     * copy them with the pages of the next few already on their way: value
-     * pages are scattered across the map, and their cache and TLB misses
-     * overlap instead of queueing. */
+     * copy them, on prefetch.readers threads, with the pages of the next few
+     * already on their way: value pages are scattered across the map, and
+     * their cache and TLB misses overlap instead of queueing. */
     MDB_val *vals = p->vals;
     for (int64_t j = 0; j < nread; j++) {
         uint8_t kb[4];
@@ -193,33 +197,22 @@ static int read_hits(prefetch_t *p, batch_t *bt)
         if (rc || mdb_get(txn, p->db.dbi[p->split], &k, &vals[j]))
             vals[j].mv_data = NULL;
     }
+    zp_copy_job_t job = {.vals = vals, .order = p->order, .n = nread, .meta = &p->st->meta,
+                         .labels = labels, .data = data, .status = p->status, .why = p->why};
+    zp_readers_run(p->readers, &job);
     for (int64_t j = 0; j < nread; j++) {
-        for (int64_t a = j + 6; a < nread && a <= j + 6; a++)
-            if (vals[a].mv_data) {
-                __builtin_prefetch(vals[a].mv_data);
-                __builtin_prefetch((const uint8_t *)vals[a].mv_data + 64);
-            }
         uint32_t index = (uint32_t)(p->order[j] >> 32);
-        int64_t i = (int64_t)(p->order[j] & 0xffffffffu);
-        const uint8_t *payload = NULL;
-        const char *why = "not in the cache";
-        uint64_t sum;
-        float *dst = data + (size_t)i * elems;
-        int got = vals[j].mv_data != NULL;
-        if (got && zp_cache_check_header(&vals[j], &p->st->meta, index, &labels[i], &payload, &sum, &why) == 0) {
-            memcpy(dst, payload, elems * 4);
-            if (zp_cache_sum(dst, elems * 4) == sum) {
-                bt->have[i] = 1;
-                bt->filled++;
-                p->hits++;
-                continue;
-            }
-            why = "payload checksum mismatch";
+        uint32_t i = (uint32_t)(p->order[j] & 0xffffffffu);
+        if (p->status[j] == ZP_HIT_OK) {
+            bt->have[i] = 1;
+            bt->filled++;
+            p->hits++;
+            continue;
         }
-        if (got)
-            corrupt_value(p, index, why);
+        if (p->status[j] == ZP_HIT_CORRUPT)
+            corrupt_value(p, index, p->why[j]);
         p->scratch[bt->late.n] = index;
-        bt->late.pos[bt->late.n++] = (uint32_t)i;
+        bt->late.pos[bt->late.n++] = i;
     }
     if (txn)
         mdb_txn_reset(txn);
@@ -497,13 +490,16 @@ static int open_all(prefetch_t *p)
             return ZP_ENOMEM;
     }
     if (!(p->scratch = malloc(bs * 4)) || !(p->order = malloc(bs * 8)) ||
-        !(p->vals = malloc(bs * sizeof(MDB_val))))
+        !(p->vals = malloc(bs * sizeof(MDB_val))) || !(p->status = malloc(bs)) ||
+        !(p->why = malloc(bs * sizeof(char *))))
         return ZP_ENOMEM;
     if (st->cfg.cache_enabled) {
         char err[512];
         rc = zp_cachedb_open(&p->db, &st->cfg, &st->meta, 1, err, sizeof err);
         if (rc) {
             zp_warn("%s; reading no samples from the cache", err);
+        } else if ((rc = zp_readers_start(&p->readers, (int)st->cfg.readers))) {
+            return rc;
         } else {
             p->cache_on = 1;
             for (int s = 0; s < ZP_SPLITS; s++)
@@ -546,6 +542,9 @@ static void close_all(prefetch_t *p)
     free(p->scratch);
     free(p->order);
     free(p->vals);
+    free(p->status);
+    free(p->why);
+    zp_readers_stop(&p->readers);
     for (int s = 0; s < ZP_SPLITS; s++)
         free(p->present[s]);
     if (p->rtxn)

@@ -1,5 +1,6 @@
 """Shared helpers of the integration tests: start real zeus-pipe pipelines in a
 temporary folder, read their metrics, and make sure nothing is left behind."""
+import glob
 import json
 import os
 import shutil
@@ -53,7 +54,18 @@ class Workdir:
     def __enter__(self):
         return self
 
+    def sanitizer_reports(self):
+        """Lines of AddressSanitizer/UBSan/LeakSanitizer reports in any stage log."""
+        bad = []
+        for log in glob.glob(os.path.join(self.path, "**", "logs", "*.log"), recursive=True):
+            with open(log, errors="replace") as f:
+                for line in f:
+                    if "Sanitizer" in line or "runtime error:" in line:
+                        bad.append("%s: %s" % (os.path.basename(log), line.strip()))
+        return bad
+
     def __exit__(self, *exc):
+        reports = self.sanitizer_reports()
         for p in self.procs:
             if p.poll() is None:
                 try:
@@ -67,6 +79,8 @@ class Workdir:
             except ProcessLookupError:
                 pass
         shutil.rmtree(self.path, ignore_errors=True)
+        if reports and exc[0] is None:
+            raise AssertionError("sanitizer reports:\n" + "\n".join(reports[:20]))
         return False
 
     def write(self, name, text):

@@ -1,0 +1,151 @@
+#!/usr/bin/python3
+"""zeus-pipe's data path against the peers a user would pick, all in one run.
+
+1. Fashion-MNIST train split, normalised float32 samples, shuffled batches of
+   256, two loader processes, nothing trained (zeus-pipe: trainer.backend=null;
+   PyTorch: the loop only touches each batch):
+   - PyTorch DataLoader(num_workers=2)
+   - zeus-pipe with the cache off (every sample loaded by a loader)
+   - zeus-pipe with a warm LMDB cache (every sample a hit)
+2. The ceiling of an exact shuffle: LMDB's random-order get rate on the same
+   environment (one thread, one read transaction, each value copied out),
+   measured right after the warm run while the file is in page cache.
+3. 150 KiB synthetic samples from a warm cache: bytes/s delivered into the
+   ring against a single-thread memcpy of the same value size.
+
+Each zeus-pipe and DataLoader figure is the median samples/s of the epochs
+after the first (warm workers; the median because a 2-core VM is noisy).
+Run: bench/run.sh   (or /usr/bin/python3 bench/bench.py build)
+"""
+import gzip
+import json
+import statistics
+import os
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+
+DATA = "/usr/share/datasets/fashion-mnist"
+MEAN, STD = 0.2860, 0.3530
+BATCH, WORKERS, EPOCHS = 256, 2, 7
+
+
+FMNIST = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "configs", "fashion-mnist.yaml")
+SYNTH = """
+run: {name: big}
+dataset:
+  source: synthetic
+  synthetic: {train_samples: 3000, test_samples: 0, shape: [3, 160, 80], classes: 10}
+cache: {enabled: true, path: big-cache}
+loader: {workers: 2}
+prefetch: {batch_size: 32}
+trainer: {backend: null, epochs: 6}
+"""
+
+
+def zp_run(bin_dir, cwd, cfg, name, *over, warm=False):
+    """Runs `up` (after `warm` when asked); returns the train epochs' samples/s."""
+    bin_path = os.path.join(bin_dir, "zeus-pipe")
+    if warm:
+        subprocess.run([bin_path, "warm", cfg] + list(over), cwd=cwd, check=True,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    subprocess.run([bin_path, "up", cfg, "run.name=" + name] + list(over), cwd=cwd, check=True,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    with open(os.path.join(cwd, "runs", name, "metrics.jsonl")) as f:
+        recs = [json.loads(l) for l in f]
+    ends = [r for r in recs if r.get("event") == "epoch_end" and r["split"] == "train"]
+    assert all(r["samples"] == r["distinct"] == r["expected_samples"] for r in ends)
+    return [r["samples_per_s"] for r in ends]
+
+
+def ceiling(bin_dir, env, db):
+    out = subprocess.run([os.path.join(bin_dir, "zp-bench-lmdb"), env, db], check=True,
+                         capture_output=True, text=True).stdout
+    return json.loads(out)
+
+
+def read_idx(path):
+    with gzip.open(path, "rb") as f:
+        data = f.read()
+    ndim = data[3]
+    dims = struct.unpack(">" + "I" * ndim, data[4:4 + 4 * ndim])
+    return data[4 + 4 * ndim:], dims
+
+
+def torch_loader():
+    import numpy as np
+    import torch
+    from torch.utils.data import DataLoader, Dataset
+
+    class FashionMNIST(Dataset):
+        """Reads the IDX files once; __getitem__ normalises one sample, as
+        torchvision's ToTensor + Normalize would."""
+
+        def __init__(self):
+            img, dims = read_idx(os.path.join(DATA, "train-images-idx3-ubyte.gz"))
+            lab, _ = read_idx(os.path.join(DATA, "train-labels-idx1-ubyte.gz"))
+            self.images = np.frombuffer(img, dtype=np.uint8).reshape(dims[0], 1, dims[1], dims[2])
+            self.labels = np.frombuffer(lab, dtype=np.uint8).astype(np.int64)
+
+        def __len__(self):
+            return len(self.labels)
+
+        def __getitem__(self, i):
+            x = torch.from_numpy(self.images[i].astype(np.float32) / 255.0)
+            return (x - MEAN) / STD, int(self.labels[i])
+
+    torch.set_num_threads(1)
+    loader = DataLoader(FashionMNIST(), batch_size=BATCH, shuffle=True, num_workers=WORKERS,
+                        persistent_workers=True, generator=torch.Generator().manual_seed(1))
+    rates = []
+    for _ in range(EPOCHS):
+        t0, n = time.perf_counter(), 0
+        for x, y in loader:
+            n += x.shape[0]
+        rates.append(n / (time.perf_counter() - t0))
+    return rates
+
+
+def main():
+    bin_dir = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else "build")
+    common = ["trainer.backend=null", "loader.workers=%d" % WORKERS, "prefetch.batch_size=%d" % BATCH,
+              "trainer.epochs=%d" % EPOCHS, "prefetch.shuffle=true", "trainer.limit_test_batches=1"]
+    med = lambda r: statistics.median(r[1:])
+    with tempfile.TemporaryDirectory(prefix="zp-bench-") as d:
+        torch_rates = torch_loader()
+        cold = zp_run(bin_dir, d, FMNIST, "cold", "cache.enabled=false", *common)
+        warm = zp_run(bin_dir, d, FMNIST, "warm", "cache.path=fm-cache", *common, warm=True)
+        top = ceiling(bin_dir, os.path.join(d, "fm-cache"), "fashion-mnist/train")
+        with open(os.path.join(d, "big.yaml"), "w") as f:
+            f.write(SYNTH)
+        big = zp_run(bin_dir, d, os.path.join(d, "big.yaml"), "big", warm=True)
+        big_top = ceiling(bin_dir, os.path.join(d, "big-cache"), "synthetic/train")
+    t, c, w = med(torch_rates), med(cold), med(warm)
+    cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
+    print("machine: %s, %d cores; batch %d, shuffle, %d loader processes; median of epochs 2..%d"
+          % (cpu, os.cpu_count(), BATCH, WORKERS, EPOCHS))
+    print()
+    print("Fashion-MNIST train split (normalised float32, 3136 bytes a sample)")
+    print("%-44s %12s   %s" % ("", "samples/s", "per epoch"))
+    row = lambda name, v, r: print("%-44s %12.0f   %s" % (name, v, " ".join("%.0f" % x for x in r)))
+    row("PyTorch DataLoader(num_workers=2)", t, torch_rates)
+    row("zeus-pipe, cache off", c, cold)
+    row("zeus-pipe, warm LMDB cache", w, warm)
+    print("%-44s %12.0f" % ("LMDB random get + copy, one thread (ceiling)", top["get_per_s"]))
+    print("ratio zeus-pipe cache off / DataLoader:   %.1fx" % (c / t))
+    print("ratio zeus-pipe warm cache / DataLoader:  %.1fx" % (w / t))
+    print("ratio zeus-pipe warm cache / LMDB ceiling: %.0f%%" % (100 * w / top["get_per_s"]))
+    print()
+    vb = big_top["value_bytes"] - 40
+    gbs = med(big) * vb
+    print("synthetic %d-byte samples (150 KiB), warm cache, batch 32" % vb)
+    print("%-44s %10.2f GB/s" % ("zeus-pipe into the ring", gbs / 1e9))
+    print("%-44s %10.2f GB/s" % ("LMDB random get + copy, one thread", big_top["get_bytes_per_s"] / 1e9))
+    print("%-44s %10.2f GB/s" % ("memcpy, one thread", big_top["memcpy_bytes_per_s"] / 1e9))
+    print("ratio zeus-pipe / memcpy: %.0f%%" % (100 * gbs / big_top["memcpy_bytes_per_s"]))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,152 @@
+#define _GNU_SOURCE
+#include "stages/prefetch/readers.h"
+#include "pipeline/cachedb.h"
+#include "pipeline/log.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_THREADS 16
+#define AHEAD 6 /* values whose first lines are fetched ahead of the copy */
+
+struct zp_readers {
+    int n; /* threads, the caller included */
+    pthread_t th[MAX_THREADS];
+    pthread_mutex_t mu;
+    pthread_cond_t go, done;
+    const zp_copy_job_t *job; /* guarded by mu */
+    uint64_t seq;             /* job number; guarded by mu */
+    int finished;             /* helpers done with job `seq`; guarded by mu */
+    int stop;
+};
+
+typedef struct {
+    zp_readers_t *r;
+    int id;
+} arg_t;
+
+static arg_t g_args[MAX_THREADS];
+
+/* Values [lo, hi) of the job: check the header, copy, checksum the copy. */
+static void copy_range(const zp_copy_job_t *job, int64_t lo, int64_t hi)
+{
+    size_t elems = (size_t)job->meta->elems;
+    for (int64_t j = lo; j < hi; j++) {
+        int64_t a = j + AHEAD;
+        if (a < hi && job->vals[a].mv_data) {
+            __builtin_prefetch(job->vals[a].mv_data);
+            __builtin_prefetch((const uint8_t *)job->vals[a].mv_data + 64);
+        }
+        if (!job->vals[j].mv_data) {
+            job->status[j] = ZP_HIT_ABSENT;
+            continue;
+        }
+        uint32_t index = (uint32_t)(job->order[j] >> 32);
+        int64_t i = (int64_t)(job->order[j] & 0xffffffffu);
+        const uint8_t *payload;
+        uint64_t sum;
+        float *dst = job->data + (size_t)i * elems;
+        job->status[j] = ZP_HIT_CORRUPT;
+        if (zp_cache_check_header(&job->vals[j], job->meta, index, &job->labels[i], &payload, &sum,
+                                  &job->why[j]))
+            continue;
+        memcpy(dst, payload, elems * 4);
+        if (zp_cache_sum(dst, elems * 4) != sum) {
+            job->why[j] = "payload checksum mismatch";
+            continue;
+        }
+        job->status[j] = ZP_HIT_OK;
+    }
+}
+
+static void share(const zp_copy_job_t *job, int id, int n, int64_t *lo, int64_t *hi)
+{
+    *lo = job->n * id / n;
+    *hi = job->n * (id + 1) / n;
+}
+
+static void *helper(void *p)
+{
+    arg_t *a = p;
+    zp_readers_t *r = a->r;
+    uint64_t seen = 0;
+    pthread_mutex_lock(&r->mu);
+    for (;;) {
+        while (!r->stop && r->seq == seen)
+            pthread_cond_wait(&r->go, &r->mu);
+        if (r->stop)
+            break;
+        seen = r->seq;
+        const zp_copy_job_t *job = r->job;
+        pthread_mutex_unlock(&r->mu);
+        int64_t lo, hi;
+        share(job, a->id, r->n, &lo, &hi);
+        copy_range(job, lo, hi);
+        pthread_mutex_lock(&r->mu);
+        if (++r->finished == r->n - 1)
+            pthread_cond_signal(&r->done);
+    }
+    pthread_mutex_unlock(&r->mu);
+    return NULL;
+}
+
+int zp_readers_start(zp_readers_t **out, int nthreads)
+{
+    *out = NULL;
+    zp_readers_t *r = calloc(1, sizeof *r);
+    if (!r)
+        return ZP_ENOMEM;
+    r->n = nthreads < 1 ? 1 : nthreads > MAX_THREADS ? MAX_THREADS : nthreads;
+    pthread_mutex_init(&r->mu, NULL);
+    pthread_cond_init(&r->go, NULL);
+    pthread_cond_init(&r->done, NULL);
+    for (int i = 1; i < r->n; i++) {
+        g_args[i] = (arg_t){r, i};
+        if (pthread_create(&r->th[i], NULL, helper, &g_args[i])) {
+            r->n = i; /* run with the threads we got */
+            break;
+        }
+    }
+    *out = r;
+    return 0;
+}
+
+void zp_readers_run(zp_readers_t *r, const zp_copy_job_t *job)
+{
+    if (r->n == 1 || job->n < 2 * r->n) {
+        copy_range(job, 0, job->n);
+        return;
+    }
+    pthread_mutex_lock(&r->mu);
+    r->job = job;
+    r->finished = 0;
+    r->seq++;
+    pthread_cond_broadcast(&r->go);
+    pthread_mutex_unlock(&r->mu);
+    int64_t lo, hi;
+    share(job, 0, r->n, &lo, &hi);
+    copy_range(job, lo, hi);
+    pthread_mutex_lock(&r->mu);
+    while (r->finished < r->n - 1)
+        pthread_cond_wait(&r->done, &r->mu);
+    pthread_mutex_unlock(&r->mu);
+}
+
+void zp_readers_stop(zp_readers_t **rp)
+{
+    if (!rp || !*rp)
+        return;
+    zp_readers_t *r = *rp;
+    pthread_mutex_lock(&r->mu);
+    r->stop = 1;
+    pthread_cond_broadcast(&r->go);
+    pthread_mutex_unlock(&r->mu);
+    for (int i = 1; i < r->n; i++)
+        pthread_join(r->th[i], NULL);
+    pthread_mutex_destroy(&r->mu);
+    pthread_cond_destroy(&r->go);
+    pthread_cond_destroy(&r->done);
+    free(r);
+    *rp = NULL;
+}

@@ -1,0 +1,36 @@
+/* readers.h — copying a batch's cache hits into its ring slot with a few
+ * threads. The prefetch thread looks the values up (one read transaction,
+ * which stays open until zp_readers_run returns, so the pointers stay valid);
+ * the copy, the header check and the checksum of each value — the memory-bound
+ * part — are split across the pool, the calling thread included. */
+#ifndef ZP_READERS_H
+#define ZP_READERS_H
+
+#include "pipeline/dataset.h"
+
+#include <lmdb.h>
+#include <stdint.h>
+
+enum { ZP_HIT_OK, ZP_HIT_ABSENT, ZP_HIT_CORRUPT };
+
+typedef struct {
+    const MDB_val *vals;     /* values, mv_data NULL when absent */
+    const uint64_t *order;   /* (sample index << 32 | position in the batch) */
+    int64_t n;
+    const zp_dataset_meta_t *meta;
+    int32_t *labels;         /* the slot's labels and data, by position */
+    float *data;
+    uint8_t *status;         /* out, per value: ZP_HIT_* */
+    const char **why;        /* out, per corrupt value: the reason */
+} zp_copy_job_t;
+
+typedef struct zp_readers zp_readers_t;
+
+/* nthreads - 1 helper threads are started (1: the caller does it all). */
+int zp_readers_start(zp_readers_t **out, int nthreads);
+/* Runs the job to completion. */
+void zp_readers_run(zp_readers_t *r, const zp_copy_job_t *job);
+/* Stops and joins the helpers. Safe on NULL; nulls *r. */
+void zp_readers_stop(zp_readers_t **r);
+
+#endif
