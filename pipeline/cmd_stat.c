@@ -19,7 +19,7 @@ int zp_request(const char *run_dir, const char *sock_name, const zp_msg_t *req, 
 typedef struct {
     char stage[16];
     int instance;
-    double items, bytes, cpu, busy, wait_in, wait_out, queue, errors;
+    double items, bytes, cpu, busy, wait_in, wait_out, queue, errors, hit_rate;
 } row_t;
 
 static const char *ORDER[] = {"loader", "cache", "prefetch", "trainer", "logger"};
@@ -79,6 +79,7 @@ static int fetch_rows(const char *dir, row_t *rows, int max)
         r->wait_out = zp_map_num(o, "wait_out", 0);
         r->queue = zp_map_num(o, "queue", 0);
         r->errors = zp_map_num(o, "errors", 0);
+        r->hit_rate = zp_map_num(o, "hit_rate", -1);
     }
     zp_msg_release(&m);
     zp_frames_close(&f);
@@ -92,9 +93,9 @@ static void print_json(const char *dir, const row_t *r, int n)
     printf("{\"run\":\"%s\",\"stages\":[", dir);
     for (int i = 0; i < n; i++)
         printf("%s{\"stage\":\"%s\",\"instance\":%d,\"items_per_s\":%.3f,\"bytes_per_s\":%.1f,"
-               "\"cpu\":%.4f,\"busy\":%.4f,\"wait_in\":%.4f,\"wait_out\":%.4f,\"queue\":%.0f,\"errors\":%.0f}",
+               "\"cpu\":%.4f,\"busy\":%.4f,\"wait_in\":%.4f,\"wait_out\":%.4f,\"queue\":%.0f,\"errors\":%.0f,\"hit_rate\":%.4f}",
                i ? "," : "", r[i].stage, r[i].instance, r[i].items, r[i].bytes, r[i].cpu, r[i].busy,
-               r[i].wait_in, r[i].wait_out, r[i].queue, r[i].errors);
+               r[i].wait_in, r[i].wait_out, r[i].queue, r[i].errors, r[i].hit_rate);
     printf("]}\n");
 }
 
@@ -105,15 +106,18 @@ static void print_table(const row_t *r, int n)
         if (strcmp(r[i].stage, "logger") &&
             (hot < 0 || fmax(r[i].busy, r[i].cpu) > fmax(r[hot].busy, r[hot].cpu)))
             hot = i;
-    printf("%-9s %4s %10s %11s %5s %6s %8s %9s %6s %7s\n", "STAGE", "INST", "ITEMS/S", "BYTES/S",
-           "CPU", "BUSY", "WAIT-IN", "WAIT-OUT", "QUEUE", "ERRORS");
+    printf("%-9s %4s %10s %11s %5s %6s %8s %9s %6s %5s %7s\n", "STAGE", "INST", "ITEMS/S", "BYTES/S",
+           "CPU", "BUSY", "WAIT-IN", "WAIT-OUT", "QUEUE", "HIT", "ERRORS");
     for (int i = 0; i < n; i++) {
         char items[24], bytes[24];
         human(items, sizeof items, r[i].items, "/s");
         human(bytes, sizeof bytes, r[i].bytes, "B/s");
-        printf("%-9s %4d %10s %11s %4.0f%% %5.0f%% %7.0f%% %8.0f%% %6.0f %7.0f%s\n", r[i].stage,
+        char hit[8] = "-";
+        if (r[i].hit_rate >= 0)
+            snprintf(hit, sizeof hit, "%.0f%%", 100 * r[i].hit_rate);
+        printf("%-9s %4d %10s %11s %4.0f%% %5.0f%% %7.0f%% %8.0f%% %6.0f %5s %7.0f%s\n", r[i].stage,
                r[i].instance, items, bytes, 100 * r[i].cpu, 100 * r[i].busy, 100 * r[i].wait_in,
-               100 * r[i].wait_out, r[i].queue, r[i].errors,
+               100 * r[i].wait_out, r[i].queue, hit, r[i].errors,
                i == hot && fmax(r[i].busy, r[i].cpu) > 0.5 ? "  <- bottleneck" : "");
     }
 }

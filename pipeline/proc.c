@@ -144,11 +144,14 @@ void zp_procs_stop(zp_procs_t *s, int logger, int ms)
                     s->child[i].stage, s->child[i].instance);
             kill(s->child[i].pid, SIGKILL);
         }
-    while (alive(s, logger) && waitpid(-1, NULL, 0) > 0)
-        zp_procs_reap(s, &dummy);
-    for (int i = 0; i < s->nchild; i++)
-        if (is_logger(&s->child[i]) == logger)
-            s->child[i].pid = 0;
+    for (int i = 0; i < s->nchild; i++) { /* wait for exactly those killed */
+        zp_child_t *c = &s->child[i];
+        if (c->pid > 0 && is_logger(c) == logger) {
+            while (waitpid(c->pid, &c->status, 0) < 0 && errno == EINTR)
+                ;
+            c->pid = 0;
+        }
+    }
 }
 
 /* Removes what a run's supervisor created: shared memory, sockets, pid file. */

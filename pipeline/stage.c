@@ -134,7 +134,9 @@ void zp_stats_tick(zp_stage_t *st)
     int64_t cpu = (int64_t)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000000000 +
                   (int64_t)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1000;
     zp_event_t ev;
-    zp_ev_begin(st, &ev, "stats", 12);
+    zp_ev_begin(st, &ev, "stats", 13);
+    int64_t lookups = s->lookups - s->w_lookups;
+    zp_ev_num(&ev, "hit_rate", lookups ? (double)(s->hits - s->w_hits) / (double)lookups : -1);
     zp_ev_num(&ev, "cpu", s->w_cpu_ns ? (double)(cpu - s->w_cpu_ns) / dt : 0);
     zp_ev_num(&ev, "items_per_s", (double)(s->items - s->w_items) / dts);
     zp_ev_num(&ev, "bytes_per_s", (double)(s->bytes - s->w_bytes) / dts);
@@ -150,6 +152,8 @@ void zp_stats_tick(zp_stage_t *st)
     zp_ev_send(st, &ev);
     s->w_start = now;
     s->w_cpu_ns = cpu;
+    s->w_hits = s->hits;
+    s->w_lookups = s->lookups;
     s->w_items = s->items;
     s->w_bytes = s->bytes;
     memcpy(s->w_ns, s->ns, sizeof s->ns);

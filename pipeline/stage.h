@@ -24,10 +24,11 @@ typedef struct {
     int64_t items, bytes, errors; /* totals */
     int64_t ns[4];                /* time per state, ZP_ST_* */
     int64_t queue;                /* current queue depth, set by the stage */
+    int64_t hits, lookups;        /* cache hits among lookups (prefetch) */
     int state;
     int64_t since;
     /* the last window */
-    int64_t w_start, w_items, w_bytes, w_ns[4], w_cpu_ns;
+    int64_t w_start, w_items, w_bytes, w_ns[4], w_cpu_ns, w_hits, w_lookups;
     int64_t interval_ns, next_ns;
 } zp_stats_t;
 

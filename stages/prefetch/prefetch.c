@@ -139,6 +139,8 @@ static int start_batch(prefetch_t *p)
     bt->fetch.id = bt->late.id = 0;
     bt->fetch.n = bt->late.n = 0;
     memset(bt->have, 0, (size_t)n);
+    if (p->cache_on)
+        p->st->stats.lookups += n;
     for (int64_t i = 0; i < n; i++) {
         bt->cached[i] = (uint8_t)is_present(p, idx[i]);
         if (!bt->cached[i]) {
@@ -207,6 +209,7 @@ static int read_hits(prefetch_t *p, batch_t *bt)
             bt->have[i] = 1;
             bt->filled++;
             p->hits++;
+            p->st->stats.hits++;
             continue;
         }
         if (p->status[j] == ZP_HIT_CORRUPT)
