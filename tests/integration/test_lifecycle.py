@@ -67,6 +67,22 @@ def ctrl_c_and_sigterm_stop_every_stage_within_2s_and_leave_nothing_behind():
             zp.check(not [f for f in os.listdir(os.path.join(run, "sock"))], "socket files left")
 
 
+def a_stage_that_ignores_sigterm_is_killed_and_nothing_is_left():
+    with zp.Workdir() as w:
+        p, run = long_run(w, "stuck", workers=1)
+        loader = [pid for pid in zp.stage_pids(w.path)
+                  if b"loader" in open("/proc/%d/cmdline" % pid, "rb").read()][0]
+        os.kill(loader, signal.SIGSTOP)  # cannot act on TERM
+        t0 = time.time()
+        p.send_signal(signal.SIGTERM)
+        rc = p.wait(timeout=10)
+        zp.check(rc == 143, "exit %d, want 143" % rc)
+        zp.check(time.time() - t0 < 3, "took %.1fs" % (time.time() - t0))
+        zp.check("loader[0] did not stop in time; killing it" in p.stderr.read(), "no kill reported")
+        zp.check(not zp.stage_pids(w.path), "stages left: %s" % zp.stage_pids(w.path))
+        zp.check(not os.path.exists(zp.ring_path(run)), "shared memory left behind")
+
+
 def a_killed_loader_stops_the_run_naming_the_stage_and_signal():
     with zp.Workdir() as w:
         p, run = long_run(w, "dead", workers=1)
@@ -122,5 +138,6 @@ if __name__ == "__main__":
     zp.main([stat_json_lists_every_stage_with_nonzero_throughput_and_down_stops_the_run,
              ctrl_c_and_sigterm_stop_every_stage_within_2s_and_leave_nothing_behind,
              a_killed_loader_stops_the_run_naming_the_stage_and_signal,
+             a_stage_that_ignores_sigterm_is_killed_and_nothing_is_left,
              stages_die_with_a_killed_supervisor_and_the_next_up_cleans_its_shared_memory,
              a_bad_config_or_dataset_starts_no_process])
