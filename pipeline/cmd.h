@@ -20,6 +20,13 @@ int cmd_cache(int argc, char **argv);
 /* True when argv holds -h or --help. */
 int zp_wants_help(int argc, char **argv);
 
+/* Parses `CONFIG [KEY=VALUE ...]` (plus the override `force`, when not NULL),
+ * loads and validates the config and probes the dataset. Returns 0; -1 for a
+ * usage error (the caller prints its usage); 2 after printing a config or
+ * dataset error. */
+int zp_cli_load(int argc, char **argv, const char *force, zp_config_t *cfg,
+                zp_dataset_meta_t *meta);
+
 /* Resolves RUN (a run directory or a name under runs/) into an absolute run
  * directory; with RUN NULL picks the only running run under `runs/`. Prints
  * what went wrong and returns 2 on failure. */

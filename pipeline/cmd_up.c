@@ -172,55 +172,13 @@ int zp_cache_prepare(const zp_config_t *cfg, const zp_dataset_meta_t *meta)
 
 static int prepare(sup_t *s, int argc, char **argv)
 {
-    const char *file = NULL;
-    char *over[256];
-    int nover = 0;
-    for (int i = 1; i < argc; i++) {
-        if (strchr(argv[i], '=') && nover < 256)
-            over[nover++] = argv[i];
-        else if (!file && argv[i][0] != '-')
-            file = argv[i];
-        else
-            return usage(stderr, 2);
-    }
-    if (!file)
-        return usage(stderr, 2);
-    char err[1024];
-    if (zp_config_load(&s->cfg, file, over, nover, err, sizeof err)) {
-        fprintf(stderr, "%s\n", err);
-        return 2;
-    }
     zp_dataset_meta_t meta;
-    if (zp_dataset_probe(&s->cfg, &meta, err, sizeof err)) {
-        fprintf(stderr, "zeus-pipe: %s\n", err);
-        if (s->cfg.dataset_source == ZP_SOURCE_IDX && !strncmp(s->cfg.dataset_path, "/usr/share/datasets/", 20))
-            fprintf(stderr, "zeus-pipe: (Fashion-MNIST comes with the Debian package dataset-fashion-mnist)\n");
-        return 2;
-    }
+    int rc = zp_cli_load(argc, argv, NULL, &s->cfg, &meta);
+    if (rc)
+        return rc < 0 ? usage(stderr, 2) : rc;
     if (s->cfg.cache_enabled && zp_cache_prepare(&s->cfg, &meta))
         return 2;
-    zp_rundir_cleanup_stale(s->cfg.run_dir);
-    int rc = zp_rundir_create(s->cfg.run_dir, s->cfg.run_name, s->run_dir, sizeof s->run_dir);
-    if (rc) {
-        fprintf(stderr, "zeus-pipe: %s/%s: cannot create the run directory: %s\n", s->cfg.run_dir,
-                s->cfg.run_name, zp_strerror(rc));
-        return 1;
-    }
-    char path[PATH_MAX + 64];
-    snprintf(path, sizeof path, "%s/config.yaml", s->run_dir);
-    FILE *f = fopen(path, "w");
-    if (!f) {
-        fprintf(stderr, "zeus-pipe: %s: %s\n", path, strerror(errno));
-        return 1;
-    }
-    zp_config_print(&s->cfg, f);
-    fclose(f);
-    snprintf(path, sizeof path, "%s/supervisor.pid", s->run_dir);
-    if ((f = fopen(path, "w"))) {
-        fprintf(f, "%d\n", (int)getpid());
-        fclose(f);
-    }
-    return 0;
+    return zp_rundir_start(&s->cfg, s->cfg.run_name, s->run_dir, sizeof s->run_dir);
 }
 
 int cmd_up(int argc, char **argv)

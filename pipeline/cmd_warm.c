@@ -173,29 +173,9 @@ static int drive(warm_t *w)
 
 static int prepare(warm_t *w, int argc, char **argv)
 {
-    const char *file = NULL;
-    char *over[256];
-    int nover = 0;
-    for (int i = 1; i < argc; i++) {
-        if (strchr(argv[i], '=') && nover < 255)
-            over[nover++] = argv[i];
-        else if (!file && argv[i][0] != '-')
-            file = argv[i];
-        else
-            return usage(stderr, 2);
-    }
-    if (!file)
-        return usage(stderr, 2);
-    over[nover++] = "cache.enabled=true";
-    char err[1024];
-    if (zp_config_load(&w->cfg, file, over, nover, err, sizeof err)) {
-        fprintf(stderr, "%s\n", err);
-        return 2;
-    }
-    if (zp_dataset_probe(&w->cfg, &w->meta, err, sizeof err)) {
-        fprintf(stderr, "zeus-pipe: %s\n", err);
-        return 2;
-    }
+    int rc = zp_cli_load(argc, argv, "cache.enabled=true", &w->cfg, &w->meta);
+    if (rc)
+        return rc < 0 ? usage(stderr, 2) : rc;
     if (zp_cache_prepare(&w->cfg, &w->meta))
         return 2;
     return plan(w);
@@ -203,25 +183,11 @@ static int prepare(warm_t *w, int argc, char **argv)
 
 static int start(warm_t *w)
 {
-    char name[80], path[PATH_MAX + 32], ep[ZP_ENDPOINT_MAX + 16];
+    char name[80], ep[ZP_ENDPOINT_MAX + 16];
     snprintf(name, sizeof name, "%.60s-warm", w->cfg.run_name);
-    zp_rundir_cleanup_stale(w->cfg.run_dir);
-    int rc = zp_rundir_create(w->cfg.run_dir, name, w->run_dir, sizeof w->run_dir);
-    if (rc) {
-        fprintf(stderr, "zeus-pipe: %s/%s: %s\n", w->cfg.run_dir, name, zp_strerror(rc));
-        return 1;
-    }
-    snprintf(path, sizeof path, "%s/config.yaml", w->run_dir);
-    FILE *f = fopen(path, "w");
-    if (!f)
-        return 1;
-    zp_config_print(&w->cfg, f);
-    fclose(f);
-    snprintf(path, sizeof path, "%s/supervisor.pid", w->run_dir);
-    if ((f = fopen(path, "w"))) {
-        fprintf(f, "%d\n", (int)getpid());
-        fclose(f);
-    }
+    int rc = zp_rundir_start(&w->cfg, name, w->run_dir, sizeof w->run_dir);
+    if (rc)
+        return rc;
     zp_procs_init(&w->procs, w->run_dir);
     if (zp_endpoint(ep, sizeof ep, w->run_dir, "fetch")) {
         fprintf(stderr, "zeus-pipe: %s: path too long for UNIX sockets\n", w->run_dir);

@@ -2,6 +2,7 @@
 #include "pipeline/rundir.h"
 #include "pipeline/cmd.h"
 #include "pipeline/log.h"
+#include "pipeline/proc.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -11,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 static int mkdir_p(const char *path, mode_t mode)
 {
@@ -54,6 +56,32 @@ int zp_rundir_create(const char *dir, const char *name, char *out, size_t len)
     if (mkdir(sub, 0755) && errno != EEXIST)
         return -errno;
     snprintf(out, len, "%s", real);
+    return 0;
+}
+
+int zp_rundir_start(const zp_config_t *cfg, const char *name, char *out, size_t len)
+{
+    zp_rundir_cleanup_stale(cfg->run_dir);
+    int rc = zp_rundir_create(cfg->run_dir, name, out, len);
+    if (rc) {
+        fprintf(stderr, "zeus-pipe: %s/%s: cannot create the run directory: %s\n", cfg->run_dir,
+                name, zp_strerror(rc));
+        return 1;
+    }
+    char path[PATH_MAX + 64];
+    snprintf(path, sizeof path, "%s/config.yaml", out);
+    FILE *f = fopen(path, "w");
+    if (!f) {
+        fprintf(stderr, "zeus-pipe: %s: %s\n", path, strerror(errno));
+        return 1;
+    }
+    zp_config_print(cfg, f);
+    fclose(f);
+    snprintf(path, sizeof path, "%s/supervisor.pid", out);
+    if ((f = fopen(path, "w"))) {
+        fprintf(f, "%d\n", (int)getpid());
+        fclose(f);
+    }
     return 0;
 }
 
