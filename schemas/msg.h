@@ -52,6 +52,10 @@
       "prefetch -> cache: load `n` samples; frame 1 = u32 indices[n]")                             \
     X(RESULT, "result", 4, ZP_B(id) | ZP_B(split) | ZP_B(n) | ZP_B(elems) | ZP_B(offset),                         \
       "cache -> prefetch: samples for fetch `id` starting at `offset`; frames as SAMPLES")        \
+    X(SYNC, "sync", 1, ZP_B(id),                                                                     \
+      "prefetch -> cache: commit what you hold, then answer SYNCED with the same id")            \
+    X(SYNCED, "synced", 1, ZP_B(id),                                                                 \
+      "cache -> prefetch: every sample received before the SYNC is committed")                    \
     X(BATCH, "batch", 1, ZP_B(slot) | ZP_B(gen) | ZP_B(split) | ZP_B(epoch) | ZP_B(index) | ZP_B(batches) | ZP_B(n) | ZP_B(elems), \
       "prefetch -> trainer: ring slot `slot` holds batch `index` of `batches`")                   \
     X(FREE, "free", 1, ZP_B(slot) | ZP_B(gen), "trainer -> prefetch: the trainer is done with the slot") \

@@ -261,10 +261,19 @@ static int on_fetch_sock(cache_t *c)
         return rc == -EAGAIN ? 0 : rc;
     zp_msg_t m;
     char why[256];
-    if (c->f.n < 2 || zp_frames_decode(&c->f, 1, &m, why, sizeof why) || m.type != ZP_MSG_FETCH)
-        bad_msg(c, "prefetch", c->f.n < 2 ? "no header" : m.type ? zp_msg_name(m.type) : why);
-    else
+    if (c->f.n < 2 || zp_frames_decode(&c->f, 1, &m, why, sizeof why)) {
+        bad_msg(c, "prefetch", c->f.n < 2 ? "no header" : why);
+    } else if (m.type == ZP_MSG_FETCH) {
         rc = on_fetch(c, &c->f.part[0], &m);
+    } else if (m.type == ZP_MSG_SYNC) {
+        zp_store_commit(c->store);
+        zp_msg_t rep = {.type = ZP_MSG_SYNCED, .id = m.id};
+        peer_t who;
+        peer_set(&who, &c->f.part[0]);
+        rc = send_to(c->fetch, &who, &rep, NULL, NULL, 0);
+    } else {
+        bad_msg(c, "prefetch", zp_msg_name(m.type));
+    }
     zp_msg_release(&m);
     return rc;
 }

@@ -142,6 +142,12 @@ void zp_store_put(zp_store_t *s, int split, uint64_t n, const uint8_t *indices,
         commit(s);
 }
 
+void zp_store_commit(zp_store_t *s)
+{
+    if (s)
+        commit(s);
+}
+
 int zp_store_tick(zp_store_t *s)
 {
     if (!s || !s->txn)

@@ -21,6 +21,8 @@ void zp_store_close(zp_store_t **s);
  * off with a warning. */
 void zp_store_put(zp_store_t *s, int split, uint64_t n, const uint8_t *indices,
                   const uint8_t *labels, const uint8_t *data);
+/* Commits what is pending now. */
+void zp_store_commit(zp_store_t *s);
 /* Commits a transaction older than 100 ms. Returns the poll timeout to use (ms). */
 int zp_store_tick(zp_store_t *s);
 

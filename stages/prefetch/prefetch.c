@@ -76,6 +76,8 @@ typedef struct {
     const char **why;            /* per corrupt value; owned */
     zp_readers_t *readers;
     int64_t hits, misses, corrupt; /* this phase */
+    uint64_t synced;               /* id of the last SYNCED; 0 before any */
+    int unsynced;                  /* fetches sent since the cache last committed them */
     int64_t corrupt_logged;
 } prefetch_t;
 
@@ -122,6 +124,7 @@ static int send_fetch_of(prefetch_t *p, fetch_t *f)
     const void *parts[1] = {p->scratch};
     size_t sizes[1] = {(size_t)f->n * 4};
     p->misses += f->n;
+    p->unsynced = 1;
     return zp_send(p->fetch, NULL, &m, parts, sizes, 1, 0);
 }
 
@@ -321,6 +324,8 @@ static int on_fetch_sock(prefetch_t *p)
         bad_msg(p, "cache stage", why);
     } else if (m.type == ZP_MSG_RESULT) {
         rc = on_result(p, &m);
+    } else if (m.type == ZP_MSG_SYNCED) {
+        p->synced = m.id;
     } else if (m.type == ZP_MSG_FAIL) {
         zp_error("a loader could not load a %s batch: %s", zp_split_name(p->split), m.error);
         rc = ZP_EDATA;
@@ -383,6 +388,26 @@ static void cache_record(prefetch_t *p, int64_t cached)
             (long long)p->epoch + 1, (long long)p->hits, (long long)p->misses, (long long)p->corrupt);
 }
 
+/* Makes the samples fetched so far visible in the cache before a phase
+ * reads which keys it holds: the cache stage commits, then answers. */
+static int sync_cache(prefetch_t *p)
+{
+    if (!p->cache_on || !p->unsynced)
+        return 0;
+    zp_msg_t m = {.type = ZP_MSG_SYNC, .id = ++p->fetch_seq};
+    int rc = zp_send(p->fetch, NULL, &m, NULL, NULL, 0, 0);
+    int64_t give_up = zp_now_ns() + 10000000000ll;
+    while (!rc && !zp_stop && p->synced != m.id && zp_now_ns() < give_up) {
+        zmq_pollitem_t it = {p->fetch, 0, ZMQ_POLLIN, 0};
+        if (zmq_poll(&it, 1, 100) > 0)
+            rc = on_fetch_sock(p);
+    }
+    if (!rc && p->synced != m.id && !zp_stop)
+        zp_warn("the cache stage did not confirm its commit in 10 s; going on");
+    p->unsynced = 0;
+    return rc;
+}
+
 static int64_t phase_samples(prefetch_t *p)
 {
     int64_t samples = 0, n;
@@ -406,9 +431,11 @@ static int run_phase(prefetch_t *p)
     p->next_fetch = p->next_slot = p->next_emit = 0;
     p->hits = p->misses = p->corrupt = 0;
     int64_t cached = 0;
+    int rc = sync_cache(p);
+    if (rc)
+        return rc;
     if (p->cache_on)
         cached = zp_cachedb_present(&p->db, p->split, p->st->meta.n[p->split], p->present[p->split]);
-    int rc = 0;
     while (!rc && !zp_stop && p->next_emit < p->nbatches) {
         while (!rc && p->next_fetch < p->nbatches && p->next_fetch < p->next_emit + p->nflight)
             rc = start_batch(p);
