@@ -6,7 +6,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/sysinfo.h>
 #include <xxhash.h>
 
 #define MIB (1024ull * 1024)
@@ -30,6 +32,20 @@ static void dataset_name(const zp_config_t *cfg, char *buf, size_t len)
         p[--n] = 0;
     const char *base = strrchr(p, '/');
     snprintf(buf, len, "%.80s", base ? base + 1 : p);
+}
+
+void zp_cachedb_willneed(zp_cachedb_t *c)
+{
+    mdb_filehandle_t fd;
+    MDB_envinfo info;
+    MDB_stat st;
+    struct sysinfo si;
+    if (mdb_env_get_fd(c->env, &fd) || mdb_env_info(c->env, &info) || mdb_env_stat(c->env, &st) ||
+        sysinfo(&si))
+        return;
+    off_t used = (off_t)(info.me_last_pgno + 1) * st.ms_psize;
+    if ((double)used < 0.5 * (double)si.freeram * si.mem_unit)
+        posix_fadvise(fd, 0, used, POSIX_FADV_WILLNEED);
 }
 
 int zp_cachedb_read_begin(zp_cachedb_t *c, MDB_txn **txn)

@@ -90,6 +90,12 @@ uint64_t zp_cache_sum(const void *payload, size_t bytes);
  * split, and returns how many. One short read transaction, a cursor scan. */
 int64_t zp_cachedb_present(zp_cachedb_t *c, int split, int64_t n, uint8_t *present);
 
+/* Asks the kernel to read the used part of the data file into page cache in
+ * the background (POSIX_FADV_WILLNEED) when it fits in half the free memory:
+ * after a long idle the file may have been evicted, and an epoch of random
+ * 4 KiB reads from disk is far slower than one sequential read-ahead. */
+void zp_cachedb_willneed(zp_cachedb_t *c);
+
 /* Begins a read-only transaction, adopting a map the writer has grown. */
 int zp_cachedb_read_begin(zp_cachedb_t *c, MDB_txn **txn);
 

@@ -532,6 +532,7 @@ static int open_all(prefetch_t *p)
             return rc;
         } else {
             p->cache_on = 1;
+            zp_cachedb_willneed(&p->db);
             for (int s = 0; s < ZP_SPLITS; s++)
                 if (!(p->present[s] = malloc((size_t)(st->meta.n[s] + 8) / 8)))
                     return ZP_ENOMEM;
