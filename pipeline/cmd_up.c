@@ -7,6 +7,7 @@
  * loop acts on it. Nothing it created (shared memory, sockets) outlives it. */
 #define _GNU_SOURCE
 #include "pipeline/cachedb.h"
+#include "pipeline/ckpt.h"
 #include "pipeline/cmd.h"
 #include "pipeline/config.h"
 #include "pipeline/dataset.h"
@@ -36,6 +37,7 @@ typedef struct {
     char run_dir[PATH_MAX];
     zp_procs_t procs;
     void *zctx, *control;
+    int resume;
 } sup_t;
 
 static volatile sig_atomic_t g_signal;
@@ -44,11 +46,14 @@ static void on_signal(int sig) { g_signal = sig; }
 static int usage(FILE *out, int status)
 {
     fprintf(out,
-            "usage: zeus-pipe up CONFIG [KEY=VALUE ...]\n\n"
+            "usage: zeus-pipe up CONFIG [KEY=VALUE ...]\n"
+            "       zeus-pipe up --resume RUN\n\n"
             "Runs the training pipeline described by CONFIG: loaders, cache, prefetch,\n"
             "trainer and logger processes. KEY=VALUE overrides a config key, e.g.\n"
             "loader.workers=4 trainer.optimizer.lr=0.05 (see `zeus-pipe config --keys`).\n"
             "The run's files go to run.dir/run.name (default runs/<config name>).\n"
+            "--resume RUN goes on from RUN's checkpoints/last.ckpt, in the same run\n"
+            "directory and with its config: the same batches an uninterrupted run trains on.\n"
             "Ctrl-C stops every stage within 2 s. Exit: 0 done, 1 a stage failed,\n"
             "2 bad config, 128+N stopped by signal N.\n");
     return status;
@@ -170,8 +175,60 @@ int zp_cache_prepare(const zp_config_t *cfg, const zp_dataset_meta_t *meta)
     return rc;
 }
 
+/* `--resume RUN`: the run's own config, its directory, and a checkpoint that reads back. */
+static int prepare_resume(sup_t *s, const char *run)
+{
+    if (zp_find_run(run, s->run_dir, sizeof s->run_dir))
+        return 2;
+    pid_t pid = zp_rundir_live_pid(s->run_dir);
+    if (pid) {
+        fprintf(stderr, "zeus-pipe: %s is running (supervisor pid %d)\n", s->run_dir, (int)pid);
+        return 2;
+    }
+    char path[PATH_MAX + 64], err[1024];
+    snprintf(path, sizeof path, "%s/config.yaml", s->run_dir);
+    zp_dataset_meta_t meta;
+    if (zp_config_load(&s->cfg, path, NULL, 0, err, sizeof err)) {
+        fprintf(stderr, "%s\n", err);
+        return 2;
+    }
+    if (zp_dataset_probe(&s->cfg, &meta, err, sizeof err)) {
+        fprintf(stderr, "zeus-pipe: %s\n", err);
+        return 2;
+    }
+    zp_ckpt_pos_t pos;
+    void *payload;
+    zp_ckpt_path(path, sizeof path, s->run_dir, "last");
+    if (zp_ckpt_read(path, &pos, &payload, NULL, err, sizeof err)) {
+        fprintf(stderr, "zeus-pipe: cannot resume: %s\n", err);
+        return 2;
+    }
+    free(payload);
+    if (pos.seed != (uint64_t)s->cfg.seed) {
+        fprintf(stderr, "zeus-pipe: cannot resume: %s was written with seed %llu, the run's config says %lld\n",
+                path, (unsigned long long)pos.seed, (long long)s->cfg.seed);
+        return 2;
+    }
+    if (s->cfg.cache_enabled && zp_cache_prepare(&s->cfg, &meta))
+        return 2;
+    zp_rundir_cleanup(s->run_dir); /* what its killed supervisor left */
+    snprintf(path, sizeof path, "%s/supervisor.pid", s->run_dir);
+    FILE *f = fopen(path, "w");
+    if (f) {
+        fprintf(f, "%d\n", (int)getpid());
+        fclose(f);
+    }
+    fprintf(stderr, "zeus-pipe: resuming %s at epoch %llu, batch %llu (step %llu)\n", s->run_dir,
+            (unsigned long long)pos.epoch + 1, (unsigned long long)pos.batch,
+            (unsigned long long)pos.step);
+    s->resume = 1;
+    return 0;
+}
+
 static int prepare(sup_t *s, int argc, char **argv)
 {
+    if (argc >= 2 && !strcmp(argv[1], "--resume"))
+        return argc == 3 ? prepare_resume(s, argv[2]) : usage(stderr, 2);
     zp_dataset_meta_t meta;
     int rc = zp_cli_load(argc, argv, NULL, &s->cfg, &meta);
     if (rc)
@@ -190,6 +247,7 @@ int cmd_up(int argc, char **argv)
     if (rc)
         return rc;
     zp_procs_init(&s.procs, s.run_dir);
+    s.procs.resume = s.resume;
     tune_openblas();
     struct sigaction sa = {.sa_handler = on_signal};
     sigaction(SIGINT, &sa, NULL);

@@ -27,6 +27,7 @@ typedef struct {
 enum { ZP_SOURCE_IDX, ZP_SOURCE_SYNTHETIC };
 enum { ZP_BACKEND_CPU, ZP_BACKEND_NULL };
 enum { ZP_MISMATCH_ERROR, ZP_MISMATCH_REBUILD };
+enum { ZP_KEEP_LAST, ZP_KEEP_BEST, ZP_KEEP_ALL };
 
 typedef struct {
     char run_name[64];
@@ -50,6 +51,9 @@ typedef struct {
     int optimizer;
     double lr, momentum, weight_decay;
     int64_t epochs, limit_train_batches, limit_test_batches, log_every_steps, threads;
+    int64_t ckpt_every_epochs, ckpt_every_steps;
+    int ckpt_keep;
+    bool log_batches;
     int64_t stat_interval_ms;
 
     char file[512]; /* the file it was loaded from */

@@ -57,7 +57,7 @@ int zp_procs_spawn(zp_procs_t *s, const char *stage, int instance, int keep_stdo
         sigemptyset(&none);
         sigprocmask(SIG_SETMASK, &none, NULL);
         execl(s->exe, "zeus-pipe", "stage", stage, "--run", s->run_dir, "--instance", inst,
-              (char *)NULL);
+              "--resume", s->resume ? "1" : "0", (char *)NULL);
         dprintf(STDERR_FILENO, "zeus-pipe: exec %s: %s\n", s->exe, strerror(errno));
         _exit(127);
     }

@@ -23,6 +23,7 @@ typedef struct {
     char exe[PATH_MAX];
     zp_child_t child[ZP_CHILDREN_MAX];
     int nchild;
+    int resume; /* stages go on from the run's last checkpoint */
 } zp_procs_t;
 
 void zp_procs_init(zp_procs_t *s, const char *run_dir);

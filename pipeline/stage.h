@@ -42,6 +42,7 @@ typedef struct {
     void *events; /* PUSH to the logger; never blocks */
     zp_stats_t stats;
     int64_t events_dropped;
+    int resume; /* go on from checkpoints/last.ckpt */
 } zp_stage_t;
 
 /* Charges the time since the last switch to the previous state. */

@@ -90,6 +90,14 @@
     X("trainer.log_every_steps", INT, log_every_steps, "50", 1, 1000000,                           \
       "steps between two train metric records")                                                   \
     X("trainer.threads", INT, threads, "1", 1, 256, "OpenBLAS threads of the cpu backend")         \
+    X("trainer.checkpoint.every_epochs", INT, ckpt_every_epochs, "1", 0, 100000,                   \
+      "write a checkpoint after every N epochs (0 = never)")                                      \
+    X("trainer.checkpoint.every_steps", INT, ckpt_every_steps, "0", 0, 100000000,                  \
+      "write a checkpoint after every N train steps, mid-epoch too (0 = never)")                  \
+    X("trainer.checkpoint.keep", ENUM, ckpt_keep, "best", "last|best|all", 0,                      \
+      "keep checkpoints/last.ckpt; also best.ckpt (by test accuracy); also epoch-N.ckpt (all)")  \
+    X("trainer.debug.log_batches", BOOL, log_batches, "false", 0, 0,                               \
+      "append every train batch (epoch, index, step, digest of its indices) to batches.log")     \
     X("logger.stat_interval_ms", INT, stat_interval_ms, "1000", 50, 600000,                        \
       "how often every stage reports its counters")
 

@@ -9,6 +9,7 @@
  * trainer answers FREE{slot, gen}. Phases: every epoch, train then test. */
 #define _GNU_SOURCE
 #include "pipeline/cachedb.h"
+#include "pipeline/ckpt.h"
 #include "pipeline/log.h"
 #include "pipeline/ring.h"
 #include "pipeline/sampler.h"
@@ -77,6 +78,8 @@ typedef struct {
     zp_readers_t *readers;
     int64_t hits, misses, corrupt; /* this phase */
     uint64_t synced;               /* id of the last SYNCED; 0 before any */
+    int64_t first_batch;           /* where the current phase starts (a resumed epoch) */
+    zp_ckpt_pos_t start;           /* where the run goes on from (all 0: the beginning) */
     int unsynced;                  /* fetches sent since the cache last committed them */
     int64_t corrupt_logged;
 } prefetch_t;
@@ -411,7 +414,7 @@ static int sync_cache(prefetch_t *p)
 static int64_t phase_samples(prefetch_t *p)
 {
     int64_t samples = 0, n;
-    for (int64_t b = 0; b < p->nbatches; b++) {
+    for (int64_t b = p->first_batch; b < p->nbatches; b++) {
         zp_sampler_batch(&p->sampler[p->split], p->st->cfg.batch_size, b, &n);
         samples += n;
     }
@@ -428,7 +431,11 @@ static int run_phase(prefetch_t *p)
     int64_t limit = train ? c->limit_train_batches : c->limit_test_batches;
     if (limit && p->nbatches > limit)
         p->nbatches = limit;
-    p->next_fetch = p->next_slot = p->next_emit = 0;
+    /* A resumed run's first train phase starts after the batches already trained. */
+    p->first_batch = 0;
+    if (train && p->epoch == (int64_t)p->start.epoch)
+        p->first_batch = (int64_t)p->start.batch < p->nbatches ? (int64_t)p->start.batch : p->nbatches;
+    p->next_fetch = p->next_slot = p->next_emit = p->first_batch;
     p->hits = p->misses = p->corrupt = 0;
     int64_t cached = 0;
     int rc = sync_cache(p);
@@ -480,7 +487,7 @@ static void drain(prefetch_t *p)
 static int run(prefetch_t *p)
 {
     const zp_config_t *c = &p->st->cfg;
-    for (p->epoch = 0; p->epoch < c->epochs; p->epoch++) {
+    for (p->epoch = (int64_t)p->start.epoch; p->epoch < c->epochs; p->epoch++) {
         for (p->split = 0; p->split < ZP_SPLITS; p->split++) {
             if (p->st->meta.n[p->split] == 0)
                 continue;
@@ -498,6 +505,17 @@ static int run(prefetch_t *p)
 static int open_all(prefetch_t *p)
 {
     zp_stage_t *st = p->st;
+    if (st->resume) {
+        char path[PATH_MAX + 64], err[600];
+        zp_ckpt_path(path, sizeof path, st->run_dir, "last");
+        int rc = zp_ckpt_read(path, &p->start, NULL, NULL, err, sizeof err);
+        if (rc) {
+            zp_error("cannot resume: %s", err);
+            return rc;
+        }
+        zp_info("resuming at epoch %llu, batch %llu", (unsigned long long)p->start.epoch + 1,
+                (unsigned long long)p->start.batch);
+    }
     char name[128], ep[ZP_ENDPOINT_MAX + 16];
     p->lay = zp_batch_layout(st->cfg.batch_size, st->meta.elems);
     zp_ring_name(name, sizeof name, st->run_dir, 0);

@@ -144,3 +144,70 @@ void zp_mlp_backward_step(zp_mlp_t *m, const float *x, const int32_t *labels, in
         sgd(m->b[l], m->gb[l], m->vb[l], (size_t)o, lr, momentum, 0.0f);
     }
 }
+
+/* The buffers of the state, in file order, with their sizes in floats. */
+static int state_parts(const zp_mlp_t *m, float **parts, size_t *sizes)
+{
+    int n = 0;
+    for (int l = 0; l < m->nlayers; l++) {
+        size_t w = (size_t)m->dims[l] * (size_t)m->dims[l + 1], b = (size_t)m->dims[l + 1];
+        parts[n] = m->w[l], sizes[n++] = w;
+        parts[n] = m->b[l], sizes[n++] = b;
+        parts[n] = m->vw[l], sizes[n++] = w;
+        parts[n] = m->vb[l], sizes[n++] = b;
+    }
+    return n;
+}
+
+size_t zp_mlp_state_bytes(const zp_mlp_t *m)
+{
+    float *parts[4 * ZP_MLP_MAX_LAYERS];
+    size_t sizes[4 * ZP_MLP_MAX_LAYERS], bytes = 4 * (size_t)(m->nlayers + 2);
+    int n = state_parts(m, parts, sizes);
+    for (int i = 0; i < n; i++)
+        bytes += sizes[i] * sizeof(float);
+    return bytes;
+}
+
+void zp_mlp_save(const zp_mlp_t *m, void *buf)
+{
+    uint8_t *p = buf;
+    uint32_t layers = (uint32_t)m->nlayers;
+    memcpy(p, &layers, 4), p += 4;
+    for (int l = 0; l <= m->nlayers; l++) {
+        uint32_t d = (uint32_t)m->dims[l];
+        memcpy(p, &d, 4), p += 4;
+    }
+    float *parts[4 * ZP_MLP_MAX_LAYERS];
+    size_t sizes[4 * ZP_MLP_MAX_LAYERS];
+    int n = state_parts(m, parts, sizes);
+    for (int i = 0; i < n; i++) {
+        memcpy(p, parts[i], sizes[i] * sizeof(float));
+        p += sizes[i] * sizeof(float);
+    }
+}
+
+int zp_mlp_load(zp_mlp_t *m, const void *buf, size_t bytes)
+{
+    const uint8_t *p = buf;
+    uint32_t layers;
+    if (bytes != zp_mlp_state_bytes(m))
+        return ZP_EINVAL;
+    memcpy(&layers, p, 4), p += 4;
+    if ((int)layers != m->nlayers)
+        return ZP_EINVAL;
+    for (int l = 0; l <= m->nlayers; l++) {
+        uint32_t d;
+        memcpy(&d, p, 4), p += 4;
+        if ((int)d != m->dims[l])
+            return ZP_EINVAL;
+    }
+    float *parts[4 * ZP_MLP_MAX_LAYERS];
+    size_t sizes[4 * ZP_MLP_MAX_LAYERS];
+    int n = state_parts(m, parts, sizes);
+    for (int i = 0; i < n; i++) {
+        memcpy(parts[i], p, sizes[i] * sizeof(float));
+        p += sizes[i] * sizeof(float);
+    }
+    return 0;
+}

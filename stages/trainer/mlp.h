@@ -4,6 +4,7 @@
 #ifndef ZP_MLP_H
 #define ZP_MLP_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #define ZP_MLP_MAX_LAYERS 9
@@ -30,5 +31,12 @@ double zp_mlp_forward(zp_mlp_t *m, const float *x, const int32_t *labels, int n,
 /* Backward pass from the last forward, then one SGD step. */
 void zp_mlp_backward_step(zp_mlp_t *m, const float *x, const int32_t *labels, int n, float lr,
                           float momentum, float weight_decay);
+
+/* The model and optimizer state as bytes: u32 layers, u32 dims[layers + 1],
+ * then per layer the weights, biases and their momentum buffers (float32). */
+size_t zp_mlp_state_bytes(const zp_mlp_t *m);
+void zp_mlp_save(const zp_mlp_t *m, void *buf);
+/* Loads a saved state; ZP_EINVAL when its shape differs from this model's. */
+int zp_mlp_load(zp_mlp_t *m, const void *buf, size_t bytes);
 
 #endif

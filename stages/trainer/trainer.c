@@ -4,6 +4,7 @@
  * sample indices seen, an order-independent checksum of them, and an
  * order-dependent digest of the batch sequence. */
 #define _GNU_SOURCE
+#include "pipeline/ckpt.h"
 #include "pipeline/hash.h"
 #include "pipeline/log.h"
 #include "pipeline/ring.h"
@@ -16,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 char *openblas_get_corename(void);
@@ -42,6 +44,10 @@ typedef struct {
     int64_t win_correct, win_samples, win_start;
     int64_t bad_msgs;
     zp_frames_t f;
+    double best;   /* best test accuracy so far; -1 before any */
+    uint8_t *ckpt; /* checkpoint payload buffer; owned */
+    size_t ckpt_bytes;
+    FILE *batches; /* batches.log when trainer.debug.log_batches; owned */
 } trainer_t;
 
 static void acc_reset(epoch_acc_t *a, int64_t n)
@@ -98,6 +104,40 @@ static void step_record(trainer_t *t, int64_t epoch)
     t->win_start = now;
 }
 
+/* Payload: the best test accuracy (f64), then the model and optimizer state. */
+static void checkpoint(trainer_t *t, const char *name, uint64_t epoch, uint64_t batch)
+{
+    if (t->st->cfg.backend != ZP_BACKEND_CPU)
+        return;
+    memcpy(t->ckpt, &t->best, 8);
+    zp_mlp_save(&t->mlp, t->ckpt + 8);
+    zp_ckpt_pos_t pos = {(uint64_t)t->step, epoch, batch, (uint64_t)t->st->cfg.seed};
+    char path[PATH_MAX + 64];
+    zp_ckpt_path(path, sizeof path, t->st->run_dir, name);
+    int rc = zp_ckpt_write(path, &pos, t->ckpt, t->ckpt_bytes);
+    if (rc)
+        zp_error("%s: cannot write the checkpoint: %s", path, zp_strerror(rc));
+}
+
+/* After an epoch's evaluation: last (to go on with the next epoch), best, epoch-N. */
+static void epoch_checkpoints(trainer_t *t, uint64_t epoch, double accuracy)
+{
+    const zp_config_t *c = &t->st->cfg;
+    if (!c->ckpt_every_epochs || (epoch + 1) % (uint64_t)c->ckpt_every_epochs)
+        return;
+    int better = accuracy > t->best;
+    if (better)
+        t->best = accuracy;
+    checkpoint(t, "last", epoch + 1, 0);
+    if (c->ckpt_keep != ZP_KEEP_LAST && better)
+        checkpoint(t, "best", epoch + 1, 0);
+    if (c->ckpt_keep == ZP_KEEP_ALL) {
+        char name[32];
+        snprintf(name, sizeof name, "epoch-%llu", (unsigned long long)epoch + 1);
+        checkpoint(t, name, epoch + 1, 0);
+    }
+}
+
 static void epoch_record(trainer_t *t, const zp_msg_t *m)
 {
     int split = (int)m->split;
@@ -131,8 +171,47 @@ static void epoch_record(trainer_t *t, const zp_msg_t *m)
                  zp_split_name(split), (unsigned long long)m->epoch, (long long)a->samples,
                  (long long)a->distinct, (unsigned long long)m->n);
     zp_info("%s epoch %llu done: %lld samples in %.2f s", zp_split_name(split),
-            (unsigned long long)m->epoch, (long long)a->samples, dt);
+            (unsigned long long)m->epoch + 1, (long long)a->samples, dt);
+    if (split == ZP_SPLIT_TEST || t->st->meta.n[ZP_SPLIT_TEST] == 0)
+        epoch_checkpoints(t, m->epoch, split == ZP_SPLIT_TEST && a->samples
+                                           ? (double)a->correct / (double)a->samples : -1);
     a->samples = a->batches = 0;
+}
+
+static int resume(trainer_t *t)
+{
+    char path[PATH_MAX + 64], err[600];
+    zp_ckpt_path(path, sizeof path, t->st->run_dir, "last");
+    zp_ckpt_pos_t pos;
+    void *payload;
+    size_t bytes;
+    int rc = zp_ckpt_read(path, &pos, &payload, &bytes, err, sizeof err);
+    if (rc) {
+        zp_error("cannot resume: %s", err);
+        return rc;
+    }
+    if (bytes != t->ckpt_bytes || zp_mlp_load(&t->mlp, (uint8_t *)payload + 8, bytes - 8)) {
+        zp_error("cannot resume: %s holds another model than trainer.model.hidden describes", path);
+        free(payload);
+        return ZP_EINVAL;
+    }
+    memcpy(&t->best, payload, 8);
+    free(payload);
+    t->step = (int64_t)pos.step;
+    zp_info("resumed from %s: step %lld, epoch %llu, batch %llu", path, (long long)t->step,
+            (unsigned long long)pos.epoch + 1, (unsigned long long)pos.batch);
+    return 0;
+}
+
+/* One line per train batch: lets a test compare the batch sequence of runs. */
+static void log_batch(trainer_t *t, const zp_msg_t *m, const uint32_t *idx, int64_t step)
+{
+    uint64_t d = ZP_ORDER_INIT;
+    for (uint64_t i = 0; i < m->n; i++)
+        d = zp_order_step(d, idx[i]);
+    fprintf(t->batches, "%llu %llu %lld %016llx\n", (unsigned long long)m->epoch,
+            (unsigned long long)m->index, (long long)step, (unsigned long long)d);
+    fflush(t->batches);
 }
 
 static int on_batch(trainer_t *t, const zp_msg_t *m)
@@ -152,6 +231,8 @@ static int on_batch(trainer_t *t, const zp_msg_t *m)
     const float *x = (const float *)(base + t->lay.data);
     int n = (int)m->n, split = (int)m->split;
     account_indices(t, split, idx, n);
+    if (t->batches && split == ZP_SPLIT_TRAIN)
+        log_batch(t, m, idx, t->step + 1);
     if (c->backend == ZP_BACKEND_CPU) {
         int correct;
         double loss = zp_mlp_forward(&t->mlp, x, labels, n, &correct);
@@ -165,6 +246,7 @@ static int on_batch(trainer_t *t, const zp_msg_t *m)
             t->win_correct += correct;
         }
     }
+    /* The slot is the prefetch's again after this: nothing below reads it. */
     zp_msg_t fr = {.type = ZP_MSG_FREE, .slot = m->slot, .gen = m->gen};
     int rc = zp_send(t->sock, NULL, &fr, NULL, NULL, 0, 0);
     t->st->stats.items += n;
@@ -175,6 +257,8 @@ static int on_batch(trainer_t *t, const zp_msg_t *m)
         t->steps_per_epoch = (int64_t)m->batches;
         if (t->step % c->log_every_steps == 0 || m->index + 1 == m->batches)
             step_record(t, (int64_t)m->epoch);
+        if (c->ckpt_every_steps && t->step % c->ckpt_every_steps == 0)
+            checkpoint(t, "last", m->epoch, m->index + 1);
     }
     return rc;
 }
@@ -263,8 +347,25 @@ int zp_trainer_main(zp_stage_t *st)
     for (int s = 0; s < ZP_SPLITS; s++)
         if (!(t.acc[s].seen = calloc((size_t)(st->meta.n[s] + 8) / 8, 1)))
             rc = ZP_ENOMEM;
-    if (!rc && st->cfg.backend == ZP_BACKEND_CPU)
+    t.best = -1;
+    if (!rc && st->cfg.backend == ZP_BACKEND_CPU) {
         rc = init_model(&t);
+        t.ckpt_bytes = rc ? 0 : 8 + zp_mlp_state_bytes(&t.mlp);
+        if (!rc && !(t.ckpt = malloc(t.ckpt_bytes)))
+            rc = ZP_ENOMEM;
+        char dir[PATH_MAX + 16];
+        snprintf(dir, sizeof dir, "%s/checkpoints", st->run_dir);
+        if (!rc && mkdir(dir, 0755) && errno != EEXIST)
+            rc = -errno;
+        if (!rc && st->resume)
+            rc = resume(&t);
+    }
+    if (!rc && st->cfg.log_batches) {
+        char path[PATH_MAX + 16];
+        snprintf(path, sizeof path, "%s/batches.log", st->run_dir);
+        if (!(t.batches = fopen(path, "a")))
+            rc = -errno;
+    }
     if (!rc)
         rc = open_ring(&t);
     if (!rc)
@@ -277,6 +378,9 @@ int zp_trainer_main(zp_stage_t *st)
     zp_sock_close(&t.sock);
     zp_ring_destroy(&t.ring);
     zp_mlp_free(&t.mlp);
+    free(t.ckpt);
+    if (t.batches)
+        fclose(t.batches);
     for (int s = 0; s < ZP_SPLITS; s++)
         free(t.acc[s].seen);
     return rc == 1 ? 0 : rc < 0 && rc != ZP_ESTOP ? 1 : 0;

@@ -1,0 +1,122 @@
+#define _GNU_SOURCE
+#include "pipeline/ckpt.h"
+#include "pipeline/log.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+void zp_ckpt_path(char *buf, size_t len, const char *run_dir, const char *name)
+{
+    snprintf(buf, len, "%s/checkpoints/%s.ckpt", run_dir, name);
+}
+
+static void put64(uint8_t *p, uint64_t v) { memcpy(p, &v, 8); }
+static uint64_t get64(const uint8_t *p)
+{
+    uint64_t v;
+    memcpy(&v, p, 8);
+    return v;
+}
+
+static int write_all(int fd, const void *buf, size_t n)
+{
+    const uint8_t *p = buf;
+    while (n) {
+        ssize_t w = write(fd, p, n);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return -errno;
+        p += w, n -= (size_t)w;
+    }
+    return 0;
+}
+
+int zp_ckpt_write(const char *path, const zp_ckpt_pos_t *pos, const void *payload, size_t bytes)
+{
+    uint8_t h[ZP_CKPT_HDR] = {0};
+    memcpy(h, "ZPCKPT01", 8);
+    uint32_t hb = ZP_CKPT_HDR, ver = ZP_CKPT_VERSION;
+    memcpy(h + 8, &hb, 4);
+    memcpy(h + 12, &ver, 4);
+    put64(h + 16, bytes);
+    put64(h + 24, XXH3_64bits(payload, bytes));
+    put64(h + 32, pos->step);
+    put64(h + 40, pos->epoch);
+    put64(h + 48, pos->batch);
+    put64(h + 56, pos->seed);
+    char tmp[4200];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return -errno;
+    int rc = write_all(fd, h, sizeof h);
+    if (!rc)
+        rc = write_all(fd, payload, bytes);
+    if (!rc && fsync(fd))
+        rc = -errno;
+    close(fd);
+    if (!rc && rename(tmp, path))
+        rc = -errno;
+    if (rc)
+        unlink(tmp);
+    return rc;
+}
+
+int zp_ckpt_read(const char *path, zp_ckpt_pos_t *pos, void **payload, size_t *bytes, char *err,
+                 size_t errlen)
+{
+    if (payload)
+        *payload = NULL;
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        snprintf(err, errlen, "%s: %s", path, strerror(errno));
+        return -ENOENT;
+    }
+    struct stat st;
+    uint8_t h[ZP_CKPT_HDR];
+    int rc = ZP_EDATA;
+    if (fstat(fileno(f), &st) || fread(h, 1, sizeof h, f) != sizeof h || memcmp(h, "ZPCKPT01", 8)) {
+        snprintf(err, errlen, "%s: not a zeus-pipe checkpoint (bad magic or shorter than its header)", path);
+        goto out;
+    }
+    uint32_t hb, ver;
+    memcpy(&hb, h + 8, 4);
+    memcpy(&ver, h + 12, 4);
+    uint64_t n = get64(h + 16);
+    if (hb != ZP_CKPT_HDR || ver != ZP_CKPT_VERSION) {
+        snprintf(err, errlen, "%s: checkpoint format version %u, this build reads %d", path, ver,
+                 ZP_CKPT_VERSION);
+        goto out;
+    }
+    if ((uint64_t)st.st_size != ZP_CKPT_HDR + n) {
+        snprintf(err, errlen, "%s: truncated or extended: %lld bytes, the header says %llu", path,
+                 (long long)st.st_size, (unsigned long long)(ZP_CKPT_HDR + n));
+        goto out;
+    }
+    pos->step = get64(h + 32), pos->epoch = get64(h + 40), pos->batch = get64(h + 48);
+    pos->seed = get64(h + 56);
+    if (bytes)
+        *bytes = n;
+    if (!payload) {
+        rc = 0;
+        goto out;
+    }
+    void *p = malloc(n ? n : 1);
+    if (!p || fread(p, 1, n, f) != n || XXH3_64bits(p, n) != get64(h + 24)) {
+        snprintf(err, errlen, "%s: %s", path, p ? "payload checksum mismatch (corrupt)" : "out of memory");
+        free(p);
+        goto out;
+    }
+    *payload = p;
+    rc = 0;
+out:
+    fclose(f);
+    return rc;
+}

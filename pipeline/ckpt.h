@@ -1,0 +1,46 @@
+/* ckpt.h — checkpoint files: what a run needs to go on exactly where it was.
+ *
+ * A file is a 64-byte header followed by the payload:
+ *
+ *   offset  size  field
+ *        0     8  magic "ZPCKPT01"
+ *        8     4  header bytes (64)
+ *       12     4  format version (1)
+ *       16     8  payload bytes
+ *       24     8  XXH3-64 of the payload
+ *       32     8  step: train steps done
+ *       40     8  epoch: the epoch to go on with (from 0)
+ *       48     8  batch: its next train batch (0 = the epoch's start)
+ *       56     8  seed of the run (a checkpoint of another seed is refused)
+ *
+ * The payload belongs to the trainer (model, optimizer state, metrics). The
+ * sampler needs no state of its own: an epoch's order is a function of
+ * (seed, epoch), so (epoch, batch) is its position. Files are written to a
+ * temporary name, fsynced and renamed, so a crash leaves the old one intact.
+ */
+#ifndef ZP_CKPT_H
+#define ZP_CKPT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define ZP_CKPT_HDR 64
+#define ZP_CKPT_VERSION 1
+
+typedef struct {
+    uint64_t step, epoch, batch, seed;
+} zp_ckpt_pos_t;
+
+/* Writes header + payload atomically to `path`. */
+int zp_ckpt_write(const char *path, const zp_ckpt_pos_t *pos, const void *payload, size_t bytes);
+
+/* Reads `path`: checks magic, version, sizes and checksum. On success the
+ * payload is malloc'ed into *payload (owned by the caller; NULL to read the
+ * header only). Errors say what is wrong with the file in err. */
+int zp_ckpt_read(const char *path, zp_ckpt_pos_t *pos, void **payload, size_t *bytes, char *err,
+                 size_t errlen);
+
+/* <run>/checkpoints/<name>.ckpt */
+void zp_ckpt_path(char *buf, size_t len, const char *run_dir, const char *name);
+
+#endif
