@@ -233,6 +233,12 @@ static int prepare(sup_t *s, int argc, char **argv)
     int rc = zp_cli_load(argc, argv, NULL, &s->cfg, &meta);
     if (rc)
         return rc < 0 ? usage(stderr, 2) : rc;
+    if (s->cfg.fast_dev_run) {
+        /* The run's config.yaml keeps these values: stages read no flag. */
+        s->cfg.epochs = s->cfg.limit_train_batches = s->cfg.limit_test_batches = 1;
+        s->cfg.ckpt_every_epochs = s->cfg.ckpt_every_steps = 0;
+        fprintf(stderr, "zeus-pipe: fast_dev_run: one train batch, one test batch, no checkpoint\n");
+    }
     if (s->cfg.cache_enabled && zp_cache_prepare(&s->cfg, &meta))
         return 2;
     return zp_rundir_start(&s->cfg, s->cfg.run_name, s->run_dir, sizeof s->run_dir);

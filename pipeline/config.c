@@ -601,6 +601,11 @@ static int cross_check(origin_t *o, zp_config_t *cfg, walk_t *w)
         blame(o, w, k, &m);
         return fail_at(o, m, k, NULL, "needs at least one value");
     }
+    if (cfg->betas.n != 2) {
+        blame(o, w, "trainer.optimizer.betas", &m);
+        return fail_at(o, m, "trainer.optimizer.betas", NULL, "needs 2 values (got %d)",
+                       cfg->betas.n);
+    }
     const char *shape = "dataset.synthetic.shape";
     int64_t elems = 1;
     for (int i = 0; i < cfg->synth_shape.n; i++)

@@ -28,6 +28,8 @@ enum { ZP_SOURCE_IDX, ZP_SOURCE_SYNTHETIC };
 enum { ZP_BACKEND_CPU, ZP_BACKEND_NULL };
 enum { ZP_MISMATCH_ERROR, ZP_MISMATCH_REBUILD };
 enum { ZP_KEEP_LAST, ZP_KEEP_BEST, ZP_KEEP_ALL };
+enum { ZP_SCHED_NONE, ZP_SCHED_STEP, ZP_SCHED_COSINE };
+enum { ZP_OPTIM_SGD, ZP_OPTIM_ADAMW };
 
 typedef struct {
     char run_name[64];
@@ -49,7 +51,13 @@ typedef struct {
     int backend;
     zp_ints_t hidden;
     int optimizer;
-    double lr, momentum, weight_decay;
+    double lr, momentum, weight_decay, eps;
+    zp_floats_t betas;
+    int schedule;
+    int64_t warmup_steps, step_epochs;
+    double gamma, min_lr;
+    bool fast_dev_run;
+    int64_t nan_at_step;
     int64_t epochs, limit_train_batches, limit_test_batches, log_every_steps, threads;
     int64_t ckpt_every_epochs, ckpt_every_steps;
     int ckpt_keep;

@@ -76,12 +76,23 @@
       "cpu trains with OpenBLAS; null only counts batches (for benchmarks)")                      \
     X("trainer.model.hidden", INTS, hidden, "[256, 128]", 1, 65536,                                \
       "sizes of the hidden layers of the multilayer perceptron ([] = linear model)")             \
-    X("trainer.optimizer.name", ENUM, optimizer, "sgd", "sgd", 0,                                  \
-      "optimizer: SGD with momentum and weight decay")                                            \
+    X("trainer.optimizer.name", ENUM, optimizer, "sgd", "sgd|adamw", 0,                            \
+      "SGD with momentum and L2 weight decay, or AdamW (decoupled weight decay)")                \
     X("trainer.optimizer.lr", FLOAT, lr, "0.05", 1e-9, 10, "learning rate")                        \
     X("trainer.optimizer.momentum", FLOAT, momentum, "0.9", 0, 0.999, "momentum factor")          \
     X("trainer.optimizer.weight_decay", FLOAT, weight_decay, "0.0001", 0, 1,                       \
       "L2 penalty added to the gradient of every weight matrix")                                  \
+    X("trainer.optimizer.betas", FLOATS, betas, "[0.9, 0.999]", 0, 0.9999999,                      \
+      "AdamW's decay rates of the first and second moments")                                      \
+    X("trainer.optimizer.eps", FLOAT, eps, "1e-8", 1e-12, 1, "AdamW's term added to the denominator") \
+    X("trainer.schedule.name", ENUM, schedule, "none", "none|step|cosine", 0,                      \
+      "learning-rate schedule: constant, times gamma every step_epochs, or cosine to min_lr")    \
+    X("trainer.schedule.warmup_steps", INT, warmup_steps, "0", 0, 100000000,                       \
+      "steps of linear warm-up from lr/warmup_steps to lr")                                       \
+    X("trainer.schedule.step_epochs", INT, step_epochs, "10", 1, 100000,                           \
+      "step schedule: epochs between two multiplications by gamma")                               \
+    X("trainer.schedule.gamma", FLOAT, gamma, "0.1", 1e-6, 1, "step schedule: factor")             \
+    X("trainer.schedule.min_lr", FLOAT, min_lr, "0", 0, 10, "cosine schedule: the final learning rate") \
     X("trainer.epochs", INT, epochs, "10", 1, 100000, "passes over the train split")              \
     X("trainer.limit_train_batches", INT, limit_train_batches, "0", 0, 1000000000,                 \
       "train on at most this many batches per epoch (0 = all)")                                   \
@@ -96,6 +107,10 @@
       "write a checkpoint after every N train steps, mid-epoch too (0 = never)")                  \
     X("trainer.checkpoint.keep", ENUM, ckpt_keep, "best", "last|best|all", 0,                      \
       "keep checkpoints/last.ckpt; also best.ckpt (by test accuracy); also epoch-N.ckpt (all)")  \
+    X("trainer.fast_dev_run", BOOL, fast_dev_run, "false", 0, 0,                                   \
+      "one train batch and one test batch, no checkpoint: a quick check that everything is wired") \
+    X("trainer.debug.nan_at_step", INT, nan_at_step, "0", 0, 1000000000,                           \
+      "put a NaN into the first layer's weight gradient at this step (0 = never), to test the guard") \
     X("trainer.debug.log_batches", BOOL, log_batches, "false", 0, 0,                               \
       "append every train batch (epoch, index, step, digest of its indices) to batches.log")     \
     X("logger.stat_interval_ms", INT, stat_interval_ms, "1000", 50, 600000,                        \

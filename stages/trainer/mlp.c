@@ -20,7 +20,7 @@ void zp_mlp_free(zp_mlp_t *m)
 {
     for (int l = 0; l < ZP_MLP_MAX_LAYERS; l++) {
         free(m->w[l]), free(m->b[l]), free(m->gw[l]), free(m->gb[l]);
-        free(m->vw[l]), free(m->vb[l]);
+        free(m->vw[l]), free(m->vb[l]), free(m->sw[l]), free(m->sb[l]);
     }
     for (int l = 0; l <= ZP_MLP_MAX_LAYERS; l++)
         free(m->act[l]), free(m->grad[l]);
@@ -41,9 +41,11 @@ int zp_mlp_init(zp_mlp_t *m, const int *dims, int nlayers, int max_batch, uint64
         size_t in = (size_t)dims[l], out = (size_t)dims[l + 1];
         m->w[l] = alloc_f(in * out), m->gw[l] = alloc_f(in * out), m->vw[l] = alloc_f(in * out);
         m->b[l] = alloc_f(out), m->gb[l] = alloc_f(out), m->vb[l] = alloc_f(out);
+        m->sw[l] = alloc_f(in * out), m->sb[l] = alloc_f(out);
         m->act[l + 1] = alloc_f((size_t)max_batch * out);
         m->grad[l + 1] = alloc_f((size_t)max_batch * out);
         if (!m->w[l] || !m->gw[l] || !m->vw[l] || !m->b[l] || !m->gb[l] || !m->vb[l] ||
+            !m->sw[l] || !m->sb[l] ||
             !m->act[l + 1] || !m->grad[l + 1]) {
             zp_mlp_free(m);
             return ZP_ENOMEM;
@@ -100,17 +102,27 @@ double zp_mlp_forward(zp_mlp_t *m, const float *x, const int32_t *labels, int n,
     return n ? loss / n : 0;
 }
 
-static void sgd(float *w, float *g, float *v, size_t n, float lr, float mu, float wd)
+static void sgd(float *w, const float *g, float *v, size_t n, const zp_opt_t *o, float wd)
 {
     for (size_t i = 0; i < n; i++) {
         float d = g[i] + wd * w[i];
-        v[i] = mu * v[i] + d;
-        w[i] -= lr * v[i];
+        v[i] = o->momentum * v[i] + d;
+        w[i] -= o->lr * v[i];
     }
 }
 
-void zp_mlp_backward_step(zp_mlp_t *m, const float *x, const int32_t *labels, int n, float lr,
-                          float momentum, float weight_decay)
+/* AdamW: m in `v`, the second moment in `s`; weight decay decoupled. */
+static void adamw(float *w, const float *g, float *v, float *s, size_t n, const zp_opt_t *o, float wd)
+{
+    float c1 = 1.0f - powf(o->beta1, (float)o->t), c2 = 1.0f - powf(o->beta2, (float)o->t);
+    for (size_t i = 0; i < n; i++) {
+        v[i] = o->beta1 * v[i] + (1 - o->beta1) * g[i];
+        s[i] = o->beta2 * s[i] + (1 - o->beta2) * g[i] * g[i];
+        w[i] -= o->lr * ((v[i] / c1) / (sqrtf(s[i] / c2) + o->eps) + wd * w[i]);
+    }
+}
+
+void zp_mlp_backward(zp_mlp_t *m, const float *x, const int32_t *labels, int n)
 {
     int L = m->nlayers, c = m->dims[L];
     /* dL/dlogits = (p - onehot) / n, into grad[L] */
@@ -140,9 +152,58 @@ void zp_mlp_backward_step(zp_mlp_t *m, const float *x, const int32_t *labels, in
                 if (a[i] <= 0)
                     ga[i] = 0;
         }
-        sgd(m->w[l], m->gw[l], m->vw[l], (size_t)k * o, lr, momentum, weight_decay);
-        sgd(m->b[l], m->gb[l], m->vb[l], (size_t)o, lr, momentum, 0.0f);
     }
+}
+
+void zp_mlp_step(zp_mlp_t *m, const zp_opt_t *o)
+{
+    for (int l = 0; l < m->nlayers; l++) {
+        size_t k = (size_t)m->dims[l], n = (size_t)m->dims[l + 1];
+        if (o->kind == ZP_OPT_ADAMW) {
+            adamw(m->w[l], m->gw[l], m->vw[l], m->sw[l], k * n, o, o->weight_decay);
+            adamw(m->b[l], m->gb[l], m->vb[l], m->sb[l], n, o, 0.0f);
+        } else {
+            sgd(m->w[l], m->gw[l], m->vw[l], k * n, o, o->weight_decay);
+            sgd(m->b[l], m->gb[l], m->vb[l], n, o, 0.0f);
+        }
+    }
+}
+
+/* Sums x * 0 over a tensor: 0 unless a value is NaN or infinite (vectorizes). */
+static int all_finite(const float *x, size_t n)
+{
+    float s = 0;
+    for (size_t i = 0; i < n; i++)
+        s += x[i] * 0.0f;
+    return s == 0;
+}
+
+int zp_mlp_check_grads(const zp_mlp_t *m, int *layer, const char **tensor)
+{
+    for (int l = 0; l < m->nlayers; l++) {
+        size_t k = (size_t)m->dims[l], n = (size_t)m->dims[l + 1];
+        *layer = l;
+        if (!all_finite(m->gw[l], k * n))
+            return *tensor = "weight gradient", 1;
+        if (!all_finite(m->gb[l], n))
+            return *tensor = "bias gradient", 1;
+    }
+    return 0;
+}
+
+int zp_mlp_check_forward(const zp_mlp_t *m, int n, int *layer, const char **tensor)
+{
+    for (int l = 0; l < m->nlayers; l++) {
+        size_t k = (size_t)m->dims[l], o = (size_t)m->dims[l + 1];
+        *layer = l;
+        if (!all_finite(m->w[l], k * o))
+            return *tensor = "weight", 1;
+        if (!all_finite(m->b[l], o))
+            return *tensor = "bias", 1;
+        if (!all_finite(m->act[l + 1], (size_t)n * o))
+            return *tensor = l + 1 < m->nlayers ? "output" : "softmax output", 1;
+    }
+    return 0;
 }
 
 /* The buffers of the state, in file order, with their sizes in floats. */
@@ -155,14 +216,16 @@ static int state_parts(const zp_mlp_t *m, float **parts, size_t *sizes)
         parts[n] = m->b[l], sizes[n++] = b;
         parts[n] = m->vw[l], sizes[n++] = w;
         parts[n] = m->vb[l], sizes[n++] = b;
+        parts[n] = m->sw[l], sizes[n++] = w;
+        parts[n] = m->sb[l], sizes[n++] = b;
     }
     return n;
 }
 
 size_t zp_mlp_state_bytes(const zp_mlp_t *m)
 {
-    float *parts[4 * ZP_MLP_MAX_LAYERS];
-    size_t sizes[4 * ZP_MLP_MAX_LAYERS], bytes = 4 * (size_t)(m->nlayers + 2);
+    float *parts[6 * ZP_MLP_MAX_LAYERS];
+    size_t sizes[6 * ZP_MLP_MAX_LAYERS], bytes = 4 * (size_t)(m->nlayers + 2);
     int n = state_parts(m, parts, sizes);
     for (int i = 0; i < n; i++)
         bytes += sizes[i] * sizeof(float);
@@ -178,8 +241,8 @@ void zp_mlp_save(const zp_mlp_t *m, void *buf)
         uint32_t d = (uint32_t)m->dims[l];
         memcpy(p, &d, 4), p += 4;
     }
-    float *parts[4 * ZP_MLP_MAX_LAYERS];
-    size_t sizes[4 * ZP_MLP_MAX_LAYERS];
+    float *parts[6 * ZP_MLP_MAX_LAYERS];
+    size_t sizes[6 * ZP_MLP_MAX_LAYERS];
     int n = state_parts(m, parts, sizes);
     for (int i = 0; i < n; i++) {
         memcpy(p, parts[i], sizes[i] * sizeof(float));
@@ -202,8 +265,8 @@ int zp_mlp_load(zp_mlp_t *m, const void *buf, size_t bytes)
         if ((int)d != m->dims[l])
             return ZP_EINVAL;
     }
-    float *parts[4 * ZP_MLP_MAX_LAYERS];
-    size_t sizes[4 * ZP_MLP_MAX_LAYERS];
+    float *parts[6 * ZP_MLP_MAX_LAYERS];
+    size_t sizes[6 * ZP_MLP_MAX_LAYERS];
     int n = state_parts(m, parts, sizes);
     for (int i = 0; i < n; i++) {
         memcpy(parts[i], p, sizes[i] * sizeof(float));

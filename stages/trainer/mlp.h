@@ -15,7 +15,8 @@ typedef struct {
     int max_batch;
     float *w[ZP_MLP_MAX_LAYERS], *b[ZP_MLP_MAX_LAYERS];   /* weights [in x out], biases */
     float *gw[ZP_MLP_MAX_LAYERS], *gb[ZP_MLP_MAX_LAYERS]; /* gradients */
-    float *vw[ZP_MLP_MAX_LAYERS], *vb[ZP_MLP_MAX_LAYERS]; /* momentum */
+    float *vw[ZP_MLP_MAX_LAYERS], *vb[ZP_MLP_MAX_LAYERS]; /* momentum / Adam's first moment */
+    float *sw[ZP_MLP_MAX_LAYERS], *sb[ZP_MLP_MAX_LAYERS]; /* Adam's second moment */
     float *act[ZP_MLP_MAX_LAYERS + 1]; /* act[l+1] = output of layer l; act[0] unused */
     float *grad[ZP_MLP_MAX_LAYERS + 1];
 } zp_mlp_t;
@@ -28,12 +29,28 @@ void zp_mlp_free(zp_mlp_t *m);
 /* Forward pass on x[n x dims[0]] (not copied, not modified); returns the mean
  * loss and counts correct predictions. The logits stay for backward. */
 double zp_mlp_forward(zp_mlp_t *m, const float *x, const int32_t *labels, int n, int *correct);
-/* Backward pass from the last forward, then one SGD step. */
-void zp_mlp_backward_step(zp_mlp_t *m, const float *x, const int32_t *labels, int n, float lr,
-                          float momentum, float weight_decay);
+enum { ZP_OPT_SGD, ZP_OPT_ADAMW };
+
+typedef struct {
+    int kind;
+    float lr, momentum, weight_decay; /* SGD: L2 added to the gradient; AdamW: decoupled */
+    float beta1, beta2, eps;
+    int64_t t; /* steps taken, this one included (Adam's bias correction) */
+} zp_opt_t;
+
+/* Gradients of the last forward's loss, into gw/gb. */
+void zp_mlp_backward(zp_mlp_t *m, const float *x, const int32_t *labels, int n);
+/* Returns 1 when a gradient holds a NaN or infinity, naming the first layer
+ * (from 0) and tensor; 0 otherwise. */
+int zp_mlp_check_grads(const zp_mlp_t *m, int *layer, const char **tensor);
+/* After a forward pass of n rows whose loss is not finite: names the first
+ * layer whose weights, biases or output hold a NaN or infinity. */
+int zp_mlp_check_forward(const zp_mlp_t *m, int n, int *layer, const char **tensor);
+/* One optimizer step with the gradients. */
+void zp_mlp_step(zp_mlp_t *m, const zp_opt_t *o);
 
 /* The model and optimizer state as bytes: u32 layers, u32 dims[layers + 1],
- * then per layer the weights, biases and their momentum buffers (float32). */
+ * then per layer the weights, biases, their first and second moments (float32). */
 size_t zp_mlp_state_bytes(const zp_mlp_t *m);
 void zp_mlp_save(const zp_mlp_t *m, void *buf);
 /* Loads a saved state; ZP_EINVAL when its shape differs from this model's. */

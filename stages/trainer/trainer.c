@@ -14,6 +14,7 @@
 
 #include <cblas.h>
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,6 +37,7 @@ typedef struct {
     zp_ring_t *ring;
     void *sock;
     zp_mlp_t mlp;
+    zp_opt_t opt;
     zp_batch_layout_t lay;
     epoch_acc_t acc[ZP_SPLITS];
     int64_t step, steps_per_epoch;
@@ -96,7 +98,7 @@ static void step_record(trainer_t *t, int64_t epoch)
     zp_ev_num(&ev, "loss", t->win_samples ? t->win_loss / t->win_samples : 0);
     zp_ev_num(&ev, "accuracy", t->win_samples ? (double)t->win_correct / t->win_samples : 0);
     zp_ev_num(&ev, "samples_per_s", dt > 0 ? t->win_samples / dt : 0);
-    zp_ev_num(&ev, "lr", c->lr);
+    zp_ev_num(&ev, "lr", t->opt.lr);
     zp_ev_int(&ev, "samples", t->win_samples);
     zp_ev_send(t->st, &ev);
     t->win_loss = 0;
@@ -214,6 +216,79 @@ static void log_batch(trainer_t *t, const zp_msg_t *m, const uint32_t *idx, int6
     fflush(t->batches);
 }
 
+/* The learning rate of the step after `step` steps, in epoch `epoch` of
+ * `per_epoch` steps: the schedule, then the linear warm-up. A function of
+ * the position only, so a resumed run follows the same curve. */
+static double scheduled_lr(const zp_config_t *c, int64_t step, int64_t epoch, int64_t per_epoch)
+{
+    double lr = c->lr;
+    if (c->schedule == ZP_SCHED_STEP) {
+        lr *= pow(c->gamma, (double)(epoch / c->step_epochs));
+    } else if (c->schedule == ZP_SCHED_COSINE) {
+        double total = (double)c->epochs * (double)per_epoch;
+        double f = total > 1 ? fmin(1.0, (double)step / (total - 1)) : 1;
+        lr = c->min_lr + (c->lr - c->min_lr) * 0.5 * (1 + cos(M_PI * f));
+    }
+    if (step < c->warmup_steps)
+        lr *= (double)(step + 1) / (double)c->warmup_steps;
+    return lr;
+}
+
+/* A NaN or infinity: says where, writes the batch's sample indices to
+ * nan-batch.txt so that it can be replayed, and stops the run. */
+static int non_finite(trainer_t *t, const zp_msg_t *m, const uint32_t *idx, int layer,
+                      const char *tensor, const char *what)
+{
+    char path[PATH_MAX + 16];
+    snprintf(path, sizeof path, "%s/nan-batch.txt", t->st->run_dir);
+    FILE *f = fopen(path, "w");
+    if (f) {
+        fprintf(f, "# step %lld, epoch %llu, batch %llu, split %s: %llu sample indices\n",
+                (long long)t->step + 1, (unsigned long long)m->epoch + 1,
+                (unsigned long long)m->index + 1, zp_split_name((int)m->split),
+                (unsigned long long)m->n);
+        for (uint64_t i = 0; i < m->n; i++)
+            fprintf(f, "%u\n", idx[i]);
+        if (fclose(f))
+            f = NULL;
+    }
+    zp_error("step %lld (epoch %llu, batch %llu): %s: layer %d %s holds NaN or infinity; "
+             "the batch's sample indices are in %s",
+             (long long)t->step + 1, (unsigned long long)m->epoch + 1, (unsigned long long)m->index + 1,
+             what, layer + 1, tensor, f ? path : "(cannot be written)");
+    return ZP_EINVAL;
+}
+
+/* Forward, and for a train batch backward and an optimizer step. */
+static int compute(trainer_t *t, const zp_msg_t *m, const uint32_t *idx, const float *x,
+                   const int32_t *labels)
+{
+    const zp_config_t *c = &t->st->cfg;
+    int n = (int)m->n, split = (int)m->split, correct, layer;
+    const char *tensor;
+    double loss = zp_mlp_forward(&t->mlp, x, labels, n, &correct);
+    if (!isfinite(loss)) {
+        if (!zp_mlp_check_forward(&t->mlp, n, &layer, &tensor))
+            layer = t->mlp.nlayers - 1, tensor = "loss";
+        return non_finite(t, m, idx, layer, tensor, "the loss is not finite");
+    }
+    t->acc[split].loss_sum += loss * n;
+    t->acc[split].correct += correct;
+    if (split != ZP_SPLIT_TRAIN)
+        return 0;
+    t->win_loss += loss * n;
+    t->win_correct += correct;
+    zp_mlp_backward(&t->mlp, x, labels, n);
+    if (c->nan_at_step && t->step + 1 == c->nan_at_step)
+        t->mlp.gw[0][0] = NAN;
+    if (zp_mlp_check_grads(&t->mlp, &layer, &tensor))
+        return non_finite(t, m, idx, layer, tensor, "a gradient is not finite");
+    t->opt.lr = (float)scheduled_lr(c, t->step, (int64_t)m->epoch, (int64_t)m->batches);
+    t->opt.t = t->step + 1;
+    zp_mlp_step(&t->mlp, &t->opt);
+    return 0;
+}
+
 static int on_batch(trainer_t *t, const zp_msg_t *m)
 {
     const zp_config_t *c = &t->st->cfg;
@@ -234,17 +309,9 @@ static int on_batch(trainer_t *t, const zp_msg_t *m)
     if (t->batches && split == ZP_SPLIT_TRAIN)
         log_batch(t, m, idx, t->step + 1);
     if (c->backend == ZP_BACKEND_CPU) {
-        int correct;
-        double loss = zp_mlp_forward(&t->mlp, x, labels, n, &correct);
-        if (split == ZP_SPLIT_TRAIN)
-            zp_mlp_backward_step(&t->mlp, x, labels, n, (float)c->lr, (float)c->momentum,
-                                 (float)c->weight_decay);
-        t->acc[split].loss_sum += loss * n;
-        t->acc[split].correct += correct;
-        if (split == ZP_SPLIT_TRAIN) {
-            t->win_loss += loss * n;
-            t->win_correct += correct;
-        }
+        int rc = compute(t, m, idx, x, labels);
+        if (rc)
+            return rc;
     }
     /* The slot is the prefetch's again after this: nothing below reads it. */
     zp_msg_t fr = {.type = ZP_MSG_FREE, .slot = m->slot, .gen = m->gen};
@@ -332,6 +399,10 @@ static int init_model(trainer_t *t)
     for (int i = 0; i < c->hidden.n; i++)
         dims[i + 1] = (int)c->hidden.v[i];
     dims[L] = (int)t->st->meta.classes;
+    t->opt = (zp_opt_t){.kind = c->optimizer == ZP_OPTIM_ADAMW ? ZP_OPT_ADAMW : ZP_OPT_SGD,
+                        .lr = (float)c->lr, .momentum = (float)c->momentum,
+                        .weight_decay = (float)c->weight_decay, .beta1 = (float)c->betas.v[0],
+                        .beta2 = (float)c->betas.v[1], .eps = (float)c->eps};
     openblas_set_num_threads((int)c->threads);
     zp_info("cpu backend: MLP with %d weight layers; OpenBLAS core %s, %lld thread(s)", L,
             openblas_get_corename(), (long long)c->threads);

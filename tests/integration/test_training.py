@@ -1,6 +1,9 @@
 """The training runtime on real processes: a run killed with SIGKILL mid-epoch
 and resumed trains on exactly the batches an uninterrupted run trains on, and
-ends with the same loss; a damaged checkpoint is refused."""
+ends with the same loss (AdamW with warm-up and a cosine schedule: optimizer
+state and schedule position both survive); a damaged checkpoint is refused;
+schedules, limits, fast_dev_run and the NaN guard."""
+import math
 import os
 import signal
 import time
@@ -17,6 +20,8 @@ prefetch: {{batch_size: 100}}
 trainer:
   backend: cpu
   model: {{hidden: [16]}}
+  optimizer: {{name: adamw, lr: 0.01}}
+  schedule: {{name: cosine, warmup_steps: 20, min_lr: 0.001}}
   epochs: 3
   checkpoint: {{every_steps: 7}}
   debug: {{log_batches: true}}
@@ -78,6 +83,70 @@ def a_damaged_checkpoint_is_refused():
             zp.check(not zp.stage_pids(w.path), "a stage was started")
 
 
+def steps(run_dir):
+    return [m for m in zp.metrics(run_dir) if m.get("event") == "step"]
+
+
+def the_logged_learning_rate_follows_warmup_and_the_schedule():
+    with zp.Workdir() as w:
+        cfg = w.write("r.yaml", CONFIG.format(name="s"))
+        rc, out, err = w.run("up", cfg, "trainer.log_every_steps=1", "trainer.epochs=2",
+                             "trainer.schedule.name=step", "trainer.schedule.step_epochs=1",
+                             "trainer.schedule.gamma=0.5", "trainer.schedule.warmup_steps=10")
+        zp.check(rc == 0, err)
+        got = {m["step"]: m["lr"] for m in steps(w.run_dir("s"))}
+        zp.check(len(got) == 120, "%d step records" % len(got))
+        for step, lr in got.items():  # step k trains with the rate after k-1 steps
+            want = 0.01 * 0.5 ** ((step - 1) // 60) * min(1.0, step / 10)
+            zp.check(abs(lr - want) <= 1e-7, "step %d: lr %r, expected %r" % (step, lr, want))
+        rc, out, err = w.run("up", cfg, "run.name=c", "trainer.log_every_steps=1")
+        zp.check(rc == 0, err)
+        got = {m["step"]: m["lr"] for m in steps(w.run_dir("c"))}
+        for step, lr in got.items():
+            f = (step - 1) / 179
+            want = (0.001 + 0.009 * 0.5 * (1 + math.cos(math.pi * f))) * min(1.0, step / 20)
+            zp.check(abs(lr - want) <= 1e-7, "cosine step %d: lr %r, expected %r" % (step, lr, want))
+
+
+def limits_and_fast_dev_run_shorten_the_run():
+    with zp.Workdir() as w:
+        cfg = w.write("r.yaml", CONFIG.format(name="l"))
+        rc, out, err = w.run("up", cfg, "trainer.limit_train_batches=3",
+                             "trainer.limit_test_batches=2", "trainer.epochs=2")
+        zp.check(rc == 0, err)
+        train, test = zp.epoch_ends(w.run_dir("l"), "train"), zp.epoch_ends(w.run_dir("l"), "test")
+        zp.check([e["samples"] for e in train] == [300, 300], train)
+        zp.check([e["samples"] for e in test] == [200, 200], test)
+        rc, out, err = w.run("up", cfg, "run.name=f", "trainer.fast_dev_run=true")
+        zp.check(rc == 0, err)
+        train, test = zp.epoch_ends(w.run_dir("f"), "train"), zp.epoch_ends(w.run_dir("f"), "test")
+        zp.check([e["samples"] for e in train] == [100] and [e["samples"] for e in test] == [100],
+                 (train, test))
+        zp.check(os.listdir(os.path.join(w.run_dir("f"), "checkpoints")) == [],
+                 "fast_dev_run wrote a checkpoint")
+
+
+def an_injected_nan_stops_the_run_at_its_step_and_names_the_batch():
+    with zp.Workdir() as w:
+        cfg = w.write("r.yaml", CONFIG.format(name="n"))
+        rc, out, err = w.run("up", cfg, "trainer.debug.nan_at_step=97", "trainer.debug.log_batches=true")
+        zp.check(rc == 1, "exit %d" % rc)
+        log = open(os.path.join(w.run_dir("n"), "logs", "trainer-0.log")).read()
+        zp.check("step 97 (epoch 2, batch 37): a gradient is not finite: layer 1 weight gradient" in log, log)
+        zp.check("trainer[0] exited with status 1" in err, err)
+        lines = open(os.path.join(w.run_dir("n"), "nan-batch.txt")).read().split("\n")
+        zp.check(lines[0].startswith("# step 97, epoch 2, batch 37, split train"), lines[0])
+        indices = [int(x) for x in lines[1:] if x]
+        # the same batch as batches.log's line of step 97, by the digest of its indices
+        seq, _ = batch_sequence(w.run_dir("n"))
+        zp.check(len(indices) == 100 and len(set(indices)) == 100, "%d indices" % len(indices))
+        zp.check(seq[96][:2] == (1, 36) and seq[96][2] == zp.order_digest(indices),
+                 "nan-batch.txt does not hold the batch of step 97")
+
+
 if __name__ == "__main__":
     zp.main([a_run_killed_mid_epoch_and_resumed_matches_an_uninterrupted_run,
-             a_damaged_checkpoint_is_refused])
+             a_damaged_checkpoint_is_refused,
+             the_logged_learning_rate_follows_warmup_and_the_schedule,
+             limits_and_fast_dev_run_shorten_the_run,
+             an_injected_nan_stops_the_run_at_its_step_and_names_the_batch])

@@ -132,6 +132,14 @@ def stage_pids(folder):
     return pids
 
 
+def order_digest(indices):
+    """Order-dependent digest of a sequence of indices, as zp_order_step()."""
+    d = 0xCBF29CE484222325
+    for i in indices:
+        d = ((d ^ mix64(i)) * 0x100000001B3) & MASK
+    return "%016x" % d
+
+
 def ring_path(run_dir):
     """/dev/shm file of a run's ring, named as zp_ring_name() does."""
     h = 0xCBF29CE484222325
