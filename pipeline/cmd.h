@@ -16,6 +16,7 @@ int cmd_stat(int argc, char **argv);
 int cmd_down(int argc, char **argv);
 int cmd_warm(int argc, char **argv);
 int cmd_cache(int argc, char **argv);
+int cmd_report(int argc, char **argv);
 
 /* True when argv holds -h or --help. */
 int zp_wants_help(int argc, char **argv);

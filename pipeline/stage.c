@@ -29,8 +29,20 @@ int zp_stage_endpoint(const zp_stage_t *st, const char *name, char *buf, size_t 
     return rc;
 }
 
+/* Timer samples leave as {kind: "timer", region, ns: [durations]}. */
+static void send_samples(void *ctx, int region, const int64_t *ns, int n)
+{
+    zp_stage_t *st = ctx;
+    zp_event_t ev;
+    zp_ev_begin(st, &ev, "timer", 2);
+    zp_ev_str(&ev, "region", zp_region_name(region));
+    zp_ev_ints(&ev, "ns", ns, n);
+    zp_ev_send(st, &ev);
+}
+
 int zp_stage_open(zp_stage_t *st)
 {
+    zp_timers_init(&st->timers, send_samples, st);
     st->zctx = zmq_ctx_new();
     if (!st->zctx)
         return ZP_EZMQ;
@@ -51,7 +63,7 @@ int zp_stage_open(zp_stage_t *st)
         return ZP_EZMQ;
     }
     int64_t now = zp_now_ns();
-    st->stats.since = st->stats.w_start = now;
+    st->stats.since = st->stats.w_start = st->stats.start = now;
     st->stats.interval_ns = st->cfg.stat_interval_ms * 1000000;
     st->stats.next_ns = now + st->stats.interval_ns;
     return 0;
@@ -59,6 +71,10 @@ int zp_stage_open(zp_stage_t *st)
 
 void zp_stage_close(zp_stage_t *st)
 {
+    if (st->events) {
+        st->stats.next_ns = 0; /* the last record: totals of the whole life */
+        zp_stats_tick(st);
+    }
     zp_sock_close(&st->events);
     if (st->zctx) {
         /* Blocks until pending events reach the logger (or LINGER passes);
@@ -113,6 +129,14 @@ void zp_ev_num(zp_event_t *ev, const char *key, double val)
     msgpack_pack_double(&ev->pk, val);
 }
 
+void zp_ev_ints(zp_event_t *ev, const char *key, const int64_t *v, int n)
+{
+    zp_pack_str(&ev->pk, key);
+    msgpack_pack_array(&ev->pk, (uint32_t)n);
+    for (int i = 0; i < n; i++)
+        msgpack_pack_int64(&ev->pk, v[i]);
+}
+
 void zp_ev_send(zp_stage_t *st, zp_event_t *ev)
 {
     (void)ev;
@@ -134,7 +158,7 @@ void zp_stats_tick(zp_stage_t *st)
     int64_t cpu = (int64_t)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000000000 +
                   (int64_t)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1000;
     zp_event_t ev;
-    zp_ev_begin(st, &ev, "stats", 13);
+    zp_ev_begin(st, &ev, "stats", 17);
     int64_t lookups = s->lookups - s->w_lookups;
     zp_ev_num(&ev, "hit_rate", lookups ? (double)(s->hits - s->w_hits) / (double)lookups : -1);
     zp_ev_num(&ev, "cpu", s->w_cpu_ns ? (double)(cpu - s->w_cpu_ns) / dt : 0);
@@ -149,7 +173,12 @@ void zp_stats_tick(zp_stage_t *st)
     zp_ev_int(&ev, "errors", s->errors);
     zp_ev_int(&ev, "events_dropped", st->events_dropped);
     zp_ev_num(&ev, "window_s", dts);
+    zp_ev_num(&ev, "uptime_s", (double)(now - s->start) / 1e9);
+    zp_ev_num(&ev, "total_busy_s", (double)s->ns[ZP_ST_BUSY] / 1e9);
+    zp_ev_num(&ev, "total_wait_in_s", (double)s->ns[ZP_ST_WAIT_IN] / 1e9);
+    zp_ev_num(&ev, "total_wait_out_s", (double)s->ns[ZP_ST_WAIT_OUT] / 1e9);
     zp_ev_send(st, &ev);
+    zp_timers_flush(&st->timers);
     s->w_start = now;
     s->w_cpu_ns = cpu;
     s->w_hits = s->hits;

@@ -9,6 +9,7 @@
 
 #include "pipeline/config.h"
 #include "pipeline/dataset.h"
+#include "pipeline/timer.h"
 
 #include <limits.h>
 #include <msgpack.h>
@@ -26,7 +27,7 @@ typedef struct {
     int64_t queue;                /* current queue depth, set by the stage */
     int64_t hits, lookups;        /* cache hits among lookups (prefetch) */
     int state;
-    int64_t since;
+    int64_t since, start;
     /* the last window */
     int64_t w_start, w_items, w_bytes, w_ns[4], w_cpu_ns, w_hits, w_lookups;
     int64_t interval_ns, next_ns;
@@ -41,13 +42,16 @@ typedef struct {
     void *zctx;
     void *events; /* PUSH to the logger; never blocks */
     zp_stats_t stats;
+    zp_timers_t timers; /* of the stage's main thread; flushed with every stats event */
     int64_t events_dropped;
     int resume; /* go on from checkpoints/last.ckpt */
 } zp_stage_t;
 
 /* Charges the time since the last switch to the previous state. */
 void zp_stats_state(zp_stats_t *s, int state);
-/* Emits a "stats" event when the interval has passed. Cheap otherwise. */
+/* Emits a "stats" event, and the timer samples gathered since the last one
+ * as "timer" events, when the interval has passed. Cheap otherwise.
+ * zp_stage_close() emits a last one of each. */
 void zp_stats_tick(zp_stage_t *st);
 
 /* Events: a msgpack map body {kind, stage, instance, time, ...fields}. Build with
@@ -61,6 +65,7 @@ void zp_ev_begin(zp_stage_t *st, zp_event_t *ev, const char *kind, int nfields);
 void zp_ev_str(zp_event_t *ev, const char *key, const char *val);
 void zp_ev_int(zp_event_t *ev, const char *key, int64_t val);
 void zp_ev_num(zp_event_t *ev, const char *key, double val);
+void zp_ev_ints(zp_event_t *ev, const char *key, const int64_t *v, int n);
 void zp_ev_send(zp_stage_t *st, zp_event_t *ev);
 
 /* Opens the ZeroMQ context and the event socket. */

@@ -223,8 +223,10 @@ static int on_result(cache_t *c, zp_msg_t *m)
     }
     /* Forward the payload frames as they came: ownership moves, bytes are not copied. */
     int rc = zmq_send(c->fetch, t->prefetch.id, t->prefetch.idlen, ZMQ_SNDMORE) < 0 ? ZP_EZMQ : 0;
+    ZP_TIME_BEGIN(&c->st->timers, ZP_R_SEND);
     if (!rc)
         rc = zp_send_parts(c->fetch, &out, c->f.part + 2, m->nframes - 1);
+    ZP_TIME_END(&c->st->timers, ZP_R_SEND);
     task_free(c, t);
     return rc;
 }

@@ -53,7 +53,9 @@ static void commit(zp_store_t *s)
 {
     if (!s->txn)
         return;
+    ZP_TIME_BEGIN(&s->st->timers, ZP_R_LMDB_PUT); /* the commit writes the pages */
     int rc = mdb_txn_commit(s->txn);
+    ZP_TIME_END(&s->st->timers, ZP_R_LMDB_PUT);
     s->txn = NULL;
     if (rc) {
         char why[128];
@@ -109,6 +111,7 @@ void zp_store_put(zp_store_t *s, int split, uint64_t n, const uint8_t *indices,
         }
         s->txn_start = zp_now_ns();
     }
+    ZP_TIME_BEGIN(&s->st->timers, ZP_R_LMDB_PUT);
     for (uint64_t i = 0; i < n; i++) {
         uint32_t index;
         int32_t label;
@@ -121,6 +124,7 @@ void zp_store_put(zp_store_t *s, int split, uint64_t n, const uint8_t *indices,
          * corrupt comes back this way, so the cache heals. */
         int rc = mdb_put(s->txn, s->db.dbi[split], &k, &v, MDB_RESERVE);
         if (rc) {
+            ZP_TIME_END(&s->st->timers, ZP_R_LMDB_PUT);
             mdb_txn_abort(s->txn);
             s->txn = NULL;
             char why[160];
@@ -138,6 +142,7 @@ void zp_store_put(zp_store_t *s, int split, uint64_t n, const uint8_t *indices,
         s->pending++;
         s->pending_bytes += (int64_t)v.mv_size;
     }
+    ZP_TIME_END(&s->st->timers, ZP_R_LMDB_PUT);
     if (s->pending >= s->st->cfg.commit_every)
         commit(s);
 }

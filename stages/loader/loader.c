@@ -25,7 +25,8 @@ typedef struct {
     zp_source_t *src;
     void *work;        /* DEALER to the cache stage */
     float lut[4][256]; /* uint8 -> normalised float32, per channel (up to 4) */
-    uint8_t *pixels;   /* one sample; owned */
+    uint8_t *pixels;   /* raw samples of `chunk` samples; owned */
+    size_t chunk;      /* samples read before they are transformed: about 256 KiB */
     outbuf_t out[OUTBUFS];
     int64_t bad_msgs;
     zp_frames_t f;
@@ -91,7 +92,8 @@ static void send_fail(loader_t *l, uint64_t id, const char *error)
     zp_send(l->work, NULL, &m, NULL, NULL, 0, 0);
 }
 
-/* Loads every sample of the task into `parts` (labels, data). 0, or a message in err. */
+/* Loads every sample of the task into `parts` (labels, data), `chunk` samples
+ * at a time: read them raw, then transform them. 0, or a message in err. */
 static int load_samples(loader_t *l, const zp_msg_t *t, zmq_msg_t *parts, char *err, size_t len)
 {
     const uint8_t *idx = t->frame[1]; /* u32 LE array; a frame may be unaligned */
@@ -102,21 +104,33 @@ static int load_samples(loader_t *l, const zp_msg_t *t, zmq_msg_t *parts, char *
         return ZP_ENOMEM;
     }
     uint8_t *labels = zmq_msg_data(&parts[0]);
-    for (size_t i = 0; i < n; i++) {
-        uint32_t ix;
-        int32_t label;
-        memcpy(&ix, idx + 4 * i, 4);
-        if (ix >= (uint64_t)l->st->meta.n[t->split]) {
-            snprintf(err, len, "sample %u is outside the %s split (%lld samples)", ix,
-                     zp_split_name((int)t->split), (long long)l->st->meta.n[t->split]);
-            return ZP_EDATA;
+    int64_t read_ns = 0, transform_ns = 0;
+    for (size_t i0 = 0; i0 < n; i0 += l->chunk) {
+        size_t m = n - i0 < l->chunk ? n - i0 : l->chunk;
+        int64_t t0 = zp_now_ns();
+        for (size_t i = i0; i < i0 + m; i++) {
+            uint32_t ix;
+            int32_t label;
+            memcpy(&ix, idx + 4 * i, 4);
+            if (ix >= (uint64_t)l->st->meta.n[t->split]) {
+                snprintf(err, len, "sample %u is outside the %s split (%lld samples)", ix,
+                         zp_split_name((int)t->split), (long long)l->st->meta.n[t->split]);
+                return ZP_EDATA;
+            }
+            uint8_t *px = l->pixels + (i - i0) * elems;
+            int rc = l->src->get(l->src, (int)t->split, ix, px, &label, err, len);
+            if (rc)
+                return rc;
+            memcpy(labels + 4 * i, &label, 4);
         }
-        int rc = l->src->get(l->src, (int)t->split, ix, l->pixels, &label, err, len);
-        if (rc)
-            return rc;
-        memcpy(labels + 4 * i, &label, 4);
-        transform(l, l->pixels, data + i * elems);
+        int64_t t1 = zp_now_ns();
+        for (size_t i = i0; i < i0 + m; i++)
+            transform(l, l->pixels + (i - i0) * elems, data + i * elems);
+        read_ns += t1 - t0;
+        transform_ns += zp_now_ns() - t1;
     }
+    zp_timer_add(&l->st->timers, ZP_R_READ, read_ns);
+    zp_timer_add(&l->st->timers, ZP_R_TRANSFORM, transform_ns);
     return 0;
 }
 
@@ -138,7 +152,9 @@ static int run_task(loader_t *l, const zp_msg_t *t)
         zp_msg_t out = {.type = ZP_MSG_SAMPLES, .id = t->id, .split = t->split, .n = t->n,
                         .elems = (uint64_t)l->st->meta.elems};
         zp_stats_state(&l->st->stats, ZP_ST_WAIT_OUT);
+        ZP_TIME_BEGIN(&l->st->timers, ZP_R_SEND);
         rc = zp_send_parts(l->work, &out, parts, 3);
+        ZP_TIME_END(&l->st->timers, ZP_R_SEND);
         l->st->stats.items += (int64_t)t->n;
         l->st->stats.bytes += (int64_t)bytes;
     }
@@ -191,7 +207,9 @@ int zp_loader_main(zp_stage_t *st)
         return 1;
     }
     build_lut(&l);
-    l.pixels = malloc((size_t)st->meta.elems);
+    l.chunk = (size_t)(256 << 10) / (size_t)st->meta.elems;
+    l.chunk = l.chunk < 1 ? 1 : l.chunk;
+    l.pixels = malloc((size_t)st->meta.elems * l.chunk);
     if (!l.pixels || zp_stage_endpoint(st, "work", ep, sizeof ep) ||
         !(l.work = zp_sock_open(st->zctx, ZMQ_DEALER, ep, 0, 0))) {
         rc = 1;

@@ -1,12 +1,14 @@
 /* logger.c — collects every stage's events: metric records into
  * metrics.jsonl, counters into stats.jsonl (and the latest per stage instance
- * for `zeus-pipe stat`), a progress line on the terminal, and at the end a
- * per-epoch summary (also report.txt). */
+ * for `zeus-pipe stat`), every event as received into events.msgpack, a
+ * progress line on the terminal, and at the end the run's report (report.txt,
+ * report.json; see pipeline/report.h). */
 #define _GNU_SOURCE
 #include "pipeline/log.h"
+#include "pipeline/report.h"
 #include "pipeline/sock.h"
 #include "pipeline/stage.h"
-#include "stages/logger/json.h"
+#include "pipeline/json.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -24,18 +26,11 @@ typedef struct {
 } latest_t;
 
 typedef struct {
-    int have_train, have_test;
-    double train_loss, train_acc, test_loss, test_acc, samples_per_s, seconds;
-} epoch_row_t;
-
-typedef struct {
     zp_stage_t *st;
     void *pull, *rep;
-    FILE *metrics, *stats;
+    FILE *metrics, *stats, *events; /* events.msgpack: every event as received */
     latest_t latest[RECORDS_MAX];
     int nlatest;
-    epoch_row_t *rows;
-    int64_t nrows;
     int tty, progress_shown;
     double last_plain;
     int64_t first_step_ns, first_step;
@@ -97,29 +92,9 @@ static void progress(logger_t *l, const msgpack_object *b)
 static void epoch_end(logger_t *l, const msgpack_object *b)
 {
     int64_t epoch = (int64_t)zp_map_num(b, "epoch", -1);
-    if (epoch < 0 || epoch >= 1000000)
-        return;
-    if (epoch >= l->nrows) {
-        int64_t n = epoch + 16;
-        epoch_row_t *r = realloc(l->rows, (size_t)n * sizeof *r);
-        if (!r)
-            return;
-        memset(r + l->nrows, 0, (size_t)(n - l->nrows) * sizeof *r);
-        l->rows = r;
-        l->nrows = n;
-    }
-    epoch_row_t *r = &l->rows[epoch];
     char split[16];
     zp_map_str(b, "split", split, sizeof split);
-    int test = !strcmp(split, "test");
     double loss = zp_map_num(b, "loss", -1), acc = zp_map_num(b, "accuracy", -1);
-    if (test) {
-        r->have_test = 1, r->test_loss = loss, r->test_acc = acc;
-    } else {
-        r->have_train = 1, r->train_loss = loss, r->train_acc = acc;
-        r->samples_per_s = zp_map_num(b, "samples_per_s", 0);
-        r->seconds = zp_map_num(b, "seconds", 0);
-    }
     if (l->progress_shown)
         printf("\r\033[K");
     l->progress_shown = 0;
@@ -132,33 +107,6 @@ static void epoch_end(logger_t *l, const msgpack_object *b)
         printf("epoch %lld %-5s %lld samples  (%s samples/s)\n", (long long)epoch + 1, split,
                (long long)zp_map_num(b, "samples", 0), rate);
     fflush(stdout);
-}
-
-static void summary(logger_t *l, FILE *out)
-{
-    int any = 0;
-    for (int64_t e = 0; e < l->nrows; e++)
-        any |= l->rows[e].have_train;
-    if (!any)
-        return;
-    fprintf(out, "\n%5s  %10s  %9s  %9s  %9s  %10s  %7s\n", "epoch", "train_loss", "train_acc",
-            "test_loss", "test_acc", "samples/s", "time");
-    for (int64_t e = 0; e < l->nrows; e++) {
-        epoch_row_t *r = &l->rows[e];
-        if (!r->have_train)
-            continue;
-        char rate[16];
-        fmt_rate(rate, sizeof rate, r->samples_per_s);
-        if (r->train_acc < 0)
-            fprintf(out, "%5lld  %10s  %9s  %9s  %9s  %10s  %6.1fs\n", (long long)e + 1, "-", "-",
-                    "-", "-", rate, r->seconds);
-        else if (r->have_test)
-            fprintf(out, "%5lld  %10.4f  %9.4f  %9.4f  %9.4f  %10s  %6.1fs\n", (long long)e + 1,
-                    r->train_loss, r->train_acc, r->test_loss, r->test_acc, rate, r->seconds);
-        else
-            fprintf(out, "%5lld  %10.4f  %9.4f  %9s  %9s  %10s  %6.1fs\n", (long long)e + 1,
-                    r->train_loss, r->train_acc, "-", "-", rate, r->seconds);
-    }
 }
 
 static void on_event(logger_t *l, zp_msg_t *m)
@@ -214,6 +162,8 @@ static void on_pull(logger_t *l)
                 zp_warn("dropped a malformed event: %s", m.type ? zp_msg_name(m.type) : why);
         } else {
             on_event(l, &m);
+            if (l->events)
+                fwrite(zmq_msg_data(&l->f.part[0]), 1, zmq_msg_size(&l->f.part[0]), l->events);
             l->st->stats.items++;
             l->st->stats.bytes += (int64_t)zmq_msg_size(&l->f.part[0]);
         }
@@ -260,7 +210,9 @@ static int open_all(logger_t *l)
     l->metrics = fopen(path, "a");
     snprintf(path, sizeof path, "%s/stats.jsonl", st->run_dir);
     l->stats = fopen(path, "a");
-    if (!l->metrics || !l->stats) {
+    snprintf(path, sizeof path, "%s/events.msgpack", st->run_dir);
+    l->events = fopen(path, "a");
+    if (!l->metrics || !l->stats || !l->events) {
         zp_error("%s: %s", path, strerror(errno));
         return 1;
     }
@@ -287,16 +239,12 @@ static void finish(logger_t *l)
     }
     if (l->progress_shown)
         printf("\r\033[K");
-    summary(l, stdout);
+    fflush(l->metrics);
+    if (fclose(l->events))
+        zp_error("events.msgpack: %s", strerror(errno));
+    l->events = NULL;
+    zp_report_write(l->st->run_dir, stdout);
     fflush(stdout);
-    char path[PATH_MAX + 32];
-    snprintf(path, sizeof path, "%s/report.txt", l->st->run_dir);
-    FILE *r = fopen(path, "w");
-    if (r) {
-        fprintf(r, "run %s\n", l->st->cfg.run_name);
-        summary(l, r);
-        fclose(r);
-    }
 }
 
 int zp_logger_main(zp_stage_t *st)
@@ -328,8 +276,9 @@ int zp_logger_main(zp_stage_t *st)
         fclose(l.metrics);
     if (l.stats)
         fclose(l.stats);
+    if (l.events)
+        fclose(l.events);
     for (int i = 0; i < l.nlatest; i++)
         msgpack_sbuffer_destroy(&l.latest[i].body);
-    free(l.rows);
     return rc;
 }

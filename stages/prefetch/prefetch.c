@@ -102,6 +102,7 @@ static void copy_in(prefetch_t *p, batch_t *bt, const fetch_t *f, uint64_t offse
     int32_t *dst_l = (int32_t *)(base + p->lay.labels);
     float *dst_d = (float *)(base + p->lay.data);
     size_t elems = (size_t)p->st->meta.elems;
+    ZP_TIME_BEGIN(&p->st->timers, ZP_R_COLLATE);
     for (uint64_t i = 0; i < n; i++) {
         uint64_t at = f->pos[offset + i];
         if (bt->have[at])
@@ -111,6 +112,7 @@ static void copy_in(prefetch_t *p, batch_t *bt, const fetch_t *f, uint64_t offse
         memcpy(&dst_l[at], labels + 4 * i, 4); /* frames may be unaligned */
         memcpy(dst_d + at * elems, data + i * elems * 4, elems * 4);
     }
+    ZP_TIME_END(&p->st->timers, ZP_R_COLLATE);
     p->st->stats.bytes += (int64_t)(n * elems * 4);
 }
 
@@ -178,6 +180,7 @@ static int read_hits(prefetch_t *p, batch_t *bt)
     int32_t *labels = (int32_t *)(base + p->lay.labels);
     float *data = (float *)(base + p->lay.data);
     size_t elems = (size_t)p->st->meta.elems;
+    ZP_TIME_BEGIN(&p->st->timers, ZP_R_LMDB_GET);
     /* A short read transaction per batch; its handle is reused (reset/renew). */
     int rc = p->rtxn ? mdb_txn_renew(p->rtxn) : zp_cachedb_read_begin(&p->db, &p->rtxn);
     if (rc == MDB_MAP_RESIZED || (rc && p->rtxn)) { /* the writer grew the map */
@@ -225,6 +228,7 @@ static int read_hits(prefetch_t *p, batch_t *bt)
     }
     if (txn)
         mdb_txn_reset(txn);
+    ZP_TIME_END(&p->st->timers, ZP_R_LMDB_GET);
     p->st->stats.bytes += (int64_t)((bt->n - bt->late.n - bt->fetch.n) * elems * 4);
     return bt->late.n ? send_fetch_of(p, &bt->late) : 0;
 }
@@ -366,7 +370,9 @@ static int emit_ready(prefetch_t *p, int *rc)
                   .split = (uint64_t)p->split, .epoch = (uint64_t)p->epoch,
                   .index = (uint64_t)bt->batch, .batches = (uint64_t)p->nbatches,
                   .n = (uint64_t)bt->n, .elems = (uint64_t)p->st->meta.elems};
+    ZP_TIME_BEGIN(&p->st->timers, ZP_R_SEND);
     *rc = zp_send(p->ring_sock, NULL, &m, NULL, NULL, 0, 0);
+    ZP_TIME_END(&p->st->timers, ZP_R_SEND);
     zp_ring_publish(p->ring, (uint32_t)bt->slot);
     bt->batch = -1;
     p->next_emit++;

@@ -50,6 +50,7 @@ typedef struct {
     uint8_t *ckpt; /* checkpoint payload buffer; owned */
     size_t ckpt_bytes;
     FILE *batches; /* batches.log when trainer.debug.log_batches; owned */
+    int64_t compute_ns; /* forward + backward of the current batch */
 } trainer_t;
 
 static void acc_reset(epoch_acc_t *a, int64_t n)
@@ -266,7 +267,10 @@ static int compute(trainer_t *t, const zp_msg_t *m, const uint32_t *idx, const f
     const zp_config_t *c = &t->st->cfg;
     int n = (int)m->n, split = (int)m->split, correct, layer;
     const char *tensor;
+    zp_timers_t *tm = &t->st->timers;
+    ZP_TIME_BEGIN(tm, ZP_R_FORWARD);
     double loss = zp_mlp_forward(&t->mlp, x, labels, n, &correct);
+    t->compute_ns = ZP_TIME_END(tm, ZP_R_FORWARD);
     if (!isfinite(loss)) {
         if (!zp_mlp_check_forward(&t->mlp, n, &layer, &tensor))
             layer = t->mlp.nlayers - 1, tensor = "loss";
@@ -278,7 +282,9 @@ static int compute(trainer_t *t, const zp_msg_t *m, const uint32_t *idx, const f
         return 0;
     t->win_loss += loss * n;
     t->win_correct += correct;
+    ZP_TIME_BEGIN(tm, ZP_R_BACKWARD);
     zp_mlp_backward(&t->mlp, x, labels, n);
+    t->compute_ns += ZP_TIME_END(tm, ZP_R_BACKWARD);
     if (c->nan_at_step && t->step + 1 == c->nan_at_step)
         t->mlp.gw[0][0] = NAN;
     if (zp_mlp_check_grads(&t->mlp, &layer, &tensor))
@@ -330,6 +336,26 @@ static int on_batch(trainer_t *t, const zp_msg_t *m)
     return rc;
 }
 
+/* Regions: an epoch (of either split) runs from the end of the previous one,
+ * or from the run's first batch; io is open whenever the trainer waits for a
+ * batch inside one. A batch is forward + backward (+ h2d and comm with a
+ * GPU) + other (optimizer step, bookkeeping, FREE). */
+static int timed_batch(trainer_t *t, const zp_msg_t *m)
+{
+    zp_timers_t *tm = &t->st->timers;
+    if (!zp_timer_is_open(tm, ZP_R_EPOCH))
+        ZP_TIME_BEGIN(tm, ZP_R_EPOCH);
+    if (zp_timer_is_open(tm, ZP_R_IO))
+        ZP_TIME_END(tm, ZP_R_IO);
+    ZP_TIME_BEGIN(tm, ZP_R_BATCH);
+    t->compute_ns = 0;
+    int rc = on_batch(t, m);
+    int64_t batch = ZP_TIME_END(tm, ZP_R_BATCH);
+    zp_timer_add(tm, ZP_R_OTHER, batch - t->compute_ns);
+    ZP_TIME_BEGIN(tm, ZP_R_IO);
+    return rc;
+}
+
 static int loop(trainer_t *t)
 {
     int rc = 0;
@@ -350,9 +376,15 @@ static int loop(trainer_t *t)
             if (t->bad_msgs++ < 10)
                 zp_warn("dropped a malformed message from the prefetch stage: %s", why);
         } else if (m.type == ZP_MSG_BATCH) {
-            rc = on_batch(t, &m);
+            rc = timed_batch(t, &m);
         } else if (m.type == ZP_MSG_EPOCH_END) {
+            if (zp_timer_is_open(&t->st->timers, ZP_R_IO))
+                ZP_TIME_END(&t->st->timers, ZP_R_IO);
+            if (zp_timer_is_open(&t->st->timers, ZP_R_EPOCH))
+                ZP_TIME_END(&t->st->timers, ZP_R_EPOCH);
             epoch_record(t, &m);
+            ZP_TIME_BEGIN(&t->st->timers, ZP_R_EPOCH);
+            ZP_TIME_BEGIN(&t->st->timers, ZP_R_IO);
         } else if (m.type == ZP_MSG_END) {
             zp_msg_release(&m);
             return 1;

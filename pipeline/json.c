@@ -1,6 +1,7 @@
-#include "stages/logger/json.h"
+#include "pipeline/json.h"
 
 #include <math.h>
+#include <string.h>
 
 static void write_str(FILE *out, const char *s, uint32_t n)
 {
@@ -67,4 +68,9 @@ static void write_obj(FILE *out, const msgpack_object *o, int depth)
 void zp_json_write(FILE *out, const msgpack_object *o)
 {
     write_obj(out, o, 0);
+}
+
+void zp_json_str(FILE *out, const char *s)
+{
+    write_str(out, s, (uint32_t)strlen(s));
 }

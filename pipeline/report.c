@@ -1,0 +1,481 @@
+#include "pipeline/report.h"
+#include "pipeline/json.h"
+#include "pipeline/log.h"
+#include "pipeline/timer.h"
+#include "schemas/msg.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define STAGES 5
+static const char *const STAGE[STAGES] = {"loader", "cache", "prefetch", "trainer", "logger"};
+
+typedef struct {
+    double *v; /* milliseconds; owned */
+    size_t n, cap;
+} series_t;
+
+typedef struct { /* the last stats record of one stage instance */
+    int stage;
+    int64_t instance;
+    double items, errors, uptime, busy, wait_in, wait_out;
+} inst_t;
+
+typedef struct {
+    int have_train, have_test;
+    double train_loss, train_acc, test_loss, test_acc, samples_per_s, seconds;
+} epoch_row_t;
+
+typedef struct {
+    char run[256];
+    series_t series[STAGES][ZP_R_COUNT];
+    inst_t *inst;
+    int ninst, inst_cap;
+    epoch_row_t *rows;
+    int64_t nrows;
+    int64_t events, bad;
+} report_t;
+
+typedef struct { /* per stage, from its instances */
+    int instances;
+    double items, items_per_s, busy, wait_in, wait_out, errors;
+} stage_sum_t;
+
+static int stage_of(const char *name)
+{
+    for (int s = 0; s < STAGES; s++)
+        if (!strcmp(STAGE[s], name))
+            return s;
+    return -1;
+}
+
+static int push(series_t *s, double v)
+{
+    if (s->n == s->cap) {
+        size_t cap = s->cap ? 2 * s->cap : 256;
+        double *p = realloc(s->v, cap * sizeof *p);
+        if (!p)
+            return ZP_ENOMEM;
+        s->v = p, s->cap = cap;
+    }
+    s->v[s->n++] = v;
+    return 0;
+}
+
+static int on_timer(report_t *r, int stage, const msgpack_object *b)
+{
+    char name[32];
+    int region = zp_region_of(zp_map_str(b, "region", name, sizeof name));
+    const msgpack_object *ns = zp_map_get(b, "ns");
+    if (region < 0 || !ns || ns->type != MSGPACK_OBJECT_ARRAY)
+        return ZP_EPROTO;
+    for (uint32_t i = 0; i < ns->via.array.size; i++) {
+        const msgpack_object *x = &ns->via.array.ptr[i];
+        if (x->type != MSGPACK_OBJECT_POSITIVE_INTEGER && x->type != MSGPACK_OBJECT_NEGATIVE_INTEGER)
+            return ZP_EPROTO;
+        int rc = push(&r->series[stage][region], (double)x->via.i64 / 1e6);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
+static int on_stats(report_t *r, int stage, const msgpack_object *b)
+{
+    int64_t instance = (int64_t)zp_map_num(b, "instance", 0);
+    inst_t *e = NULL;
+    for (int i = 0; i < r->ninst && !e; i++)
+        if (r->inst[i].stage == stage && r->inst[i].instance == instance)
+            e = &r->inst[i];
+    if (!e) {
+        if (r->ninst == r->inst_cap) {
+            int cap = r->inst_cap ? 2 * r->inst_cap : 16;
+            inst_t *p = realloc(r->inst, (size_t)cap * sizeof *p);
+            if (!p)
+                return ZP_ENOMEM;
+            r->inst = p, r->inst_cap = cap;
+        }
+        e = &r->inst[r->ninst++];
+        e->stage = stage, e->instance = instance;
+    }
+    e->items = zp_map_num(b, "total_items", 0);
+    e->errors = zp_map_num(b, "errors", 0);
+    e->uptime = zp_map_num(b, "uptime_s", 0);
+    e->busy = zp_map_num(b, "total_busy_s", 0);
+    e->wait_in = zp_map_num(b, "total_wait_in_s", 0);
+    e->wait_out = zp_map_num(b, "total_wait_out_s", 0);
+    return 0;
+}
+
+static int on_epoch(report_t *r, const msgpack_object *b)
+{
+    int64_t epoch = (int64_t)zp_map_num(b, "epoch", -1);
+    if (epoch < 0 || epoch >= 1000000)
+        return ZP_EPROTO;
+    if (epoch >= r->nrows) {
+        int64_t n = epoch + 16;
+        epoch_row_t *p = realloc(r->rows, (size_t)n * sizeof *p);
+        if (!p)
+            return ZP_ENOMEM;
+        memset(p + r->nrows, 0, (size_t)(n - r->nrows) * sizeof *p);
+        r->rows = p, r->nrows = n;
+    }
+    epoch_row_t *row = &r->rows[epoch];
+    char split[16];
+    double loss = zp_map_num(b, "loss", -1), acc = zp_map_num(b, "accuracy", -1);
+    if (!strcmp(zp_map_str(b, "split", split, sizeof split), "test")) {
+        row->have_test = 1, row->test_loss = loss, row->test_acc = acc;
+    } else {
+        row->have_train = 1, row->train_loss = loss, row->train_acc = acc;
+        row->samples_per_s = zp_map_num(b, "samples_per_s", 0);
+        row->seconds = zp_map_num(b, "seconds", 0);
+    }
+    return 0;
+}
+
+/* One record: the EVENT message {v, t, body: {kind, stage, ...}}. */
+static int on_record(report_t *r, const msgpack_object *o)
+{
+    const msgpack_object *b = zp_map_get(o, "body");
+    if (!b || b->type != MSGPACK_OBJECT_MAP)
+        return ZP_EPROTO;
+    char kind[16], name[16], event[24];
+    zp_map_str(b, "kind", kind, sizeof kind);
+    int stage = stage_of(zp_map_str(b, "stage", name, sizeof name));
+    if (stage < 0)
+        return ZP_EPROTO;
+    if (!strcmp(kind, "timer"))
+        return on_timer(r, stage, b);
+    if (!strcmp(kind, "stats"))
+        return on_stats(r, stage, b);
+    if (!strcmp(kind, "metric") && !strcmp(zp_map_str(b, "event", event, sizeof event), "epoch_end"))
+        return on_epoch(r, b);
+    return 0;
+}
+
+static int load(report_t *r, const char *run_dir, char *err, size_t errlen)
+{
+    char path[PATH_MAX + 32];
+    snprintf(path, sizeof path, "%s/events.msgpack", run_dir);
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        int e = errno;
+        snprintf(err, errlen, "%s: %s", path, strerror(e));
+        return -e;
+    }
+    msgpack_unpacker u;
+    msgpack_unpacked one;
+    if (!msgpack_unpacker_init(&u, 1 << 16)) {
+        fclose(f);
+        return ZP_ENOMEM;
+    }
+    msgpack_unpacked_init(&one);
+    int rc = 0;
+    for (size_t got = 1; !rc && got;) {
+        if (msgpack_unpacker_buffer_capacity(&u) < 4096 && !msgpack_unpacker_reserve_buffer(&u, 1 << 16)) {
+            rc = ZP_ENOMEM;
+            break;
+        }
+        got = fread(msgpack_unpacker_buffer(&u), 1, msgpack_unpacker_buffer_capacity(&u), f);
+        msgpack_unpacker_buffer_consumed(&u, got);
+        msgpack_unpack_return ur;
+        while (!rc && (ur = msgpack_unpacker_next(&u, &one)) == MSGPACK_UNPACK_SUCCESS) {
+            r->events++;
+            int e = on_record(r, &one.data);
+            if (e == ZP_EPROTO)
+                r->bad++; /* a record this version does not understand: skipped */
+            else
+                rc = e;
+        }
+        if (!rc && ur == MSGPACK_UNPACK_PARSE_ERROR) {
+            snprintf(err, errlen, "%s: not a stream of msgpack records after %lld records", path,
+                     (long long)r->events);
+            rc = ZP_EPROTO;
+        }
+    }
+    /* A record cut short at the end is one the logger is writing: ignored. */
+    msgpack_unpacked_destroy(&one);
+    msgpack_unpacker_destroy(&u);
+    fclose(f);
+    if (rc == ZP_ENOMEM)
+        snprintf(err, errlen, "%s: out of memory", path);
+    return rc;
+}
+
+static void sum_stages(const report_t *r, stage_sum_t *out)
+{
+    memset(out, 0, STAGES * sizeof *out);
+    for (int i = 0; i < r->ninst; i++) {
+        const inst_t *e = &r->inst[i];
+        stage_sum_t *s = &out[e->stage];
+        double up = e->uptime > 0 ? e->uptime : 1;
+        s->instances++;
+        s->items += e->items;
+        s->items_per_s += e->items / up;
+        s->errors += e->errors;
+        s->busy += e->busy / up, s->wait_in += e->wait_in / up, s->wait_out += e->wait_out / up;
+    }
+    for (int s = 0; s < STAGES; s++)
+        if (out[s].instances)
+            out[s].busy /= out[s].instances, out[s].wait_in /= out[s].instances,
+                out[s].wait_out /= out[s].instances;
+}
+
+/* The share of the trainer's epoch time spent in io (waiting for a batch); -1 without samples. */
+static double wait_share(const report_t *r)
+{
+    const series_t *io = &r->series[3][ZP_R_IO], *ep = &r->series[3][ZP_R_EPOCH];
+    double a = 0, b = 0;
+    for (size_t i = 0; i < io->n; i++)
+        a += io->v[i];
+    for (size_t i = 0; i < ep->n; i++)
+        b += ep->v[i];
+    return b > 0 ? a / b : -1;
+}
+
+/* One sentence: which stage limits the run, and what to try. */
+static void bottleneck(const stage_sum_t *s, double wait, char *stage, size_t slen, char *buf, size_t len)
+{
+    snprintf(stage, slen, "%s", "unknown");
+    if (wait < 0) {
+        snprintf(buf, len, "No trainer timings yet: the run has not finished an epoch.");
+        return;
+    }
+    if (wait < 0.10) {
+        snprintf(stage, slen, "trainer");
+        snprintf(buf, len, "The trainer is the bottleneck: it waited for data %.1f%% of its time, so "
+                 "the data pipeline keeps up; a faster step (trainer.threads, a GPU backend) "
+                 "speeds the run up.", 100 * wait);
+        return;
+    }
+    int hot = 0; /* the busiest data stage: loader, cache or prefetch */
+    for (int i = 1; i < 3; i++)
+        if (s[i].busy > s[hot].busy)
+            hot = i;
+    if (s[hot].busy < 0.5) {
+        snprintf(buf, len, "The trainer waited for data %.1f%% of its time while no data stage was "
+                 "busy more than half of it: a latency problem, not a throughput one; try a bigger "
+                 "prefetch.depth and prefetch.window.", 100 * wait);
+        return;
+    }
+    snprintf(stage, slen, "%s", STAGE[hot]);
+    if (hot == 0)
+        snprintf(buf, len, "The loaders are the bottleneck: the trainer waited for data %.1f%% of "
+                 "its time while the %d loader(s) were busy %.0f%% of theirs; try more loaders "
+                 "(loader.workers=%d) or warm the cache (zeus-pipe warm CONFIG) so that epochs "
+                 "read from LMDB.", 100 * wait, s[0].instances, 100 * s[0].busy,
+                 2 * s[0].instances);
+    else if (hot == 1)
+        snprintf(buf, len, "The cache stage is the bottleneck: the trainer waited for data %.1f%% "
+                 "of its time while the cache stage was busy %.0f%% of its; try a larger "
+                 "loader.task_size (fewer, bigger messages) or a larger cache.commit_every.",
+                 100 * wait, 100 * s[1].busy);
+    else
+        snprintf(buf, len, "The prefetch stage is the bottleneck: the trainer waited for data "
+                 "%.1f%% of its time while the prefetch stage was busy %.0f%% of its; try more "
+                 "prefetch.readers and a bigger prefetch.depth.", 100 * wait, 100 * s[2].busy);
+}
+
+static void text_epochs(const report_t *r, FILE *out)
+{
+    int any = 0;
+    for (int64_t e = 0; e < r->nrows; e++)
+        any |= r->rows[e].have_train;
+    if (!any)
+        return;
+    fprintf(out, "\n%5s  %10s  %9s  %9s  %9s  %10s  %7s\n", "epoch", "train_loss", "train_acc",
+            "test_loss", "test_acc", "samples/s", "time");
+    for (int64_t e = 0; e < r->nrows; e++) {
+        const epoch_row_t *w = &r->rows[e];
+        if (!w->have_train)
+            continue;
+        fprintf(out, "%5lld  ", (long long)e + 1);
+        if (w->train_acc < 0)
+            fprintf(out, "%10s  %9s  ", "-", "-");
+        else
+            fprintf(out, "%10.4f  %9.4f  ", w->train_loss, w->train_acc);
+        if (w->have_test && w->test_acc >= 0)
+            fprintf(out, "%9.4f  %9.4f  ", w->test_loss, w->test_acc);
+        else
+            fprintf(out, "%9s  %9s  ", "-", "-");
+        fprintf(out, "%9.0f/s  %6.1fs\n", w->samples_per_s, w->seconds);
+    }
+}
+
+static void text_regions(report_t *r, FILE *out)
+{
+    fprintf(out, "\ntime per region (ms; all instances of a stage together)\n");
+    fprintf(out, "%-9s %-9s %9s %9s %9s %9s %9s %9s %10s\n", "stage", "region", "count", "min",
+            "mean", "median", "max", "stdev", "total_s");
+    for (int s = 0; s < STAGES; s++)
+        for (int g = 0; g < ZP_R_COUNT; g++) {
+            series_t *x = &r->series[s][g];
+            if (!x->n)
+                continue;
+            zp_region_stats_t st;
+            zp_region_stats(x->v, x->n, &st);
+            fprintf(out, "%-9s %-9s %9lld %9.3f %9.3f %9.3f %9.3f %9.3f %10.2f\n", STAGE[s],
+                    zp_region_name(g), (long long)st.count, st.min, st.mean, st.median, st.max,
+                    st.stdev, st.total / 1e3);
+        }
+}
+
+static void text_stages(const stage_sum_t *s, FILE *out)
+{
+    fprintf(out, "\n%-9s %5s %12s %12s %6s %8s %9s %7s\n", "stage", "inst", "items", "items/s",
+            "busy", "wait-in", "wait-out", "errors");
+    for (int i = 0; i < STAGES; i++)
+        if (s[i].instances)
+            fprintf(out, "%-9s %5d %12.0f %12.1f %5.1f%% %7.1f%% %8.1f%% %7.0f\n", STAGE[i],
+                    s[i].instances, s[i].items, s[i].items_per_s, 100 * s[i].busy,
+                    100 * s[i].wait_in, 100 * s[i].wait_out, s[i].errors);
+}
+
+static void json_num(FILE *out, const char *key, double v, int comma)
+{
+    if (isfinite(v))
+        fprintf(out, "\"%s\":%.6g%s", key, v, comma ? "," : "");
+    else
+        fprintf(out, "\"%s\":null%s", key, comma ? "," : "");
+}
+
+static void json_report(report_t *r, const stage_sum_t *s, double wait, const char *hot,
+                        const char *advice, FILE *out)
+{
+    fprintf(out, "{\"run\":");
+    zp_json_str(out, r->run);
+    fprintf(out, ",\"epochs\":[");
+    int first = 1;
+    for (int64_t e = 0; e < r->nrows; e++) {
+        const epoch_row_t *w = &r->rows[e];
+        if (!w->have_train)
+            continue;
+        fprintf(out, "%s{\"epoch\":%lld,", first ? "" : ",", (long long)e + 1);
+        first = 0;
+        json_num(out, "train_loss", w->train_loss, 1);
+        json_num(out, "train_accuracy", w->train_acc, 1);
+        json_num(out, "test_loss", w->have_test ? w->test_loss : NAN, 1);
+        json_num(out, "test_accuracy", w->have_test ? w->test_acc : NAN, 1);
+        json_num(out, "samples_per_s", w->samples_per_s, 1);
+        json_num(out, "seconds", w->seconds, 0);
+        fputc('}', out);
+    }
+    fprintf(out, "],\"regions\":[");
+    first = 1;
+    for (int i = 0; i < STAGES; i++)
+        for (int g = 0; g < ZP_R_COUNT; g++) {
+            series_t *x = &r->series[i][g];
+            if (!x->n)
+                continue;
+            zp_region_stats_t st;
+            zp_region_stats(x->v, x->n, &st);
+            fprintf(out, "%s{\"stage\":\"%s\",\"region\":\"%s\",\"count\":%lld,", first ? "" : ",",
+                    STAGE[i], zp_region_name(g), (long long)st.count);
+            first = 0;
+            json_num(out, "min_ms", st.min, 1);
+            json_num(out, "mean_ms", st.mean, 1);
+            json_num(out, "median_ms", st.median, 1);
+            json_num(out, "max_ms", st.max, 1);
+            json_num(out, "stdev_ms", st.stdev, 1);
+            json_num(out, "total_s", st.total / 1e3, 0);
+            fputc('}', out);
+        }
+    fprintf(out, "],\"stages\":[");
+    first = 1;
+    for (int i = 0; i < STAGES; i++) {
+        if (!s[i].instances)
+            continue;
+        fprintf(out, "%s{\"stage\":\"%s\",\"instances\":%d,", first ? "" : ",", STAGE[i],
+                s[i].instances);
+        first = 0;
+        json_num(out, "items", s[i].items, 1);
+        json_num(out, "items_per_s", s[i].items_per_s, 1);
+        json_num(out, "busy", s[i].busy, 1);
+        json_num(out, "wait_in", s[i].wait_in, 1);
+        json_num(out, "wait_out", s[i].wait_out, 1);
+        json_num(out, "errors", s[i].errors, 0);
+        fputc('}', out);
+    }
+    fprintf(out, "],");
+    json_num(out, "trainer_wait_share", wait >= 0 ? wait : NAN, 1);
+    fprintf(out, "\"bottleneck\":{\"stage\":\"%s\",\"advice\":", hot);
+    zp_json_str(out, advice);
+    fprintf(out, "}}\n");
+}
+
+static void release(report_t *r)
+{
+    for (int s = 0; s < STAGES; s++)
+        for (int g = 0; g < ZP_R_COUNT; g++)
+            free(r->series[s][g].v);
+    free(r->inst);
+    free(r->rows);
+    free(r);
+}
+
+int zp_report(const char *run_dir, FILE *text, FILE *json, char *err, size_t errlen)
+{
+    report_t *r = calloc(1, sizeof *r);
+    if (!r)
+        return ZP_ENOMEM;
+    const char *base = strrchr(run_dir, '/');
+    snprintf(r->run, sizeof r->run, "%s", base && base[1] ? base + 1 : run_dir);
+    int rc = load(r, run_dir, err, errlen);
+    if (rc) {
+        release(r);
+        return rc;
+    }
+    stage_sum_t s[STAGES];
+    sum_stages(r, s);
+    double wait = wait_share(r);
+    char hot[16], advice[600];
+    bottleneck(s, wait, hot, sizeof hot, advice, sizeof advice);
+    if (text) {
+        fprintf(text, "run %s\n", r->run);
+        text_epochs(r, text);
+        text_regions(r, text);
+        text_stages(s, text);
+        if (wait >= 0)
+            fprintf(text, "\nThe trainer waited for data %.1f%% of its time.\n", 100 * wait);
+        fprintf(text, "%s\n", advice);
+        if (r->bad)
+            fprintf(text, "(%lld records of events.msgpack were not understood and skipped)\n",
+                    (long long)r->bad);
+    }
+    if (json)
+        json_report(r, s, wait, hot, advice, json); /* regions were sorted above: same stats */
+    release(r);
+    return 0;
+}
+
+int zp_report_write(const char *run_dir, FILE *out)
+{
+    char path[PATH_MAX + 32], err[PATH_MAX + 128];
+    snprintf(path, sizeof path, "%s/report.txt", run_dir);
+    FILE *text = fopen(path, "w");
+    snprintf(path, sizeof path, "%s/report.json", run_dir);
+    FILE *json = fopen(path, "w");
+    int rc = !text || !json ? -errno : zp_report(run_dir, text, json, err, sizeof err);
+    if (!text || !json)
+        snprintf(err, sizeof err, "%s: %s", path, strerror(errno));
+    if (text && fclose(text) && !rc)
+        rc = -errno;
+    if (json && fclose(json) && !rc)
+        rc = -errno;
+    if (!rc && out) {
+        snprintf(path, sizeof path, "%s/report.txt", run_dir);
+        FILE *f = fopen(path, "r");
+        char buf[4096];
+        size_t n;
+        while (f && (n = fread(buf, 1, sizeof buf, f)) > 0)
+            fwrite(buf, 1, n, out);
+        if (f)
+            fclose(f);
+    }
+    if (rc)
+        zp_error("cannot write the report: %s", err);
+    return rc;
+}

@@ -1,0 +1,29 @@
+/* report.h — the report of a run, computed from its events.msgpack (every
+ * event the logger received, as it came off the wire).
+ *
+ * It holds the per-epoch metrics; per stage and region, the statistics of
+ * the timer samples of all its instances (count, min, mean, median, max,
+ * stdev, total, in milliseconds); per stage, items, throughput and the share
+ * of time busy, waiting for input and waiting on output; the share of the
+ * trainer's time spent waiting for data (io / epoch); and one sentence that
+ * names the bottleneck and what to try.
+ *
+ * The logger writes it at the end of a run; `zeus-pipe report RUN` computes
+ * it again at any time, also while the run goes on.
+ */
+#ifndef ZP_REPORT_H
+#define ZP_REPORT_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+/* Reads <run_dir>/events.msgpack and prints the report as text to `text`
+ * and as JSON to `json` (either may be NULL). 0, or an error in err
+ * (-ENOENT: no events file; ZP_EPROTO: not a msgpack stream). */
+int zp_report(const char *run_dir, FILE *text, FILE *json, char *err, size_t errlen);
+
+/* zp_report() into <run_dir>/report.txt and report.json, and as text to
+ * `out` (NULL: no copy). Errors are logged. */
+int zp_report_write(const char *run_dir, FILE *out);
+
+#endif
