@@ -18,6 +18,11 @@ int cmd_warm(int argc, char **argv);
 int cmd_cache(int argc, char **argv);
 int cmd_report(int argc, char **argv);
 
+/* Runs every stage of the run in run_dir (created, config.yaml written) in
+ * mode ZP_MODE_* (ckpts: for eval) until training ends, supervising them as
+ * `up` does; returns the exit status. */
+int zp_pipeline_run(const zp_config_t *cfg, const char *run_dir, int mode, const char *ckpts);
+
 /* True when argv holds -h or --help. */
 int zp_wants_help(int argc, char **argv);
 

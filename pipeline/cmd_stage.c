@@ -24,7 +24,7 @@ static void on_signal(int sig) { zp_stop = sig; }
 int cmd_stage(int argc, char **argv)
 {
     if (zp_wants_help(argc, argv) || argc < 2) {
-        printf("usage: zeus-pipe stage NAME --run DIR [--instance I] [--resume 1]\n"
+        printf("usage: zeus-pipe stage NAME --run DIR [--instance I] [--mode M] [--ckpts A,B]\n"
                "Runs one stage of the run in DIR (started by `zeus-pipe up`).\n"
                "NAME: loader, cache, prefetch, trainer, logger\n");
         return argc < 2 ? 2 : 0;
@@ -36,8 +36,10 @@ int cmd_stage(int argc, char **argv)
             run = argv[i + 1];
         else if (!strcmp(argv[i], "--instance"))
             st.instance = atoi(argv[i + 1]);
-        else if (!strcmp(argv[i], "--resume"))
-            st.resume = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--mode"))
+            st.mode = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--ckpts"))
+            snprintf(st.ckpts, sizeof st.ckpts, "%s", argv[i + 1]);
     }
     int (*entry)(zp_stage_t *) = NULL;
     for (size_t i = 0; i < sizeof STAGES / sizeof STAGES[0]; i++)

@@ -37,7 +37,6 @@ typedef struct {
     char run_dir[PATH_MAX];
     zp_procs_t procs;
     void *zctx, *control;
-    int resume;
 } sup_t;
 
 static volatile sig_atomic_t g_signal;
@@ -221,7 +220,7 @@ static int prepare_resume(sup_t *s, const char *run)
     fprintf(stderr, "zeus-pipe: resuming %s at epoch %llu, batch %llu (step %llu)\n", s->run_dir,
             (unsigned long long)pos.epoch + 1, (unsigned long long)pos.batch,
             (unsigned long long)pos.step);
-    s->resume = 1;
+    s->procs.mode = ZP_MODE_RESUME;
     return 0;
 }
 
@@ -244,6 +243,49 @@ static int prepare(sup_t *s, int argc, char **argv)
     return zp_rundir_start(&s->cfg, s->cfg.run_name, s->run_dir, sizeof s->run_dir);
 }
 
+/* Runs every stage of the run in s->run_dir until training ends; the exit status. */
+static int run_stages(sup_t *s)
+{
+    tune_openblas();
+    struct sigaction sa = {.sa_handler = on_signal};
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
+    char ep[ZP_ENDPOINT_MAX + 16];
+    s->zctx = zmq_ctx_new();
+    if (zp_endpoint(ep, sizeof ep, s->run_dir, "control")) {
+        fprintf(stderr, "zeus-pipe: %s: path too long for UNIX sockets; choose a shorter run.dir\n", s->run_dir);
+        cleanup(s);
+        return 2;
+    }
+    s->control = zp_sock_open(s->zctx, ZMQ_REP, ep, 1, 0);
+    fprintf(stderr, "zeus-pipe: run %s: %lld loader(s), batch %lld, %lld epoch(s)\n", s->run_dir,
+            (long long)s->cfg.loader_workers, (long long)s->cfg.batch_size, (long long)s->cfg.epochs);
+    int status = !s->control ? 1 : start_all(s) ? 1 : 0;
+    if (status)
+        fprintf(stderr, "zeus-pipe: cannot start the stages\n");
+    status = status ? (zp_procs_stop(&s->procs, 0, 1000), zp_procs_stop(&s->procs, 1, 1000), 1) : supervise(s);
+    zp_sock_close(&s->control);
+    zmq_ctx_term(s->zctx);
+    cleanup(s);
+    if (status == 0)
+        fprintf(stderr, "zeus-pipe: run finished: %s\n", s->run_dir);
+    else if (status >= 128)
+        fprintf(stderr, "zeus-pipe: stopped by signal %d; every stage stopped\n", status - 128);
+    return status;
+}
+
+int zp_pipeline_run(const zp_config_t *cfg, const char *run_dir, int mode, const char *ckpts)
+{
+    static sup_t s;
+    s.cfg = *cfg;
+    snprintf(s.run_dir, sizeof s.run_dir, "%s", run_dir);
+    zp_procs_init(&s.procs, s.run_dir);
+    s.procs.mode = mode;
+    snprintf(s.procs.ckpts, sizeof s.procs.ckpts, "%s", ckpts ? ckpts : "");
+    return run_stages(&s);
+}
+
 int cmd_up(int argc, char **argv)
 {
     if (zp_wants_help(argc, argv))
@@ -252,33 +294,5 @@ int cmd_up(int argc, char **argv)
     int rc = prepare(&s, argc, argv);
     if (rc)
         return rc;
-    zp_procs_init(&s.procs, s.run_dir);
-    s.procs.resume = s.resume;
-    tune_openblas();
-    struct sigaction sa = {.sa_handler = on_signal};
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-    sigaction(SIGHUP, &sa, NULL);
-    char ep[ZP_ENDPOINT_MAX + 16];
-    s.zctx = zmq_ctx_new();
-    if (zp_endpoint(ep, sizeof ep, s.run_dir, "control")) {
-        fprintf(stderr, "zeus-pipe: %s: path too long for UNIX sockets; choose a shorter run.dir\n", s.run_dir);
-        cleanup(&s);
-        return 2;
-    }
-    s.control = zp_sock_open(s.zctx, ZMQ_REP, ep, 1, 0);
-    fprintf(stderr, "zeus-pipe: run %s: %lld loader(s), batch %lld, %lld epoch(s)\n", s.run_dir,
-            (long long)s.cfg.loader_workers, (long long)s.cfg.batch_size, (long long)s.cfg.epochs);
-    int status = !s.control ? 1 : start_all(&s) ? 1 : 0;
-    if (status)
-        fprintf(stderr, "zeus-pipe: cannot start the stages\n");
-    status = status ? (zp_procs_stop(&s.procs, 0, 1000), zp_procs_stop(&s.procs, 1, 1000), 1) : supervise(&s);
-    zp_sock_close(&s.control);
-    zmq_ctx_term(s.zctx);
-    cleanup(&s);
-    if (status == 0)
-        fprintf(stderr, "zeus-pipe: run finished: %s\n", s.run_dir);
-    else if (status >= 128)
-        fprintf(stderr, "zeus-pipe: stopped by signal %d; every stage stopped\n", status - 128);
-    return status;
+    return zp_pipeline_run(&s.cfg, s.run_dir, s.procs.mode, NULL);
 }

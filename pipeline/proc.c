@@ -56,8 +56,10 @@ int zp_procs_spawn(zp_procs_t *s, const char *stage, int instance, int keep_stdo
         sigset_t none;
         sigemptyset(&none);
         sigprocmask(SIG_SETMASK, &none, NULL);
+        char mode[16];
+        snprintf(mode, sizeof mode, "%d", s->mode);
         execl(s->exe, "zeus-pipe", "stage", stage, "--run", s->run_dir, "--instance", inst,
-              "--resume", s->resume ? "1" : "0", (char *)NULL);
+              "--mode", mode, "--ckpts", s->ckpts, (char *)NULL);
         dprintf(STDERR_FILENO, "zeus-pipe: exec %s: %s\n", s->exe, strerror(errno));
         _exit(127);
     }

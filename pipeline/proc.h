@@ -23,7 +23,8 @@ typedef struct {
     char exe[PATH_MAX];
     zp_child_t child[ZP_CHILDREN_MAX];
     int nchild;
-    int resume; /* stages go on from the run's last checkpoint */
+    int mode;          /* ZP_MODE_* of pipeline/stage.h, passed to every stage */
+    char ckpts[1024];  /* eval: the checkpoints to evaluate */
 } zp_procs_t;
 
 void zp_procs_init(zp_procs_t *s, const char *run_dir);

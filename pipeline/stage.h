@@ -16,6 +16,12 @@
 #include <signal.h>
 #include <stdint.h>
 
+/* What the run is for. TRAIN: the config's epochs; RESUME: the same, from
+ * checkpoints/last.ckpt; EVAL: one pass over the test split with the
+ * checkpoints named in `ckpts` (the run directory is <run>/eval*); OVERFIT:
+ * the first train batch, repeated limit_train_batches times, no test. */
+enum { ZP_MODE_TRAIN, ZP_MODE_RESUME, ZP_MODE_EVAL, ZP_MODE_OVERFIT };
+
 /* Set by SIGINT/SIGTERM to the signal number; loops check it. */
 extern volatile sig_atomic_t zp_stop;
 
@@ -44,7 +50,8 @@ typedef struct {
     zp_stats_t stats;
     zp_timers_t timers; /* of the stage's main thread; flushed with every stats event */
     int64_t events_dropped;
-    int resume; /* go on from checkpoints/last.ckpt */
+    int mode;        /* ZP_MODE_*, from `up`, `up --resume`, `eval` or `overfit` */
+    char ckpts[1024]; /* eval: comma-separated names in the evaluated run's checkpoints/ */
 } zp_stage_t;
 
 /* Charges the time since the last switch to the previous state. */

@@ -511,7 +511,7 @@ static int run(prefetch_t *p)
 static int open_all(prefetch_t *p)
 {
     zp_stage_t *st = p->st;
-    if (st->resume) {
+    if (st->mode == ZP_MODE_RESUME) {
         char path[PATH_MAX + 64], err[600];
         zp_ckpt_path(path, sizeof path, st->run_dir, "last");
         int rc = zp_ckpt_read(path, &p->start, NULL, NULL, err, sizeof err);

@@ -460,7 +460,7 @@ int zp_trainer_main(zp_stage_t *st)
         snprintf(dir, sizeof dir, "%s/checkpoints", st->run_dir);
         if (!rc && mkdir(dir, 0755) && errno != EEXIST)
             rc = -errno;
-        if (!rc && st->resume)
+        if (!rc && st->mode == ZP_MODE_RESUME)
             rc = resume(&t);
     }
     if (!rc && st->cfg.log_batches) {
