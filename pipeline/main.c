@@ -12,6 +12,8 @@ static const struct {
     {"up", cmd_up, "run a training pipeline from a config file"},
     {"stat", cmd_stat, "show the live throughput of every stage of a run"},
     {"down", cmd_down, "stop a running pipeline cleanly"},
+    {"eval", cmd_eval, "evaluate checkpoints of a run on the test split"},
+    {"overfit", cmd_overfit, "train on one batch until its loss is near zero (a wiring check)"},
     {"report", cmd_report, "print the report of a run: time per stage and region, bottleneck"},
     {"warm", cmd_warm, "fill the LMDB cache with preprocessed samples"},
     {"cache", cmd_cache, "inspect, verify or drop an LMDB cache"},

@@ -137,7 +137,8 @@ static int send_fetch_of(prefetch_t *p, fetch_t *f)
 static int start_batch(prefetch_t *p)
 {
     int64_t bs = p->st->cfg.batch_size, n;
-    const uint32_t *idx = zp_sampler_batch(&p->sampler[p->split], bs, p->next_fetch, &n);
+    int64_t b = p->st->mode == ZP_MODE_OVERFIT ? 0 : p->next_fetch; /* overfit: batch 0 again */
+    const uint32_t *idx = zp_sampler_batch(&p->sampler[p->split], bs, b, &n);
     batch_t *bt = batch_of(p, p->next_fetch);
     bt->batch = p->next_fetch++;
     bt->indices = idx;
@@ -421,7 +422,8 @@ static int64_t phase_samples(prefetch_t *p)
 {
     int64_t samples = 0, n;
     for (int64_t b = p->first_batch; b < p->nbatches; b++) {
-        zp_sampler_batch(&p->sampler[p->split], p->st->cfg.batch_size, b, &n);
+        zp_sampler_batch(&p->sampler[p->split], p->st->cfg.batch_size,
+                         p->st->mode == ZP_MODE_OVERFIT ? 0 : b, &n);
         samples += n;
     }
     return samples;
@@ -435,8 +437,8 @@ static int run_phase(prefetch_t *p)
     zp_sampler_epoch(s, (uint64_t)c->seed, p->split, p->epoch, train && c->shuffle, 0, 1);
     p->nbatches = zp_sampler_batches(s, c->batch_size, train && c->drop_last);
     int64_t limit = train ? c->limit_train_batches : c->limit_test_batches;
-    if (limit && p->nbatches > limit)
-        p->nbatches = limit;
+    if (limit && (p->nbatches > limit || p->st->mode == ZP_MODE_OVERFIT))
+        p->nbatches = limit; /* overfit: limit_train_batches steps of one batch */
     /* A resumed run's first train phase starts after the batches already trained. */
     p->first_batch = 0;
     if (train && p->epoch == (int64_t)p->start.epoch)
@@ -495,7 +497,10 @@ static int run(prefetch_t *p)
     const zp_config_t *c = &p->st->cfg;
     for (p->epoch = (int64_t)p->start.epoch; p->epoch < c->epochs; p->epoch++) {
         for (p->split = 0; p->split < ZP_SPLITS; p->split++) {
-            if (p->st->meta.n[p->split] == 0)
+            int mode = p->st->mode;
+            if (p->st->meta.n[p->split] == 0 ||
+                (mode == ZP_MODE_EVAL && p->split != ZP_SPLIT_TEST) ||
+                (mode == ZP_MODE_OVERFIT && p->split != ZP_SPLIT_TRAIN))
                 continue;
             int rc = run_phase(p);
             if (rc)

@@ -102,6 +102,20 @@ double zp_mlp_forward(zp_mlp_t *m, const float *x, const int32_t *labels, int n,
     return n ? loss / n : 0;
 }
 
+void zp_mlp_predict(const zp_mlp_t *m, int n, int32_t *pred)
+{
+    int c = m->dims[m->nlayers];
+    const float *p = m->act[m->nlayers];
+    for (int i = 0; i < n; i++) {
+        const float *row = p + (size_t)i * c;
+        int arg = 0;
+        for (int j = 1; j < c; j++)
+            if (row[j] > row[arg])
+                arg = j;
+        pred[i] = arg;
+    }
+}
+
 static void sgd(float *w, const float *g, float *v, size_t n, const zp_opt_t *o, float wd)
 {
     for (size_t i = 0; i < n; i++) {

@@ -29,6 +29,9 @@ void zp_mlp_free(zp_mlp_t *m);
 /* Forward pass on x[n x dims[0]] (not copied, not modified); returns the mean
  * loss and counts correct predictions. The logits stay for backward. */
 double zp_mlp_forward(zp_mlp_t *m, const float *x, const int32_t *labels, int n, int *correct);
+/* The predicted class of each of the last forward's n rows. */
+void zp_mlp_predict(const zp_mlp_t *m, int n, int32_t *pred);
+
 enum { ZP_OPT_SGD, ZP_OPT_ADAMW };
 
 typedef struct {

@@ -10,6 +10,7 @@
 #include "pipeline/ring.h"
 #include "pipeline/sock.h"
 #include "pipeline/stage.h"
+#include "stages/trainer/eval.h"
 #include "stages/trainer/mlp.h"
 
 #include <cblas.h>
@@ -51,7 +52,17 @@ typedef struct {
     size_t ckpt_bytes;
     FILE *batches; /* batches.log when trainer.debug.log_batches; owned */
     int64_t compute_ns; /* forward + backward of the current batch */
+    zp_eval_t eval;     /* ZP_MODE_EVAL: the checkpoints under test */
+    double first_loss, last_loss; /* of train steps, for ZP_MODE_OVERFIT */
 } trainer_t;
+
+/* The directory that holds an eval run's directory: the evaluated run. */
+static void parent_dir(const trainer_t *t, char *buf, size_t len)
+{
+    const char *slash = strrchr(t->st->run_dir, '/');
+    int n = slash ? (int)(slash - t->st->run_dir) : 0;
+    snprintf(buf, len, "%.*s", n ? n : 1, n ? t->st->run_dir : "/");
+}
 
 static void acc_reset(epoch_acc_t *a, int64_t n)
 {
@@ -169,7 +180,13 @@ static void epoch_record(trainer_t *t, const zp_msg_t *m)
         zp_ev_num(&ev, "accuracy", a->samples ? (double)a->correct / a->samples : 0);
     }
     zp_ev_send(t->st, &ev);
-    if (a->samples != (int64_t)m->n || a->distinct != a->samples)
+    if (t->st->mode == ZP_MODE_EVAL) {
+        char dir[PATH_MAX];
+        parent_dir(t, dir, sizeof dir);
+        zp_eval_write(&t->eval, dir);
+    }
+    int repeats = t->st->mode == ZP_MODE_OVERFIT; /* one batch again and again */
+    if (a->samples != (int64_t)m->n || (a->distinct != a->samples && !repeats))
         zp_error("%s epoch %llu: %lld samples (%lld distinct) but the sampler sent %llu",
                  zp_split_name(split), (unsigned long long)m->epoch, (long long)a->samples,
                  (long long)a->distinct, (unsigned long long)m->n);
@@ -268,6 +285,17 @@ static int compute(trainer_t *t, const zp_msg_t *m, const uint32_t *idx, const f
     int n = (int)m->n, split = (int)m->split, correct, layer;
     const char *tensor;
     zp_timers_t *tm = &t->st->timers;
+    if (t->st->mode == ZP_MODE_EVAL) { /* the epoch record shows the first checkpoint's figures */
+        zp_eval_model_t *first = &t->eval.m[0];
+        double loss0 = first->loss_sum;
+        int64_t correct0 = first->correct;
+        ZP_TIME_BEGIN(tm, ZP_R_FORWARD);
+        zp_eval_batch(&t->eval, x, labels, n);
+        t->compute_ns = ZP_TIME_END(tm, ZP_R_FORWARD);
+        t->acc[split].loss_sum += first->loss_sum - loss0;
+        t->acc[split].correct += first->correct - correct0;
+        return 0;
+    }
     ZP_TIME_BEGIN(tm, ZP_R_FORWARD);
     double loss = zp_mlp_forward(&t->mlp, x, labels, n, &correct);
     t->compute_ns = ZP_TIME_END(tm, ZP_R_FORWARD);
@@ -282,6 +310,9 @@ static int compute(trainer_t *t, const zp_msg_t *m, const uint32_t *idx, const f
         return 0;
     t->win_loss += loss * n;
     t->win_correct += correct;
+    if (t->step == 0)
+        t->first_loss = loss;
+    t->last_loss = loss;
     ZP_TIME_BEGIN(tm, ZP_R_BACKWARD);
     zp_mlp_backward(&t->mlp, x, labels, n);
     t->compute_ns += ZP_TIME_END(tm, ZP_R_BACKWARD);
@@ -438,7 +469,29 @@ static int init_model(trainer_t *t)
     openblas_set_num_threads((int)c->threads);
     zp_info("cpu backend: MLP with %d weight layers; OpenBLAS core %s, %lld thread(s)", L,
             openblas_get_corename(), (long long)c->threads);
-    return zp_mlp_init(&t->mlp, dims, L, (int)c->batch_size, (uint64_t)c->seed);
+    int rc = zp_mlp_init(&t->mlp, dims, L, (int)c->batch_size, (uint64_t)c->seed);
+    if (!rc && t->st->mode == ZP_MODE_EVAL) {
+        char dir[PATH_MAX], ckpts[PATH_MAX + 16];
+        parent_dir(t, dir, sizeof dir);
+        snprintf(ckpts, sizeof ckpts, "%s/checkpoints", dir);
+        rc = zp_eval_open(&t->eval, t->st->ckpts, ckpts, dims, L, (int)c->batch_size);
+    }
+    return rc;
+}
+
+/* overfit.txt: "STEPS FIRST_LOSS LAST_LOSS", read by `zeus-pipe overfit`. */
+static int overfit_record(trainer_t *t)
+{
+    char path[PATH_MAX + 16];
+    snprintf(path, sizeof path, "%s/overfit.txt", t->st->run_dir);
+    FILE *f = fopen(path, "w");
+    if (f) {
+        fprintf(f, "%lld %.9g %.9g\n", (long long)t->step, t->first_loss, t->last_loss);
+        if (!fclose(f))
+            return 1;
+    }
+    zp_error("%s: %s", path, strerror(errno));
+    return -errno;
 }
 
 int zp_trainer_main(zp_stage_t *st)
@@ -477,10 +530,13 @@ int zp_trainer_main(zp_stage_t *st)
         zp_error("stopped: %s", zp_strerror(rc));
     else if (rc == 1)
         zp_info("training finished after %lld steps", (long long)t.step);
+    if (rc == 1 && st->mode == ZP_MODE_OVERFIT)
+        rc = overfit_record(&t);
     zp_frames_close(&t.f);
     zp_sock_close(&t.sock);
     zp_ring_destroy(&t.ring);
     zp_mlp_free(&t.mlp);
+    zp_eval_close(&t.eval);
     free(t.ckpt);
     if (t.batches)
         fclose(t.batches);

@@ -3,6 +3,7 @@ and resumed trains on exactly the batches an uninterrupted run trains on, and
 ends with the same loss (AdamW with warm-up and a cosine schedule: optimizer
 state and schedule position both survive); a damaged checkpoint is refused;
 schedules, limits, fast_dev_run and the NaN guard."""
+import json
 import math
 import os
 import signal
@@ -144,9 +145,61 @@ def an_injected_nan_stops_the_run_at_its_step_and_names_the_batch():
                  "nan-batch.txt does not hold the batch of step 97")
 
 
+def eval_of_best_and_of_epoch_n_match_the_training_run():
+    with zp.Workdir() as w:
+        cfg = w.write("r.yaml", CONFIG.format(name="e"))
+        rc, out, err = w.run("up", cfg, "trainer.checkpoint.keep=all", "trainer.checkpoint.every_steps=0")
+        zp.check(rc == 0, err)
+        d = w.run_dir("e")
+        tests = zp.epoch_ends(d, "test")
+        best = max(range(3), key=lambda e: tests[e]["accuracy"])
+        for which, epoch, name in (("best", best, "best"), ("2", 1, "epoch-2")):
+            rc, out, err = w.run("eval", "e", "--ckpt", which)
+            zp.check(rc == 0, "eval %s: %s" % (which, err))
+            r = json.load(open(os.path.join(d, "eval-%s.json" % name)))
+            zp.check(r["checkpoint"] == name and r["epoch"] == epoch + 1 and r["samples"] == 500, r)
+            zp.check(r["accuracy"] == tests[epoch]["accuracy"], "%s: accuracy %r, the run's epoch %d had %r"
+                     % (which, r["accuracy"], epoch + 1, tests[epoch]["accuracy"]))
+            zp.check(abs(r["loss"] - tests[epoch]["loss"]) <= 1e-6, (r["loss"], tests[epoch]["loss"]))
+            conf = r["confusion"]
+            zp.check(len(conf) == 4 and sum(map(sum, conf)) == 500, conf)
+            zp.check(sum(conf[c][c] for c in range(4)) == round(r["accuracy"] * 500), conf)
+            for c in range(4):
+                zp.check(abs(r["per_class_accuracy"][c] - conf[c][c] / sum(conf[c])) < 1e-9, r)
+            zp.check("checkpoint %s " % name in out and "confusion" in out, out)
+        rc, out, err = w.run("eval", "e", "--ckpt", "all")
+        zp.check(rc == 0, err)
+        for name in ("last", "best", "epoch-1", "epoch-2", "epoch-3"):
+            zp.check(os.path.exists(os.path.join(d, "eval-%s.json" % name)), name)
+        rc, out, err = w.run("eval", "e", "--ckpt", "9")
+        zp.check(rc == 2 and "has no checkpoint epoch-9 (it has: last best epoch-1 epoch-2 epoch-3)" in err, err)
+        with open(os.path.join(d, "checkpoints", "epoch-1.ckpt"), "r+b") as f:
+            f.seek(200)
+            f.write(b"\xff\xff")
+        rc, out, err = w.run("eval", "e", "--ckpt", "1")
+        zp.check(rc == 2 and "payload checksum mismatch" in err, err)
+
+
+def overfit_drives_the_loss_of_one_batch_to_zero():
+    with zp.Workdir() as w:
+        cfg = w.write("r.yaml", CONFIG.format(name="o"))
+        rc, out, err = w.run("overfit", cfg, "--steps", "300")
+        zp.check(rc == 0, "exit %d\n%s\n%s" % (rc, out, err))
+        first, last = [float(x) for x in open(os.path.join(w.run_dir("o-overfit"), "overfit.txt")).read().split()[1:]]
+        zp.check(first > 1.0 and last < 0.05, (first, last))
+        zp.check("model and data are wired right" in out, out)
+        train = zp.epoch_ends(w.run_dir("o-overfit"), "train")
+        zp.check(len(train) == 1 and train[0]["samples"] == 300 * 100 and train[0]["distinct"] == 100, train)
+        zp.check(zp.epoch_ends(w.run_dir("o-overfit"), "test") == [], "overfit ran the test split")
+        rc, out, err = w.run("overfit", cfg, "--steps", "20", "trainer.optimizer.lr=1e-6", "run.name=slow")
+        zp.check(rc == 1 and "not below 0.05" in out, "exit %d\n%s" % (rc, out))
+
+
 if __name__ == "__main__":
     zp.main([a_run_killed_mid_epoch_and_resumed_matches_an_uninterrupted_run,
              a_damaged_checkpoint_is_refused,
              the_logged_learning_rate_follows_warmup_and_the_schedule,
              limits_and_fast_dev_run_shorten_the_run,
-             an_injected_nan_stops_the_run_at_its_step_and_names_the_batch])
+             an_injected_nan_stops_the_run_at_its_step_and_names_the_batch,
+             eval_of_best_and_of_epoch_n_match_the_training_run,
+             overfit_drives_the_loss_of_one_batch_to_zero])

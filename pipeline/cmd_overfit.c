@@ -1,0 +1,88 @@
+/* cmd_overfit.c — `zeus-pipe overfit CONFIG [--steps N] [--target LOSS]`: trains
+ * on the first train batch again and again. A model wired right to its data
+ * drives the loss of one batch towards zero; one that does not (labels
+ * shuffled against images, a broken transform, a learning rate far off)
+ * shows it here in seconds instead of after an epoch. */
+#define _GNU_SOURCE
+#include "pipeline/cmd.h"
+#include "pipeline/rundir.h"
+#include "pipeline/stage.h"
+
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int usage(FILE *out, int status)
+{
+    fprintf(out,
+            "usage: zeus-pipe overfit CONFIG [--steps N] [--target LOSS] [KEY=VALUE ...]\n\n"
+            "Trains CONFIG's model on one fixed batch (the first of the train split), N\n"
+            "times (default 300), with no test and no checkpoint, in runs/<name>-overfit.\n"
+            "Exit 0 when the loss ends below LOSS (default 0.05): model and data are wired\n"
+            "right; 1 when it does not.\n");
+    return status;
+}
+
+int cmd_overfit(int argc, char **argv)
+{
+    if (zp_wants_help(argc, argv))
+        return usage(stdout, 0);
+    long steps = 300;
+    double target = 0.05;
+    char *rest[300];
+    int nrest = 0;
+    for (int i = 0; i < argc && nrest < 300; i++) {
+        char *end = NULL;
+        if (!strcmp(argv[i], "--steps") && i + 1 < argc) {
+            steps = strtol(argv[++i], &end, 10);
+            if (*end || steps < 1 || steps > 100000000)
+                return usage(stderr, 2);
+        } else if (!strcmp(argv[i], "--target") && i + 1 < argc) {
+            target = strtod(argv[++i], &end);
+            if (*end || !(target > 0))
+                return usage(stderr, 2);
+        } else {
+            rest[nrest++] = argv[i];
+        }
+    }
+    zp_config_t cfg;
+    zp_dataset_meta_t meta;
+    int rc = zp_cli_load(nrest, rest, NULL, &cfg, &meta);
+    if (rc)
+        return rc < 0 ? usage(stderr, 2) : rc;
+    cfg.epochs = 1;
+    cfg.limit_train_batches = steps;
+    cfg.ckpt_every_epochs = cfg.ckpt_every_steps = 0;
+    cfg.fast_dev_run = false;
+    cfg.log_every_steps = steps >= 10 ? steps / 10 : 1;
+    char name[80], dir[PATH_MAX];
+    snprintf(name, sizeof name, "%s-overfit", cfg.run_name);
+    if ((cfg.cache_enabled && zp_cache_prepare(&cfg, &meta)) ||
+        zp_rundir_start(&cfg, name, dir, sizeof dir))
+        return 2;
+    int status = zp_pipeline_run(&cfg, dir, ZP_MODE_OVERFIT, NULL);
+    if (status)
+        return status;
+    char path[PATH_MAX + 16];
+    snprintf(path, sizeof path, "%s/overfit.txt", dir);
+    FILE *f = fopen(path, "r");
+    long long done = 0;
+    double first = 0, last = 0;
+    int ok = f && fscanf(f, "%lld %lf %lf", &done, &first, &last) == 3;
+    if (f)
+        fclose(f);
+    if (!ok) {
+        fprintf(stderr, "zeus-pipe: %s: missing or unreadable; did the trainer train?\n", path);
+        return 1;
+    }
+    if (last < target) {
+        printf("overfit: the loss of one batch fell from %.4f to %.4f in %lld steps "
+               "(target < %g): model and data are wired right\n", first, last, done, target);
+        return 0;
+    }
+    printf("overfit: the loss of one batch went from %.4f to %.4f in %lld steps, not below %g: "
+           "check that labels match their samples, the normalization (dataset.mean/std) and "
+           "trainer.optimizer.lr, or give it more --steps\n", first, last, done, target);
+    return 1;
+}
