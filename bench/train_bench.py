@@ -32,6 +32,10 @@ pixels scaled to 0..1 then (x - 0.2860) / 0.3530, float32.
   OPENBLAS_CORETYPE as inherited; then the best of these again with
   OPENBLAS_CORETYPE=SkylakeX, since the same variable steers the same library
   there. Each configuration runs in its own python process.
+  Reference row "(ref)", not a candidate for the best: the best thread count's
+  loop again with no DataLoader (batches sliced in a fresh random order from
+  the whole split normalised up front): PyTorch's compute alone, to show how
+  much of its epoch is the DataLoader.
 
 Every figure is the median epoch time of the epochs after the first (3 epochs
 a configuration: warm loaders/workers; the median because a 2-core VM shared
@@ -111,7 +115,7 @@ def zp_run(bin_path, cwd, name, threads, workers, coretype, epochs):
     core = "?"
     try:
         with open(os.path.join(run, "logs", "trainer-0.log")) as f:
-            m = re.search(r"OpenBLAS core (\S+?);", f.read())
+            m = re.search(r"OpenBLAS core ([^,\s]+)", f.read())
             core = m.group(1) if m else "?"
     except OSError:
         pass
@@ -176,8 +180,20 @@ def torch_child(threads, workers, epochs):
     torch.set_num_threads(threads)
     torch.manual_seed(1)
     ds = FashionMNIST()
-    loader = DataLoader(ds, batch_size=BATCH, shuffle=True, num_workers=workers,
-                        persistent_workers=workers > 0, generator=torch.Generator().manual_seed(1))
+    if workers >= 0:
+        loader = DataLoader(ds, batch_size=BATCH, shuffle=True, num_workers=workers,
+                            persistent_workers=workers > 0, generator=torch.Generator().manual_seed(1))
+    else:  # reference: no DataLoader, batches sliced from a normalised tensor in a fresh order
+        X = (torch.from_numpy(ds.images.astype(np.float32)) / 255.0 - MEAN) / STD
+        Y = torch.from_numpy(ds.labels)
+        g = torch.Generator().manual_seed(1)
+
+        class Sliced:
+            def __iter__(self):
+                perm = torch.randperm(len(Y), generator=g)
+                return ((X[i], Y[i]) for i in perm.split(BATCH))
+
+        loader = Sliced()
     dims = (784,) + HIDDEN + (10,)
     layers = []
     for i in range(len(dims) - 1):
@@ -291,7 +307,7 @@ def main():
     inherited = os.environ.get("OPENBLAS_CORETYPE")
     rows = []  # (side, label, epoch seconds, extra, setting dict)
     print("running %d zeus-pipe and %d PyTorch configurations, %d epochs each ..."
-          % (2 * len(ZP_THREADS) * len(ZP_WORKERS), len(TORCH_THREADS) * len(TORCH_WORKERS) + 1, epochs),
+          % (2 * len(ZP_THREADS) * len(ZP_WORKERS), len(TORCH_THREADS) * len(TORCH_WORKERS) + 2, epochs),
           file=sys.stderr, flush=True)
     with tempfile.TemporaryDirectory(prefix="zp-train-bench-") as d:
         k = 0
@@ -314,21 +330,27 @@ def main():
             torch_rows.append((th, w, None, r))
     best = min(torch_rows, key=lambda t: med([e["seconds"] for e in t[3]["epochs"]]))
     torch_rows.append((best[0], best[1], "SkylakeX", torch_run(best[0], best[1], "SkylakeX", epochs)))
+    # Reference only, not a candidate for the best: the same loop without a DataLoader.
+    torch_rows.append((best[0], -1, None, torch_run(best[0], -1, None, epochs)))
     for th, w, coretype, r in torch_rows:
         es = r["epochs"]
         ct = coretype or "%s (env)" % (inherited or "unset")
         label = "PyTorch set_num_threads=%d num_workers=%d CORETYPE=%s" % (th, w, ct)
+        side = "PyTorch"
+        if w < 0:
+            label = "(ref) PyTorch set_num_threads=%d no DataLoader CORETYPE=%s" % (th, ct)
+            side = "ref"
         extra = "core %s, data wait %.0f%%, 1st %.0f ms, last loss %.3f" % (
             r["core"], 100 * med([e["wait_s"] / e["seconds"] for e in es]),
             1000 * med([e["first_s"] for e in es]), es[-1]["loss"])
-        rows.append(("PyTorch", label, [e["seconds"] for e in es], extra))
+        rows.append((side, label, [e["seconds"] for e in es], extra))
     total = time.perf_counter() - t_start
 
     cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
     print("machine: %s, %d cores; batch %d, shuffle; median of epochs 2..%d; train split only"
           % (cpu, os.cpu_count(), BATCH, epochs))
     print("PyTorch %s: BLAS_INFO=%s (GEMMs in %s, OpenBLAS core %s with the inherited env), CPU capability %s"
-          % (info["version"], info["blas_info"], ", ".join(info["blas"]) or "?", info["core"],
+          % (info["version"], info["blas_info"], " -> ".join(info["blas"]) or "?", info["core"],
              info["cpu_capability"]))
     print("env: OPENBLAS_CORETYPE=%s%s" % (inherited or "(unset)", "".join(
         "  %s=%s" % (k, v) for k, v in sorted(os.environ.items())

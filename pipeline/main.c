@@ -14,6 +14,7 @@ static const struct {
     {"down", cmd_down, "stop a running pipeline cleanly"},
     {"eval", cmd_eval, "evaluate checkpoints of a run on the test split"},
     {"overfit", cmd_overfit, "train on one batch until its loss is near zero (a wiring check)"},
+    {"sweep", cmd_sweep, "run a grid of configs one after another and rank them"},
     {"report", cmd_report, "print the report of a run: time per stage and region, bottleneck"},
     {"warm", cmd_warm, "fill the LMDB cache with preprocessed samples"},
     {"cache", cmd_cache, "inspect, verify or drop an LMDB cache"},

@@ -451,6 +451,29 @@ int zp_report(const char *run_dir, FILE *text, FILE *json, char *err, size_t err
     return 0;
 }
 
+int zp_run_summary(const char *run_dir, zp_run_summary_t *out, char *err, size_t errlen)
+{
+    *out = (zp_run_summary_t){0, -1, -1, -1, -1, 0};
+    report_t *r = calloc(1, sizeof *r);
+    if (!r)
+        return ZP_ENOMEM;
+    int rc = load(r, run_dir, err, errlen);
+    for (int64_t e = 0; !rc && e < r->nrows; e++) {
+        const epoch_row_t *w = &r->rows[e];
+        if (!w->have_train)
+            continue;
+        out->epochs++;
+        out->seconds += w->seconds;
+        out->train_loss = w->train_loss;
+        out->test_loss = w->have_test ? w->test_loss : -1;
+        out->test_acc = w->have_test ? w->test_acc : -1;
+        if (w->have_test && w->test_acc > out->best_test_acc)
+            out->best_test_acc = w->test_acc;
+    }
+    release(r);
+    return rc;
+}
+
 int zp_report_write(const char *run_dir, FILE *out)
 {
     char path[PATH_MAX + 32], err[PATH_MAX + 128];

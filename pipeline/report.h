@@ -22,6 +22,17 @@
  * (-ENOENT: no events file; ZP_EPROTO: not a msgpack stream). */
 int zp_report(const char *run_dir, FILE *text, FILE *json, char *err, size_t errlen);
 
+/* The final figures of a run, for tables of many runs (`zeus-pipe sweep`). */
+typedef struct {
+    int epochs;                      /* train epochs finished */
+    double train_loss, test_loss, test_acc; /* of the last epoch; -1 when absent */
+    double best_test_acc;            /* -1 when no test epoch */
+    double seconds;                  /* train epochs' time */
+} zp_run_summary_t;
+
+/* Reads <run_dir>/events.msgpack into `out`; 0 or an error in err. */
+int zp_run_summary(const char *run_dir, zp_run_summary_t *out, char *err, size_t errlen);
+
 /* zp_report() into <run_dir>/report.txt and report.json, and as text to
  * `out` (NULL: no copy). Errors are logged. */
 int zp_report_write(const char *run_dir, FILE *out);
