@@ -26,9 +26,11 @@ pixels scaled to 0..1 then (x - 0.2860) / 0.3530, float32.
   hand to the end of the last step; the wait for that first batch is shown
   apart ("1st ms"), and "data wait" is the share of the epoch spent in the
   DataLoader's __next__.
-  Tried: torch.set_num_threads(T) (with OPENBLAS_NUM_THREADS=T: Debian's torch
-  does its GEMMs in the system libblas.so.3, OpenBLAS here, whose pool
-  set_num_threads does not size) for T in 1, 2 x num_workers 0, 1, 2, with
+  Tried: torch.set_num_threads(T) with OPENBLAS_NUM_THREADS=T ("blas=T":
+  Debian's torch does its GEMMs in the system libblas.so.3, OpenBLAS here,
+  whose thread pool set_num_threads does not size) for T in 1, 2 x num_workers
+  0, 1, 2, plus set_num_threads(2) with blas=1 and num_workers 0 (OpenMP's and
+  OpenBLAS's pools spinning side by side oversubscribe 2 cores), all with
   OPENBLAS_CORETYPE as inherited; then the best of these again with
   OPENBLAS_CORETYPE=SkylakeX, since the same variable steers the same library
   there. Each configuration runs in its own python process.
@@ -61,6 +63,8 @@ N_TRAIN = 60000
 EPOCHS = 3
 ZP_THREADS, ZP_WORKERS = (1, 2), (1, 2)
 TORCH_THREADS, TORCH_WORKERS = (1, 2), (0, 1, 2)
+# (set_num_threads, OpenBLAS threads, num_workers) tried on top of the grid above
+TORCH_EXTRA = ((2, 1, 0),)
 FMNIST = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "configs", "fashion-mnist.yaml")
 
 
@@ -247,18 +251,18 @@ def torch_info():
                       "build": next((l.strip() for l in show.splitlines() if "BLAS_INFO" in l), "")}))
 
 
-def torch_env(threads, coretype):
+def torch_env(threads, blas, coretype):
     env = dict(os.environ)
-    env["OPENBLAS_NUM_THREADS"] = str(threads)
+    env["OPENBLAS_NUM_THREADS"] = str(blas)
     env["OMP_NUM_THREADS"] = str(threads)
     if coretype:
         env["OPENBLAS_CORETYPE"] = coretype
     return env
 
 
-def torch_run(threads, workers, coretype, epochs):
+def torch_run(threads, blas, workers, coretype, epochs):
     p = subprocess.run([sys.executable, os.path.abspath(__file__), "--torch-child", str(threads),
-                        str(workers), str(epochs)], env=torch_env(threads, coretype),
+                        str(workers), str(epochs)], env=torch_env(threads, blas, coretype),
                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     if p.returncode != 0:
         die("PyTorch run (threads %d, workers %d) exited with %d:\n%s"
@@ -294,7 +298,7 @@ def main():
         if not os.path.exists(os.path.join(DATA, f)):
             die("%s missing: install dataset-fashion-mnist (scripts/deps.sh)" % os.path.join(DATA, f))
     p = subprocess.run([sys.executable, os.path.abspath(__file__), "--torch-info"],
-                       env=torch_env(1, None), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                       env=torch_env(1, 1, None), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     if p.returncode != 0:
         if "No module named" in p.stderr:
             die("PyTorch (or numpy) is missing for %s: run scripts/deps.sh --bench "
@@ -307,7 +311,7 @@ def main():
     inherited = os.environ.get("OPENBLAS_CORETYPE")
     rows = []  # (side, label, epoch seconds, extra, setting dict)
     print("running %d zeus-pipe and %d PyTorch configurations, %d epochs each ..."
-          % (2 * len(ZP_THREADS) * len(ZP_WORKERS), len(TORCH_THREADS) * len(TORCH_WORKERS) + 2, epochs),
+          % (2 * len(ZP_THREADS) * len(ZP_WORKERS), len(TORCH_THREADS) * len(TORCH_WORKERS) + len(TORCH_EXTRA) + 2, epochs),
           file=sys.stderr, flush=True)
     with tempfile.TemporaryDirectory(prefix="zp-train-bench-") as d:
         k = 0
@@ -324,21 +328,21 @@ def main():
     t_zp = time.perf_counter() - t_start
 
     torch_rows = []
-    for th in TORCH_THREADS:
-        for w in TORCH_WORKERS:
-            r = torch_run(th, w, None, epochs)
-            torch_rows.append((th, w, None, r))
-    best = min(torch_rows, key=lambda t: med([e["seconds"] for e in t[3]["epochs"]]))
-    torch_rows.append((best[0], best[1], "SkylakeX", torch_run(best[0], best[1], "SkylakeX", epochs)))
+    grid = [(th, th, w) for th in TORCH_THREADS for w in TORCH_WORKERS] + list(TORCH_EXTRA)
+    for th, bl, w in grid:
+        torch_rows.append((th, bl, w, None, torch_run(th, bl, w, None, epochs)))
+    best = min(torch_rows, key=lambda t: med([e["seconds"] for e in t[4]["epochs"]]))
+    th, bl, w = best[:3]
+    torch_rows.append((th, bl, w, "SkylakeX", torch_run(th, bl, w, "SkylakeX", epochs)))
     # Reference only, not a candidate for the best: the same loop without a DataLoader.
-    torch_rows.append((best[0], -1, None, torch_run(best[0], -1, None, epochs)))
-    for th, w, coretype, r in torch_rows:
+    torch_rows.append((th, bl, -1, None, torch_run(th, bl, -1, None, epochs)))
+    for th, bl, w, coretype, r in torch_rows:
         es = r["epochs"]
         ct = coretype or "%s (env)" % (inherited or "unset")
-        label = "PyTorch set_num_threads=%d num_workers=%d CORETYPE=%s" % (th, w, ct)
+        label = "PyTorch set_num_threads=%d blas=%d num_workers=%d CORETYPE=%s" % (th, bl, w, ct)
         side = "PyTorch"
         if w < 0:
-            label = "(ref) PyTorch set_num_threads=%d no DataLoader CORETYPE=%s" % (th, ct)
+            label = "(ref) PyTorch set_num_threads=%d blas=%d no DataLoader CORETYPE=%s" % (th, bl, ct)
             side = "ref"
         extra = "core %s, data wait %.0f%%, 1st %.0f ms, last loss %.3f" % (
             r["core"], 100 * med([e["wait_s"] / e["seconds"] for e in es]),

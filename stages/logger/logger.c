@@ -265,7 +265,7 @@ int zp_logger_main(zp_stage_t *st)
             on_rep(&l);
         zp_stats_tick(st);
         if (n > 0 || zp_now_ns() % 1000000000 < 100000000)
-            fflush(l.stats);
+            fflush(l.stats), fflush(l.events);
     }
     if (!rc)
         finish(&l);
