@@ -77,6 +77,14 @@ static int point_name(const char *base, axis_t *ax, int nax, const int *pick, po
     for (int i = 0; i < nax; i++) {
         const char *leaf = strrchr(ax[i].key, '.');
         leaf = leaf ? leaf + 1 : ax[i].key;
+        char parent[64];
+        if (!strcmp(leaf, "name") && leaf > ax[i].key + 1) { /* schedule.name=cosine: "schedule" */
+            const char *p = leaf - 1;
+            while (p > ax[i].key && p[-1] != '.')
+                p--;
+            snprintf(parent, sizeof parent, "%.*s", (int)(leaf - 1 - p), p);
+            leaf = parent;
+        }
         len += snprintf(name + len, sizeof name - (size_t)len, "-%s=%s", leaf, ax[i].value[pick[i]]);
         size_t vl = strlen(pt->values);
         snprintf(pt->values + vl, sizeof pt->values - vl, "%s%s=%s", i ? " " : "", leaf,
