@@ -20,6 +20,7 @@ static const struct {
 };
 
 static void on_signal(int sig) { zp_stop = sig; }
+static void on_retire(int sig) { zp_retire = sig; }
 
 int cmd_stage(int argc, char **argv)
 {
@@ -55,6 +56,8 @@ int cmd_stage(int argc, char **argv)
     struct sigaction sa = {.sa_handler = on_signal};
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
+    struct sigaction ra = {.sa_handler = on_retire};
+    sigaction(SIGUSR1, &ra, NULL); /* ignored from fork until here (proc.c) */
     signal(SIGPIPE, SIG_IGN);
     if (!realpath(run, st.run_dir)) {
         zp_error("%s: no such run directory", run);

@@ -44,6 +44,7 @@ typedef struct {
     bool cache_enabled;
     char cache_path[256];
     int64_t cache_max_bytes, commit_every;
+    int64_t heartbeat_ms, liveness, max_restarts;
     int on_mismatch;
     int64_t loader_workers, task_size, credit;
     int64_t batch_size, depth, window, readers;

@@ -53,6 +53,7 @@ int zp_procs_spawn(zp_procs_t *s, const char *stage, int instance, int keep_stdo
         dup2(fd, STDERR_FILENO);
         if (!keep_stdout)
             dup2(fd, STDOUT_FILENO);
+        signal(SIGUSR1, SIG_IGN); /* a retire before the stage's handler is up: not fatal */
         sigset_t none;
         sigemptyset(&none);
         sigprocmask(SIG_SETMASK, &none, NULL);

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 volatile sig_atomic_t zp_stop;
+volatile sig_atomic_t zp_retire;
 
 void zp_ring_name(char *buf, size_t len, const char *run_dir, int rank)
 {

@@ -24,6 +24,8 @@ enum { ZP_MODE_TRAIN, ZP_MODE_RESUME, ZP_MODE_EVAL, ZP_MODE_OVERFIT };
 
 /* Set by SIGINT/SIGTERM to the signal number; loops check it. */
 extern volatile sig_atomic_t zp_stop;
+/* Set by SIGUSR1: finish gracefully (a loader retires). */
+extern volatile sig_atomic_t zp_retire;
 
 enum { ZP_ST_IDLE, ZP_ST_BUSY, ZP_ST_WAIT_IN, ZP_ST_WAIT_OUT };
 

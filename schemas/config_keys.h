@@ -61,6 +61,12 @@
     X("loader.task_size", INT, task_size, "256", 1, 65536,                                          \
       "samples per task a loader receives from the cache stage")                                  \
     X("loader.credit", INT, credit, "2", 1, 64, "tasks a loader may hold at once")                 \
+    X("loader.heartbeat_ms", INT, heartbeat_ms, "1000", 10, 600000,                                \
+      "a loader and the cache stage send each other a heartbeat when silent this long")           \
+    X("loader.liveness", INT, liveness, "3", 1, 100,                                               \
+      "heartbeats missed before a loader (or, for a loader, the cache stage) counts as dead")     \
+    X("loader.max_restarts_per_min", INT, max_restarts, "10", 0, 10000,                            \
+      "dead loaders restarted per minute; past it the run goes on with fewer loaders")            \
     X("prefetch.batch_size", INT, batch_size, "256", 1, 65536, "samples per batch")                \
     X("prefetch.depth", INT, depth, "2", 1, 64,                                                    \
       "batch slots in the shared-memory ring (2 = double buffering)")                             \

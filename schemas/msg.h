@@ -41,6 +41,11 @@
 /* Messages: X(NAME, "wire name", frames, required fields, direction and meaning). */
 #define ZP_MSGS(X)                                                                                 \
     X(READY, "ready", 1, ZP_B(credit), "loader -> cache: I can take `credit` more tasks")             \
+    X(HEARTBEAT, "heartbeat", 1, 0,                                                                  \
+      "loader <-> cache: alive; sent when nothing else was sent for loader.heartbeat_ms")         \
+    X(RETIRE, "retire", 1, 0, "loader -> cache: send me no more tasks; answer RETIRED")           \
+    X(RETIRED, "retired", 1, 0,                                                                      \
+      "cache -> loader: every task meant for you was sent before this; finish them and exit")    \
     X(TASK, "task", 2, ZP_B(id) | ZP_B(split) | ZP_B(n),                                                    \
       "cache -> loader: load `n` samples; frame 1 = u32 indices[n]")                               \
     X(SAMPLES, "samples", 4, ZP_B(id) | ZP_B(split) | ZP_B(n) | ZP_B(elems),                                   \

@@ -1,8 +1,15 @@
-/* cache.c — the broker between prefetchers and loaders (a pure broker until the
- * LMDB writer lands). A FETCH of n indices becomes ceil(n / task_size) TASKs;
- * loaders get tasks only while they have credit; every task in flight is
- * tracked with its loader, and its SAMPLES are forwarded as a RESULT with the
- * fetch id and the task's offset inside the fetch. */
+/* cache.c — the broker between prefetchers and loaders, and (lmdb_store.c)
+ * the cache's only writer. A FETCH of n indices becomes ceil(n / task_size)
+ * TASKs; loaders get tasks only while they have credit; every task in flight
+ * is tracked with its loader, and its SAMPLES are forwarded as a RESULT with
+ * the fetch id and the task's offset inside the fetch.
+ *
+ * Reliability (the ZeroMQ guide's Paranoid Pirate): loaders and the broker
+ * send each other HEARTBEATs when silent for loader.heartbeat_ms. A loader
+ * not heard from for heartbeat_ms x liveness is declared dead and its tasks
+ * go back to the front of the queue; a result for a task from anyone but the
+ * loader that holds it now is a late duplicate and dropped. A loader declared
+ * dead that speaks again (it was stopped, not killed) is taken back. */
 #define _GNU_SOURCE
 #include "pipeline/log.h"
 #include "pipeline/sock.h"
@@ -26,6 +33,8 @@ typedef struct {
     peer_t peer;
     int64_t credit;
     int64_t tasks_done;
+    int64_t last_seen; /* ns: the last message from it */
+    int alive;         /* 0: declared dead (its record may be reused) */
 } loader_rec_t;
 
 /* A task: a contiguous range of one fetch. `indices` is owned (reused). */
@@ -51,7 +60,8 @@ typedef struct {
     uint32_t *queue; /* FIFO of pool indices waiting for a loader */
     size_t qhead, qlen;
     uint64_t seq;
-    int64_t bad_msgs, late;
+    int64_t bad_msgs, late, deaths, requeued;
+    int64_t next_beat; /* ns: when the broker sends its next heartbeats */
     zp_frames_t f;
     zp_store_t *store; /* NULL: a pure broker */
 } cache_t;
@@ -144,19 +154,91 @@ static int on_fetch(cache_t *c, zmq_msg_t *who, const zp_msg_t *m)
     return 0;
 }
 
+static int alive_count(const cache_t *c)
+{
+    int n = 0;
+    for (int i = 0; i < c->nloaders; i++)
+        n += c->loaders[i].alive;
+    return n;
+}
+
+/* The record of the loader `who`, marked as heard from now; with `add`, a new
+ * one (in the place of a dead one when the table is full). */
 static loader_rec_t *loader_find(cache_t *c, zmq_msg_t *who, int add)
 {
-    for (int i = 0; i < c->nloaders; i++)
+    loader_rec_t *l = NULL;
+    for (int i = 0; i < c->nloaders && !l; i++)
         if (c->loaders[i].peer.idlen == zmq_msg_size(who) &&
             !memcmp(c->loaders[i].peer.id, zmq_msg_data(who), zmq_msg_size(who)))
-            return &c->loaders[i];
-    if (!add || c->nloaders == LOADERS_MAX)
+            l = &c->loaders[i];
+    if (!l && add) {
+        for (int i = 0; i < c->nloaders && !l; i++)
+            if (!c->loaders[i].alive)
+                l = &c->loaders[i];
+        if (!l && c->nloaders < LOADERS_MAX)
+            l = &c->loaders[c->nloaders++];
+        if (!l)
+            return NULL;
+        memset(l, 0, sizeof *l);
+        peer_set(&l->peer, who);
+    }
+    if (!l)
         return NULL;
-    loader_rec_t *l = &c->loaders[c->nloaders++];
-    memset(l, 0, sizeof *l);
-    peer_set(&l->peer, who);
-    zp_info("loader %d connected (%d in all)", c->nloaders - 1, c->nloaders);
+    if (!l->alive) {
+        l->alive = 1;
+        l->credit = 0; /* it says again what it can take */
+        zp_info("loader %d connected (%d alive)", (int)(l - c->loaders), alive_count(c));
+    }
+    l->last_seen = zp_now_ns();
     return l;
+}
+
+/* A loader silent for heartbeat_ms x liveness: dead; its tasks go first. */
+static void expire_loaders(cache_t *c, int64_t now)
+{
+    int64_t limit = c->st->cfg.heartbeat_ms * c->st->cfg.liveness * 1000000;
+    for (int i = 0; i < c->nloaders; i++) {
+        loader_rec_t *l = &c->loaders[i];
+        if (!l->alive || now - l->last_seen <= limit)
+            continue;
+        l->alive = 0;
+        l->credit = 0;
+        int64_t n = 0;
+        for (size_t k = 0; k < c->pool_cap; k++) {
+            task_t *t = &c->pool[k];
+            if (t->id && t->loader == i) {
+                t->loader = -1;
+                c->qhead = (c->qhead + c->pool_cap - 1) % c->pool_cap;
+                c->queue[c->qhead] = (uint32_t)k;
+                c->qlen++;
+                n++;
+            }
+        }
+        c->deaths++;
+        c->requeued += n;
+        zp_warn("loader %d silent for %lld ms: declared dead, %lld task(s) re-queued (%d alive)",
+                i, (long long)((now - l->last_seen) / 1000000), (long long)n, alive_count(c));
+        zp_event_t ev;
+        zp_ev_begin(c->st, &ev, "metric", 4);
+        zp_ev_str(&ev, "event", "loader_lost");
+        zp_ev_int(&ev, "loader", i);
+        zp_ev_int(&ev, "requeued", n);
+        zp_ev_int(&ev, "alive", alive_count(c));
+        zp_ev_send(c->st, &ev);
+    }
+}
+
+/* Heartbeats to every live loader, every heartbeat_ms. */
+static int heartbeats(cache_t *c, int64_t now)
+{
+    if (now < c->next_beat)
+        return 0;
+    c->next_beat = now + c->st->cfg.heartbeat_ms * 1000000;
+    zp_msg_t hb = {.type = ZP_MSG_HEARTBEAT};
+    for (int i = 0; i < c->nloaders; i++)
+        if (c->loaders[i].alive && send_to(c->work, &c->loaders[i].peer, &hb, NULL, NULL, 0))
+            return ZP_EZMQ;
+    return 0;
 }
 
 /* Hands queued tasks to loaders with credit, round robin. */
@@ -166,7 +248,7 @@ static int dispatch(cache_t *c)
         int pick = -1;
         for (int k = 0; k < c->nloaders; k++) {
             int i = (c->next_loader + k) % c->nloaders;
-            if (c->loaders[i].credit > 0) {
+            if (c->loaders[i].alive && c->loaders[i].credit > 0) {
                 pick = i;
                 break;
             }
@@ -198,12 +280,12 @@ static void bad_msg(cache_t *c, const char *from, const char *why)
 }
 
 /* SAMPLES or FAIL from a loader: forward to the prefetch that asked. */
-static int on_result(cache_t *c, zp_msg_t *m)
+static int on_result(cache_t *c, zp_msg_t *m, const loader_rec_t *from)
 {
     task_t *t = task_lookup(c, m->id);
-    if (!t || t->loader < 0) {
-        c->late++;
-        return 0; /* a late duplicate of a task no longer in flight */
+    if (!t || t->loader < 0 || !from || t->loader != (int)(from - c->loaders)) {
+        c->late++; /* done already, waiting to be sent again, or now someone else's */
+        return 0;
     }
     if (m->type == ZP_MSG_SAMPLES && (m->n != t->n || m->split != t->split ||
                                       memcmp(m->frame[1], t->indices, t->n * 4))) {
@@ -243,13 +325,17 @@ static int on_work(cache_t *c)
         zp_msg_release(&m);
         return 0;
     }
-    if (m.type == ZP_MSG_READY) {
-        loader_rec_t *l = loader_find(c, &c->f.part[0], 1);
-        if (l)
-            l->credit = l->credit + (int64_t)m.credit > 64 ? 64 : l->credit + (int64_t)m.credit;
+    loader_rec_t *l = loader_find(c, &c->f.part[0], m.type == ZP_MSG_READY);
+    if (m.type == ZP_MSG_READY && l) {
+        l->credit = l->credit + (int64_t)m.credit > 64 ? 64 : l->credit + (int64_t)m.credit;
     } else if (m.type == ZP_MSG_SAMPLES || m.type == ZP_MSG_FAIL) {
-        rc = on_result(c, &m);
-    } else {
+        rc = on_result(c, &m, l);
+    } else if (m.type == ZP_MSG_RETIRE && l) {
+        l->credit = 0; /* no more tasks; those already sent precede the answer */
+        zp_msg_t rep = {.type = ZP_MSG_RETIRED};
+        rc = send_to(c->work, &l->peer, &rep, NULL, NULL, 0);
+        zp_info("loader %d retires", (int)(l - c->loaders));
+    } else if (m.type != ZP_MSG_HEARTBEAT) {
         bad_msg(c, "loader", zp_msg_name(m.type));
     }
     zp_msg_release(&m);
@@ -286,8 +372,15 @@ static int loop(cache_t *c)
     while (!rc && !zp_stop) {
         zp_stats_state(&c->st->stats, ZP_ST_WAIT_IN);
         zmq_pollitem_t items[2] = {{c->work, 0, ZMQ_POLLIN, 0}, {c->fetch, 0, ZMQ_POLLIN, 0}};
-        int n = zmq_poll(items, 2, zp_store_tick(c->store));
+        int timeout = zp_store_tick(c->store);
+        if (timeout > c->st->cfg.heartbeat_ms)
+            timeout = (int)c->st->cfg.heartbeat_ms;
+        int n = zmq_poll(items, 2, timeout);
         zp_stats_state(&c->st->stats, ZP_ST_BUSY);
+        int64_t now = zp_now_ns();
+        expire_loaders(c, now);
+        if (!rc)
+            rc = heartbeats(c, now);
         if (n > 0 && (items[0].revents & ZMQ_POLLIN))
             rc = on_work(c);
         if (!rc && n > 0 && (items[1].revents & ZMQ_POLLIN))

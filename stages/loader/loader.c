@@ -1,5 +1,11 @@
 /* loader.c — a loader process: takes TASKs from the cache stage with credit,
- * reads and transforms the samples, returns SAMPLES. */
+ * reads and transforms the samples, returns SAMPLES.
+ *
+ * It sends a HEARTBEAT whenever it has sent nothing for loader.heartbeat_ms
+ * (also between the samples of a long task); when the cache stage has been
+ * silent for heartbeat_ms x liveness it reconnects with a new identity and
+ * offers its credit again (Paranoid Pirate). SIGUSR1 (`zeus-pipe scale`)
+ * retires it: RETIRE, finish what was sent before RETIRED, exit 0. */
 #define _GNU_SOURCE
 #include "pipeline/log.h"
 #include "pipeline/sock.h"
@@ -30,7 +36,36 @@ typedef struct {
     outbuf_t out[OUTBUFS];
     int64_t bad_msgs;
     zp_frames_t f;
+    char ep[ZP_ENDPOINT_MAX + 16];
+    int64_t last_send, last_recv; /* ns */
+    int retire_sent;
 } loader_t;
+
+static int send_msg(loader_t *l, const zp_msg_t *m)
+{
+    l->last_send = zp_now_ns();
+    return zp_send(l->work, NULL, m, NULL, NULL, 0, 0);
+}
+
+/* A heartbeat when nothing was sent for heartbeat_ms. */
+static int beat(loader_t *l)
+{
+    if (zp_now_ns() - l->last_send < l->st->cfg.heartbeat_ms * 1000000)
+        return 0;
+    zp_msg_t hb = {.type = ZP_MSG_HEARTBEAT};
+    return send_msg(l, &hb);
+}
+
+/* A new connection (a new identity) to the cache stage, offering full credit. */
+static int connect_broker(loader_t *l)
+{
+    zp_sock_close(&l->work);
+    if (!(l->work = zp_sock_open(l->st->zctx, ZMQ_DEALER, l->ep, 0, 0)))
+        return ZP_EZMQ;
+    l->last_recv = zp_now_ns();
+    zp_msg_t ready = {.type = ZP_MSG_READY, .credit = (uint64_t)l->st->cfg.credit};
+    return send_msg(l, &ready);
+}
 
 static void release_buf(void *data, void *hint)
 {
@@ -117,6 +152,8 @@ static int load_samples(loader_t *l, const zp_msg_t *t, zmq_msg_t *parts, char *
                          zp_split_name((int)t->split), (long long)l->st->meta.n[t->split]);
                 return ZP_EDATA;
             }
+            if (beat(l))
+                return ZP_EZMQ;
             uint8_t *px = l->pixels + (i - i0) * elems;
             int rc = l->src->get(l->src, (int)t->split, ix, px, &label, err, len);
             if (rc)
@@ -155,42 +192,72 @@ static int run_task(loader_t *l, const zp_msg_t *t)
         ZP_TIME_BEGIN(&l->st->timers, ZP_R_SEND);
         rc = zp_send_parts(l->work, &out, parts, 3);
         ZP_TIME_END(&l->st->timers, ZP_R_SEND);
+        l->last_send = zp_now_ns();
         l->st->stats.items += (int64_t)t->n;
         l->st->stats.bytes += (int64_t)bytes;
     }
     for (int i = 0; i < 3; i++)
         zmq_msg_close(&parts[i]);
     zp_msg_t ready = {.type = ZP_MSG_READY, .credit = 1};
-    return rc ? rc : zp_send(l->work, NULL, &ready, NULL, NULL, 0, 0);
+    return rc ? rc : send_msg(l, &ready);
+}
+
+/* One message from the cache stage; 1 when it said RETIRED. */
+static int on_broker(loader_t *l)
+{
+    int rc = zp_frames_recv(&l->f, l->work, 0);
+    if (rc)
+        return rc;
+    l->last_recv = zp_now_ns();
+    zp_msg_t m;
+    char why[256];
+    if (zp_frames_decode(&l->f, 0, &m, why, sizeof why)) {
+        l->st->stats.errors++;
+        if (l->bad_msgs++ < 10)
+            zp_warn("dropped a malformed message from the cache stage: %s", why);
+    } else if (m.type == ZP_MSG_TASK) {
+        rc = run_task(l, &m);
+    } else if (m.type == ZP_MSG_RETIRED) {
+        rc = 1;
+    } else if (m.type != ZP_MSG_HEARTBEAT) {
+        l->st->stats.errors++;
+        if (l->bad_msgs++ < 10)
+            zp_warn("dropped an unexpected %s from the cache stage", zp_msg_name(m.type));
+    }
+    zp_msg_release(&m);
+    return rc;
 }
 
 static int loop(loader_t *l)
 {
-    zp_msg_t ready = {.type = ZP_MSG_READY, .credit = (uint64_t)l->st->cfg.credit};
-    int rc = zp_send(l->work, NULL, &ready, NULL, NULL, 0, 0);
+    const zp_config_t *c = &l->st->cfg;
+    int rc = connect_broker(l);
     while (!rc && !zp_stop) {
+        if (zp_retire && !l->retire_sent) {
+            zp_msg_t bye = {.type = ZP_MSG_RETIRE};
+            rc = send_msg(l, &bye);
+            l->retire_sent = 1;
+            zp_info("retiring: finishing the tasks already sent to me");
+        }
         zp_stats_state(&l->st->stats, ZP_ST_WAIT_IN);
         zmq_pollitem_t it = {l->work, 0, ZMQ_POLLIN, 0};
-        int n = zmq_poll(&it, 1, 100);
+        int n = zmq_poll(&it, 1, c->heartbeat_ms < 100 ? (int)c->heartbeat_ms : 100);
         zp_stats_tick(l->st);
-        if (n <= 0)
-            continue;
-        if ((rc = zp_frames_recv(&l->f, l->work, 0)))
-            break;
-        zp_msg_t m;
-        char why[256];
-        if (zp_frames_decode(&l->f, 0, &m, why, sizeof why) || m.type != ZP_MSG_TASK) {
-            l->st->stats.errors++;
-            if (l->bad_msgs++ < 10)
-                zp_warn("dropped a malformed message from the cache stage: %s",
-                        m.type && m.type != ZP_MSG_TASK ? zp_msg_name(m.type) : why);
-        } else {
-            rc = run_task(l, &m);
+        if (n > 0)
+            rc = on_broker(l);
+        else if (n < 0 && errno != EINTR)
+            rc = ZP_EZMQ;
+        if (!rc)
+            rc = beat(l);
+        if (!rc && zp_now_ns() - l->last_recv > c->heartbeat_ms * c->liveness * 1000000) {
+            zp_warn("the cache stage was silent for %lld ms: reconnecting",
+                    (long long)(c->heartbeat_ms * c->liveness));
+            l->retire_sent = 0;
+            rc = connect_broker(l);
         }
-        zp_msg_release(&m);
     }
     zp_frames_close(&l->f);
-    return rc == ZP_ESTOP ? 0 : rc;
+    return rc == ZP_ESTOP || rc == 1 ? 0 : rc;
 }
 
 int zp_loader_main(zp_stage_t *st)
@@ -198,7 +265,7 @@ int zp_loader_main(zp_stage_t *st)
     static loader_t l;
     l.st = st;
     zp_frames_init(&l.f);
-    char err[700], ep[ZP_ENDPOINT_MAX + 16];
+    char err[700];
     int rc = st->cfg.dataset_source == ZP_SOURCE_IDX
                  ? zp_source_idx_open(&l.src, &st->cfg, &st->meta, err, sizeof err)
                  : zp_source_synthetic_open(&l.src, &st->cfg, &st->meta, err, sizeof err);
@@ -210,8 +277,7 @@ int zp_loader_main(zp_stage_t *st)
     l.chunk = (size_t)(256 << 10) / (size_t)st->meta.elems;
     l.chunk = l.chunk < 1 ? 1 : l.chunk;
     l.pixels = malloc((size_t)st->meta.elems * l.chunk);
-    if (!l.pixels || zp_stage_endpoint(st, "work", ep, sizeof ep) ||
-        !(l.work = zp_sock_open(st->zctx, ZMQ_DEALER, ep, 0, 0))) {
+    if (!l.pixels || zp_stage_endpoint(st, "work", l.ep, sizeof l.ep)) {
         rc = 1;
         goto out;
     }
