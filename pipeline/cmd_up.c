@@ -37,6 +37,9 @@ typedef struct {
     char run_dir[PATH_MAX];
     zp_procs_t procs;
     void *zctx, *control;
+    int64_t window_start; /* ns: the minute whose loader restarts are counted */
+    int64_t restarts;     /* restarts in that minute */
+    int loaders_wanted;   /* `scale` moves it */
 } sup_t;
 
 static volatile sig_atomic_t g_signal;
@@ -90,6 +93,57 @@ static void tune_openblas(void)
 
 static void cleanup(sup_t *s) { zp_rundir_cleanup(s->procs.run_dir); }
 
+static int loaders_running(const sup_t *s)
+{
+    int n = 0;
+    for (int i = 0; i < s->procs.nchild; i++) {
+        const zp_child_t *c = &s->procs.child[i];
+        n += !strcmp(c->stage, "loader") && (c->pid > 0 || c->restart_at) && !c->retiring;
+    }
+    return n;
+}
+
+/* `scale loader=N|+K|-K`: starts new loaders or retires the newest ones.
+ * Returns 0, or an error for the requester in err. */
+static int scale(sup_t *s, const char *arg, char *err, size_t len)
+{
+    const char *v = !strncmp(arg, "loader=", 7) ? arg + 7 : NULL;
+    char *end = NULL;
+    long k = v ? strtol(v, &end, 10) : 0;
+    if (!v || end == v || *end) {
+        snprintf(err, len, "expected loader=N, loader=+K or loader=-K (got %.60s)", arg);
+        return ZP_EINVAL;
+    }
+    int now = loaders_running(s);
+    long want = v[0] == '+' || v[0] == '-' ? now + k : k;
+    if (want < 1 || want > 256) {
+        snprintf(err, len, "loader count must stay within 1..256 (asked for %ld)", want);
+        return ZP_EINVAL;
+    }
+    for (int next = 0; now < want && next < 1024; next++) { /* the lowest free instance numbers */
+        int taken = 0;
+        for (int i = 0; i < s->procs.nchild; i++) {
+            zp_child_t *c = &s->procs.child[i];
+            taken |= !strcmp(c->stage, "loader") && c->instance == next && (c->pid > 0 || c->restart_at);
+        }
+        if (!taken && zp_procs_spawn(&s->procs, "loader", next, 0) == 0)
+            now++;
+    }
+    for (int i = s->procs.nchild - 1; i >= 0 && now > want; i--) { /* the newest retire */
+        zp_child_t *c = &s->procs.child[i];
+        if (strcmp(c->stage, "loader") || c->retiring || (!c->pid && !c->restart_at))
+            continue;
+        if (c->pid)
+            kill(c->pid, SIGUSR1), c->retiring = 1;
+        else
+            c->restart_at = 0; /* a pending restart is simply not done */
+        now--;
+    }
+    s->loaders_wanted = (int)want;
+    fprintf(stderr, "zeus-pipe: scaled to %ld loader(s)\n", want);
+    return 0;
+}
+
 /* Answers one control request; returns 1 when it asks the run to stop. */
 static int on_control(sup_t *s)
 {
@@ -102,7 +156,10 @@ static int on_control(sup_t *s)
     int rc = zp_frames_decode(&f, 0, &m, why, sizeof why);
     zp_msg_t rep = {.type = ZP_MSG_CTL_REP};
     int down = !rc && m.type == ZP_MSG_CTL && !strcmp(m.cmd, "down");
-    if (!down) {
+    if (!rc && m.type == ZP_MSG_CTL && !strncmp(m.cmd, "scale ", 6)) {
+        if (scale(s, m.cmd + 6, rep.error, sizeof rep.error))
+            rep.present |= ZP_B(error);
+    } else if (!down) {
         rep.present |= ZP_B(error);
         snprintf(rep.error, sizeof rep.error, "unknown request: %.200s", rc ? why : m.cmd);
     }
@@ -124,6 +181,49 @@ static int start_all(sup_t *s)
     if (!rc)
         rc = zp_procs_spawn(&s->procs, "trainer", 0, 0);
     return rc;
+}
+
+/* Loaders that exited: retired ones are done; dead ones restart after a
+ * back-off (50 ms, doubling with each death of that loader within a minute,
+ * to 1.6 s), at most loader.max_restarts_per_min in a minute: a loader that
+ * crashes on start is given up on quickly. Returns 1 when no loader is left. */
+static int tend_loaders(sup_t *s)
+{
+    int64_t now = zp_now_ns();
+    if (now - s->window_start > 60000000000ll)
+        s->window_start = now, s->restarts = 0;
+    for (int i = 0; i < s->procs.nchild; i++) {
+        zp_child_t *c = &s->procs.child[i];
+        if (strcmp(c->stage, "loader"))
+            continue;
+        if (c->exited) {
+            c->exited = 0;
+            char how[128];
+            zp_procs_describe(c, how, sizeof how);
+            if (c->retiring) {
+                fprintf(stderr, "zeus-pipe: loader[%d] retired\n", c->instance);
+                c->retiring = 0;
+                continue;
+            }
+            if (s->restarts >= s->cfg.max_restarts) {
+                fprintf(stderr, "zeus-pipe: loader[%d] %s; not restarted: %lld restart(s) in the last "
+                        "minute (loader.max_restarts_per_min); going on with %d loader(s)\n",
+                        c->instance, how, (long long)s->restarts, loaders_running(s));
+                continue;
+            }
+            c->deaths = now - c->last_death < 60000000000ll ? c->deaths + 1 : 1;
+            c->last_death = now;
+            int64_t delay = 50000000ll << (c->deaths - 1 < 5 ? c->deaths - 1 : 5);
+            c->restart_at = now + delay;
+            s->restarts++;
+            fprintf(stderr, "zeus-pipe: loader[%d] %s; restarting it in %lld ms\n", c->instance, how,
+                    (long long)(delay / 1000000));
+        }
+        if (c->restart_at && now >= c->restart_at && !c->pid &&
+            zp_procs_spawn(&s->procs, "loader", c->instance, 0))
+            c->restart_at = now + 1000000000; /* cannot fork now: try again in a second */
+    }
+    return loaders_running(s) == 0;
 }
 
 static int supervise(sup_t *s)
@@ -150,6 +250,9 @@ static int supervise(sup_t *s)
             status = 1;
         } else if (trainer_done) {
             status = 0;
+        } else if (tend_loaders(s)) {
+            fprintf(stderr, "zeus-pipe: no loader left; stopping the run\n");
+            status = 1;
         }
     }
     int quick = status >= 128;
@@ -282,6 +385,9 @@ int zp_pipeline_run(const zp_config_t *cfg, const char *run_dir, int mode, const
     snprintf(s.run_dir, sizeof s.run_dir, "%s", run_dir);
     zp_procs_init(&s.procs, s.run_dir);
     s.procs.mode = mode;
+    s.procs.keep_loaders = 1;
+    s.window_start = zp_now_ns();
+    s.restarts = 0;
     snprintf(s.procs.ckpts, sizeof s.procs.ckpts, "%s", ckpts ? ckpts : "");
     return run_stages(&s);
 }

@@ -11,6 +11,7 @@ static const struct {
 } COMMANDS[] = {
     {"up", cmd_up, "run a training pipeline from a config file"},
     {"stat", cmd_stat, "show the live throughput of every stage of a run"},
+    {"scale", cmd_scale, "start or retire loaders of a running pipeline"},
     {"down", cmd_down, "stop a running pipeline cleanly"},
     {"eval", cmd_eval, "evaluate checkpoints of a run on the test split"},
     {"overfit", cmd_overfit, "train on one batch until its loss is near zero (a wiring check)"},

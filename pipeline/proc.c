@@ -32,7 +32,11 @@ void zp_procs_init(zp_procs_t *s, const char *run_dir)
 
 int zp_procs_spawn(zp_procs_t *s, const char *stage, int instance, int keep_stdout)
 {
-    if (s->nchild == ZP_CHILDREN_MAX)
+    zp_child_t *slot = NULL;
+    for (int i = 0; i < s->nchild && !slot; i++)
+        if (!s->child[i].pid && s->child[i].instance == instance && !strcmp(s->child[i].stage, stage))
+            slot = &s->child[i];
+    if (!slot && s->nchild == ZP_CHILDREN_MAX)
         return ZP_EFULL;
     char logpath[PATH_MAX + 64], inst[16];
     snprintf(logpath, sizeof logpath, "%s/logs/%s-%d.log", s->run_dir, stage, instance);
@@ -65,7 +69,11 @@ int zp_procs_spawn(zp_procs_t *s, const char *stage, int instance, int keep_stdo
         _exit(127);
     }
     close(fd);
-    s->child[s->nchild++] = (zp_child_t){stage, instance, pid, 0};
+    if (!slot)
+        slot = &s->child[s->nchild++], *slot = (zp_child_t){.stage = stage, .instance = instance};
+    slot->pid = pid;
+    slot->status = slot->exited = slot->retiring = 0;
+    slot->restart_at = 0;
     return 0;
 }
 
@@ -110,8 +118,11 @@ zp_child_t *zp_procs_reap(zp_procs_t *s, int *trainer_done)
             c->pid = 0;
             c->status = status;
             int ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+            int config_error = WIFEXITED(status) && WEXITSTATUS(status) == 2;
             if (ok && !strcmp(c->stage, "trainer"))
                 *trainer_done = 1;
+            else if (s->keep_loaders && !strcmp(c->stage, "loader") && !config_error)
+                c->exited = 1;
             else if (!(ok && !strcmp(c->stage, "prefetch")) && !bad)
                 bad = c;
         }

@@ -7,6 +7,7 @@
 
 #include <limits.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 #define ZP_CHILDREN_MAX 300
@@ -16,6 +17,10 @@ typedef struct {
     int instance;
     pid_t pid; /* 0 once reaped */
     int status;
+    int exited;   /* a loader that exited, until the supervisor handles it */
+    int retiring; /* a loader sent SIGUSR1: its exit 0 is expected */
+    int deaths;   /* recent deaths (back-off) */
+    int64_t last_death, restart_at; /* ns; restart_at 0: none pending */
 } zp_child_t;
 
 typedef struct {
@@ -24,14 +29,19 @@ typedef struct {
     zp_child_t child[ZP_CHILDREN_MAX];
     int nchild;
     int mode;          /* ZP_MODE_* of pipeline/stage.h, passed to every stage */
+    int keep_loaders;  /* a loader that exits is flagged `exited`, not failed */
     char ckpts[1024];  /* eval: the checkpoints to evaluate */
 } zp_procs_t;
 
 void zp_procs_init(zp_procs_t *s, const char *run_dir);
+/* Starts `zeus-pipe stage STAGE --instance I`; a stage/instance that ran
+ * before and exited gets its entry again. */
 int zp_procs_spawn(zp_procs_t *s, const char *stage, int instance, int keep_stdout);
 /* Reaps exited children; returns the first that exited when it should not
- * have (anything but the trainer, or prefetch, ending with status 0), and
- * sets *trainer_done when the trainer finished. */
+ * have (anything but the trainer, or prefetch, ending with status 0; with
+ * keep_loaders, a loader only when it exited with status 2, a config error
+ * that a restart cannot mend), and sets *trainer_done when the trainer
+ * finished. */
 zp_child_t *zp_procs_reap(zp_procs_t *s, int *trainer_done);
 /* TERM the logger (logger = 1) or every other stage (0), wait up to ms, KILL the rest. */
 void zp_procs_stop(zp_procs_t *s, int logger, int ms);

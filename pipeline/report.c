@@ -37,6 +37,7 @@ typedef struct {
     epoch_row_t *rows;
     int64_t nrows;
     int64_t events, bad;
+    int64_t loaders_lost, requeued; /* the cache stage's loader_lost records */
 } report_t;
 
 typedef struct { /* per stage, from its instances */
@@ -151,8 +152,15 @@ static int on_record(report_t *r, const msgpack_object *o)
         return on_timer(r, stage, b);
     if (!strcmp(kind, "stats"))
         return on_stats(r, stage, b);
-    if (!strcmp(kind, "metric") && !strcmp(zp_map_str(b, "event", event, sizeof event), "epoch_end"))
+    if (strcmp(kind, "metric"))
+        return 0;
+    zp_map_str(b, "event", event, sizeof event);
+    if (!strcmp(event, "epoch_end"))
         return on_epoch(r, b);
+    if (!strcmp(event, "loader_lost")) {
+        r->loaders_lost++;
+        r->requeued += (int64_t)zp_map_num(b, "requeued", 0);
+    }
     return 0;
 }
 
@@ -399,7 +407,8 @@ static void json_report(report_t *r, const stage_sum_t *s, double wait, const ch
         json_num(out, "errors", s[i].errors, 0);
         fputc('}', out);
     }
-    fprintf(out, "],");
+    fprintf(out, "],\"loaders_lost\":%lld,\"tasks_requeued\":%lld,", (long long)r->loaders_lost,
+            (long long)r->requeued);
     json_num(out, "trainer_wait_share", wait >= 0 ? wait : NAN, 1);
     fprintf(out, "\"bottleneck\":{\"stage\":\"%s\",\"advice\":", hot);
     zp_json_str(out, advice);
@@ -438,6 +447,9 @@ int zp_report(const char *run_dir, FILE *text, FILE *json, char *err, size_t err
         text_epochs(r, text);
         text_regions(r, text);
         text_stages(s, text);
+        if (r->loaders_lost)
+            fprintf(text, "\nLoaders lost (dead or silent past loader.liveness): %lld; tasks "
+                          "re-queued: %lld.\n", (long long)r->loaders_lost, (long long)r->requeued);
         if (wait >= 0)
             fprintf(text, "\nThe trainer waited for data %.1f%% of its time.\n", 100 * wait);
         fprintf(text, "%s\n", advice);

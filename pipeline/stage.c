@@ -66,7 +66,7 @@ int zp_stage_open(zp_stage_t *st)
     int64_t now = zp_now_ns();
     st->stats.since = st->stats.w_start = st->stats.start = now;
     st->stats.interval_ns = st->cfg.stat_interval_ms * 1000000;
-    st->stats.next_ns = now + st->stats.interval_ns;
+    st->stats.next_ns = now; /* a first record at once: `stat` sees a new stage within a second */
     return 0;
 }
 
@@ -74,6 +74,7 @@ void zp_stage_close(zp_stage_t *st)
 {
     if (st->events) {
         st->stats.next_ns = 0; /* the last record: totals of the whole life */
+        st->stats.final = 1;
         zp_stats_tick(st);
     }
     zp_sock_close(&st->events);
@@ -152,14 +153,14 @@ void zp_stats_tick(zp_stage_t *st)
     if (now < s->next_ns)
         return;
     zp_stats_state(s, s->state);
-    double dt = (double)(now - s->w_start);
+    double dt = now > s->w_start ? (double)(now - s->w_start) : 1.0;
     double dts = dt / 1e9;
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru); /* every thread, ZeroMQ's I/O thread included */
     int64_t cpu = (int64_t)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000000000 +
                   (int64_t)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1000;
     zp_event_t ev;
-    zp_ev_begin(st, &ev, "stats", 17);
+    zp_ev_begin(st, &ev, "stats", 18);
     int64_t lookups = s->lookups - s->w_lookups;
     zp_ev_num(&ev, "hit_rate", lookups ? (double)(s->hits - s->w_hits) / (double)lookups : -1);
     zp_ev_num(&ev, "cpu", s->w_cpu_ns ? (double)(cpu - s->w_cpu_ns) / dt : 0);
@@ -178,6 +179,7 @@ void zp_stats_tick(zp_stage_t *st)
     zp_ev_num(&ev, "total_busy_s", (double)s->ns[ZP_ST_BUSY] / 1e9);
     zp_ev_num(&ev, "total_wait_in_s", (double)s->ns[ZP_ST_WAIT_IN] / 1e9);
     zp_ev_num(&ev, "total_wait_out_s", (double)s->ns[ZP_ST_WAIT_OUT] / 1e9);
+    zp_ev_int(&ev, "final", s->final); /* the stage is exiting */
     zp_ev_send(st, &ev);
     zp_timers_flush(&st->timers);
     s->w_start = now;

@@ -34,7 +34,7 @@ typedef struct {
     int64_t ns[4];                /* time per state, ZP_ST_* */
     int64_t queue;                /* current queue depth, set by the stage */
     int64_t hits, lookups;        /* cache hits among lookups (prefetch) */
-    int state;
+    int state, final;
     int64_t since, start;
     /* the last window */
     int64_t w_start, w_items, w_bytes, w_ns[4], w_cpu_ns, w_hits, w_lookups;

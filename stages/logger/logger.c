@@ -116,7 +116,9 @@ static void on_event(logger_t *l, zp_msg_t *m)
     zp_map_str(&m->body, "stage", stage, sizeof stage);
     if (!strcmp(kind, "stats")) {
         latest_t *e = latest_slot(l, stage, (int64_t)zp_map_num(&m->body, "instance", 0));
-        if (e) {
+        if (e && zp_map_num(&m->body, "final", 0) == 1) {
+            e->received = 0; /* gone: `stat` stops listing it */
+        } else if (e) {
             e->body.size = 0;
             msgpack_packer pk;
             msgpack_packer_init(&pk, &e->body, msgpack_sbuffer_write);

@@ -1,7 +1,7 @@
 """The supervisor's contract on real processes: `stat --json` sees every stage
 at work, `down` stops a run, Ctrl-C and SIGTERM stop every stage within 2 s
-leaving no process and no shared memory, a dead stage stops the run with its
-name and status, and a bad config or dataset starts no process."""
+leaving no process and no shared memory, a dead stage (not a loader: those
+are restarted, see test_faults.py) stops the run with its name and status, and a bad config or dataset starts no process."""
 import json
 import os
 import signal
@@ -83,16 +83,16 @@ def a_stage_that_ignores_sigterm_is_killed_and_nothing_is_left():
         zp.check(not os.path.exists(zp.ring_path(run)), "shared memory left behind")
 
 
-def a_killed_loader_stops_the_run_naming_the_stage_and_signal():
+def a_killed_prefetch_stops_the_run_naming_the_stage_and_signal():
     with zp.Workdir() as w:
         p, run = long_run(w, "dead", workers=1)
-        loader = [pid for pid in zp.stage_pids(w.path)
-                  if b"loader" in open("/proc/%d/cmdline" % pid, "rb").read()]
-        zp.check(len(loader) == 1, "one loader expected, found %s" % loader)
-        os.kill(loader[0], signal.SIGKILL)
+        pf = [pid for pid in zp.stage_pids(w.path)
+              if b"prefetch" in open("/proc/%d/cmdline" % pid, "rb").read()]
+        zp.check(len(pf) == 1, "one prefetch expected, found %s" % pf)
+        os.kill(pf[0], signal.SIGKILL)
         out, err = p.communicate(timeout=15)
         zp.check(p.returncode == 1, "exit %d, want 1" % p.returncode)
-        zp.check("loader[0] was killed by signal 9" in err, "stderr:\n" + err)
+        zp.check("prefetch[0] was killed by signal 9; stopping the run" in err, "stderr:\n" + err)
         zp.check(not zp.stage_pids(w.path), "stages left behind")
         zp.check(not os.path.exists(zp.ring_path(run)), "shared memory left behind")
 
@@ -137,7 +137,7 @@ def a_bad_config_or_dataset_starts_no_process():
 if __name__ == "__main__":
     zp.main([stat_json_lists_every_stage_with_nonzero_throughput_and_down_stops_the_run,
              ctrl_c_and_sigterm_stop_every_stage_within_2s_and_leave_nothing_behind,
-             a_killed_loader_stops_the_run_naming_the_stage_and_signal,
+             a_killed_prefetch_stops_the_run_naming_the_stage_and_signal,
              a_stage_that_ignores_sigterm_is_killed_and_nothing_is_left,
              stages_die_with_a_killed_supervisor_and_the_next_up_cleans_its_shared_memory,
              a_bad_config_or_dataset_starts_no_process])

@@ -1,0 +1,68 @@
+/* cmd_scale.c — `zeus-pipe scale [RUN] loader=N|+K|-K`: starts or retires
+ * loaders of a running pipeline. A retiring loader finishes the tasks it was
+ * given first, so no sample is lost or loaded twice. */
+#define _GNU_SOURCE
+#include "pipeline/cmd.h"
+#include "pipeline/log.h"
+#include "pipeline/rundir.h"
+#include "pipeline/sock.h"
+
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+
+int zp_request(const char *run_dir, const char *sock_name, const zp_msg_t *req, zp_frames_t *f,
+               int timeout_ms);
+
+int cmd_scale(int argc, char **argv)
+{
+    const char *run = NULL, *what = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (!strncmp(argv[i], "loader=", 7) && !what)
+            what = argv[i];
+        else if (argv[i][0] != '-' && !run && !strchr(argv[i], '='))
+            run = argv[i];
+        else
+            what = NULL, run = argv[i], i = argc; /* usage below */
+    }
+    if (zp_wants_help(argc, argv) || !what) {
+        int help = zp_wants_help(argc, argv);
+        fprintf(help ? stdout : stderr,
+                "usage: zeus-pipe scale [RUN] loader=N|+K|-K\n\n"
+                "Starts loaders (loader=+2, or a count above the current one) or retires\n"
+                "the newest (loader=-1): a retiring loader finishes the tasks it holds,\n"
+                "then exits. `zeus-pipe stat` shows the new count within a second.\n"
+                "RUN is a run directory or a name under runs/; without it, the only running run.\n");
+        return help ? 0 : 2;
+    }
+    char dir[PATH_MAX];
+    int rc = zp_find_run(run, dir, sizeof dir);
+    if (rc)
+        return rc;
+    if (!zp_rundir_live_pid(dir)) {
+        fprintf(stderr, "zeus-pipe: %s is not running\n", dir);
+        return 1;
+    }
+    zp_msg_t req = {.type = ZP_MSG_CTL};
+    snprintf(req.cmd, sizeof req.cmd, "scale %.24s", what);
+    zp_frames_t f;
+    zp_frames_init(&f);
+    rc = zp_request(dir, "control", &req, &f, 3000);
+    zp_msg_t rep;
+    char why[256];
+    int got = !rc;
+    if (got && (zp_frames_decode(&f, 0, &rep, why, sizeof why) || rep.type != ZP_MSG_CTL_REP))
+        rc = ZP_EPROTO;
+    if (rc) {
+        fprintf(stderr, "zeus-pipe: %s: the supervisor did not answer: %s\n", dir, zp_strerror(rc));
+    } else if (rep.present & ZP_B(error)) {
+        fprintf(stderr, "zeus-pipe: scale: %s\n", rep.error);
+        rc = 2;
+    } else {
+        printf("%s: %s\n", dir, what);
+    }
+    if (got)
+        zp_msg_release(&rep);
+    zp_frames_close(&f);
+    return rc == 2 ? 2 : rc ? 1 : 0;
+}
