@@ -8,7 +8,8 @@ momentum 0.9, weight_decay 1e-4, batches of 128, a fresh shuffle every epoch,
 pixels scaled to 0..1 then (x - 0.2860) / 0.3530, float32.
 
 - zeus-pipe: `zeus-pipe up configs/fashion-mnist.yaml` with the cache off (every
-  sample decoded and normalised by a loader process, every epoch), checkpoints
+  sample decoded and normalised by a loader process, every epoch) and, as the
+  default config has it, on (epochs 2.. read from LMDB: loaders idle), checkpoints
   off and the test split cut to one batch; the model and optimizer keys are
   passed explicitly too. An epoch's time is the "seconds" of the trainer's
   train epoch_end record in runs/<name>/metrics.jsonl: from the epoch's first
@@ -80,13 +81,14 @@ def med(xs):
 
 # ---------------------------------------------------------------- zeus-pipe
 
-def zp_run(bin_path, cwd, name, threads, workers, coretype, epochs):
+def zp_run(bin_path, cwd, name, threads, workers, coretype, epochs, cache=False):
     """Runs `up` once; returns (train epoch seconds, trainer's whole-run data
     wait share, OpenBLAS core the trainer reported)."""
     env = dict(os.environ)
     if coretype:
         env["OPENBLAS_CORETYPE"] = coretype
-    over = ["cache.enabled=false", "run.dir=" + os.path.join(cwd, "runs"), "run.name=" + name,
+    over = ["cache.enabled=%s" % ("true" if cache else "false"),
+            "cache.path=" + os.path.join(cwd, "cache-" + name), "run.dir=" + os.path.join(cwd, "runs"), "run.name=" + name,
             "trainer.backend=cpu", "trainer.epochs=%d" % epochs, "trainer.threads=%d" % threads,
             "loader.workers=%d" % workers, "prefetch.batch_size=%d" % BATCH, "prefetch.shuffle=true",
             "prefetch.drop_last=false", "trainer.model.hidden=[%s]" % ",".join(map(str, HIDDEN)),
@@ -311,7 +313,7 @@ def main():
     inherited = os.environ.get("OPENBLAS_CORETYPE")
     rows = []  # (side, label, epoch seconds, extra, setting dict)
     print("running %d zeus-pipe and %d PyTorch configurations, %d epochs each ..."
-          % (2 * len(ZP_THREADS) * len(ZP_WORKERS), len(TORCH_THREADS) * len(TORCH_WORKERS) + len(TORCH_EXTRA) + 2, epochs),
+          % (2 * len(ZP_THREADS) * len(ZP_WORKERS) + len(ZP_THREADS), len(TORCH_THREADS) * len(TORCH_WORKERS) + len(TORCH_EXTRA) + 2, epochs),
           file=sys.stderr, flush=True)
     with tempfile.TemporaryDirectory(prefix="zp-train-bench-") as d:
         k = 0
@@ -325,6 +327,15 @@ def main():
                     extra = "core %s, trainer data wait %s (whole run), last loss %.3f" % (
                         core, "?" if wait is None else "%.1f%%" % (100 * wait), loss or float("nan"))
                     rows.append(("zeus-pipe", label, secs, extra))
+        # The default config keeps the cache on: from epoch 2 on the loaders are
+        # idle and the trainer may have both cores.
+        for th in ZP_THREADS:
+            k += 1
+            secs, wait, core, loss = zp_run(bin_path, d, "r%d" % k, th, 2, "SkylakeX", epochs, cache=True)
+            label = "zeus-pipe threads=%d workers=2 CORETYPE=SkylakeX cache=on" % th
+            extra = "core %s, trainer data wait %s (whole run), last loss %.3f" % (
+                core, "?" if wait is None else "%.1f%%" % (100 * wait), loss or float("nan"))
+            rows.append(("zeus-pipe", label, secs, extra))
     t_zp = time.perf_counter() - t_start
 
     torch_rows = []
