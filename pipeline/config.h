@@ -28,6 +28,7 @@ enum { ZP_SOURCE_IDX, ZP_SOURCE_SYNTHETIC };
 enum { ZP_BACKEND_CPU, ZP_BACKEND_NULL };
 enum { ZP_MISMATCH_ERROR, ZP_MISMATCH_REBUILD };
 enum { ZP_KEEP_LAST, ZP_KEEP_BEST, ZP_KEEP_ALL };
+enum { ZP_ON_ERROR_STOP, ZP_ON_ERROR_SKIP };
 enum { ZP_SCHED_NONE, ZP_SCHED_STEP, ZP_SCHED_COSINE };
 enum { ZP_OPTIM_SGD, ZP_OPTIM_ADAMW };
 
@@ -39,12 +40,13 @@ typedef struct {
     char dataset_path[256];
     char train_images[128], train_labels[128], test_images[128], test_labels[128];
     zp_floats_t mean, std;
-    int64_t synth_train, synth_test, synth_classes, synth_cost_us;
+    int64_t synth_train, synth_test, synth_classes, synth_cost_us, synth_corrupt;
     zp_ints_t synth_shape;
     bool cache_enabled;
     char cache_path[256];
     int64_t cache_max_bytes, commit_every;
     int64_t heartbeat_ms, liveness, max_restarts;
+    int on_error;
     int on_mismatch;
     int64_t loader_workers, task_size, credit;
     int64_t batch_size, depth, window, readers;

@@ -24,6 +24,14 @@ typedef struct { /* the last stats record of one stage instance */
     double items, errors, uptime, busy, wait_in, wait_out;
 } inst_t;
 
+typedef struct { /* a sample a loader could not load (loader.on_error: skip) */
+    char split[8];
+    int64_t index;
+    char error[200];
+} skip_t;
+
+#define SKIPS_MAX 10000
+
 typedef struct {
     int have_train, have_test;
     double train_loss, train_acc, test_loss, test_acc, samples_per_s, seconds;
@@ -38,6 +46,9 @@ typedef struct {
     int64_t nrows;
     int64_t events, bad;
     int64_t loaders_lost, requeued; /* the cache stage's loader_lost records */
+    skip_t *skips;                  /* distinct skipped samples, at most SKIPS_MAX; owned */
+    int nskips;
+    int64_t skip_events;            /* every skip, each epoch's again */
 } report_t;
 
 typedef struct { /* per stage, from its instances */
@@ -137,6 +148,24 @@ static int on_epoch(report_t *r, const msgpack_object *b)
     return 0;
 }
 
+static int on_skip(report_t *r, const msgpack_object *b)
+{
+    skip_t s;
+    zp_map_str(b, "split", s.split, sizeof s.split);
+    s.index = (int64_t)zp_map_num(b, "index", -1);
+    zp_map_str(b, "error", s.error, sizeof s.error);
+    r->skip_events++;
+    for (int i = 0; i < r->nskips; i++)
+        if (r->skips[i].index == s.index && !strcmp(r->skips[i].split, s.split))
+            return 0;
+    if (r->nskips == SKIPS_MAX)
+        return 0;
+    if (!r->skips && !(r->skips = malloc(SKIPS_MAX * sizeof *r->skips)))
+        return ZP_ENOMEM;
+    r->skips[r->nskips++] = s;
+    return 0;
+}
+
 /* One record: the EVENT message {v, t, body: {kind, stage, ...}}. */
 static int on_record(report_t *r, const msgpack_object *o)
 {
@@ -157,6 +186,8 @@ static int on_record(report_t *r, const msgpack_object *o)
     zp_map_str(b, "event", event, sizeof event);
     if (!strcmp(event, "epoch_end"))
         return on_epoch(r, b);
+    if (!strcmp(event, "sample_skipped"))
+        return on_skip(r, b);
     if (!strcmp(event, "loader_lost")) {
         r->loaders_lost++;
         r->requeued += (int64_t)zp_map_num(b, "requeued", 0);
@@ -407,8 +438,17 @@ static void json_report(report_t *r, const stage_sum_t *s, double wait, const ch
         json_num(out, "errors", s[i].errors, 0);
         fputc('}', out);
     }
-    fprintf(out, "],\"loaders_lost\":%lld,\"tasks_requeued\":%lld,", (long long)r->loaders_lost,
-            (long long)r->requeued);
+    fprintf(out, "],\"loaders_lost\":%lld,\"tasks_requeued\":%lld,\"skips\":%lld,"
+                 "\"skipped_samples\":[", (long long)r->loaders_lost, (long long)r->requeued,
+            (long long)r->skip_events);
+    for (int i = 0; i < r->nskips; i++) {
+        fprintf(out, "%s{\"split\":", i ? "," : "");
+        zp_json_str(out, r->skips[i].split);
+        fprintf(out, ",\"index\":%lld,\"error\":", (long long)r->skips[i].index);
+        zp_json_str(out, r->skips[i].error);
+        fputc('}', out);
+    }
+    fprintf(out, "],");
     json_num(out, "trainer_wait_share", wait >= 0 ? wait : NAN, 1);
     fprintf(out, "\"bottleneck\":{\"stage\":\"%s\",\"advice\":", hot);
     zp_json_str(out, advice);
@@ -422,6 +462,7 @@ static void release(report_t *r)
             free(r->series[s][g].v);
     free(r->inst);
     free(r->rows);
+    free(r->skips);
     free(r);
 }
 
@@ -447,6 +488,14 @@ int zp_report(const char *run_dir, FILE *text, FILE *json, char *err, size_t err
         text_epochs(r, text);
         text_regions(r, text);
         text_stages(s, text);
+        if (r->nskips) {
+            fprintf(text, "\nSkipped samples (loader.on_error: skip): %d distinct, %lld skips in "
+                          "all%s\n", r->nskips, (long long)r->skip_events,
+                    r->nskips > 10 ? "; the first 10 (all in report.json):" : ":");
+            for (int i = 0; i < r->nskips && i < 10; i++)
+                fprintf(text, "  %s %lld: %s\n", r->skips[i].split, (long long)r->skips[i].index,
+                        r->skips[i].error);
+        }
         if (r->loaders_lost)
             fprintf(text, "\nLoaders lost (dead or silent past loader.liveness): %lld; tasks "
                           "re-queued: %lld.\n", (long long)r->loaders_lost, (long long)r->requeued);

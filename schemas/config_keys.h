@@ -46,6 +46,8 @@
       "shape of one synthetic sample (channels, height, width)")                                  \
     X("dataset.synthetic.classes", INT, synth_classes, "10", 2, 65536,                             \
       "number of labels of the synthetic dataset")                                                \
+    X("dataset.synthetic.corrupt_every", INT, synth_corrupt, "0", 0, 1000000000,                   \
+      "make every Nth sample (index + 1 divisible by N) fail to load, to test on_error (0 = none)") \
     X("dataset.synthetic.cost_us", INT, synth_cost_us, "0", 0, 1000000,                            \
       "CPU time a loader spends on each synthetic sample, in microseconds")                       \
     X("cache.enabled", BOOL, cache_enabled, "false", 0, 0,                                         \
@@ -61,6 +63,8 @@
     X("loader.task_size", INT, task_size, "256", 1, 65536,                                          \
       "samples per task a loader receives from the cache stage")                                  \
     X("loader.credit", INT, credit, "2", 1, 64, "tasks a loader may hold at once")                 \
+    X("loader.on_error", ENUM, on_error, "error", "error|skip", 0,                                  \
+      "a sample that cannot be loaded: stop the run naming it, or skip it (counted and reported)") \
     X("loader.heartbeat_ms", INT, heartbeat_ms, "1000", 10, 600000,                                \
       "a loader and the cache stage send each other a heartbeat when silent this long")           \
     X("loader.liveness", INT, liveness, "3", 1, 100,                                               \

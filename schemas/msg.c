@@ -33,7 +33,7 @@ static uint64_t *u_field(zp_msg_t *m, int f)
         [ZP_F_id] = &m->id,       [ZP_F_credit] = &m->credit, [ZP_F_split] = &m->split,
         [ZP_F_epoch] = &m->epoch, [ZP_F_n] = &m->n,           [ZP_F_offset] = &m->offset,
         [ZP_F_elems] = &m->elems, [ZP_F_slot] = &m->slot,     [ZP_F_gen] = &m->gen,
-        [ZP_F_index] = &m->index, [ZP_F_batches] = &m->batches};
+        [ZP_F_index] = &m->index, [ZP_F_skipped] = &m->skipped, [ZP_F_batches] = &m->batches};
     return slots[f];
 }
 
@@ -288,8 +288,7 @@ int zp_msg_encode(const zp_msg_t *m, msgpack_sbuffer *sb)
     uint32_t req = SPECS[m->type].required;
     if (req & ZP_B(body))
         return ZP_EINVAL; /* packed by the caller */
-    if ((m->present & ZP_B(error)) && m->type == ZP_MSG_CTL_REP)
-        req |= ZP_B(error);
+    req |= m->present & ~ZP_B(body); /* optional fields the sender set: CTL_REP's error, ... */
     msgpack_packer pk;
     msgpack_packer_init(&pk, sb, msgpack_sbuffer_write);
     zp_msg_pack_begin(&pk, m->type, __builtin_popcount(req));

@@ -18,6 +18,9 @@
 #define ZP_WIRE_VERSION 1
 #define ZP_MAX_FRAMES 4
 #define ZP_MAX_BATCH (1u << 20) /* indices per task, fetch or batch */
+/* A label of -1 in SAMPLES or RESULT: the loader could not load that sample
+ * (loader.on_error: skip); its data are zeros and it is trained on nowhere. */
+#define ZP_LABEL_SKIPPED (-1)
 
 /* Header fields: F(name, kind, meaning). kind U = unsigned integer, S = string
  * (at most 255 bytes), M = a map (events) or array (stat replies) kept as a
@@ -33,6 +36,7 @@
     F(slot, U, "ring slot")                                                                        \
     F(gen, U, "generation of the slot; a FREE must echo the BATCH's")                              \
     F(index, U, "batch number inside the epoch")                                                   \
+    F(skipped, U, "samples left out because they could not be loaded (loader.on_error: skip)")     \
     F(batches, U, "batches in this epoch")                                                         \
     F(error, S, "what went wrong, for a person")                                                   \
     F(cmd, S, "control command: down")                                                             \
@@ -65,7 +69,8 @@
       "prefetch -> trainer: ring slot `slot` holds batch `index` of `batches`")                   \
     X(FREE, "free", 1, ZP_B(slot) | ZP_B(gen), "trainer -> prefetch: the trainer is done with the slot") \
     X(EPOCH_END, "epoch_end", 1, ZP_B(split) | ZP_B(epoch) | ZP_B(batches) | ZP_B(n),                          \
-      "prefetch -> trainer: the epoch's last batch was sent; `n` samples in all")                \
+      "prefetch -> trainer: the epoch's last batch was sent; `n` samples in all, of which "      \
+      "`skipped` (optional) were left out")                                                      \
     X(END, "end", 1, 0, "prefetch -> trainer: no more batches; finish")                           \
     X(EVENT, "event", 1, ZP_B(body),                                                                  \
       "any stage -> logger: body {kind, stage, instance, ...}; sent without blocking")            \
@@ -88,7 +93,7 @@ typedef enum { ZP_MSG_NONE = 0, ZP_MSGS(ZP_MSG_ENUM) ZP_MSG_COUNT } zp_msg_type_
 typedef struct {
     zp_msg_type_t type;
     uint32_t present; /* bit per field seen */
-    uint64_t id, credit, split, epoch, n, offset, elems, slot, gen, index, batches;
+    uint64_t id, credit, split, epoch, n, offset, elems, slot, gen, index, skipped, batches;
     char error[256], cmd[32];
     msgpack_object body;   /* M field; points into `unpacked` */
     msgpack_unpacked unpacked; /* owned; released by zp_msg_release() */
@@ -107,7 +112,8 @@ int zp_msg_decode(zp_msg_t *m, const void *const *frames, const size_t *sizes, i
                   char *why, size_t whylen);
 void zp_msg_release(zp_msg_t *m);
 
-/* Encodes the header of `m` (its type's required fields, from m's values) into
+/* Encodes the header of `m` (its type's required fields, and the optional ones
+ * whose bit is set in m->present, from m's values) into
  * `sb`, which the caller initialised. For EVENT and STAT_REP use the packer
  * helpers below instead. */
 int zp_msg_encode(const zp_msg_t *m, msgpack_sbuffer *sb);

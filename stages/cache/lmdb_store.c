@@ -1,5 +1,6 @@
 #define _GNU_SOURCE
 #include "stages/cache/lmdb_store.h"
+#include "schemas/msg.h"
 #include "pipeline/cachedb.h"
 #include "pipeline/log.h"
 
@@ -117,6 +118,8 @@ void zp_store_put(zp_store_t *s, int split, uint64_t n, const uint8_t *indices,
         int32_t label;
         memcpy(&index, indices + 4 * i, 4);
         memcpy(&label, labels + 4 * i, 4);
+        if (label == ZP_LABEL_SKIPPED)
+            continue; /* not loaded: nothing to keep; the next epoch tries again */
         uint8_t kb[4];
         zp_cache_key(index, kb);
         MDB_val k = {4, kb}, v = {ZP_CACHE_HDR + bytes, NULL};

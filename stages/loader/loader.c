@@ -39,7 +39,24 @@ typedef struct {
     char ep[ZP_ENDPOINT_MAX + 16];
     int64_t last_send, last_recv; /* ns */
     int retire_sent;
+    int64_t skipped;
 } loader_t;
+
+/* loader.on_error: skip: the sample goes on with label ZP_LABEL_SKIPPED (the
+ * cache does not keep it, the prefetch leaves it out of its batch), and a
+ * sample_skipped record names it for the report. */
+static void skip_sample(loader_t *l, int split, uint32_t index, const char *why)
+{
+    if (l->skipped++ < 10 || l->skipped % 1000 == 0)
+        zp_warn("skipped (%lld so far): %s", (long long)l->skipped, why);
+    zp_event_t ev;
+    zp_ev_begin(l->st, &ev, "metric", 4);
+    zp_ev_str(&ev, "event", "sample_skipped");
+    zp_ev_str(&ev, "split", zp_split_name(split));
+    zp_ev_int(&ev, "index", index);
+    zp_ev_str(&ev, "error", why);
+    zp_ev_send(l->st, &ev);
+}
 
 static int send_msg(loader_t *l, const zp_msg_t *m)
 {
@@ -156,8 +173,13 @@ static int load_samples(loader_t *l, const zp_msg_t *t, zmq_msg_t *parts, char *
                 return ZP_EZMQ;
             uint8_t *px = l->pixels + (i - i0) * elems;
             int rc = l->src->get(l->src, (int)t->split, ix, px, &label, err, len);
-            if (rc)
+            if (rc == ZP_EDATA && l->st->cfg.on_error == ZP_ON_ERROR_SKIP) {
+                skip_sample(l, (int)t->split, ix, err);
+                memset(px, 0, elems);
+                label = ZP_LABEL_SKIPPED;
+            } else if (rc) {
                 return rc;
+            }
             memcpy(labels + 4 * i, &label, 4);
         }
         int64_t t1 = zp_now_ns();

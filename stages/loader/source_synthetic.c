@@ -4,12 +4,13 @@
 #include "pipeline/hash.h"
 #include "pipeline/log.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 
 typedef struct {
     zp_source_t base;
     uint64_t seed;
-    int64_t elems, classes, cost_ns;
+    int64_t elems, classes, cost_ns, corrupt_every;
 } synth_source_t;
 
 static int synth_get(zp_source_t *src, int split, uint32_t index, uint8_t *pixels, int32_t *label,
@@ -28,8 +29,11 @@ static int synth_get(zp_source_t *src, int split, uint32_t index, uint8_t *pixel
     }
     while (until && zp_now_ns() < until)
         ; /* the configured CPU cost: spin, as a decoder would */
-    (void)err;
-    (void)errlen;
+    if (s->corrupt_every && (index + 1) % (uint64_t)s->corrupt_every == 0) {
+        snprintf(err, errlen, "synthetic %s sample %u: corrupt (dataset.synthetic.corrupt_every)",
+                 zp_split_name(split), index);
+        return ZP_EDATA;
+    }
     return 0;
 }
 
@@ -49,6 +53,7 @@ int zp_source_synthetic_open(zp_source_t **out, const zp_config_t *cfg,
     s->elems = meta->elems;
     s->classes = meta->classes;
     s->cost_ns = cfg->synth_cost_us * 1000;
+    s->corrupt_every = cfg->synth_corrupt;
     *out = &s->base;
     return 0;
 }

@@ -43,10 +43,10 @@ typedef struct {
     int64_t batch; /* batch number in the phase; -1 when unused */
     fetch_t fetch, late;
     const uint32_t *indices; /* into the sampler's order; valid for the phase */
-    int64_t n, filled;
+    int64_t n, filled, skipped; /* skipped: arrived with ZP_LABEL_SKIPPED */
     int slot; /* ring slot, -1 until assigned */
     uint32_t gen;
-    uint8_t *have;   /* per sample: arrived; owned, batch_size bytes */
+    uint8_t *have;   /* per sample: arrived (2: arrived, but skipped); owned, batch_size bytes */
     uint8_t *cached; /* per sample: to be read from the cache; owned */
     held_t *held;    /* owned; RESULTs of `fetch` that came before the slot */
     int nheld, held_cap;
@@ -82,6 +82,7 @@ typedef struct {
     zp_ckpt_pos_t start;           /* where the run goes on from (all 0: the beginning) */
     int unsynced;                  /* fetches sent since the cache last committed them */
     int64_t corrupt_logged;
+    int64_t skipped; /* this phase: samples the loaders could not load */
 } prefetch_t;
 
 static void bad_msg(prefetch_t *p, const char *from, const char *why)
@@ -110,6 +111,11 @@ static void copy_in(prefetch_t *p, batch_t *bt, const fetch_t *f, uint64_t offse
         bt->have[at] = 1;
         bt->filled++;
         memcpy(&dst_l[at], labels + 4 * i, 4); /* frames may be unaligned */
+        if (dst_l[at] == ZP_LABEL_SKIPPED) {
+            bt->have[at] = 2;
+            bt->skipped++;
+            continue;
+        }
         memcpy(dst_d + at * elems, data + i * elems * 4, elems * 4);
     }
     ZP_TIME_END(&p->st->timers, ZP_R_COLLATE);
@@ -143,7 +149,7 @@ static int start_batch(prefetch_t *p)
     bt->batch = p->next_fetch++;
     bt->indices = idx;
     bt->n = n;
-    bt->filled = 0;
+    bt->filled = bt->skipped = 0;
     bt->slot = -1;
     bt->fetch.id = bt->late.id = 0;
     bt->fetch.n = bt->late.n = 0;
@@ -360,6 +366,29 @@ static int on_ring_sock(prefetch_t *p)
 }
 
 /* Sends the next batch when it is complete. Returns 1 when one was sent. */
+/* Closes the gaps the skipped samples left in the slot; the batch shrinks. */
+static void compact(prefetch_t *p, batch_t *bt)
+{
+    uint8_t *base = zp_ring_slot(p->ring, (uint32_t)bt->slot);
+    uint32_t *idx = (uint32_t *)(base + p->lay.indices);
+    int32_t *labels = (int32_t *)(base + p->lay.labels);
+    float *data = (float *)(base + p->lay.data);
+    size_t elems = (size_t)p->st->meta.elems;
+    int64_t k = 0;
+    for (int64_t i = 0; i < bt->n; i++) {
+        if (bt->have[i] == 2)
+            continue;
+        if (k != i) {
+            idx[k] = idx[i];
+            labels[k] = labels[i];
+            memmove(data + (size_t)k * elems, data + (size_t)i * elems, elems * 4);
+        }
+        k++;
+    }
+    p->skipped += bt->n - k;
+    bt->n = k;
+}
+
 static int emit_ready(prefetch_t *p, int *rc)
 {
     if (p->next_emit >= p->next_slot)
@@ -367,6 +396,8 @@ static int emit_ready(prefetch_t *p, int *rc)
     batch_t *bt = batch_of(p, p->next_emit);
     if (bt->filled < bt->n)
         return 0;
+    if (bt->skipped)
+        compact(p, bt);
     zp_msg_t m = {.type = ZP_MSG_BATCH, .slot = (uint64_t)bt->slot, .gen = bt->gen,
                   .split = (uint64_t)p->split, .epoch = (uint64_t)p->epoch,
                   .index = (uint64_t)bt->batch, .batches = (uint64_t)p->nbatches,
@@ -444,7 +475,7 @@ static int run_phase(prefetch_t *p)
     if (train && p->epoch == (int64_t)p->start.epoch)
         p->first_batch = (int64_t)p->start.batch < p->nbatches ? (int64_t)p->start.batch : p->nbatches;
     p->next_fetch = p->next_slot = p->next_emit = p->first_batch;
-    p->hits = p->misses = p->corrupt = 0;
+    p->hits = p->misses = p->corrupt = p->skipped = 0;
     int64_t cached = 0;
     int rc = sync_cache(p);
     if (rc)
@@ -477,7 +508,8 @@ static int run_phase(prefetch_t *p)
         cache_record(p, cached);
     zp_msg_t end = {.type = ZP_MSG_EPOCH_END, .split = (uint64_t)p->split,
                     .epoch = (uint64_t)p->epoch, .batches = (uint64_t)p->nbatches,
-                    .n = (uint64_t)phase_samples(p)};
+                    .n = (uint64_t)phase_samples(p), .skipped = (uint64_t)p->skipped,
+                    .present = p->skipped ? ZP_B(skipped) : 0};
     return zp_send(p->ring_sock, NULL, &end, NULL, NULL, 0, 0);
 }
 

@@ -162,7 +162,7 @@ static void epoch_record(trainer_t *t, const zp_msg_t *m)
     snprintf(order, sizeof order, "%016llx", (unsigned long long)a->order);
     zp_event_t ev;
     int with_model = t->st->cfg.backend == ZP_BACKEND_CPU;
-    zp_ev_begin(t->st, &ev, "metric", 12 + 2 * with_model);
+    zp_ev_begin(t->st, &ev, "metric", 13 + 2 * with_model);
     zp_ev_str(&ev, "event", "epoch_end");
     zp_ev_str(&ev, "split", zp_split_name(split));
     zp_ev_int(&ev, "epoch", (int64_t)m->epoch);
@@ -170,6 +170,7 @@ static void epoch_record(trainer_t *t, const zp_msg_t *m)
     zp_ev_int(&ev, "step", t->step);
     zp_ev_int(&ev, "samples", a->samples);
     zp_ev_int(&ev, "expected_samples", (int64_t)m->n);
+    zp_ev_int(&ev, "skipped", (int64_t)m->skipped);
     zp_ev_int(&ev, "distinct", a->distinct);
     zp_ev_str(&ev, "index_checksum", sum);
     zp_ev_str(&ev, "order_digest", order);
@@ -186,10 +187,11 @@ static void epoch_record(trainer_t *t, const zp_msg_t *m)
         zp_eval_write(&t->eval, dir);
     }
     int repeats = t->st->mode == ZP_MODE_OVERFIT; /* one batch again and again */
-    if (a->samples != (int64_t)m->n || (a->distinct != a->samples && !repeats))
-        zp_error("%s epoch %llu: %lld samples (%lld distinct) but the sampler sent %llu",
-                 zp_split_name(split), (unsigned long long)m->epoch, (long long)a->samples,
-                 (long long)a->distinct, (unsigned long long)m->n);
+    if (a->samples + (int64_t)m->skipped != (int64_t)m->n || (a->distinct != a->samples && !repeats))
+        zp_error("%s epoch %llu: %lld samples (%lld distinct) and %llu skipped, but the sampler "
+                 "sent %llu", zp_split_name(split), (unsigned long long)m->epoch,
+                 (long long)a->samples, (long long)a->distinct, (unsigned long long)m->skipped,
+                 (unsigned long long)m->n);
     zp_info("%s epoch %llu done: %lld samples in %.2f s", zp_split_name(split),
             (unsigned long long)m->epoch + 1, (long long)a->samples, dt);
     if (split == ZP_SPLIT_TEST || t->st->meta.n[ZP_SPLIT_TEST] == 0)
@@ -345,7 +347,7 @@ static int on_batch(trainer_t *t, const zp_msg_t *m)
     account_indices(t, split, idx, n);
     if (t->batches && split == ZP_SPLIT_TRAIN)
         log_batch(t, m, idx, t->step + 1);
-    if (c->backend == ZP_BACKEND_CPU) {
+    if (c->backend == ZP_BACKEND_CPU && n > 0) { /* n = 0: every sample was skipped */
         int rc = compute(t, m, idx, x, labels);
         if (rc)
             return rc;

@@ -130,6 +130,38 @@ def scaling_from_1_to_4_and_back_to_1_keeps_coverage():
         zp.check(len(zp.epoch_ends(run, "train")) == 6, "epochs")
 
 
+def corrupt_samples_are_skipped_and_counted_or_stop_the_run():
+    with zp.Workdir() as w:
+        cfg = w.write("c.yaml", CONFIG.format(name="skip", train=1000, cost=0, workers=2, epochs=2)
+                      + "cache: {enabled: true, path: skip-cache}\n")
+        rc, out, err = w.run("up", cfg, "dataset.synthetic.corrupt_every=97", "loader.on_error=skip")
+        zp.check(rc == 0, err)
+        run = w.run_dir("skip")
+        for split, n in (("train", 1000), ("test", 400)):
+            bad = [i for i in range(n) if (i + 1) % 97 == 0]
+            good = [i for i in range(n) if (i + 1) % 97]
+            for e in zp.epoch_ends(run, split):
+                zp.check(e["skipped"] == len(bad) and e["samples"] == len(good) == e["distinct"] and
+                         e["expected_samples"] == n and e["index_checksum"] == zp.index_checksum(good),
+                         "%s epoch %d: %s" % (split, e["epoch"], e))
+        rep = json.load(open(os.path.join(run, "report.json")))
+        listed = sorted((s["split"], s["index"]) for s in rep["skipped_samples"])
+        want = sorted([("train", i) for i in range(1000) if (i + 1) % 97 == 0] +
+                      [("test", i) for i in range(400) if (i + 1) % 97 == 0])
+        zp.check(listed == want, listed)
+        zp.check(rep["skips"] == 2 * len(want), "each epoch skips them again: %d" % rep["skips"])
+        zp.check("synthetic train sample 96: corrupt" in rep["skipped_samples"][0]["error"] or
+                 any("train sample 96: corrupt" in s["error"] for s in rep["skipped_samples"]), rep)
+        zp.check("Skipped samples" in open(os.path.join(run, "report.txt")).read(), "report.txt")
+        rc, out, err = w.run("up", cfg, "run.name=stop", "dataset.synthetic.corrupt_every=97")
+        zp.check(rc == 1, "exit %d" % rc)
+        logs = "".join(open(os.path.join(w.run_dir("stop"), "logs", f)).read()
+                       for f in os.listdir(os.path.join(w.run_dir("stop"), "logs")))
+        zp.check("synthetic train sample" in logs and ": corrupt" in logs, logs[-2000:])
+        zp.check("synthetic train sample" in err, "the cause is not in the supervisor's output:\n" + err)
+
+
 if __name__ == "__main__":
     zp.main([fifty_kills_and_a_stopped_loader_lose_no_sample,
-             scaling_from_1_to_4_and_back_to_1_keeps_coverage])
+             scaling_from_1_to_4_and_back_to_1_keeps_coverage,
+             corrupt_samples_are_skipped_and_counted_or_stop_the_run])
