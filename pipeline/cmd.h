@@ -21,6 +21,8 @@ int cmd_eval(int argc, char **argv);
 int cmd_overfit(int argc, char **argv);
 int cmd_sweep(int argc, char **argv);
 int cmd_scale(int argc, char **argv);
+int cmd_keygen(int argc, char **argv);
+int cmd_loader(int argc, char **argv);
 
 /* Runs every stage of the run in run_dir (created, config.yaml written) in
  * mode ZP_MODE_* (ckpts: for eval) until training ends, supervising them as

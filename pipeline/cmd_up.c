@@ -11,6 +11,7 @@
 #include "pipeline/cmd.h"
 #include "pipeline/config.h"
 #include "pipeline/dataset.h"
+#include "pipeline/keys.h"
 #include "pipeline/log.h"
 #include "pipeline/proc.h"
 #include "pipeline/rundir.h"
@@ -378,6 +379,23 @@ static int run_stages(sup_t *s)
     return status;
 }
 
+/* transport.kind tcp: the run's CURVE key pair (kept across --resume). */
+static int server_keys(const sup_t *s)
+{
+    char base[PATH_MAX + 16], path[PATH_MAX + 32], err[PATH_MAX + 200];
+    snprintf(base, sizeof base, "%s/server", s->run_dir);
+    snprintf(path, sizeof path, "%s.key", base);
+    if (access(path, F_OK) && zp_keys_generate(base, err, sizeof err)) {
+        fprintf(stderr, "zeus-pipe: %s\n", err);
+        return 2;
+    }
+    fprintf(stderr, "zeus-pipe: remote loaders: zeus-pipe loader --connect HOST:%s --server-key "
+                    "%s.pub --key NAME.key CONFIG (NAME.pub in %s)\n",
+            strrchr(s->cfg.bind, ':') ? strrchr(s->cfg.bind, ':') + 1 : s->cfg.bind, base,
+            s->cfg.allowed_keys);
+    return 0;
+}
+
 int zp_pipeline_run(const zp_config_t *cfg, const char *run_dir, int mode, const char *ckpts)
 {
     static sup_t s;
@@ -388,6 +406,8 @@ int zp_pipeline_run(const zp_config_t *cfg, const char *run_dir, int mode, const
     s.procs.keep_loaders = 1;
     s.window_start = zp_now_ns();
     s.restarts = 0;
+    if (s.cfg.transport == ZP_TRANSPORT_TCP && server_keys(&s))
+        return 2;
     snprintf(s.procs.ckpts, sizeof s.procs.ckpts, "%s", ckpts ? ckpts : "");
     return run_stages(&s);
 }

@@ -29,6 +29,7 @@ enum { ZP_BACKEND_CPU, ZP_BACKEND_NULL };
 enum { ZP_MISMATCH_ERROR, ZP_MISMATCH_REBUILD };
 enum { ZP_KEEP_LAST, ZP_KEEP_BEST, ZP_KEEP_ALL };
 enum { ZP_ON_ERROR_STOP, ZP_ON_ERROR_SKIP };
+enum { ZP_TRANSPORT_IPC, ZP_TRANSPORT_TCP };
 enum { ZP_SCHED_NONE, ZP_SCHED_STEP, ZP_SCHED_COSINE };
 enum { ZP_OPTIM_SGD, ZP_OPTIM_ADAMW };
 
@@ -47,6 +48,8 @@ typedef struct {
     int64_t cache_max_bytes, commit_every;
     int64_t heartbeat_ms, liveness, max_restarts;
     int on_error;
+    int transport;
+    char bind[128], allowed_keys[256];
     int on_mismatch;
     int64_t loader_workers, task_size, credit;
     int64_t batch_size, depth, window, readers;

@@ -19,6 +19,8 @@ static const struct {
     {"report", cmd_report, "print the report of a run: time per stage and region, bottleneck"},
     {"warm", cmd_warm, "fill the LMDB cache with preprocessed samples"},
     {"cache", cmd_cache, "inspect, verify or drop an LMDB cache"},
+    {"loader", cmd_loader, "run loaders for a run on another host (tcp, CURVE)"},
+    {"keygen", cmd_keygen, "make a CURVE key pair for loaders on other hosts"},
     {"config", cmd_config, "print the resolved config, or the table of keys"},
     {"stage", cmd_stage, "run one stage process (started by `up`; not for people)"},
 };

@@ -59,6 +59,12 @@
       "samples per write transaction (a transaction also commits after 100 ms)")                  \
     X("cache.on_mismatch", ENUM, on_mismatch, "error", "error|rebuild", 0,                         \
       "when the cache was built from another dataset or transform: stop, or rebuild it")         \
+    X("transport.kind", ENUM, transport, "ipc", "ipc|tcp", 0,                                     \
+      "ipc: loaders on this host only; tcp: also loaders on other hosts (CURVE-authenticated)")   \
+    X("transport.bind", STR, bind, "0.0.0.0:5555", 0, 0,                                          \
+      "tcp: host:port where the cache stage takes remote loaders")                                 \
+    X("transport.allowed_keys", STR, allowed_keys, "keys", 0, 0,                                   \
+      "tcp: folder of the public keys (NAME.pub, from zeus-pipe keygen) let in")                  \
     X("loader.workers", INT, loader_workers, "2", 1, 256, "number of loader processes")            \
     X("loader.task_size", INT, task_size, "256", 1, 65536,                                          \
       "samples per task a loader receives from the cache stage")                                  \

@@ -14,7 +14,9 @@
 #include "pipeline/log.h"
 #include "pipeline/sock.h"
 #include "pipeline/stage.h"
+#include "pipeline/keys.h"
 #include "stages/cache/lmdb_store.h"
+#include "stages/cache/zap.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -31,6 +33,7 @@ typedef struct {
 
 typedef struct {
     peer_t peer;
+    void *sock; /* the socket it came through: work (ipc) or remote (tcp) */
     int64_t credit;
     int64_t tasks_done;
     int64_t last_seen; /* ns: the last message from it */
@@ -51,6 +54,8 @@ typedef struct {
 typedef struct {
     zp_stage_t *st;
     void *work, *fetch;
+    void *remote;   /* transport.kind tcp: CURVE ROUTER on transport.bind; NULL for ipc */
+    zp_zap_t *zap;  /* who may use `remote` */
     loader_rec_t loaders[LOADERS_MAX];
     int nloaders, next_loader;
     task_t *pool;
@@ -164,11 +169,11 @@ static int alive_count(const cache_t *c)
 
 /* The record of the loader `who`, marked as heard from now; with `add`, a new
  * one (in the place of a dead one when the table is full). */
-static loader_rec_t *loader_find(cache_t *c, zmq_msg_t *who, int add)
+static loader_rec_t *loader_find(cache_t *c, void *sock, zmq_msg_t *who, int add)
 {
     loader_rec_t *l = NULL;
     for (int i = 0; i < c->nloaders && !l; i++)
-        if (c->loaders[i].peer.idlen == zmq_msg_size(who) &&
+        if (c->loaders[i].sock == sock && c->loaders[i].peer.idlen == zmq_msg_size(who) &&
             !memcmp(c->loaders[i].peer.id, zmq_msg_data(who), zmq_msg_size(who)))
             l = &c->loaders[i];
     if (!l && add) {
@@ -181,13 +186,15 @@ static loader_rec_t *loader_find(cache_t *c, zmq_msg_t *who, int add)
             return NULL;
         memset(l, 0, sizeof *l);
         peer_set(&l->peer, who);
+        l->sock = sock;
     }
     if (!l)
         return NULL;
     if (!l->alive) {
         l->alive = 1;
         l->credit = 0; /* it says again what it can take */
-        zp_info("loader %d connected (%d alive)", (int)(l - c->loaders), alive_count(c));
+        zp_info("loader %d connected%s (%d alive)", (int)(l - c->loaders),
+                sock == c->remote ? " over tcp" : "", alive_count(c));
     }
     l->last_seen = zp_now_ns();
     return l;
@@ -236,7 +243,7 @@ static int heartbeats(cache_t *c, int64_t now)
     c->next_beat = now + c->st->cfg.heartbeat_ms * 1000000;
     zp_msg_t hb = {.type = ZP_MSG_HEARTBEAT};
     for (int i = 0; i < c->nloaders; i++)
-        if (c->loaders[i].alive && send_to(c->work, &c->loaders[i].peer, &hb, NULL, NULL, 0))
+        if (c->loaders[i].alive && send_to(c->loaders[i].sock, &c->loaders[i].peer, &hb, NULL, NULL, 0))
             return ZP_EZMQ;
     return 0;
 }
@@ -262,7 +269,7 @@ static int dispatch(cache_t *c)
         zp_msg_t m = {.type = ZP_MSG_TASK, .id = t->id, .split = t->split, .n = t->n};
         const void *parts[1] = {t->indices};
         size_t sizes[1] = {t->n * 4};
-        int rc = send_to(c->work, &c->loaders[pick].peer, &m, parts, sizes, 1);
+        int rc = send_to(c->loaders[pick].sock, &c->loaders[pick].peer, &m, parts, sizes, 1);
         if (rc)
             return rc;
         c->loaders[pick].credit--;
@@ -313,9 +320,9 @@ static int on_result(cache_t *c, zp_msg_t *m, const loader_rec_t *from)
     return rc;
 }
 
-static int on_work(cache_t *c)
+static int on_work(cache_t *c, void *sock)
 {
-    int rc = zp_frames_recv(&c->f, c->work, ZMQ_DONTWAIT);
+    int rc = zp_frames_recv(&c->f, sock, ZMQ_DONTWAIT);
     if (rc)
         return rc == -EAGAIN ? 0 : rc;
     zp_msg_t m;
@@ -325,7 +332,7 @@ static int on_work(cache_t *c)
         zp_msg_release(&m);
         return 0;
     }
-    loader_rec_t *l = loader_find(c, &c->f.part[0], m.type == ZP_MSG_READY);
+    loader_rec_t *l = loader_find(c, sock, &c->f.part[0], m.type == ZP_MSG_READY);
     if (m.type == ZP_MSG_READY && l) {
         l->credit = l->credit + (int64_t)m.credit > 64 ? 64 : l->credit + (int64_t)m.credit;
     } else if (m.type == ZP_MSG_SAMPLES || m.type == ZP_MSG_FAIL) {
@@ -333,7 +340,7 @@ static int on_work(cache_t *c)
     } else if (m.type == ZP_MSG_RETIRE && l) {
         l->credit = 0; /* no more tasks; those already sent precede the answer */
         zp_msg_t rep = {.type = ZP_MSG_RETIRED};
-        rc = send_to(c->work, &l->peer, &rep, NULL, NULL, 0);
+        rc = send_to(l->sock, &l->peer, &rep, NULL, NULL, 0);
         zp_info("loader %d retires", (int)(l - c->loaders));
     } else if (m.type != ZP_MSG_HEARTBEAT) {
         bad_msg(c, "loader", zp_msg_name(m.type));
@@ -371,18 +378,21 @@ static int loop(cache_t *c)
     int rc = 0;
     while (!rc && !zp_stop) {
         zp_stats_state(&c->st->stats, ZP_ST_WAIT_IN);
-        zmq_pollitem_t items[2] = {{c->work, 0, ZMQ_POLLIN, 0}, {c->fetch, 0, ZMQ_POLLIN, 0}};
+        zmq_pollitem_t items[3] = {{c->work, 0, ZMQ_POLLIN, 0}, {c->fetch, 0, ZMQ_POLLIN, 0},
+                                   {c->remote, 0, ZMQ_POLLIN, 0}};
         int timeout = zp_store_tick(c->store);
         if (timeout > c->st->cfg.heartbeat_ms)
             timeout = (int)c->st->cfg.heartbeat_ms;
-        int n = zmq_poll(items, 2, timeout);
+        int n = zmq_poll(items, c->remote ? 3 : 2, timeout);
         zp_stats_state(&c->st->stats, ZP_ST_BUSY);
         int64_t now = zp_now_ns();
         expire_loaders(c, now);
         if (!rc)
             rc = heartbeats(c, now);
         if (n > 0 && (items[0].revents & ZMQ_POLLIN))
-            rc = on_work(c);
+            rc = on_work(c, c->work);
+        if (!rc && n > 0 && c->remote && (items[2].revents & ZMQ_POLLIN))
+            rc = on_work(c, c->remote);
         if (!rc && n > 0 && (items[1].revents & ZMQ_POLLIN))
             rc = on_fetch_sock(c);
         if (!rc)
@@ -391,6 +401,32 @@ static int loop(cache_t *c)
         zp_stats_tick(c->st);
     }
     return rc == ZP_ESTOP ? 0 : rc;
+}
+
+/* transport.kind tcp: a CURVE server socket on transport.bind with the run's
+ * key pair (RUN/server.key), behind the ZAP handler. */
+static int open_remote(cache_t *c)
+{
+    char path[PATH_MAX + 32], err[PATH_MAX + 200], pub[ZP_Z85_KEY], sec[ZP_Z85_KEY], ep[160];
+    snprintf(path, sizeof path, "%s/server.key", c->st->run_dir);
+    if (zp_keys_read_pair(path, pub, sec, err, sizeof err)) {
+        zp_error("%s", err);
+        return ZP_EINVAL;
+    }
+    if (zp_zap_start(&c->zap, c->st))
+        return ZP_EINVAL;
+    int one = 1, linger = 0;
+    c->remote = zmq_socket(c->st->zctx, ZMQ_ROUTER);
+    snprintf(ep, sizeof ep, "tcp://%s", c->st->cfg.bind);
+    if (!c->remote || zmq_setsockopt(c->remote, ZMQ_CURVE_SERVER, &one, sizeof one) ||
+        zmq_setsockopt(c->remote, ZMQ_CURVE_SECRETKEY, sec, 40) ||
+        zmq_setsockopt(c->remote, ZMQ_ZAP_DOMAIN, "zeus-pipe", 9) ||
+        zmq_setsockopt(c->remote, ZMQ_LINGER, &linger, sizeof linger) || zmq_bind(c->remote, ep)) {
+        zp_error("tcp %s: %s", ep, zmq_strerror(errno));
+        return ZP_EZMQ;
+    }
+    zp_info("tcp: remote loaders connect to %s (server key %s)", ep, pub);
+    return 0;
 }
 
 int zp_cache_main(zp_stage_t *st)
@@ -406,6 +442,8 @@ int zp_cache_main(zp_stage_t *st)
     if (zp_stage_endpoint(st, "fetch", ep, sizeof ep) ||
         !(c.fetch = zp_sock_open(st->zctx, ZMQ_ROUTER, ep, 1, 0)))
         goto out;
+    if (st->cfg.transport == ZP_TRANSPORT_TCP && open_remote(&c))
+        goto out;
     if (pool_grow(&c))
         goto out;
     if (st->cfg.cache_enabled && zp_store_open(&c.store, st))
@@ -420,6 +458,8 @@ out:
     zp_frames_close(&c.f);
     zp_sock_close(&c.work);
     zp_sock_close(&c.fetch);
+    zp_sock_close(&c.remote);
+    zp_zap_stop(&c.zap);
     for (size_t i = 0; i < c.pool_cap; i++)
         free(c.pool[i].indices);
     free(c.pool);

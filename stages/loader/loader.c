@@ -73,11 +73,30 @@ static int beat(loader_t *l)
     return send_msg(l, &hb);
 }
 
+/* A DEALER to a remote run's cache stage, CURVE client. */
+static void *open_remote(loader_t *l)
+{
+    const zp_stage_t *st = l->st;
+    int linger = 0;
+    void *s = zmq_socket(st->zctx, ZMQ_DEALER);
+    if (!s || zmq_setsockopt(s, ZMQ_CURVE_SERVERKEY, st->server_pub, 40) ||
+        zmq_setsockopt(s, ZMQ_CURVE_PUBLICKEY, st->pub, 40) ||
+        zmq_setsockopt(s, ZMQ_CURVE_SECRETKEY, st->sec, 40) ||
+        zmq_setsockopt(s, ZMQ_LINGER, &linger, sizeof linger) || zmq_connect(s, st->connect)) {
+        zp_error("connect %s: %s", st->connect, zmq_strerror(errno));
+        if (s)
+            zmq_close(s);
+        return NULL;
+    }
+    return s;
+}
+
 /* A new connection (a new identity) to the cache stage, offering full credit. */
 static int connect_broker(loader_t *l)
 {
     zp_sock_close(&l->work);
-    if (!(l->work = zp_sock_open(l->st->zctx, ZMQ_DEALER, l->ep, 0, 0)))
+    l->work = l->st->connect[0] ? open_remote(l) : zp_sock_open(l->st->zctx, ZMQ_DEALER, l->ep, 0, 0);
+    if (!l->work)
         return ZP_EZMQ;
     l->last_recv = zp_now_ns();
     zp_msg_t ready = {.type = ZP_MSG_READY, .credit = (uint64_t)l->st->cfg.credit};
@@ -299,7 +318,7 @@ int zp_loader_main(zp_stage_t *st)
     l.chunk = (size_t)(256 << 10) / (size_t)st->meta.elems;
     l.chunk = l.chunk < 1 ? 1 : l.chunk;
     l.pixels = malloc((size_t)st->meta.elems * l.chunk);
-    if (!l.pixels || zp_stage_endpoint(st, "work", l.ep, sizeof l.ep)) {
+    if (!l.pixels || (!st->connect[0] && zp_stage_endpoint(st, "work", l.ep, sizeof l.ep))) {
         rc = 1;
         goto out;
     }

@@ -1,0 +1,18 @@
+/* zap.h — the ZeroMQ authentication handler (ZAP, RFC 27) of the cache
+ * stage's tcp endpoint: a CURVE client is let in only when its public key is
+ * one of the NAME.pub files in transport.allowed_keys (read at start).
+ * Refusals are logged with the peer's address and key. */
+#ifndef ZP_ZAP_H
+#define ZP_ZAP_H
+
+#include "pipeline/stage.h"
+
+typedef struct zp_zap zp_zap_t;
+
+/* Loads the allowed keys and starts the handler thread on st->zctx; it must
+ * run before the CURVE socket binds. Errors are logged. */
+int zp_zap_start(zp_zap_t **out, zp_stage_t *st);
+/* Stops the thread; safe twice, nulls the pointer. */
+void zp_zap_stop(zp_zap_t **zap);
+
+#endif
