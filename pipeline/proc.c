@@ -30,6 +30,21 @@ void zp_procs_init(zp_procs_t *s, const char *run_dir)
         snprintf(s->exe, sizeof s->exe, "/proc/self/exe");
 }
 
+/* ZP_STAGE_WRAPPER="valgrind --leak-check=full" runs every stage under that
+ * command (split at spaces); the words go into args. Returns their count. */
+static int wrapper_args(char **args, int max)
+{
+    static char buf[1024];
+    const char *w = getenv("ZP_STAGE_WRAPPER");
+    int n = 0;
+    if (!w || !*w)
+        return 0;
+    snprintf(buf, sizeof buf, "%s", w);
+    for (char *save = NULL, *t = strtok_r(buf, " ", &save); t && n < max; t = strtok_r(NULL, " ", &save))
+        args[n++] = t;
+    return n;
+}
+
 int zp_procs_spawn(zp_procs_t *s, const char *stage, int instance, int keep_stdout)
 {
     zp_child_t *slot = NULL;
@@ -63,8 +78,12 @@ int zp_procs_spawn(zp_procs_t *s, const char *stage, int instance, int keep_stdo
         sigprocmask(SIG_SETMASK, &none, NULL);
         char mode[16];
         snprintf(mode, sizeof mode, "%d", s->mode);
-        execl(s->exe, "zeus-pipe", "stage", stage, "--run", s->run_dir, "--instance", inst,
-              "--mode", mode, "--ckpts", s->ckpts, (char *)NULL);
+        char *args[48];
+        int n = wrapper_args(args, 36);
+        char *tail[] = {s->exe, "stage", (char *)stage, "--run", s->run_dir, "--instance", inst,
+                        "--mode", mode, "--ckpts", s->ckpts, NULL};
+        memcpy(args + n, tail, sizeof tail);
+        execvp(args[0], args);
         dprintf(STDERR_FILENO, "zeus-pipe: exec %s: %s\n", s->exe, strerror(errno));
         _exit(127);
     }

@@ -1,7 +1,9 @@
 /* proc.h — the supervisor's children. Each stage runs as `zeus-pipe stage
  * NAME --run DIR --instance I`, with PR_SET_PDEATHSIG so that it dies with
  * its supervisor, and its stdout/stderr in DIR/logs/NAME-I.log (the logger
- * keeps the supervisor's stdout, for the progress line). */
+ * keeps the supervisor's stdout, for the progress line). The environment
+ * variable ZP_STAGE_WRAPPER (e.g. "valgrind --leak-check=full") runs every
+ * stage under that command. */
 #ifndef ZP_PROC_H
 #define ZP_PROC_H
 

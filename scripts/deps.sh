@@ -8,7 +8,7 @@ PKGS="build-essential cmake pkg-config libzmq3-dev liblmdb-dev libyaml-dev libms
 zlib1g-dev libopenblas-dev libcmocka-dev libxxhash-dev dataset-fashion-mnist python3
 python3-lmdb lmdb-utils clang iproute2"
 if [ "${1:-}" = "--bench" ]; then
-    PKGS="$PKGS python3-torch python3-numpy"
+    PKGS="$PKGS python3-torch python3-numpy valgrind"
 fi
 
 missing=""
