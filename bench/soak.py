@@ -64,7 +64,7 @@ def rss_kib(pid):
 def soak(binp, minutes, every):
     with tempfile.TemporaryDirectory(prefix="zp-soak-") as d:
         cfg = os.path.join(d, "soak.yaml")
-        open(cfg, "w").write(CONFIG % ("true", 1000000))
+        open(cfg, "w").write(CONFIG % ("true", 100000))
         p = subprocess.Popen([binp, "up", cfg], cwd=d, stdout=subprocess.DEVNULL,
                              stderr=subprocess.PIPE, text=True)
         run = os.path.realpath(os.path.join(d, "runs", "soak"))

@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define CKPTS_MAX 64
+#define CKPTS_MAX 1024
 
 static int usage(FILE *out, int status)
 {
@@ -42,8 +42,8 @@ static int rank(const char *name)
 static int cmp_names(const void *a, const void *b)
 {
     const char *x = *(char *const *)a, *y = *(char *const *)b;
-    int d = rank(x) - rank(y);
-    return d ? (d < 0 ? -1 : 1) : strcmp(x, y);
+    int rx = rank(x), ry = rank(y);
+    return rx != ry ? (rx > ry) - (rx < ry) : strcmp(x, y);
 }
 
 /* The run's checkpoint names, sorted; their count. */
@@ -61,7 +61,7 @@ static int list_ckpts(const char *dir, char names[][64])
     if (d)
         closedir(d);
     char *p[CKPTS_MAX];
-    char sorted[CKPTS_MAX][64];
+    static char sorted[CKPTS_MAX][64];
     for (int i = 0; i < n; i++)
         p[i] = names[i];
     qsort(p, (size_t)n, sizeof *p, cmp_names);
@@ -82,7 +82,8 @@ static int has(char names[][64], int n, const char *name)
 /* `which` into a comma-separated list of existing checkpoints that read back. */
 static int choose(const char *dir, const char *which, char *out, size_t len)
 {
-    char names[CKPTS_MAX][64], want[64];
+    static char names[CKPTS_MAX][64];
+    char want[64];
     int n = list_ckpts(dir, names);
     out[0] = 0;
     if (!which)

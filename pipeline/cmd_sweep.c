@@ -85,6 +85,8 @@ static int point_name(const char *base, axis_t *ax, int nax, const int *pick, po
             snprintf(parent, sizeof parent, "%.*s", (int)(leaf - 1 - p), p);
             leaf = parent;
         }
+        if (len >= (int)sizeof pt->name)
+            break; /* too long already: refused below */
         len += snprintf(name + len, sizeof name - (size_t)len, "-%s=%s", leaf, ax[i].value[pick[i]]);
         size_t vl = strlen(pt->values);
         snprintf(pt->values + vl, sizeof pt->values - vl, "%s%s=%s", i ? " " : "", leaf,
@@ -226,6 +228,10 @@ int cmd_sweep(int argc, char **argv)
     int npts = 1;
     for (int i = 0; i < nax; i++)
         npts *= ax[i].n;
+    if (npts > 10000) {
+        fprintf(stderr, "zeus-pipe: sweep: %d points; at most 10000\n", npts);
+        return 2;
+    }
     point_t *pts = calloc((size_t)npts, sizeof *pts);
     if (!pts)
         return 1;

@@ -111,7 +111,7 @@ static int scale(sup_t *s, const char *arg, char *err, size_t len)
     const char *v = !strncmp(arg, "loader=", 7) ? arg + 7 : NULL;
     char *end = NULL;
     long k = v ? strtol(v, &end, 10) : 0;
-    if (!v || end == v || *end) {
+    if (!v || end == v || *end || k < -1000 || k > 1000) {
         snprintf(err, len, "expected loader=N, loader=+K or loader=-K (got %.60s)", arg);
         return ZP_EINVAL;
     }

@@ -56,6 +56,12 @@ typedef struct { /* per stage, from its instances */
     double items, items_per_s, busy, wait_in, wait_out, errors;
 } stage_sum_t;
 
+/* A number from a record as an integer; -1 when it is none (NaN, huge). */
+static int64_t to_i64(double v)
+{
+    return v >= -1e15 && v <= 1e15 ? (int64_t)v : -1;
+}
+
 static int stage_of(const char *name)
 {
     for (int s = 0; s < STAGES; s++)
@@ -97,7 +103,7 @@ static int on_timer(report_t *r, int stage, const msgpack_object *b)
 
 static int on_stats(report_t *r, int stage, const msgpack_object *b)
 {
-    int64_t instance = (int64_t)zp_map_num(b, "instance", 0);
+    int64_t instance = to_i64(zp_map_num(b, "instance", 0));
     inst_t *e = NULL;
     for (int i = 0; i < r->ninst && !e; i++)
         if (r->inst[i].stage == stage && r->inst[i].instance == instance)
@@ -124,7 +130,7 @@ static int on_stats(report_t *r, int stage, const msgpack_object *b)
 
 static int on_epoch(report_t *r, const msgpack_object *b)
 {
-    int64_t epoch = (int64_t)zp_map_num(b, "epoch", -1);
+    int64_t epoch = to_i64(zp_map_num(b, "epoch", -1));
     if (epoch < 0 || epoch >= 1000000)
         return ZP_EPROTO;
     if (epoch >= r->nrows) {
@@ -152,7 +158,7 @@ static int on_skip(report_t *r, const msgpack_object *b)
 {
     skip_t s;
     zp_map_str(b, "split", s.split, sizeof s.split);
-    s.index = (int64_t)zp_map_num(b, "index", -1);
+    s.index = to_i64(zp_map_num(b, "index", -1));
     zp_map_str(b, "error", s.error, sizeof s.error);
     r->skip_events++;
     for (int i = 0; i < r->nskips; i++)
@@ -190,7 +196,7 @@ static int on_record(report_t *r, const msgpack_object *o)
         return on_skip(r, b);
     if (!strcmp(event, "loader_lost")) {
         r->loaders_lost++;
-        r->requeued += (int64_t)zp_map_num(b, "requeued", 0);
+        r->requeued += to_i64(zp_map_num(b, "requeued", 0)) > 0 ? to_i64(zp_map_num(b, "requeued", 0)) : 0;
     }
     return 0;
 }
@@ -469,8 +475,10 @@ static void release(report_t *r)
 int zp_report(const char *run_dir, FILE *text, FILE *json, char *err, size_t errlen)
 {
     report_t *r = calloc(1, sizeof *r);
-    if (!r)
+    if (!r) {
+        snprintf(err, errlen, "out of memory");
         return ZP_ENOMEM;
+    }
     const char *base = strrchr(run_dir, '/');
     snprintf(r->run, sizeof r->run, "%s", base && base[1] ? base + 1 : run_dir);
     int rc = load(r, run_dir, err, errlen);
@@ -516,8 +524,10 @@ int zp_run_summary(const char *run_dir, zp_run_summary_t *out, char *err, size_t
 {
     *out = (zp_run_summary_t){0, -1, -1, -1, -1, 0};
     report_t *r = calloc(1, sizeof *r);
-    if (!r)
+    if (!r) {
+        snprintf(err, errlen, "out of memory");
         return ZP_ENOMEM;
+    }
     int rc = load(r, run_dir, err, errlen);
     for (int64_t e = 0; !rc && e < r->nrows; e++) {
         const epoch_row_t *w = &r->rows[e];

@@ -38,6 +38,7 @@ typedef struct {
     int64_t tasks_done;
     int64_t last_seen; /* ns: the last message from it */
     int alive;         /* 0: declared dead (its record may be reused) */
+    int retiring;      /* sent RETIRE: gets no task, and its silence is its exit */
 } loader_rec_t;
 
 /* A task: a contiguous range of one fetch. `indices` is owned (reused). */
@@ -67,6 +68,7 @@ typedef struct {
     uint64_t seq;
     int64_t bad_msgs, late, deaths, requeued;
     int64_t next_beat; /* ns: when the broker sends its next heartbeats */
+    int64_t last_loop; /* ns: the previous pass of the loop */
     zp_frames_t f;
     zp_store_t *store; /* NULL: a pure broker */
 } cache_t;
@@ -172,6 +174,8 @@ static int alive_count(const cache_t *c)
 static loader_rec_t *loader_find(cache_t *c, void *sock, zmq_msg_t *who, int add)
 {
     loader_rec_t *l = NULL;
+    if (zmq_msg_size(who) > ID_MAX)
+        return NULL; /* a routing id we could not answer: the peer gets nothing */
     for (int i = 0; i < c->nloaders && !l; i++)
         if (c->loaders[i].sock == sock && c->loaders[i].peer.idlen == zmq_msg_size(who) &&
             !memcmp(c->loaders[i].peer.id, zmq_msg_data(who), zmq_msg_size(who)))
@@ -190,9 +194,8 @@ static loader_rec_t *loader_find(cache_t *c, void *sock, zmq_msg_t *who, int add
     }
     if (!l)
         return NULL;
-    if (!l->alive) {
+    if (!l->alive) { /* new, or stopped and back: its credit stands (it still holds its tasks) */
         l->alive = 1;
-        l->credit = 0; /* it says again what it can take */
         zp_info("loader %d connected%s (%d alive)", (int)(l - c->loaders),
                 sock == c->remote ? " over tcp" : "", alive_count(c));
     }
@@ -209,7 +212,6 @@ static void expire_loaders(cache_t *c, int64_t now)
         if (!l->alive || now - l->last_seen <= limit)
             continue;
         l->alive = 0;
-        l->credit = 0;
         int64_t n = 0;
         for (size_t k = 0; k < c->pool_cap; k++) {
             task_t *t = &c->pool[k];
@@ -221,6 +223,8 @@ static void expire_loaders(cache_t *c, int64_t now)
                 n++;
             }
         }
+        if (l->retiring && !n)
+            continue; /* it finished and left */
         c->deaths++;
         c->requeued += n;
         zp_warn("loader %d silent for %lld ms: declared dead, %lld task(s) re-queued (%d alive)",
@@ -255,7 +259,7 @@ static int dispatch(cache_t *c)
         int pick = -1;
         for (int k = 0; k < c->nloaders; k++) {
             int i = (c->next_loader + k) % c->nloaders;
-            if (c->loaders[i].alive && c->loaders[i].credit > 0) {
+            if (c->loaders[i].alive && !c->loaders[i].retiring && c->loaders[i].credit > 0) {
                 pick = i;
                 break;
             }
@@ -295,9 +299,13 @@ static int on_result(cache_t *c, zp_msg_t *m, const loader_rec_t *from)
         return 0;
     }
     if (m->type == ZP_MSG_SAMPLES && (m->n != t->n || m->split != t->split ||
+                                      m->elems != (uint64_t)c->st->meta.elems ||
                                       memcmp(m->frame[1], t->indices, t->n * 4))) {
-        bad_msg(c, "loader", "samples do not match their task");
-        return 0;
+        bad_msg(c, "loader", m->elems != (uint64_t)c->st->meta.elems
+                                 ? "samples of another size than this run's (another dataset or "
+                                   "transform in the loader's config?)"
+                                 : "samples do not match their task");
+        return 0; /* the task stays with that loader until it is declared dead */
     }
     c->loaders[t->loader].tasks_done++;
     if (m->type == ZP_MSG_SAMPLES)
@@ -333,12 +341,15 @@ static int on_work(cache_t *c, void *sock)
         return 0;
     }
     loader_rec_t *l = loader_find(c, sock, &c->f.part[0], m.type == ZP_MSG_READY);
-    if (m.type == ZP_MSG_READY && l) {
+    if (m.type == ZP_MSG_READY && l && l->retiring) {
+        /* no more tasks for it */
+    } else if (m.type == ZP_MSG_READY && l) {
         l->credit = l->credit + (int64_t)m.credit > 64 ? 64 : l->credit + (int64_t)m.credit;
     } else if (m.type == ZP_MSG_SAMPLES || m.type == ZP_MSG_FAIL) {
         rc = on_result(c, &m, l);
     } else if (m.type == ZP_MSG_RETIRE && l) {
         l->credit = 0; /* no more tasks; those already sent precede the answer */
+        l->retiring = 1;
         zp_msg_t rep = {.type = ZP_MSG_RETIRED};
         rc = send_to(l->sock, &l->peer, &rep, NULL, NULL, 0);
         zp_info("loader %d retires", (int)(l - c->loaders));
@@ -385,16 +396,20 @@ static int loop(cache_t *c)
             timeout = (int)c->st->cfg.heartbeat_ms;
         int n = zmq_poll(items, c->remote ? 3 : 2, timeout);
         zp_stats_state(&c->st->stats, ZP_ST_BUSY);
-        int64_t now = zp_now_ns();
-        expire_loaders(c, now);
-        if (!rc)
-            rc = heartbeats(c, now);
         if (n > 0 && (items[0].revents & ZMQ_POLLIN))
             rc = on_work(c, c->work);
         if (!rc && n > 0 && c->remote && (items[2].revents & ZMQ_POLLIN))
             rc = on_work(c, c->remote);
         if (!rc && n > 0 && (items[1].revents & ZMQ_POLLIN))
             rc = on_fetch_sock(c);
+        int64_t now = zp_now_ns();
+        if (c->last_loop && now - c->last_loop > c->st->cfg.heartbeat_ms * 1000000)
+            for (int i = 0; i < c->nloaders; i++) /* our own stall is not their silence */
+                c->loaders[i].last_seen += now - c->last_loop;
+        c->last_loop = now;
+        expire_loaders(c, now);
+        if (!rc)
+            rc = heartbeats(c, now);
         if (!rc)
             rc = dispatch(c);
         c->st->stats.queue = (int64_t)c->qlen;

@@ -240,7 +240,7 @@ static int run_task(loader_t *l, const zp_msg_t *t)
     for (int i = 0; i < 3; i++)
         zmq_msg_close(&parts[i]);
     zp_msg_t ready = {.type = ZP_MSG_READY, .credit = 1};
-    return rc ? rc : send_msg(l, &ready);
+    return rc || l->retire_sent ? rc : send_msg(l, &ready);
 }
 
 /* One message from the cache stage; 1 when it said RETIRED. */
@@ -258,6 +258,7 @@ static int on_broker(loader_t *l)
             zp_warn("dropped a malformed message from the cache stage: %s", why);
     } else if (m.type == ZP_MSG_TASK) {
         rc = run_task(l, &m);
+        l->last_recv = zp_now_ns(); /* a long task is not the broker's silence */
     } else if (m.type == ZP_MSG_RETIRED) {
         rc = 1;
     } else if (m.type != ZP_MSG_HEARTBEAT) {

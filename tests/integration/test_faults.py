@@ -153,6 +153,12 @@ def corrupt_samples_are_skipped_and_counted_or_stop_the_run():
         zp.check("synthetic train sample 96: corrupt" in rep["skipped_samples"][0]["error"] or
                  any("train sample 96: corrupt" in s["error"] for s in rep["skipped_samples"]), rep)
         zp.check("Skipped samples" in open(os.path.join(run, "report.txt")).read(), "report.txt")
+        # every sample skipped: batches of none go through and free their slots
+        rc, out, err = w.run("up", cfg, "run.name=none", "dataset.synthetic.corrupt_every=1",
+                             "loader.on_error=skip", "trainer.epochs=1", "cache.enabled=false")
+        zp.check(rc == 0, err)
+        e = zp.epoch_ends(w.run_dir("none"), "train")
+        zp.check(len(e) == 1 and e[0]["samples"] == 0 and e[0]["skipped"] == 1000, e)
         rc, out, err = w.run("up", cfg, "run.name=stop", "dataset.synthetic.corrupt_every=97")
         zp.check(rc == 1, "exit %d" % rc)
         logs = "".join(open(os.path.join(w.run_dir("stop"), "logs", f)).read()
