@@ -157,10 +157,11 @@ static int check_payload(zp_msg_t *m, char *why, size_t len)
     if ((m->present & ZP_B(split)) && m->split > 1)
         return reject(why, len, "%s: split %llu is not 0 or 1", name, (unsigned long long)m->split);
     /* EPOCH_END counts a whole epoch; a BATCH whose every sample was skipped holds none */
+    unsigned least = m->type == ZP_MSG_BATCH ? 0 : 1;
     if ((m->present & ZP_B(n)) && m->type != ZP_MSG_EPOCH_END &&
-        (m->n < (m->type == ZP_MSG_BATCH ? 0u : 1u) || m->n > ZP_MAX_BATCH))
-        return reject(why, len, "%s: n = %llu is outside 1..%u", name, (unsigned long long)m->n,
-                      ZP_MAX_BATCH);
+        (m->n < least || m->n > ZP_MAX_BATCH))
+        return reject(why, len, "%s: n = %llu is outside %u..%u", name, (unsigned long long)m->n,
+                      least, ZP_MAX_BATCH);
     if ((m->present & ZP_B(elems)) && (m->elems < 1 || m->elems > (16u << 20)))
         return reject(why, len, "%s: elems = %llu is outside 1..%u", name,
                       (unsigned long long)m->elems, 16u << 20);
