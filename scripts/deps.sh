@@ -3,6 +3,8 @@
 # missing ones, with sudo when not root. Does nothing when all are present.
 # Usage: scripts/deps.sh [--bench]   (--bench adds PyTorch for bench/)
 set -eu
+# An offline build (scripts/offline-bundle.sh's env.sh) brings its own libraries.
+[ -n "${ZP_OFFLINE_PREFIX:-}" ] && exit 0
 
 PKGS="build-essential cmake pkg-config libzmq3-dev liblmdb-dev libyaml-dev libmsgpack-dev
 zlib1g-dev libopenblas-dev libcmocka-dev libxxhash-dev dataset-fashion-mnist python3
