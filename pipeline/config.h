@@ -24,7 +24,7 @@ typedef struct {
     double v[ZP_LIST_MAX];
 } zp_floats_t;
 
-enum { ZP_SOURCE_IDX, ZP_SOURCE_SYNTHETIC };
+enum { ZP_SOURCE_IDX, ZP_SOURCE_SYNTHETIC, ZP_SOURCE_IMAGE_FOLDER, ZP_SOURCE_IMAGE_LIST };
 enum { ZP_BACKEND_CPU, ZP_BACKEND_NULL };
 enum { ZP_MISMATCH_ERROR, ZP_MISMATCH_REBUILD };
 enum { ZP_KEEP_LAST, ZP_KEEP_BEST, ZP_KEEP_ALL };
@@ -42,6 +42,8 @@ typedef struct {
     char train_images[128], train_labels[128], test_images[128], test_labels[128];
     zp_floats_t mean, std;
     int64_t synth_train, synth_test, synth_classes, synth_cost_us, synth_corrupt;
+    char image_train[256], image_test[256];
+    int64_t image_resize, image_crop;
     zp_ints_t synth_shape;
     bool cache_enabled;
     char cache_path[256];

@@ -1,5 +1,6 @@
 #define _GNU_SOURCE
 #include "pipeline/dataset.h"
+#include "pipeline/imagelist.h"
 #include "pipeline/log.h"
 
 #include <errno.h>
@@ -153,12 +154,40 @@ static int probe_idx(const zp_config_t *cfg, zp_dataset_meta_t *m, char *err, si
     return 0;
 }
 
+static int probe_images(const zp_config_t *cfg, zp_dataset_meta_t *m, char *err, size_t len)
+{
+    for (int s = 0; s < ZP_SPLITS; s++) {
+        char where[600];
+        zp_imagelist_t l;
+        zp_dataset_file(cfg, s == ZP_SPLIT_TRAIN ? cfg->image_train : cfg->image_test, where, sizeof where);
+        int rc = zp_imagelist_read(where, cfg->dataset_source == ZP_SOURCE_IMAGE_LIST, &l, err, len);
+        if (rc)
+            return rc;
+        m->n[s] = l.n;
+        m->classes = l.classes > m->classes ? l.classes : m->classes;
+        m->files_bytes[s] = l.bytes;
+        m->files_mtime[s] = l.mtime;
+        zp_imagelist_free(&l);
+    }
+    if (cfg->image_resize && cfg->image_crop > cfg->image_resize) {
+        snprintf(err, len, "dataset.image.crop %lld is larger than dataset.image.resize %lld",
+                 (long long)cfg->image_crop, (long long)cfg->image_resize);
+        return ZP_ECONFIG;
+    }
+    m->classes = m->classes < 2 ? 2 : m->classes;
+    m->shape[0] = 3;
+    m->shape[1] = m->shape[2] = cfg->image_crop;
+    return 0;
+}
+
 int zp_dataset_probe(const zp_config_t *cfg, zp_dataset_meta_t *m, char *err, size_t len)
 {
     memset(m, 0, sizeof *m);
     int rc = 0;
     if (cfg->dataset_source == ZP_SOURCE_IDX) {
         rc = probe_idx(cfg, m, err, len);
+    } else if (cfg->dataset_source != ZP_SOURCE_SYNTHETIC) {
+        rc = probe_images(cfg, m, err, len);
     } else {
         m->n[ZP_SPLIT_TRAIN] = cfg->synth_train;
         m->n[ZP_SPLIT_TEST] = cfg->synth_test;

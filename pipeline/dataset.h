@@ -15,6 +15,7 @@ typedef struct {
     int64_t shape[3];     /* channels, height, width */
     int64_t elems;        /* float32 elements per sample */
     int64_t classes;
+    int64_t files_bytes[ZP_SPLITS], files_mtime[ZP_SPLITS]; /* image sources: for the fingerprint */
 } zp_dataset_meta_t;
 
 const char *zp_split_name(int split);

@@ -22,8 +22,8 @@
       "name of the run; its folder is run.dir/run.name (empty: the config file's base name)")     \
     X("run.dir", STR, run_dir, "runs", 0, 0, "folder that holds the run folders")                  \
     X("seed", INT, seed, "0", 0, 2147483647, "seed of the sampler and of the model's initial weights") \
-    X("dataset.source", ENUM, dataset_source, NULL, "idx|synthetic", 0,                            \
-      "where samples come from: gzip IDX files (the MNIST family) or generated ones")             \
+    X("dataset.source", ENUM, dataset_source, NULL, "idx|synthetic|image_folder|image_list", 0,    \
+      "gzip IDX files (the MNIST family), generated samples, a CLASS/*.jpg folder, or a list file") \
     X("dataset.path", STR, dataset_path, "/usr/share/datasets/fashion-mnist", 0, 0,                \
       "folder of the IDX files")                                                                  \
     X("dataset.train_images", STR, train_images, "train-images-idx3-ubyte.gz", 0, 0,               \
@@ -34,6 +34,14 @@
       "IDX image file of the test split")                                                         \
     X("dataset.test_labels", STR, test_labels, "t10k-labels-idx1-ubyte.gz", 0, 0,                  \
       "IDX label file of the test split")                                                         \
+    X("dataset.image.train", STR, image_train, "train", 0, 0,                                      \
+      "images: the train split's folder (image_folder) or list file (image_list), in dataset.path") \
+    X("dataset.image.test", STR, image_test, "val", 0, 0,                                          \
+      "images: the test split's folder or list file, in dataset.path")                            \
+    X("dataset.image.resize", INT, image_resize, "256", 0, 16384,                                  \
+      "images: resize so that the shorter side has this many pixels (0 = keep the size)")          \
+    X("dataset.image.crop", INT, image_crop, "224", 1, 16384,                                      \
+      "images: then take the center crop x crop pixels")                                          \
     X("dataset.mean", FLOATS, mean, "[0.2860]", -1000, 1000,                                       \
       "per-channel mean subtracted from pixels scaled to 0..1 (one value: all channels)")         \
     X("dataset.std", FLOATS, std, "[0.3530]", 1e-6, 1000,                                          \

@@ -308,9 +308,13 @@ int zp_loader_main(zp_stage_t *st)
     l.st = st;
     zp_frames_init(&l.f);
     char err[700];
-    int rc = st->cfg.dataset_source == ZP_SOURCE_IDX
-                 ? zp_source_idx_open(&l.src, &st->cfg, &st->meta, err, sizeof err)
-                 : zp_source_synthetic_open(&l.src, &st->cfg, &st->meta, err, sizeof err);
+    int src = st->cfg.dataset_source, rc;
+    if (src == ZP_SOURCE_IDX)
+        rc = zp_source_idx_open(&l.src, &st->cfg, &st->meta, err, sizeof err);
+    else if (src == ZP_SOURCE_SYNTHETIC)
+        rc = zp_source_synthetic_open(&l.src, &st->cfg, &st->meta, err, sizeof err);
+    else
+        rc = zp_source_image_open(&l.src, &st->cfg, &st->meta, err, sizeof err);
     if (rc) {
         zp_error("%s", err);
         return 1;
