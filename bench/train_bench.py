@@ -46,16 +46,16 @@ with other work is noisy). The ratio compares the best configuration of each
 side: zeus-pipe epoch / PyTorch epoch (the goal is <= 0.5).
 Run: /usr/bin/python3 bench/train_bench.py [BUILD_DIR] [--epochs N]
 """
-import gzip
 import json
 import os
 import re
 import statistics
-import struct
 import subprocess
 import sys
 import tempfile
 import time
+
+from bench import read_idx  # bench/bench.py: the gzip IDX reader
 
 DATA = "/usr/share/datasets/fashion-mnist"
 MEAN, STD = 0.2860, 0.3530
@@ -129,14 +129,6 @@ def zp_run(bin_path, cwd, name, threads, workers, coretype, epochs, cache=False)
 
 
 # ---------------------------------------------------------------- PyTorch
-
-def read_idx(path):
-    with gzip.open(path, "rb") as f:
-        data = f.read()
-    ndim = data[3]
-    dims = struct.unpack(">" + "I" * ndim, data[4:4 + 4 * ndim])
-    return data[4 + 4 * ndim:], dims
-
 
 def loaded_blas():
     """The BLAS shared objects this process has mapped, and OpenBLAS's core."""

@@ -6,6 +6,7 @@
 
 #include "pipeline/config.h"
 #include "pipeline/dataset.h"
+#include "pipeline/sock.h"
 
 #include <stddef.h>
 
@@ -28,6 +29,11 @@ int cmd_loader(int argc, char **argv);
  * mode ZP_MODE_* (ckpts: for eval) until training ends, supervising them as
  * `up` does; returns the exit status. */
 int zp_pipeline_run(const zp_config_t *cfg, const char *run_dir, int mode, const char *ckpts);
+
+/* One request/reply on a run's socket (RUN/sock/NAME.ipc) with a timeout.
+ * Returns 0 and the reply in f, or a ZP_E* code. */
+int zp_request(const char *run_dir, const char *sock_name, const zp_msg_t *req, zp_frames_t *f,
+               int timeout_ms);
 
 /* True when argv holds -h or --help. */
 int zp_wants_help(int argc, char **argv);

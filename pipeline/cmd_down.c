@@ -10,11 +10,6 @@
 #include <string.h>
 #include <unistd.h>
 
-/* One request/reply on a run's socket with a timeout. Returns 0 and the reply
- * in f, or a ZP_E* code. */
-int zp_request(const char *run_dir, const char *sock_name, const zp_msg_t *req, zp_frames_t *f,
-               int timeout_ms);
-
 int zp_request(const char *run_dir, const char *sock_name, const zp_msg_t *req, zp_frames_t *f,
                int timeout_ms)
 {

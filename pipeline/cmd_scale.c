@@ -11,8 +11,6 @@
 #include <stdio.h>
 #include <string.h>
 
-int zp_request(const char *run_dir, const char *sock_name, const zp_msg_t *req, zp_frames_t *f,
-               int timeout_ms);
 
 int cmd_scale(int argc, char **argv)
 {

@@ -13,8 +13,6 @@
 #include <string.h>
 #include <unistd.h>
 
-int zp_request(const char *run_dir, const char *sock_name, const zp_msg_t *req, zp_frames_t *f,
-               int timeout_ms);
 
 typedef struct {
     char stage[16];
