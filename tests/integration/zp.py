@@ -55,13 +55,16 @@ class Workdir:
         return self
 
     def sanitizer_reports(self):
-        """Lines of AddressSanitizer/UBSan/LeakSanitizer reports in any stage log."""
+        """AddressSanitizer/UBSan/LeakSanitizer reports in any stage log: each
+        report's first line and the 40 lines after it (the stacks), so that a
+        rare failure can be read from CI's output."""
         bad = []
         for log in glob.glob(os.path.join(self.path, "**", "logs", "*.log"), recursive=True):
             with open(log, errors="replace") as f:
-                for line in f:
-                    if "Sanitizer" in line or "runtime error:" in line:
-                        bad.append("%s: %s" % (os.path.basename(log), line.strip()))
+                lines = f.read().splitlines()
+            for i, line in enumerate(lines):
+                if "ERROR: " in line and "Sanitizer" in line or "runtime error:" in line:
+                    bad += ["%s: %s" % (os.path.basename(log), l.strip()) for l in lines[i:i + 41]]
         return bad
 
     def __exit__(self, *exc):
@@ -80,7 +83,7 @@ class Workdir:
                 pass
         shutil.rmtree(self.path, ignore_errors=True)
         if reports and exc[0] is None:
-            raise AssertionError("sanitizer reports:\n" + "\n".join(reports[:20]))
+            raise AssertionError("sanitizer reports:\n" + "\n".join(reports[:200]))
         return False
 
     def write(self, name, text):
