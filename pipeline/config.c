@@ -606,6 +606,18 @@ static int cross_check(origin_t *o, zp_config_t *cfg, walk_t *w)
         return fail_at(o, m, "trainer.optimizer.betas", NULL, "needs 2 values (got %d)",
                        cfg->betas.n);
     }
+    const char *range[2] = {"dataset.augment.scale", "dataset.augment.ratio"};
+    const zp_floats_t *lohi[2] = {&cfg->aug_scale, &cfg->aug_ratio};
+    for (int i = 0; i < 2; i++)
+        if (lohi[i]->n != 2 || lohi[i]->v[0] > lohi[i]->v[1]) {
+            blame(o, w, range[i], &m);
+            return fail_at(o, m, range[i], NULL, "needs 2 values, lowest first");
+        }
+    if (cfg->aug_where == ZP_AUG_IN_LOADER && cfg->cache_enabled) {
+        blame(o, w, "dataset.augment.where", &m);
+        return fail_at(o, m, "dataset.augment.where", NULL,
+                       "loader needs cache.enabled: false (the cache would keep one draw)");
+    }
     const char *shape = "dataset.synthetic.shape";
     int64_t elems = 1;
     for (int i = 0; i < cfg->synth_shape.n; i++)

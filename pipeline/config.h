@@ -32,6 +32,7 @@ enum { ZP_ON_ERROR_STOP, ZP_ON_ERROR_SKIP };
 enum { ZP_TRANSPORT_IPC, ZP_TRANSPORT_TCP };
 enum { ZP_SCHED_NONE, ZP_SCHED_STEP, ZP_SCHED_COSINE };
 enum { ZP_OPTIM_SGD, ZP_OPTIM_ADAMW };
+enum { ZP_AUG_IN_TRAINER, ZP_AUG_IN_LOADER };
 
 typedef struct {
     char run_name[64];
@@ -45,6 +46,10 @@ typedef struct {
     char image_train[256], image_test[256];
     int64_t image_resize, image_crop;
     zp_ints_t synth_shape;
+    int aug_where;
+    int64_t aug_padding;
+    bool aug_resized_crop, aug_hflip;
+    zp_floats_t aug_scale, aug_ratio;
     bool cache_enabled;
     char cache_path[256];
     int64_t cache_max_bytes, commit_every;

@@ -23,13 +23,15 @@
 #include <stdint.h>
 
 /* Every region name of every stage. Trainer: epoch, batch, io (waiting for a
- * batch), h2d, forward, backward, comm, other (the rest of a batch). Data
- * stages: read, decode, transform, lmdb_get, lmdb_put, collate, send, wait. */
+ * batch), h2d, augment, forward, backward, comm, other (the rest of a batch).
+ * Data stages: read, decode, transform, lmdb_get, lmdb_put, collate, send, wait
+ * (and augment in loaders). */
 #define ZP_REGIONS(X)                                                                              \
     X(EPOCH, "epoch") X(BATCH, "batch") X(IO, "io") X(H2D, "h2d") X(FORWARD, "forward")            \
     X(BACKWARD, "backward") X(COMM, "comm") X(OTHER, "other") X(READ, "read")                     \
     X(DECODE, "decode") X(TRANSFORM, "transform") X(LMDB_GET, "lmdb_get")                         \
-    X(LMDB_PUT, "lmdb_put") X(COLLATE, "collate") X(SEND, "send") X(WAIT, "wait")
+    X(LMDB_PUT, "lmdb_put") X(COLLATE, "collate") X(SEND, "send") X(WAIT, "wait")                     \
+    X(AUGMENT, "augment")
 
 #define ZP_REGION_ENUM(id, name) ZP_R_##id,
 enum { ZP_REGIONS(ZP_REGION_ENUM) ZP_R_COUNT };

@@ -58,6 +58,18 @@
       "make every Nth sample (index + 1 divisible by N) fail to load, to test on_error (0 = none)") \
     X("dataset.synthetic.cost_us", INT, synth_cost_us, "0", 0, 1000000,                            \
       "CPU time a loader spends on each synthetic sample, in microseconds")                       \
+    X("dataset.augment.where", ENUM, aug_where, "trainer", "trainer|loader", 0,                  \
+      "random augmentation of train samples: in the trainer after the cache, or in loaders (cache off)") \
+    X("dataset.augment.crop_padding", INT, aug_padding, "0", 0, 4096,                             \
+      "random crop of the sample's size from it padded by this many pixels a side (0 = off)")     \
+    X("dataset.augment.resized_crop", BOOL, aug_resized_crop, "false", 0, 0,                      \
+      "random-resized-crop: a random box (scale of the area, ratio of the sides) resized back")   \
+    X("dataset.augment.scale", FLOATS, aug_scale, "[0.08, 1.0]", 0.0001, 1,                       \
+      "random-resized-crop: lowest and highest share of the area the box covers")                 \
+    X("dataset.augment.ratio", FLOATS, aug_ratio, "[0.75, 1.3333333]", 0.01, 100,                 \
+      "random-resized-crop: lowest and highest width / height of the box")                        \
+    X("dataset.augment.hflip", BOOL, aug_hflip, "false", 0, 0,                                    \
+      "flip half of the train samples left to right")                                             \
     X("cache.enabled", BOOL, cache_enabled, "false", 0, 0,                                         \
       "keep preprocessed samples in an LMDB cache: later epochs and runs read them from there")  \
     X("cache.path", STR, cache_path, "cache", 0, 0, "folder of the LMDB environment")              \
@@ -136,7 +148,7 @@
     X("trainer.debug.nan_at_step", INT, nan_at_step, "0", 0, 1000000000,                           \
       "put a NaN into the first layer's weight gradient at this step (0 = never), to test the guard") \
     X("trainer.debug.log_batches", BOOL, log_batches, "false", 0, 0,                               \
-      "append every train batch (epoch, index, step, digest of its indices) to batches.log")     \
+      "append every train batch (epoch, index, step, digests of its indices and pixels) to batches.log") \
     X("logger.stat_interval_ms", INT, stat_interval_ms, "1000", 50, 600000,                        \
       "how often every stage reports its counters")
 

@@ -51,14 +51,14 @@
     X(RETIRED, "retired", 1, 0,                                                                      \
       "cache -> loader: every task meant for you was sent before this; finish them and exit")    \
     X(TASK, "task", 2, ZP_B(id) | ZP_B(split) | ZP_B(n),                                                    \
-      "cache -> loader: load `n` samples; frame 1 = u32 indices[n]")                               \
+      "cache -> loader: load `n` samples; frame 1 = u32 indices[n]; `epoch` optional")                               \
     X(SAMPLES, "samples", 4, ZP_B(id) | ZP_B(split) | ZP_B(n) | ZP_B(elems),                                   \
       "loader -> cache: results of task `id`; frames u32 indices[n], i32 labels[n], "              \
       "f32 data[n*elems]")                                                                         \
     X(FAIL, "fail", 1, ZP_B(id) | ZP_B(error),                                                           \
       "loader -> cache, cache -> prefetch: task or fetch `id` failed with `error`")              \
     X(FETCH, "fetch", 2, ZP_B(id) | ZP_B(split) | ZP_B(n),                                                  \
-      "prefetch -> cache: load `n` samples; frame 1 = u32 indices[n]")                             \
+      "prefetch -> cache: load `n` samples; frame 1 = u32 indices[n]; `epoch` optional")                             \
     X(RESULT, "result", 4, ZP_B(id) | ZP_B(split) | ZP_B(n) | ZP_B(elems) | ZP_B(offset),                         \
       "cache -> prefetch: samples for fetch `id` starting at `offset`; frames as SAMPLES")        \
     X(SYNC, "sync", 1, ZP_B(id),                                                                     \

@@ -148,6 +148,11 @@ static const struct CMUnitTest bad_files[] = {
          "4:8: dataset.std: has 3 values but dataset.mean has 2", true),
     CASE(synthetic_shape_of_four_dimensions_is_rejected, "shape_too_many_dims.yaml",
          "4:12: dataset.synthetic.shape: needs 1 to 3 dimensions (got 4)", true),
+    CASE(augmentation_in_loaders_with_the_cache_on_is_rejected, "augment_in_loader_with_cache.yaml",
+         "4:12: dataset.augment.where: loader needs cache.enabled: false (the cache would keep one draw)",
+         true),
+    CASE(augment_scale_with_the_highest_first_is_rejected, "augment_scale_reversed.yaml",
+         "5:12: dataset.augment.scale: needs 2 values, lowest first", true),
 };
 
 static void nonexistent_file_is_reported_with_its_path(void **state)
@@ -306,17 +311,21 @@ static void every_key_of_a_full_file_is_parsed(void **state)
     assert_int_equal(c.stat_interval_ms, 50);
 }
 
+/* dataset.augment.where: loader excludes every_key.yaml's cache.enabled: true;
+ * augment_in_loader.yaml sets it instead. */
 #define DIFFERS(key, type, field, def, lo, hi, help)                                               \
-    if (memcmp(&a.field, &b.field, sizeof a.field) == 0)                                           \
+    if (memcmp(&a.field, &b.field, sizeof a.field) == 0 &&                                         \
+        (strcmp(key, "dataset.augment.where") || memcmp(&l.field, &b.field, sizeof l.field) == 0)) \
         fail_msg("%s: every_key.yaml leaves it at its default", key);
 
 static void full_fixture_sets_every_key(void **state)
 {
     (void)state;
     /* so that the round trip below exercises every key with a value of its own */
-    zp_config_t a, b;
+    zp_config_t a, b, l;
     assert_int_equal(zp_config_load(&a, GOOD "every_key.yaml", NULL, 0, err, sizeof err), 0);
     assert_int_equal(zp_config_load(&b, GOOD "minimal.yaml", NULL, 0, err, sizeof err), 0);
+    assert_int_equal(zp_config_load(&l, GOOD "augment_in_loader.yaml", NULL, 0, err, sizeof err), 0);
     ZP_CONFIG_KEYS(DIFFERS)
 }
 

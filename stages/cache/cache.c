@@ -47,6 +47,7 @@ typedef struct {
     peer_t prefetch;   /* who asked */
     uint64_t fetch_id;
     uint64_t split, offset, n;
+    uint64_t epoch, has_epoch; /* passed on to loaders that augment */
     uint32_t *indices;
     size_t cap;
     int loader;        /* index into loaders[], -1 while queued */
@@ -153,6 +154,8 @@ static int on_fetch(cache_t *c, zmq_msg_t *who, const zp_msg_t *m)
         t->id = (++c->seq << 20) | i;
         t->fetch_id = m->id;
         t->split = m->split;
+        t->epoch = m->epoch;
+        t->has_epoch = m->present & ZP_B(epoch);
         t->offset = off;
         t->n = n;
         t->loader = -1;
@@ -270,7 +273,8 @@ static int dispatch(cache_t *c)
         task_t *t = &c->pool[c->queue[c->qhead]];
         c->qhead = (c->qhead + 1) % c->pool_cap;
         c->qlen--;
-        zp_msg_t m = {.type = ZP_MSG_TASK, .id = t->id, .split = t->split, .n = t->n};
+        zp_msg_t m = {.type = ZP_MSG_TASK, .id = t->id, .split = t->split, .n = t->n,
+                      .epoch = t->epoch, .present = t->has_epoch ? ZP_B(epoch) : 0};
         const void *parts[1] = {t->indices};
         size_t sizes[1] = {t->n * 4};
         int rc = send_to(c->loaders[pick].sock, &c->loaders[pick].peer, &m, parts, sizes, 1);

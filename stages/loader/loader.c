@@ -7,6 +7,7 @@
  * offers its credit again (Paranoid Pirate). SIGUSR1 (`zeus-pipe scale`)
  * retires it: RETIRE, finish what was sent before RETIRED, exit 0. */
 #define _GNU_SOURCE
+#include "pipeline/augment.h"
 #include "pipeline/log.h"
 #include "pipeline/sock.h"
 #include "pipeline/stage.h"
@@ -40,6 +41,8 @@ typedef struct {
     int64_t last_send, last_recv; /* ns */
     int retire_sent;
     int64_t skipped;
+    zp_augment_t aug; /* dataset.augment.where = loader (cache off) */
+    float *scratch;   /* one transformed sample before its augmentation; owned */
 } loader_t;
 
 /* loader.on_error: skip: the sample goes on with label ZP_LABEL_SKIPPED (the
@@ -176,6 +179,8 @@ static int load_samples(loader_t *l, const zp_msg_t *t, zmq_msg_t *parts, char *
     }
     uint8_t *labels = zmq_msg_data(&parts[0]);
     int64_t read_ns = 0, transform_ns = 0;
+    /* the epoch comes with tasks of a prefetch that knows about augmentation */
+    int augment = l->aug.on && t->split == ZP_SPLIT_TRAIN && (t->present & ZP_B(epoch));
     for (size_t i0 = 0; i0 < n; i0 += l->chunk) {
         size_t m = n - i0 < l->chunk ? n - i0 : l->chunk;
         int64_t t0 = zp_now_ns();
@@ -202,13 +207,21 @@ static int load_samples(loader_t *l, const zp_msg_t *t, zmq_msg_t *parts, char *
             memcpy(labels + 4 * i, &label, 4);
         }
         int64_t t1 = zp_now_ns();
-        for (size_t i = i0; i < i0 + m; i++)
-            transform(l, l->pixels + (i - i0) * elems, data + i * elems);
+        for (size_t i = i0; i < i0 + m; i++) {
+            if (!augment) {
+                transform(l, l->pixels + (i - i0) * elems, data + i * elems);
+                continue;
+            }
+            uint32_t ix;
+            memcpy(&ix, idx + 4 * i, 4);
+            transform(l, l->pixels + (i - i0) * elems, l->scratch);
+            zp_augment(&l->aug, t->epoch, ix, l->scratch, data + i * elems);
+        }
         read_ns += t1 - t0;
         transform_ns += zp_now_ns() - t1;
     }
     zp_timer_add(&l->st->timers, ZP_R_READ, read_ns);
-    zp_timer_add(&l->st->timers, ZP_R_TRANSFORM, transform_ns);
+    zp_timer_add(&l->st->timers, augment ? ZP_R_AUGMENT : ZP_R_TRANSFORM, transform_ns);
     return 0;
 }
 
@@ -323,6 +336,13 @@ int zp_loader_main(zp_stage_t *st)
     l.chunk = (size_t)(256 << 10) / (size_t)st->meta.elems;
     l.chunk = l.chunk < 1 ? 1 : l.chunk;
     l.pixels = malloc((size_t)st->meta.elems * l.chunk);
+    if (st->cfg.aug_where == ZP_AUG_IN_LOADER && st->mode != ZP_MODE_OVERFIT &&
+        (zp_augment_init(&l.aug, &st->cfg, &st->meta) ||
+         !(l.scratch = malloc(sizeof(float) * (size_t)st->meta.elems)))) {
+        zp_error("out of memory");
+        rc = 1;
+        goto out;
+    }
     if (!l.pixels || (!st->connect[0] && zp_stage_endpoint(st, "work", l.ep, sizeof l.ep))) {
         rc = 1;
         goto out;
@@ -339,6 +359,8 @@ out:
     if (l.src)
         l.src->destroy(l.src);
     free(l.pixels);
+    free(l.scratch);
+    zp_augment_free(&l.aug);
     zp_stage_close(st); /* ZeroMQ releases the output buffers before they are freed */
     for (int i = 0; i < OUTBUFS; i++)
         free(l.out[i].buf);

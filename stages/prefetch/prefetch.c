@@ -131,7 +131,8 @@ static int is_present(const prefetch_t *p, uint32_t index)
 static int send_fetch_of(prefetch_t *p, fetch_t *f)
 {
     f->id = ++p->fetch_seq;
-    zp_msg_t m = {.type = ZP_MSG_FETCH, .id = f->id, .split = (uint64_t)p->split, .n = (uint64_t)f->n};
+    zp_msg_t m = {.type = ZP_MSG_FETCH, .id = f->id, .split = (uint64_t)p->split, .n = (uint64_t)f->n,
+                  .epoch = (uint64_t)p->epoch, .present = ZP_B(epoch)}; /* for loaders that augment */
     const void *parts[1] = {p->scratch};
     size_t sizes[1] = {(size_t)f->n * 4};
     p->misses += f->n;

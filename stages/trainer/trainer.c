@@ -4,6 +4,7 @@
  * sample indices seen, an order-independent checksum of them, and an
  * order-dependent digest of the batch sequence. */
 #define _GNU_SOURCE
+#include "pipeline/augment.h"
 #include "pipeline/ckpt.h"
 #include "pipeline/hash.h"
 #include "pipeline/log.h"
@@ -21,6 +22,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <xxhash.h>
 
 char *openblas_get_corename(void);
 void openblas_set_num_threads(int);
@@ -51,7 +53,9 @@ typedef struct {
     uint8_t *ckpt; /* checkpoint payload buffer; owned */
     size_t ckpt_bytes;
     FILE *batches; /* batches.log when trainer.debug.log_batches; owned */
-    int64_t compute_ns; /* forward + backward of the current batch */
+    int64_t compute_ns; /* timed regions of the current batch: augment, forward, backward */
+    zp_augment_t aug;   /* in the trainer: dataset.augment.where = trainer */
+    float *augmented;   /* the augmented train batch; owned */
     zp_eval_t eval;     /* ZP_MODE_EVAL: the checkpoints under test */
     double first_loss, last_loss; /* of train steps, for ZP_MODE_OVERFIT */
 } trainer_t;
@@ -225,14 +229,18 @@ static int resume(trainer_t *t)
     return 0;
 }
 
-/* One line per train batch: lets a test compare the batch sequence of runs. */
-static void log_batch(trainer_t *t, const zp_msg_t *m, const uint32_t *idx, int64_t step)
+/* One line per train batch: lets a test compare the batch sequence of runs,
+ * and the pixels the model is given (after augmentation). */
+static void log_batch(trainer_t *t, const zp_msg_t *m, const uint32_t *idx, const float *x,
+                      int64_t step)
 {
     uint64_t d = ZP_ORDER_INIT;
     for (uint64_t i = 0; i < m->n; i++)
         d = zp_order_step(d, idx[i]);
-    fprintf(t->batches, "%llu %llu %lld %016llx\n", (unsigned long long)m->epoch,
-            (unsigned long long)m->index, (long long)step, (unsigned long long)d);
+    uint64_t px = XXH3_64bits(x, m->n * (size_t)t->st->meta.elems * sizeof *x);
+    fprintf(t->batches, "%llu %llu %lld %016llx %016llx\n", (unsigned long long)m->epoch,
+            (unsigned long long)m->index, (long long)step, (unsigned long long)d,
+            (unsigned long long)px);
     fflush(t->batches);
 }
 
@@ -293,14 +301,14 @@ static int compute(trainer_t *t, const zp_msg_t *m, const uint32_t *idx, const f
         int64_t correct0 = first->correct;
         ZP_TIME_BEGIN(tm, ZP_R_FORWARD);
         zp_eval_batch(&t->eval, x, labels, n);
-        t->compute_ns = ZP_TIME_END(tm, ZP_R_FORWARD);
+        t->compute_ns += ZP_TIME_END(tm, ZP_R_FORWARD);
         t->acc[split].loss_sum += first->loss_sum - loss0;
         t->acc[split].correct += first->correct - correct0;
         return 0;
     }
     ZP_TIME_BEGIN(tm, ZP_R_FORWARD);
     double loss = zp_mlp_forward(&t->mlp, x, labels, n, &correct);
-    t->compute_ns = ZP_TIME_END(tm, ZP_R_FORWARD);
+    t->compute_ns += ZP_TIME_END(tm, ZP_R_FORWARD);
     if (!isfinite(loss)) {
         if (!zp_mlp_check_forward(&t->mlp, n, &layer, &tensor))
             layer = t->mlp.nlayers - 1, tensor = "loss";
@@ -345,8 +353,16 @@ static int on_batch(trainer_t *t, const zp_msg_t *m)
     const float *x = (const float *)(base + t->lay.data);
     int n = (int)m->n, split = (int)m->split;
     account_indices(t, split, idx, n);
+    if (t->aug.on && split == ZP_SPLIT_TRAIN && n > 0) {
+        ZP_TIME_BEGIN(&t->st->timers, ZP_R_AUGMENT);
+        for (int i = 0; i < n; i++)
+            zp_augment(&t->aug, m->epoch, idx[i], x + (size_t)i * t->st->meta.elems,
+                       t->augmented + (size_t)i * t->st->meta.elems);
+        t->compute_ns += ZP_TIME_END(&t->st->timers, ZP_R_AUGMENT);
+        x = t->augmented;
+    }
     if (t->batches && split == ZP_SPLIT_TRAIN)
-        log_batch(t, m, idx, t->step + 1);
+        log_batch(t, m, idx, x, t->step + 1);
     if (c->backend == ZP_BACKEND_CPU && n > 0) { /* n = 0: every sample was skipped */
         int rc = compute(t, m, idx, x, labels);
         if (rc)
@@ -517,6 +533,12 @@ int zp_trainer_main(zp_stage_t *st)
             rc = -errno;
         if (!rc && st->mode == ZP_MODE_RESUME)
             rc = resume(&t);
+        if (!rc && st->cfg.aug_where == ZP_AUG_IN_TRAINER && st->mode != ZP_MODE_EVAL &&
+            st->mode != ZP_MODE_OVERFIT) /* overfit: the one batch as it is */
+            rc = zp_augment_init(&t.aug, &st->cfg, &st->meta);
+        if (!rc && t.aug.on &&
+            !(t.augmented = malloc(sizeof(float) * (size_t)st->cfg.batch_size * (size_t)st->meta.elems)))
+            rc = ZP_ENOMEM;
     }
     if (!rc && st->cfg.log_batches) {
         char path[PATH_MAX + 16];
@@ -539,6 +561,8 @@ int zp_trainer_main(zp_stage_t *st)
     zp_ring_destroy(&t.ring);
     zp_mlp_free(&t.mlp);
     zp_eval_close(&t.eval);
+    zp_augment_free(&t.aug);
+    free(t.augmented);
     free(t.ckpt);
     if (t.batches)
         fclose(t.batches);

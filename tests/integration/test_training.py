@@ -34,7 +34,7 @@ def batch_sequence(run_dir):
     by_step = {}
     with open(os.path.join(run_dir, "batches.log")) as f:
         for line in f:
-            epoch, index, step, digest = line.split()
+            epoch, index, step, digest = line.split()[:4]
             by_step[int(step)] = (int(epoch), int(index), digest)
     return [by_step[s] for s in sorted(by_step)], sum(1 for _ in open(os.path.join(run_dir, "batches.log")))
 

@@ -1,0 +1,49 @@
+/* augment.h — random augmentation of train samples: random-resized-crop, crop
+ * with padding and horizontal flip, on normalised float samples (channels x
+ * height x width), after the cache.
+ *
+ * Every draw comes from (seed, epoch, sample index) alone: a sample is
+ * augmented the same way in every run with that seed, whichever loader, batch
+ * or backend handles it, and differently in every epoch. The three transforms
+ * compose into one coordinate map, so a sample is read once and written once:
+ * output pixel (y, x) -> flip -> shift by the padded crop (outside the image:
+ * the value of a black pixel after normalisation) -> bilinear sample of the
+ * random-resized-crop box (align_corners = false, as torchvision). */
+#ifndef ZP_AUGMENT_H
+#define ZP_AUGMENT_H
+
+#include "pipeline/config.h"
+#include "pipeline/dataset.h"
+
+#include <stdint.h>
+
+/* One sample's draw. */
+typedef struct {
+    int flip;
+    int dy, dx;                  /* crop offset inside the padded sample, 0..2 x padding */
+    double box_y, box_x, box_h, box_w; /* random-resized-crop box (the whole sample when off) */
+} zp_aug_draw_t;
+
+typedef struct {
+    int on;
+    int c, h, w;
+    int padding, resized_crop, hflip;
+    double scale[2], log_ratio[2];
+    uint64_t seed;
+    float *fill; /* per channel: pixel value 0 after normalisation */
+    /* per output row / column of the current draw: source indices and weight */
+    int32_t *y0, *y1, *x0, *x1;
+    float *fy, *fx;
+} zp_augment_t;
+
+/* Reads dataset.augment.*; a->on = 0 when nothing is asked for. ZP_ENOMEM. */
+int zp_augment_init(zp_augment_t *a, const zp_config_t *cfg, const zp_dataset_meta_t *meta);
+void zp_augment_free(zp_augment_t *a);
+
+/* The draw of sample `index` in `epoch`. */
+void zp_augment_draw(const zp_augment_t *a, uint64_t epoch, uint32_t index, zp_aug_draw_t *d);
+
+/* Writes the augmented sample to `out`, which must not overlap `in`. */
+void zp_augment(zp_augment_t *a, uint64_t epoch, uint32_t index, const float *in, float *out);
+
+#endif
