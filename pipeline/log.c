@@ -24,6 +24,7 @@ const char *zp_strerror(int code)
     case ZP_EZMQ: return "ZP_EZMQ: ZeroMQ call failed";
     case ZP_ESTOP: return "ZP_ESTOP: stopped by a signal";
     case ZP_ETIMEOUT: return "ZP_ETIMEOUT: peer did not answer in time";
+    case ZP_EGPU: return "ZP_EGPU: a CUDA, cuBLAS or NCCL call failed";
     }
     if (code < 0 && code > -4096)
         return strerror(-code);

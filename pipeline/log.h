@@ -22,7 +22,8 @@ enum {
     ZP_ENOMEM = -10007,  /* out of memory */
     ZP_EZMQ = -10008,    /* libzmq call failed; see errno */
     ZP_ESTOP = -10009,   /* interrupted by a stop request (signal) */
-    ZP_ETIMEOUT = -10010 /* peer did not answer in time */
+    ZP_ETIMEOUT = -10010, /* peer did not answer in time */
+    ZP_EGPU = -10011      /* a CUDA, cuBLAS or NCCL call failed */
 };
 
 /* Name and one sentence for a ZP_E* code or a negative errno. Static storage. */

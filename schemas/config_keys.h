@@ -108,8 +108,9 @@
       "draw a seeded permutation of the train split every epoch")                                 \
     X("prefetch.drop_last", BOOL, drop_last, "false", 0, 0,                                        \
       "drop the last batch of an epoch when it is short")                                         \
-    X("trainer.backend", ENUM, backend, "cpu", "cpu|null", 0,                                      \
-      "cpu trains with OpenBLAS; null only counts batches (for benchmarks)")                      \
+    X("trainer.backend", ENUM, backend, "cpu", "cpu|null|cuda|auto", 0,                           \
+      "cpu trains with OpenBLAS, cuda on GPU 0 (CUDA_VISIBLE_DEVICES picks it), auto: cuda when " \
+      "a GPU is found, else cpu; null only counts batches (for benchmarks)")                      \
     X("trainer.model.hidden", INTS, hidden, "[256, 128]", 1, 65536,                                \
       "sizes of the hidden layers of the multilayer perceptron ([] = linear model)")             \
     X("trainer.optimizer.name", ENUM, optimizer, "sgd", "sgd|adamw", 0,                            \

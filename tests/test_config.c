@@ -96,7 +96,7 @@ static const struct CMUnitTest bad_files[] = {
     CASE(bool_other_than_true_or_false_is_rejected, "bool_not_a_bool.yaml",
          "4:12: prefetch.shuffle: expected true or false (got 'maybe')", true),
     CASE(enum_value_outside_its_choices_is_rejected, "enum_unknown_choice.yaml",
-         "4:12: trainer.backend: must be one of cpu/null (got 'gpu')", true),
+         "4:12: trainer.backend: must be one of cpu/null/cuda/auto (got 'gpu')", true),
     CASE(list_element_that_is_not_an_integer_is_rejected_at_the_element,
          "list_non_integer_element.yaml",
          "5:19: trainer.model.hidden: expected a list of integers (got 'x')", true),

@@ -12,6 +12,7 @@
 #include "pipeline/sock.h"
 #include "pipeline/stage.h"
 #include "stages/trainer/eval.h"
+#include "stages/trainer/gpu.h"
 #include "stages/trainer/mlp.h"
 
 #include <cblas.h>
@@ -55,6 +56,8 @@ typedef struct {
     FILE *batches; /* batches.log when trainer.debug.log_batches; owned */
     int64_t compute_ns; /* timed regions of the current batch: augment, forward, backward */
     zp_augment_t aug;   /* in the trainer: dataset.augment.where = trainer */
+    int backend;        /* trainer.backend with auto resolved */
+    zp_gpu_t *gpu;      /* the cuda backend */
     float *augmented;   /* the augmented train batch; owned */
     zp_eval_t eval;     /* ZP_MODE_EVAL: the checkpoints under test */
     double first_loss, last_loss; /* of train steps, for ZP_MODE_OVERFIT */
@@ -125,14 +128,19 @@ static void step_record(trainer_t *t, int64_t epoch)
 /* Payload: the best test accuracy (f64), then the model and optimizer state. */
 static void checkpoint(trainer_t *t, const char *name, uint64_t epoch, uint64_t batch)
 {
-    if (t->st->cfg.backend != ZP_BACKEND_CPU)
+    if (t->backend == ZP_BACKEND_NULL)
         return;
+    int rc = t->gpu ? zp_gpu_download(t->gpu, &t->mlp) : 0;
+    if (rc) {
+        zp_error("cannot write a checkpoint: the model cannot be read from the GPU");
+        return;
+    }
     memcpy(t->ckpt, &t->best, 8);
     zp_mlp_save(&t->mlp, t->ckpt + 8);
     zp_ckpt_pos_t pos = {(uint64_t)t->step, epoch, batch, (uint64_t)t->st->cfg.seed};
     char path[PATH_MAX + 64];
     zp_ckpt_path(path, sizeof path, t->st->run_dir, name);
-    int rc = zp_ckpt_write(path, &pos, t->ckpt, t->ckpt_bytes);
+    rc = zp_ckpt_write(path, &pos, t->ckpt, t->ckpt_bytes);
     if (rc)
         zp_error("%s: cannot write the checkpoint: %s", path, zp_strerror(rc));
 }
@@ -165,7 +173,7 @@ static void epoch_record(trainer_t *t, const zp_msg_t *m)
     snprintf(sum, sizeof sum, "%016llx", (unsigned long long)a->checksum);
     snprintf(order, sizeof order, "%016llx", (unsigned long long)a->order);
     zp_event_t ev;
-    int with_model = t->st->cfg.backend == ZP_BACKEND_CPU;
+    int with_model = t->backend != ZP_BACKEND_NULL;
     zp_ev_begin(t->st, &ev, "metric", 13 + 2 * with_model);
     zp_ev_str(&ev, "event", "epoch_end");
     zp_ev_str(&ev, "split", zp_split_name(split));
@@ -336,6 +344,50 @@ static int compute(trainer_t *t, const zp_msg_t *m, const uint32_t *idx, const f
     return 0;
 }
 
+/* The cuda backend: enqueue the batch's copy and compute, and return once
+ * the copy is done (the caller then gives the slot back); the compute runs on
+ * while the next batch arrives. Losses stay on the GPU until they are logged. */
+static int gpu_compute(trainer_t *t, const zp_msg_t *m, const float *x, const int32_t *labels)
+{
+    int split = (int)m->split;
+    if (split == ZP_SPLIT_TRAIN) {
+        t->opt.lr = (float)scheduled_lr(&t->st->cfg, t->step, (int64_t)m->epoch, (int64_t)m->batches);
+        t->opt.t = t->step + 1;
+    }
+    int rc = zp_gpu_batch(t->gpu, x, labels, (int)m->n, split, &t->opt);
+    if (!rc)
+        rc = zp_gpu_wait_copy(t->gpu);
+    zp_gpu_harvest(t->gpu, &t->st->timers);
+    return rc;
+}
+
+/* The cuda backend's loss and hits of `split` since the last call, into the
+ * epoch's (and for train, the log window's) sums; stops the run on a NaN. */
+static int gpu_metrics(trainer_t *t, int split, int64_t epoch)
+{
+    if (!t->gpu)
+        return 0;
+    double loss;
+    int64_t correct;
+    int non_finite;
+    int rc = zp_gpu_take(t->gpu, split, &loss, &correct, &non_finite);
+    if (rc)
+        return rc;
+    t->acc[split].loss_sum += loss;
+    t->acc[split].correct += correct;
+    if (split == ZP_SPLIT_TRAIN) {
+        t->win_loss += loss;
+        t->win_correct += correct;
+    }
+    if (non_finite) {
+        zp_error("step %lld (epoch %lld): a loss or gradient is not finite (the cuda backend "
+                 "checks at every metric record: the first such step is at most "
+                 "trainer.log_every_steps earlier)", (long long)t->step, (long long)epoch + 1);
+        return ZP_EINVAL;
+    }
+    return 0;
+}
+
 static int on_batch(trainer_t *t, const zp_msg_t *m)
 {
     const zp_config_t *c = &t->st->cfg;
@@ -363,7 +415,11 @@ static int on_batch(trainer_t *t, const zp_msg_t *m)
     }
     if (t->batches && split == ZP_SPLIT_TRAIN)
         log_batch(t, m, idx, x, t->step + 1);
-    if (c->backend == ZP_BACKEND_CPU && n > 0) { /* n = 0: every sample was skipped */
+    if (t->gpu && n > 0) {
+        int rc = gpu_compute(t, m, x, labels);
+        if (rc)
+            return rc;
+    } else if (t->backend == ZP_BACKEND_CPU && n > 0) { /* n = 0: every sample was skipped */
         int rc = compute(t, m, idx, x, labels);
         if (rc)
             return rc;
@@ -377,8 +433,12 @@ static int on_batch(trainer_t *t, const zp_msg_t *m)
         t->step++;
         t->win_samples += n;
         t->steps_per_epoch = (int64_t)m->batches;
-        if (t->step % c->log_every_steps == 0 || m->index + 1 == m->batches)
+        if (t->step % c->log_every_steps == 0 || m->index + 1 == m->batches) {
+            int mrc = gpu_metrics(t, ZP_SPLIT_TRAIN, (int64_t)m->epoch);
+            if (mrc)
+                return mrc;
             step_record(t, (int64_t)m->epoch);
+        }
         if (c->ckpt_every_steps && t->step % c->ckpt_every_steps == 0)
             checkpoint(t, "last", m->epoch, m->index + 1);
     }
@@ -431,6 +491,8 @@ static int loop(trainer_t *t)
                 ZP_TIME_END(&t->st->timers, ZP_R_IO);
             if (zp_timer_is_open(&t->st->timers, ZP_R_EPOCH))
                 ZP_TIME_END(&t->st->timers, ZP_R_EPOCH);
+            if ((rc = gpu_metrics(t, (int)m.split, (int64_t)m.epoch)))
+                break;
             epoch_record(t, &m);
             ZP_TIME_BEGIN(&t->st->timers, ZP_R_EPOCH);
             ZP_TIME_BEGIN(&t->st->timers, ZP_R_IO);
@@ -485,8 +547,9 @@ static int init_model(trainer_t *t)
                         .weight_decay = (float)c->weight_decay, .beta1 = (float)c->betas.v[0],
                         .beta2 = (float)c->betas.v[1], .eps = (float)c->eps};
     openblas_set_num_threads((int)c->threads);
-    zp_info("cpu backend: MLP with %d weight layers; OpenBLAS core %s, %lld thread(s)", L,
-            openblas_get_corename(), (long long)c->threads);
+    if (t->backend == ZP_BACKEND_CPU)
+        zp_info("cpu backend: MLP with %d weight layers; OpenBLAS core %s, %lld thread(s)", L,
+                openblas_get_corename(), (long long)c->threads);
     int rc = zp_mlp_init(&t->mlp, dims, L, (int)c->batch_size, (uint64_t)c->seed);
     if (!rc && t->st->mode == ZP_MODE_EVAL) {
         char dir[PATH_MAX], ckpts[PATH_MAX + 16];
@@ -495,6 +558,49 @@ static int init_model(trainer_t *t)
         rc = zp_eval_open(&t->eval, t->st->ckpts, ckpts, dims, L, (int)c->batch_size);
     }
     return rc;
+}
+
+/* trainer.backend with auto resolved: cuda where a GPU is found (eval and
+ * overfit run on the cpu backend). */
+static int pick_backend(trainer_t *t)
+{
+    const zp_stage_t *st = t->st;
+    t->backend = st->cfg.backend;
+    if (t->backend != ZP_BACKEND_CUDA && t->backend != ZP_BACKEND_AUTO)
+        return 0;
+    if (st->mode == ZP_MODE_EVAL || st->mode == ZP_MODE_OVERFIT) {
+        t->backend = ZP_BACKEND_CPU;
+        return 0;
+    }
+    char why[256];
+    int n = zp_gpu_count(why, sizeof why);
+    if (n > 0) {
+        t->backend = ZP_BACKEND_CUDA;
+    } else if (t->backend == ZP_BACKEND_CUDA) {
+        zp_error("trainer.backend: cuda: no GPU to use: %s", why);
+        return ZP_EGPU;
+    } else {
+        zp_info("trainer.backend: auto: no GPU (%s), so the cpu backend", why);
+        t->backend = ZP_BACKEND_CPU;
+    }
+    return 0;
+}
+
+static int open_gpu(trainer_t *t)
+{
+    char err[512];
+    int rc = zp_gpu_open(&t->gpu, 0, &t->mlp, t->ring->base, t->ring->map_bytes, err, sizeof err);
+    if (rc) {
+        zp_error("cuda backend: %s", err);
+        return rc;
+    }
+    zp_info("cuda backend: MLP with %d weight layers on %s; the ring (%zu bytes) is page-locked",
+            t->mlp.nlayers, zp_gpu_name(t->gpu), t->ring->map_bytes);
+    if (t->aug.on)
+        zp_info("cuda backend: augmentation runs on the CPU before the copy");
+    if (t->st->cfg.nan_at_step)
+        zp_warn("trainer.debug.nan_at_step is not applied by the cuda backend");
+    return 0;
 }
 
 /* overfit.txt: "STEPS FIRST_LOSS LAST_LOSS", read by `zeus-pipe overfit`. */
@@ -522,7 +628,9 @@ int zp_trainer_main(zp_stage_t *st)
         if (!(t.acc[s].seen = calloc((size_t)(st->meta.n[s] + 8) / 8, 1)))
             rc = ZP_ENOMEM;
     t.best = -1;
-    if (!rc && st->cfg.backend == ZP_BACKEND_CPU) {
+    if (!rc)
+        rc = pick_backend(&t);
+    if (!rc && t.backend != ZP_BACKEND_NULL) {
         rc = init_model(&t);
         t.ckpt_bytes = rc ? 0 : 8 + zp_mlp_state_bytes(&t.mlp);
         if (!rc && !(t.ckpt = malloc(t.ckpt_bytes)))
@@ -548,8 +656,13 @@ int zp_trainer_main(zp_stage_t *st)
     }
     if (!rc)
         rc = open_ring(&t);
+    if (!rc && t.backend == ZP_BACKEND_CUDA)
+        rc = open_gpu(&t);
     if (!rc)
         rc = loop(&t);
+    if (t.gpu && zp_gpu_harvest(t.gpu, &st->timers))
+        zp_info("cuda backend: %lld batches went untimed (the event pool was full)",
+                (long long)zp_gpu_harvest(t.gpu, &st->timers));
     if (rc < 0 && rc != ZP_ESTOP)
         zp_error("stopped: %s", zp_strerror(rc));
     else if (rc == 1)
@@ -558,6 +671,7 @@ int zp_trainer_main(zp_stage_t *st)
         rc = overfit_record(&t);
     zp_frames_close(&t.f);
     zp_sock_close(&t.sock);
+    zp_gpu_close(t.gpu); /* unregisters the ring: before it is unmapped */
     zp_ring_destroy(&t.ring);
     zp_mlp_free(&t.mlp);
     zp_eval_close(&t.eval);

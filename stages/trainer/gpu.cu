@@ -1,0 +1,516 @@
+/* gpu.cu — the cuda backend (see gpu.h). Layouts are the cpu backend's:
+ * row-major activations [n x features], weights [in x out]. cuBLAS is
+ * column-major, so every product is written for the transposes: a row-major
+ * [r x c] matrix is a column-major [c x r] one with leading dimension c. */
+extern "C" {
+#include "pipeline/log.h"
+#include "pipeline/timer.h"
+#include "stages/trainer/mlp.h"
+}
+#include "stages/trainer/gpu.h"
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define BUFS 2        /* device batch buffers: copy of k + 1 while k computes */
+#define TIMED 64      /* batches whose events may be in flight */
+#define THREADS 256
+
+enum { EV_COPY0, EV_COPY1, EV_FWD0, EV_FWD1, EV_BWD1, EV_COUNT }; /* copy stream, compute stream */
+
+typedef struct {
+    cudaEvent_t ev[EV_COUNT];
+    int pending; /* recorded, not harvested */
+    int train;   /* has a backward */
+} timed_t;
+
+/* Device counters, one set per split. */
+typedef struct {
+    double loss[2];
+    unsigned long long correct[2];
+    int non_finite;
+} counters_t;
+
+struct zp_gpu {
+    int device;
+    char name[160];
+    cudaStream_t copy, compute;
+    cublasHandle_t blas;
+    void *ring;
+    int registered;
+    int nlayers, dims[ZP_MLP_MAX_LAYERS + 1], max_batch;
+    float *w[ZP_MLP_MAX_LAYERS], *b[ZP_MLP_MAX_LAYERS], *gw[ZP_MLP_MAX_LAYERS],
+        *gb[ZP_MLP_MAX_LAYERS], *vw[ZP_MLP_MAX_LAYERS], *vb[ZP_MLP_MAX_LAYERS],
+        *sw[ZP_MLP_MAX_LAYERS], *sb[ZP_MLP_MAX_LAYERS];
+    float *act[ZP_MLP_MAX_LAYERS + 1], *grad[ZP_MLP_MAX_LAYERS + 1];
+    float *x[BUFS];
+    int32_t *labels[BUFS];
+    float *ones; /* max_batch ones: bias gradients as a matrix-vector product */
+    counters_t *counters;
+    cudaEvent_t copied[BUFS];  /* batch in buffer i has arrived */
+    cudaEvent_t consumed[BUFS]; /* the compute reading buffer i is done */
+    int next;                   /* buffer of the next batch */
+    int64_t batches;
+    timed_t timed[TIMED];
+    int64_t untimed;
+};
+
+static int cuda_fail(cudaError_t e, const char *what, char *err, size_t len)
+{
+    snprintf(err, len, "%s: %s", what, cudaGetErrorString(e));
+    return ZP_EGPU;
+}
+
+/* Logs a failure of an enqueue path, where there is no caller buffer. */
+#define CHECK(call)                                                                                \
+    do {                                                                                           \
+        cudaError_t e_ = (call);                                                                   \
+        if (e_ != cudaSuccess) {                                                                   \
+            zp_error("%s: %s", #call, cudaGetErrorString(e_));                                    \
+            return ZP_EGPU;                                                                         \
+        }                                                                                          \
+    } while (0)
+#define CHECK_BLAS(call)                                                                           \
+    do {                                                                                           \
+        cublasStatus_t s_ = (call);                                                                \
+        if (s_ != CUBLAS_STATUS_SUCCESS) {                                                         \
+            zp_error("%s: cuBLAS status %d", #call, (int)s_);                                     \
+            return ZP_EGPU;                                                                         \
+        }                                                                                          \
+    } while (0)
+
+static unsigned blocks(size_t n) { return (unsigned)((n + THREADS - 1) / THREADS); }
+
+/* ---- kernels ------------------------------------------------------------------------------- */
+
+/* z[i, j] += b[j], then ReLU unless this is the last layer. */
+__global__ void bias_relu(float *z, const float *b, int n, int o, int relu)
+{
+    size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+    if (i >= (size_t)n * o)
+        return;
+    float v = z[i] + b[i % o];
+    z[i] = relu && v < 0 ? 0 : v;
+}
+
+/* One row per thread: softmax of the logits in place; the loss and the hit
+ * add to the split's counters; with `grad`, dL/dlogits = (p - onehot) / n. */
+__global__ void softmax_xent(float *p, const int32_t *labels, int n, int c, float *grad,
+                             counters_t *k, int split)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n)
+        return;
+    float *row = p + (size_t)i * c, mx = row[0];
+    int arg = 0;
+    for (int j = 1; j < c; j++)
+        if (row[j] > mx)
+            mx = row[j], arg = j;
+    double sum = 0;
+    for (int j = 0; j < c; j++)
+        sum += row[j] = expf(row[j] - mx);
+    for (int j = 0; j < c; j++)
+        row[j] = (float)(row[j] / sum);
+    int y = labels[i] >= 0 && labels[i] < c ? labels[i] : 0;
+    double loss = -log(row[y] > 1e-30f ? row[y] : 1e-30f);
+    if (!isfinite(loss))
+        k->non_finite = 1;
+    atomicAdd(&k->loss[split], loss);
+    if (arg == y)
+        atomicAdd(&k->correct[split], 1ull);
+    if (grad)
+        for (int j = 0; j < c; j++)
+            grad[(size_t)i * c + j] = (row[j] - (j == y ? 1.0f : 0.0f)) / (float)n;
+}
+
+/* ga[i] = 0 where the layer's ReLU output was 0. */
+__global__ void relu_back(float *ga, const float *a, size_t n)
+{
+    size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+    if (i < n && a[i] <= 0)
+        ga[i] = 0;
+}
+
+/* The cpu backend's sgd() and adamw(), element-wise; a gradient that is not
+ * finite raises the flag. */
+__global__ void sgd(float *w, const float *g, float *v, size_t n, float lr, float mu, float wd,
+                    int *non_finite)
+{
+    size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+    if (i >= n)
+        return;
+    if (!isfinite(g[i]))
+        *non_finite = 1;
+    float d = g[i] + wd * w[i];
+    v[i] = mu * v[i] + d;
+    w[i] -= lr * v[i];
+}
+
+__global__ void adamw(float *w, const float *g, float *v, float *s, size_t n, float lr, float b1,
+                      float b2, float eps, float c1, float c2, float wd, int *non_finite)
+{
+    size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+    if (i >= n)
+        return;
+    if (!isfinite(g[i]))
+        *non_finite = 1;
+    v[i] = b1 * v[i] + (1 - b1) * g[i];
+    s[i] = b2 * s[i] + (1 - b2) * g[i] * g[i];
+    w[i] -= lr * ((v[i] / c1) / (sqrtf(s[i] / c2) + eps) + wd * w[i]);
+}
+
+__global__ void fill(float *x, size_t n, float v)
+{
+    size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+    if (i < n)
+        x[i] = v;
+}
+
+/* ---- set-up -------------------------------------------------------------------------------- */
+
+static int gpu_count(char *why, size_t len)
+{
+    int n = 0, driver = 0;
+    cudaError_t e = cudaGetDeviceCount(&n);
+    if (e == cudaErrorInsufficientDriver && cudaDriverGetVersion(&driver) == cudaSuccess) {
+        if (!driver)
+            snprintf(why, len, "no NVIDIA driver is loaded (libcuda.so.1 not found)");
+        else
+            snprintf(why, len, "the NVIDIA driver supports CUDA %d.%d, this build needs %d.%d",
+                     driver / 1000, driver % 1000 / 10, CUDART_VERSION / 1000,
+                     CUDART_VERSION % 1000 / 10);
+        return 0;
+    }
+    if (e != cudaSuccess) {
+        snprintf(why, len, "%s", cudaGetErrorString(e));
+        return 0;
+    }
+    if (!n)
+        snprintf(why, len, "no CUDA device");
+    return n;
+}
+
+static void gpu_close(zp_gpu_t *g);
+
+/* The parameter tensors in zp_mlp_t's order, with their sizes in floats. */
+static int params(zp_gpu_t *g, const zp_mlp_t *h, float ***dev, float ***host, size_t *sizes)
+{
+    int n = 0;
+    for (int l = 0; l < g->nlayers; l++) {
+        size_t w = (size_t)g->dims[l] * g->dims[l + 1], b = (size_t)g->dims[l + 1];
+        float **d[6] = {&g->w[l], &g->b[l], &g->vw[l], &g->vb[l], &g->sw[l], &g->sb[l]};
+        float *const *s[6] = {&h->w[l], &h->b[l], &h->vw[l], &h->vb[l], &h->sw[l], &h->sb[l]};
+        for (int i = 0; i < 6; i++) {
+            dev[n] = d[i];
+            host[n] = (float **)s[i];
+            sizes[n++] = i % 2 ? b : w;
+        }
+    }
+    return n;
+}
+
+static int gpu_open(zp_gpu_t **out, int device, const zp_mlp_t *host, void *ring,
+                           size_t ring_bytes, char *err, size_t len)
+{
+    *out = NULL;
+    zp_gpu_t *g = (zp_gpu_t *)calloc(1, sizeof *g);
+    if (!g)
+        return ZP_ENOMEM;
+    g->device = device;
+    g->nlayers = host->nlayers;
+    g->max_batch = host->max_batch;
+    memcpy(g->dims, host->dims, sizeof g->dims);
+    cudaError_t e;
+    cudaDeviceProp prop;
+    int rc = 0;
+#define TRY(call, what)                                                                            \
+    if (!rc && (e = (call)) != cudaSuccess)                                                        \
+    rc = cuda_fail(e, what, err, len)
+    TRY(cudaSetDevice(device), "cudaSetDevice");
+    TRY(cudaGetDeviceProperties(&prop, device), "cudaGetDeviceProperties");
+    if (!rc)
+        snprintf(g->name, sizeof g->name, "%.100s, %d SMs, %.1f GiB", prop.name,
+                 prop.multiProcessorCount, prop.totalGlobalMem / 1073741824.0);
+    TRY(cudaStreamCreateWithFlags(&g->copy, cudaStreamNonBlocking), "cudaStreamCreate");
+    TRY(cudaStreamCreateWithFlags(&g->compute, cudaStreamNonBlocking), "cudaStreamCreate");
+    /* once, for the life of the run: the prefetch writes every batch here */
+    TRY(cudaHostRegister(ring, ring_bytes, cudaHostRegisterDefault), "cudaHostRegister of the ring");
+    if (!rc) {
+        g->ring = ring;
+        g->registered = 1;
+    }
+    float **dev[6 * ZP_MLP_MAX_LAYERS], **src[6 * ZP_MLP_MAX_LAYERS];
+    size_t sizes[6 * ZP_MLP_MAX_LAYERS];
+    int np = params(g, host, dev, src, sizes);
+    for (int i = 0; i < np && !rc; i++) {
+        TRY(cudaMalloc((void **)dev[i], sizes[i] * sizeof(float)), "cudaMalloc");
+        TRY(cudaMemcpy(*dev[i], *src[i], sizes[i] * sizeof(float), cudaMemcpyHostToDevice),
+            "cudaMemcpy of the model");
+    }
+    size_t nb = (size_t)g->max_batch;
+    for (int l = 0; l < g->nlayers && !rc; l++) {
+        size_t w = (size_t)g->dims[l] * g->dims[l + 1], o = (size_t)g->dims[l + 1];
+        TRY(cudaMalloc((void **)&g->gw[l], w * sizeof(float)), "cudaMalloc");
+        TRY(cudaMalloc((void **)&g->gb[l], o * sizeof(float)), "cudaMalloc");
+        TRY(cudaMalloc((void **)&g->act[l + 1], nb * o * sizeof(float)), "cudaMalloc");
+        TRY(cudaMalloc((void **)&g->grad[l + 1], nb * o * sizeof(float)), "cudaMalloc");
+    }
+    TRY(cudaMalloc((void **)&g->grad[0], nb * g->dims[0] * sizeof(float)), "cudaMalloc");
+    for (int i = 0; i < BUFS && !rc; i++) {
+        TRY(cudaMalloc((void **)&g->x[i], nb * g->dims[0] * sizeof(float)), "cudaMalloc");
+        TRY(cudaMalloc((void **)&g->labels[i], nb * sizeof(int32_t)), "cudaMalloc");
+        TRY(cudaEventCreateWithFlags(&g->copied[i], cudaEventDisableTiming), "cudaEventCreate");
+        TRY(cudaEventCreateWithFlags(&g->consumed[i], cudaEventDisableTiming), "cudaEventCreate");
+    }
+    for (int i = 0; i < TIMED && !rc; i++)
+        for (int j = 0; j < EV_COUNT; j++)
+            TRY(cudaEventCreate(&g->timed[i].ev[j]), "cudaEventCreate");
+    TRY(cudaMalloc((void **)&g->ones, nb * sizeof(float)), "cudaMalloc");
+    TRY(cudaMalloc((void **)&g->counters, sizeof(counters_t)), "cudaMalloc");
+    TRY(cudaMemset(g->counters, 0, sizeof(counters_t)), "cudaMemset");
+    if (!rc) {
+        fill<<<blocks(nb), THREADS>>>(g->ones, nb, 1.0f);
+        TRY(cudaGetLastError(), "fill kernel");
+        TRY(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+    }
+    if (!rc) {
+        cublasStatus_t s = cublasCreate(&g->blas);
+        if (s == CUBLAS_STATUS_SUCCESS)
+            s = cublasSetStream(g->blas, g->compute);
+        if (s != CUBLAS_STATUS_SUCCESS) {
+            snprintf(err, len, "cublasCreate: status %d", (int)s);
+            rc = ZP_EGPU;
+        }
+    }
+#undef TRY
+    if (rc) {
+        gpu_close(g);
+        return rc;
+    }
+    *out = g;
+    return 0;
+}
+
+static void gpu_close(zp_gpu_t *g)
+{
+    if (!g)
+        return;
+    cudaDeviceSynchronize();
+    if (g->blas)
+        cublasDestroy(g->blas);
+    if (g->registered)
+        cudaHostUnregister(g->ring);
+    for (int l = 0; l < ZP_MLP_MAX_LAYERS; l++) {
+        float *p[8] = {g->w[l], g->b[l], g->gw[l], g->gb[l], g->vw[l], g->vb[l], g->sw[l], g->sb[l]};
+        for (int i = 0; i < 8; i++)
+            cudaFree(p[i]);
+    }
+    for (int l = 0; l <= ZP_MLP_MAX_LAYERS; l++)
+        cudaFree(g->act[l]), cudaFree(g->grad[l]);
+    for (int i = 0; i < BUFS; i++) {
+        cudaFree(g->x[i]), cudaFree(g->labels[i]);
+        if (g->copied[i])
+            cudaEventDestroy(g->copied[i]);
+        if (g->consumed[i])
+            cudaEventDestroy(g->consumed[i]);
+    }
+    for (int i = 0; i < TIMED; i++)
+        for (int j = 0; j < EV_COUNT; j++)
+            if (g->timed[i].ev[j])
+                cudaEventDestroy(g->timed[i].ev[j]);
+    cudaFree(g->ones);
+    cudaFree(g->counters);
+    if (g->copy)
+        cudaStreamDestroy(g->copy);
+    if (g->compute)
+        cudaStreamDestroy(g->compute);
+    free(g);
+}
+
+static const char *gpu_name(const zp_gpu_t *g) { return g->name; }
+
+/* ---- one batch ----------------------------------------------------------------------------- */
+
+static int forward(zp_gpu_t *g, const float *x, const int32_t *labels, int n, int split, int train)
+{
+    const float one = 1, zero = 0;
+    const float *in = x;
+    for (int l = 0; l < g->nlayers; l++) {
+        int k = g->dims[l], o = g->dims[l + 1];
+        /* Z^T[o x n] = W^T[o x k] X^T[k x n] */
+        CHECK_BLAS(cublasSgemm(g->blas, CUBLAS_OP_N, CUBLAS_OP_N, o, n, k, &one, g->w[l], o, in, k,
+                               &zero, g->act[l + 1], o));
+        bias_relu<<<blocks((size_t)n * o), THREADS, 0, g->compute>>>(g->act[l + 1], g->b[l], n, o,
+                                                                       l + 1 < g->nlayers);
+        in = g->act[l + 1];
+    }
+    int c = g->dims[g->nlayers];
+    softmax_xent<<<blocks((size_t)n), THREADS, 0, g->compute>>>(
+        g->act[g->nlayers], labels, n, c, train ? g->grad[g->nlayers] : NULL, g->counters, split);
+    CHECK(cudaGetLastError());
+    return 0;
+}
+
+static int backward(zp_gpu_t *g, const float *x, int n)
+{
+    const float one = 1, zero = 0;
+    for (int l = g->nlayers - 1; l >= 0; l--) {
+        int k = g->dims[l], o = g->dims[l + 1];
+        const float *in = l ? g->act[l] : x;
+        const float *gz = g->grad[l + 1];
+        /* dW^T[o x k] = dZ^T[o x n] X[n x k] */
+        CHECK_BLAS(cublasSgemm(g->blas, CUBLAS_OP_N, CUBLAS_OP_T, o, k, n, &one, gz, o, in, k, &zero,
+                               g->gw[l], o));
+        /* db[o] = dZ^T[o x n] 1[n] */
+        CHECK_BLAS(cublasSgemv(g->blas, CUBLAS_OP_N, o, n, &one, gz, o, g->ones, 1, &zero, g->gb[l], 1));
+        if (l > 0) {
+            /* dA^T[k x n] = W[k x o] dZ^T[o x n] */
+            CHECK_BLAS(cublasSgemm(g->blas, CUBLAS_OP_T, CUBLAS_OP_N, k, n, o, &one, g->w[l], o, gz, o,
+                                   &zero, g->grad[l], k));
+            size_t m = (size_t)n * k;
+            relu_back<<<blocks(m), THREADS, 0, g->compute>>>(g->grad[l], g->act[l], m);
+        }
+    }
+    CHECK(cudaGetLastError());
+    return 0;
+}
+
+static int step(zp_gpu_t *g, const zp_opt_t *o)
+{
+    int *flag = &g->counters->non_finite;
+    float c1 = 1.0f - powf(o->beta1, (float)o->t), c2 = 1.0f - powf(o->beta2, (float)o->t);
+    for (int l = 0; l < g->nlayers; l++) {
+        size_t nw = (size_t)g->dims[l] * g->dims[l + 1], nb = (size_t)g->dims[l + 1];
+        if (o->kind == ZP_OPT_ADAMW) {
+            adamw<<<blocks(nw), THREADS, 0, g->compute>>>(g->w[l], g->gw[l], g->vw[l], g->sw[l], nw,
+                                                          o->lr, o->beta1, o->beta2, o->eps, c1, c2,
+                                                          o->weight_decay, flag);
+            adamw<<<blocks(nb), THREADS, 0, g->compute>>>(g->b[l], g->gb[l], g->vb[l], g->sb[l], nb,
+                                                          o->lr, o->beta1, o->beta2, o->eps, c1, c2,
+                                                          0.0f, flag);
+        } else {
+            sgd<<<blocks(nw), THREADS, 0, g->compute>>>(g->w[l], g->gw[l], g->vw[l], nw, o->lr,
+                                                        o->momentum, o->weight_decay, flag);
+            sgd<<<blocks(nb), THREADS, 0, g->compute>>>(g->b[l], g->gb[l], g->vb[l], nb, o->lr,
+                                                        o->momentum, 0.0f, flag);
+        }
+    }
+    CHECK(cudaGetLastError());
+    return 0;
+}
+
+static int gpu_batch(zp_gpu_t *g, const float *x, const int32_t *labels, int n, int split,
+                            const zp_opt_t *o)
+{
+    if (n <= 0 || n > g->max_batch)
+        return ZP_EINVAL;
+    int i = g->next, train = split == 0;
+    g->next = (g->next + 1) % BUFS;
+    timed_t *t = &g->timed[g->batches % TIMED];
+    int timed = !t->pending;
+    g->untimed += !timed;
+    g->batches++;
+    /* copy stream: wait until the compute that last read buffer i is done */
+    CHECK(cudaStreamWaitEvent(g->copy, g->consumed[i], 0));
+    if (timed)
+        CHECK(cudaEventRecord(t->ev[EV_COPY0], g->copy));
+    CHECK(cudaMemcpyAsync(g->x[i], x, (size_t)n * g->dims[0] * sizeof(float),
+                          cudaMemcpyHostToDevice, g->copy));
+    CHECK(cudaMemcpyAsync(g->labels[i], labels, (size_t)n * sizeof(int32_t),
+                          cudaMemcpyHostToDevice, g->copy));
+    CHECK(cudaEventRecord(g->copied[i], g->copy));
+    if (timed)
+        CHECK(cudaEventRecord(t->ev[EV_COPY1], g->copy));
+    /* compute stream: wait for the copy, then forward (backward, step) */
+    CHECK(cudaStreamWaitEvent(g->compute, g->copied[i], 0));
+    if (timed)
+        CHECK(cudaEventRecord(t->ev[EV_FWD0], g->compute));
+    int rc = forward(g, g->x[i], g->labels[i], n, split, train);
+    if (!rc && timed)
+        CHECK(cudaEventRecord(t->ev[EV_FWD1], g->compute));
+    if (!rc && train) {
+        rc = backward(g, g->x[i], n);
+        if (!rc && timed)
+            CHECK(cudaEventRecord(t->ev[EV_BWD1], g->compute));
+        if (!rc)
+            rc = step(g, o);
+    }
+    if (rc)
+        return rc;
+    CHECK(cudaEventRecord(g->consumed[i], g->compute));
+    if (timed) {
+        t->pending = 1;
+        t->train = train;
+    }
+    return 0;
+}
+
+static int gpu_wait_copy(zp_gpu_t *g)
+{
+    int last = (g->next + BUFS - 1) % BUFS;
+    CHECK(cudaEventSynchronize(g->copied[last]));
+    return 0;
+}
+
+static int gpu_take(zp_gpu_t *g, int split, double *loss_sum, int64_t *correct,
+                           int *non_finite)
+{
+    counters_t k;
+    CHECK(cudaMemcpyAsync(&k, g->counters, sizeof k, cudaMemcpyDeviceToHost, g->compute));
+    CHECK(cudaStreamSynchronize(g->compute));
+    *loss_sum = k.loss[split];
+    *correct = (int64_t)k.correct[split];
+    *non_finite = k.non_finite;
+    k.loss[split] = 0;
+    k.correct[split] = 0;
+    CHECK(cudaMemcpyAsync(g->counters, &k, sizeof k, cudaMemcpyHostToDevice, g->compute));
+    CHECK(cudaStreamSynchronize(g->compute));
+    return 0;
+}
+
+static int gpu_download(zp_gpu_t *g, zp_mlp_t *host)
+{
+    CHECK(cudaStreamSynchronize(g->compute));
+    float **dev[6 * ZP_MLP_MAX_LAYERS], **dst[6 * ZP_MLP_MAX_LAYERS];
+    size_t sizes[6 * ZP_MLP_MAX_LAYERS];
+    int np = params(g, host, dev, dst, sizes);
+    for (int i = 0; i < np; i++)
+        CHECK(cudaMemcpy(*dst[i], *dev[i], sizes[i] * sizeof(float), cudaMemcpyDeviceToHost));
+    return 0;
+}
+
+static int64_t gpu_harvest(zp_gpu_t *g, zp_timers_t *tm)
+{
+    /* oldest first; stop at the first batch still running */
+    for (int64_t b = g->batches - TIMED < 0 ? 0 : g->batches - TIMED; b < g->batches; b++) {
+        timed_t *t = &g->timed[b % TIMED];
+        if (!t->pending)
+            continue;
+        cudaEvent_t last = t->ev[t->train ? EV_BWD1 : EV_FWD1];
+        if (cudaEventQuery(last) != cudaSuccess)
+            break;
+        float h2d = 0, fwd = 0, bwd = 0;
+        cudaEventElapsedTime(&h2d, t->ev[EV_COPY0], t->ev[EV_COPY1]);
+        cudaEventElapsedTime(&fwd, t->ev[EV_FWD0], t->ev[EV_FWD1]);
+        zp_timer_add(tm, ZP_R_H2D, (int64_t)(h2d * 1e6));
+        zp_timer_add(tm, ZP_R_FORWARD, (int64_t)(fwd * 1e6));
+        if (t->train) {
+            cudaEventElapsedTime(&bwd, t->ev[EV_FWD1], t->ev[EV_BWD1]);
+            zp_timer_add(tm, ZP_R_BACKWARD, (int64_t)(bwd * 1e6));
+        }
+        t->pending = 0;
+    }
+    return g->untimed;
+}
+
+/* The one symbol the trainer looks up (gpu_load.c). */
+extern "C" __attribute__((visibility("default"))) const zp_gpu_api_t *zp_gpu_module_api(void)
+{
+    static const zp_gpu_api_t api = {gpu_count, gpu_open,     gpu_close,   gpu_batch, gpu_wait_copy,
+                                     gpu_take,  gpu_download, gpu_harvest, gpu_name};
+    return &api;
+}

@@ -1,0 +1,97 @@
+/* gpu.h — the cuda backend: the cpu backend's MLP, optimizers and loss on one
+ * GPU, fed straight from the prefetch ring.
+ *
+ * The ring's shared mapping is page-locked once (cudaHostRegister), so a
+ * batch crosses PCIe by DMA from where the prefetch wrote it. Two streams:
+ * the copy stream moves batch k into device buffer k % 2 while the compute
+ * stream still trains on batch k - 1; events order them (a buffer is not
+ * overwritten before the compute that reads it is done, a compute does not
+ * start before its copy is). The host only enqueues work: it waits for a
+ * batch's copy (zp_gpu_wait_copy) before it gives the ring slot back, and for
+ * the compute stream only where it reads results (metrics, checkpoints).
+ *
+ * Matrix products go through cuBLAS; bias, ReLU, softmax cross-entropy and
+ * the optimizer updates are small kernels of ours. Loss sums and correct
+ * counts accumulate on the device and are read when they are logged.
+ *
+ * GPU timers (the Deep500 model): every batch records CUDA events around its
+ * copy, forward and backward, from a bounded pool; completed events are
+ * harvested without waiting (zp_gpu_harvest) into the h2d, forward and
+ * backward regions; when the pool is full a batch goes untimed and counted.
+ *
+ * The CUDA code lives in a module, zeus-pipe-cuda.so beside the executable
+ * (or $ZP_CUDA_MODULE), that gpu_load.c opens on first use: no other stage
+ * or command maps the CUDA libraries (hundreds of MB, a second of start-up).
+ * Without the module (a build without the CUDA toolkit) there is no device,
+ * and zp_gpu_count says why. */
+#ifndef ZP_GPU_H
+#define ZP_GPU_H
+
+#include "pipeline/timer.h"
+#include "stages/trainer/mlp.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct zp_gpu zp_gpu_t;
+
+/* Number of usable GPUs; 0 (with the reason in `why`) without a driver, a
+ * device or CUDA in this build. */
+int zp_gpu_count(char *why, size_t len);
+
+/* Device `device`, with the host model's weights and optimizer state;
+ * page-locks [ring, ring + ring_bytes). Errors in `err`. */
+int zp_gpu_open(zp_gpu_t **out, int device, const zp_mlp_t *host, void *ring, size_t ring_bytes,
+                char *err, size_t len);
+/* Waits for all work, unregisters the ring, frees everything. Safe on NULL. */
+void zp_gpu_close(zp_gpu_t *g);
+
+/* Enqueues batch: n samples `x` (n x dims[0] floats) and `labels` inside the
+ * registered ring, of split `split` (0 = train: forward, backward and an
+ * optimizer step with `o`; else forward only). Returns once enqueued. */
+int zp_gpu_batch(zp_gpu_t *g, const float *x, const int32_t *labels, int n, int split,
+                 const zp_opt_t *o);
+/* Blocks until the last enqueued batch has left the ring (its slot may be
+ * written again). */
+int zp_gpu_wait_copy(zp_gpu_t *g);
+
+/* Loss sum and correct count of `split` since the last call, and whether a
+ * loss, weight or gradient was not finite meanwhile; waits for the compute stream. */
+int zp_gpu_take(zp_gpu_t *g, int split, double *loss_sum, int64_t *correct, int *non_finite);
+
+/* Copies weights and optimizer state to the host model (for checkpoints). */
+int zp_gpu_download(zp_gpu_t *g, zp_mlp_t *host);
+
+/* Adds the completed batches' GPU times to the h2d, forward and backward
+ * regions; never waits. Returns the batches left untimed so far (pool full). */
+int64_t zp_gpu_harvest(zp_gpu_t *g, zp_timers_t *tm);
+
+/* "NVIDIA H100 80GB HBM3, 132 SMs, 79.1 GiB" */
+const char *zp_gpu_name(const zp_gpu_t *g);
+
+/* What the module exports: one function that returns its table. */
+typedef struct {
+    int (*count)(char *why, size_t len);
+    int (*open)(zp_gpu_t **out, int device, const zp_mlp_t *host, void *ring, size_t ring_bytes,
+                char *err, size_t len);
+    void (*close)(zp_gpu_t *g);
+    int (*batch)(zp_gpu_t *g, const float *x, const int32_t *labels, int n, int split,
+                 const zp_opt_t *o);
+    int (*wait_copy)(zp_gpu_t *g);
+    int (*take)(zp_gpu_t *g, int split, double *loss_sum, int64_t *correct, int *non_finite);
+    int (*download)(zp_gpu_t *g, zp_mlp_t *host);
+    int64_t (*harvest)(zp_gpu_t *g, zp_timers_t *tm);
+    const char *(*name)(const zp_gpu_t *g);
+} zp_gpu_api_t;
+#define ZP_GPU_MODULE_SYMBOL "zp_gpu_module_api"
+typedef const zp_gpu_api_t *zp_gpu_module_fn(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,110 @@
+"""The cuda backend (ctest label `gpu`): against the cpu backend on the same
+batches, its GPU timers, and its checkpoints. Exits 77 (ctest: skipped) where
+the trainer finds no GPU, or the build has no CUDA: then the log line says why.
+Everywhere, `trainer.backend: auto` falls back to the cpu backend and
+`trainer.backend: cuda` without a GPU stops the run naming the reason."""
+import json
+import os
+import sys
+import zp
+
+CONFIG = """
+run: {{name: {name}}}
+seed: 11
+dataset:
+  source: synthetic
+  synthetic: {{train_samples: 6400, test_samples: 640, shape: [1, 28, 28], classes: 10}}
+loader: {{workers: 2, task_size: 64}}
+prefetch: {{batch_size: 64, depth: 2}}
+trainer:
+  backend: {backend}
+  model: {{hidden: [256, 128]}}
+  optimizer: {{name: {optimizer}, lr: {lr}}}
+  epochs: {epochs}
+  log_every_steps: 1
+  checkpoint: {{keep: best}}
+  debug: {{log_batches: true}}
+"""
+
+
+def up(w, name, backend, optimizer="sgd", lr=0.05, epochs=1, *extra):
+    cfg = w.write(name + ".yaml", CONFIG.format(name=name, backend=backend, optimizer=optimizer,
+                                                lr=lr, epochs=epochs))
+    return w.run("up", cfg, *extra)
+
+
+def trainer_log(w, name):
+    return open(os.path.join(w.run_dir(name), "logs", "trainer-0.log")).read()
+
+
+def step_losses(run_dir):
+    return {m["step"]: m["loss"] for m in zp.metrics(run_dir)
+            if m.get("event") == "step" and m.get("split") == "train"}
+
+
+def gpu_present():
+    with zp.Workdir() as w:
+        rc, out, err = up(w, "probe", "auto", "sgd", 0.05, 1, "trainer.fast_dev_run=true")
+        zp.check(rc == 0, err)
+        log = trainer_log(w, "probe")
+        if "cuda backend:" in log:
+            return True
+        zp.check("trainer.backend: auto: no GPU (" in log, log)  # auto fell back, and says why
+        print("no GPU: " + log.split("auto: no GPU (", 1)[1].split("), so the cpu", 1)[0], flush=True)
+        return False
+
+
+def without_a_gpu_cuda_stops_the_run_and_names_why():
+    with zp.Workdir() as w:
+        rc, out, err = up(w, "c", "cuda")
+        zp.check(rc == 1 and "trainer[0] exited with status 1" in err, err)
+        zp.check("trainer.backend: cuda: no GPU to use: " in trainer_log(w, "c"), trainer_log(w, "c"))
+
+
+def cuda_matches_cpu_after_100_steps():
+    with zp.Workdir() as w:
+        for opt, lr in (("sgd", 0.05), ("adamw", 0.001)):
+            runs = {}
+            for backend in ("cpu", "cuda"):
+                name = "%s-%s" % (opt, backend)
+                rc, out, err = up(w, name, backend, opt, lr, 1)
+                zp.check(rc == 0, err)
+                runs[backend] = w.run_dir(name)
+            cpu, gpu = step_losses(runs["cpu"]), step_losses(runs["cuda"])
+            zp.check(100 in cpu and 100 in gpu, "no step 100: %d steps" % len(gpu))
+            rel = abs(gpu[100] - cpu[100]) / abs(cpu[100])
+            print("%s: loss at step 100: cpu %.7f cuda %.7f relative error %.2e" %
+                  (opt, cpu[100], gpu[100], rel), flush=True)
+            zp.check(rel <= 1e-4, "%s: relative error %.2e > 1e-4" % (opt, rel))
+            # the same batches in the same order, every sample once
+            a, b = (open(os.path.join(r, "batches.log")).read() for r in (runs["cpu"], runs["cuda"]))
+            zp.check(a == b, "the backends saw other batches")
+            e = zp.epoch_ends(runs["cuda"], "train")[-1]
+            zp.check(e["samples"] == 6400 and e["distinct"] == 6400, e)
+            test_cpu = zp.epoch_ends(runs["cpu"], "test")[-1]
+            test_gpu = zp.epoch_ends(runs["cuda"], "test")[-1]
+            zp.check(abs(test_cpu["accuracy"] - test_gpu["accuracy"]) <= 2 / 640,
+                     (test_cpu, test_gpu))
+
+
+def gpu_timers_and_checkpoints():
+    with zp.Workdir() as w:
+        rc, out, err = up(w, "g", "cuda", "sgd", 0.05, 2)
+        zp.check(rc == 0, err)
+        report = json.load(open(os.path.join(w.run_dir("g"), "report.json")))
+        count = {r["region"]: r["count"] for r in report["regions"] if r["stage"] == "trainer"}
+        # 100 train batches a epoch (backward), 10 test batches (forward only)
+        zp.check(count.get("backward", 0) == 200 and count.get("forward", 0) == 220 and
+                 count.get("h2d", 0) == 220, count)
+        # the best checkpoint, read back by the cpu eval, gives the run's own test metrics
+        rc, out, err = w.run("eval", w.run_dir("g"), "--ckpt", "best")
+        zp.check(rc == 0, err)
+        ev = json.load(open(os.path.join(w.run_dir("g"), "eval-best.json")))
+        best = max(zp.epoch_ends(w.run_dir("g"), "test"), key=lambda m: m["accuracy"])
+        zp.check(abs(ev["accuracy"] - best["accuracy"]) <= 1 / 640, (ev["accuracy"], best))
+
+
+if __name__ == "__main__":
+    if not gpu_present():
+        zp.main([without_a_gpu_cuda_stops_the_run_and_names_why], exit_code_on_pass=77)
+    zp.main([cuda_matches_cpu_after_100_steps, gpu_timers_and_checkpoints])
