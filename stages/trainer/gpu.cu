@@ -3,6 +3,7 @@
  * column-major, so every product is written for the transposes: a row-major
  * [r x c] matrix is a column-major [c x r] one with leading dimension c. */
 extern "C" {
+#include "pipeline/augment.h"
 #include "pipeline/log.h"
 #include "pipeline/timer.h"
 #include "stages/trainer/mlp.h"
@@ -50,6 +51,9 @@ struct zp_gpu {
     float *x[BUFS];
     int32_t *labels[BUFS];
     float *ones; /* max_batch ones: bias gradients as a matrix-vector product */
+    float *augmented;        /* the augmented batch the forward reads; NULL until needed */
+    zp_aug_draw_t *draws[BUFS];
+    float *fill;             /* per channel, uploaded with the first augmented batch */
     counters_t *counters;
     cudaEvent_t copied[BUFS];  /* batch in buffer i has arrived */
     cudaEvent_t consumed[BUFS]; /* the compute reading buffer i is done */
@@ -163,6 +167,47 @@ __global__ void adamw(float *w, const float *g, float *v, float *s, size_t n, fl
     w[i] -= lr * ((v[i] / c1) / (sqrtf(s[i] / c2) + eps) + wd * w[i]);
 }
 
+/* One of the source indices and the weight of output coordinate `at` of an
+ * axis of n pixels, inside the box [b0, b0 + bn): augment.c's axis_map. */
+__device__ static int axis(int n, int at, double b0, double bn, int *i1, float *f)
+{
+    double s = (at + 0.5) * bn / n - 0.5;
+    if (s < 0)
+        s = 0;
+    int k = (int)s, last = (int)bn - 1;
+    if (k > last)
+        k = last;
+    *i1 = (int)b0 + (k < last ? k + 1 : k);
+    *f = (float)(s - k);
+    return (int)b0 + k;
+}
+
+/* zp_augment for a batch, one output pixel a thread: flip, padded crop
+ * (black outside), bilinear sample of the random-resized-crop box. */
+__global__ void augment(const float *in, float *out, const zp_aug_draw_t *draws,
+                        const float *fill, int n, int c, int h, int w, int pad)
+{
+    size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+    size_t plane = (size_t)h * w;
+    if (i >= (size_t)n * c * plane)
+        return;
+    int x = (int)(i % w), y = (int)(i / w % h), ch = (int)(i / plane % c);
+    size_t sample = i / plane / c;
+    const zp_aug_draw_t *d = &draws[sample];
+    int ay = y + d->dy - pad, ax = (d->flip ? w - 1 - x : x) + d->dx - pad;
+    if (ay < 0 || ay >= h || ax < 0 || ax >= w) {
+        out[i] = fill[ch];
+        return;
+    }
+    int y1, x1;
+    float fy, fx;
+    int y0 = axis(h, ay, d->box_y, d->box_h, &y1, &fy), x0 = axis(w, ax, d->box_x, d->box_w, &x1, &fx);
+    const float *src = in + (sample * c + ch) * plane;
+    const float *r0 = src + (size_t)y0 * w, *r1 = src + (size_t)y1 * w;
+    float top = r0[x0] + (r0[x1] - r0[x0]) * fx, bot = r1[x0] + (r1[x1] - r1[x0]) * fx;
+    out[i] = top + (bot - top) * fy;
+}
+
 __global__ void fill(float *x, size_t n, float v)
 {
     size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
@@ -265,6 +310,7 @@ static int gpu_open(zp_gpu_t **out, int device, const zp_mlp_t *host, void *ring
         TRY(cudaMalloc((void **)&g->labels[i], nb * sizeof(int32_t)), "cudaMalloc");
         TRY(cudaEventCreateWithFlags(&g->copied[i], cudaEventDisableTiming), "cudaEventCreate");
         TRY(cudaEventCreateWithFlags(&g->consumed[i], cudaEventDisableTiming), "cudaEventCreate");
+        TRY(cudaMalloc((void **)&g->draws[i], nb * sizeof(zp_aug_draw_t)), "cudaMalloc");
     }
     for (int i = 0; i < TIMED && !rc; i++)
         for (int j = 0; j < EV_COUNT; j++)
@@ -312,7 +358,7 @@ static void gpu_close(zp_gpu_t *g)
     for (int l = 0; l <= ZP_MLP_MAX_LAYERS; l++)
         cudaFree(g->act[l]), cudaFree(g->grad[l]);
     for (int i = 0; i < BUFS; i++) {
-        cudaFree(g->x[i]), cudaFree(g->labels[i]);
+        cudaFree(g->x[i]), cudaFree(g->labels[i]), cudaFree(g->draws[i]);
         if (g->copied[i])
             cudaEventDestroy(g->copied[i]);
         if (g->consumed[i])
@@ -323,6 +369,8 @@ static void gpu_close(zp_gpu_t *g)
             if (g->timed[i].ev[j])
                 cudaEventDestroy(g->timed[i].ev[j]);
     cudaFree(g->ones);
+    cudaFree(g->augmented);
+    cudaFree(g->fill);
     cudaFree(g->counters);
     if (g->copy)
         cudaStreamDestroy(g->copy);
@@ -403,11 +451,25 @@ static int step(zp_gpu_t *g, const zp_opt_t *o)
     return 0;
 }
 
-static int gpu_batch(zp_gpu_t *g, const float *x, const int32_t *labels, int n, int split,
-                            const zp_opt_t *o)
+/* The first augmented batch allocates the output buffer and uploads the fill. */
+static int augment_setup(zp_gpu_t *g, const zp_gpu_aug_t *a)
 {
-    if (n <= 0 || n > g->max_batch)
+    if (g->augmented)
+        return 0;
+    CHECK(cudaMalloc((void **)&g->augmented, (size_t)g->max_batch * g->dims[0] * sizeof(float)));
+    CHECK(cudaMalloc((void **)&g->fill, (size_t)a->c * sizeof(float)));
+    CHECK(cudaMemcpy(g->fill, a->fill, (size_t)a->c * sizeof(float), cudaMemcpyHostToDevice));
+    return 0;
+}
+
+static int gpu_batch(zp_gpu_t *g, const float *x, const int32_t *labels, int n, int split,
+                     const zp_opt_t *o, const zp_gpu_aug_t *aug)
+{
+    if (n <= 0 || n > g->max_batch ||
+        (aug && (size_t)aug->c * aug->h * aug->w != (size_t)g->dims[0]))
         return ZP_EINVAL;
+    if (aug && augment_setup(g, aug))
+        return ZP_EGPU;
     int i = g->next, train = split == 0;
     g->next = (g->next + 1) % BUFS;
     timed_t *t = &g->timed[g->batches % TIMED];
@@ -422,6 +484,9 @@ static int gpu_batch(zp_gpu_t *g, const float *x, const int32_t *labels, int n, 
                           cudaMemcpyHostToDevice, g->copy));
     CHECK(cudaMemcpyAsync(g->labels[i], labels, (size_t)n * sizeof(int32_t),
                           cudaMemcpyHostToDevice, g->copy));
+    if (aug) /* pageable: staged before the call returns, so the caller may reuse it */
+        CHECK(cudaMemcpyAsync(g->draws[i], aug->draws, (size_t)n * sizeof(zp_aug_draw_t),
+                              cudaMemcpyHostToDevice, g->copy));
     CHECK(cudaEventRecord(g->copied[i], g->copy));
     if (timed)
         CHECK(cudaEventRecord(t->ev[EV_COPY1], g->copy));
@@ -429,11 +494,18 @@ static int gpu_batch(zp_gpu_t *g, const float *x, const int32_t *labels, int n, 
     CHECK(cudaStreamWaitEvent(g->compute, g->copied[i], 0));
     if (timed)
         CHECK(cudaEventRecord(t->ev[EV_FWD0], g->compute));
-    int rc = forward(g, g->x[i], g->labels[i], n, split, train);
+    const float *in = g->x[i];
+    if (aug) {
+        size_t total = (size_t)n * g->dims[0];
+        augment<<<blocks(total), THREADS, 0, g->compute>>>(in, g->augmented, g->draws[i], g->fill, n,
+                                                            aug->c, aug->h, aug->w, aug->padding);
+        in = g->augmented;
+    }
+    int rc = forward(g, in, g->labels[i], n, split, train);
     if (!rc && timed)
         CHECK(cudaEventRecord(t->ev[EV_FWD1], g->compute));
     if (!rc && train) {
-        rc = backward(g, g->x[i], n);
+        rc = backward(g, in, n);
         if (!rc && timed)
             CHECK(cudaEventRecord(t->ev[EV_BWD1], g->compute));
         if (!rc)

@@ -27,6 +27,7 @@
 #ifndef ZP_GPU_H
 #define ZP_GPU_H
 
+#include "pipeline/augment.h"
 #include "pipeline/timer.h"
 #include "stages/trainer/mlp.h"
 
@@ -50,11 +51,21 @@ int zp_gpu_open(zp_gpu_t **out, int device, const zp_mlp_t *host, void *ring, si
 /* Waits for all work, unregisters the ring, frees everything. Safe on NULL. */
 void zp_gpu_close(zp_gpu_t *g);
 
+/* Random augmentation on the GPU: the sample shape, the padding, the value
+ * of black per channel, and each sample's draw (zp_augment_draw). */
+typedef struct {
+    int c, h, w, padding;
+    const float *fill;
+    const zp_aug_draw_t *draws;
+} zp_gpu_aug_t;
+
 /* Enqueues batch: n samples `x` (n x dims[0] floats) and `labels` inside the
  * registered ring, of split `split` (0 = train: forward, backward and an
- * optimizer step with `o`; else forward only). Returns once enqueued. */
+ * optimizer step with `o`; else forward only), augmented on the GPU first
+ * when `aug` is not NULL (zp_augment's map, computed per output pixel).
+ * Returns once enqueued; `aug` may be reused then. */
 int zp_gpu_batch(zp_gpu_t *g, const float *x, const int32_t *labels, int n, int split,
-                 const zp_opt_t *o);
+                 const zp_opt_t *o, const zp_gpu_aug_t *aug);
 /* Blocks until the last enqueued batch has left the ring (its slot may be
  * written again). */
 int zp_gpu_wait_copy(zp_gpu_t *g);
@@ -80,7 +91,7 @@ typedef struct {
                 char *err, size_t len);
     void (*close)(zp_gpu_t *g);
     int (*batch)(zp_gpu_t *g, const float *x, const int32_t *labels, int n, int split,
-                 const zp_opt_t *o);
+                 const zp_opt_t *o, const zp_gpu_aug_t *aug);
     int (*wait_copy)(zp_gpu_t *g);
     int (*take)(zp_gpu_t *g, int split, double *loss_sum, int64_t *correct, int *non_finite);
     int (*download)(zp_gpu_t *g, zp_mlp_t *host);

@@ -78,9 +78,9 @@ void zp_gpu_close(zp_gpu_t *g)
         api->close(g);
 }
 int zp_gpu_batch(zp_gpu_t *g, const float *x, const int32_t *labels, int n, int split,
-                 const zp_opt_t *o)
+                 const zp_opt_t *o, const zp_gpu_aug_t *aug)
 {
-    return api->batch(g, x, labels, n, split, o);
+    return api->batch(g, x, labels, n, split, o, aug);
 }
 int zp_gpu_wait_copy(zp_gpu_t *g) { return api->wait_copy(g); }
 int zp_gpu_take(zp_gpu_t *g, int split, double *loss_sum, int64_t *correct, int *non_finite)

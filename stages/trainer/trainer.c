@@ -59,6 +59,7 @@ typedef struct {
     int backend;        /* trainer.backend with auto resolved */
     zp_gpu_t *gpu;      /* the cuda backend */
     float *augmented;   /* the augmented train batch; owned */
+    zp_aug_draw_t *draws; /* cuda backend: the batch's draws, augmented on the GPU; owned */
     zp_eval_t eval;     /* ZP_MODE_EVAL: the checkpoints under test */
     double first_loss, last_loss; /* of train steps, for ZP_MODE_OVERFIT */
 } trainer_t;
@@ -347,14 +348,19 @@ static int compute(trainer_t *t, const zp_msg_t *m, const uint32_t *idx, const f
 /* The cuda backend: enqueue the batch's copy and compute, and return once
  * the copy is done (the caller then gives the slot back); the compute runs on
  * while the next batch arrives. Losses stay on the GPU until they are logged. */
-static int gpu_compute(trainer_t *t, const zp_msg_t *m, const float *x, const int32_t *labels)
+static int gpu_compute(trainer_t *t, const zp_msg_t *m, const uint32_t *idx, const float *x,
+                       const int32_t *labels)
 {
     int split = (int)m->split;
+    zp_gpu_aug_t aug = {t->aug.c, t->aug.h, t->aug.w, t->aug.padding, t->aug.fill, t->draws};
     if (split == ZP_SPLIT_TRAIN) {
         t->opt.lr = (float)scheduled_lr(&t->st->cfg, t->step, (int64_t)m->epoch, (int64_t)m->batches);
         t->opt.t = t->step + 1;
+        for (uint64_t i = 0; t->aug.on && i < m->n; i++)
+            zp_augment_draw(&t->aug, m->epoch, idx[i], &t->draws[i]);
     }
-    int rc = zp_gpu_batch(t->gpu, x, labels, (int)m->n, split, &t->opt);
+    int augmented = t->aug.on && split == ZP_SPLIT_TRAIN;
+    int rc = zp_gpu_batch(t->gpu, x, labels, (int)m->n, split, &t->opt, augmented ? &aug : NULL);
     if (!rc)
         rc = zp_gpu_wait_copy(t->gpu);
     zp_gpu_harvest(t->gpu, &t->st->timers);
@@ -405,7 +411,7 @@ static int on_batch(trainer_t *t, const zp_msg_t *m)
     const float *x = (const float *)(base + t->lay.data);
     int n = (int)m->n, split = (int)m->split;
     account_indices(t, split, idx, n);
-    if (t->aug.on && split == ZP_SPLIT_TRAIN && n > 0) {
+    if (t->aug.on && split == ZP_SPLIT_TRAIN && n > 0 && !t->gpu) {
         ZP_TIME_BEGIN(&t->st->timers, ZP_R_AUGMENT);
         for (int i = 0; i < n; i++)
             zp_augment(&t->aug, m->epoch, idx[i], x + (size_t)i * t->st->meta.elems,
@@ -416,7 +422,7 @@ static int on_batch(trainer_t *t, const zp_msg_t *m)
     if (t->batches && split == ZP_SPLIT_TRAIN)
         log_batch(t, m, idx, x, t->step + 1);
     if (t->gpu && n > 0) {
-        int rc = gpu_compute(t, m, x, labels);
+        int rc = gpu_compute(t, m, idx, x, labels);
         if (rc)
             return rc;
     } else if (t->backend == ZP_BACKEND_CPU && n > 0) { /* n = 0: every sample was skipped */
@@ -596,8 +602,8 @@ static int open_gpu(trainer_t *t)
     }
     zp_info("cuda backend: MLP with %d weight layers on %s; the ring (%zu bytes) is page-locked",
             t->mlp.nlayers, zp_gpu_name(t->gpu), t->ring->map_bytes);
-    if (t->aug.on)
-        zp_info("cuda backend: augmentation runs on the CPU before the copy");
+    if (t->aug.on && !(t->draws = malloc(sizeof *t->draws * (size_t)t->st->cfg.batch_size)))
+        return ZP_ENOMEM;
     if (t->st->cfg.nan_at_step)
         zp_warn("trainer.debug.nan_at_step is not applied by the cuda backend");
     return 0;
@@ -677,6 +683,7 @@ int zp_trainer_main(zp_stage_t *st)
     zp_eval_close(&t.eval);
     zp_augment_free(&t.aug);
     free(t.augmented);
+    free(t.draws);
     free(t.ckpt);
     if (t.batches)
         fclose(t.batches);
