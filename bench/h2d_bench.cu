@@ -5,7 +5,9 @@
  *
  *   zp-bench-h2d [BATCH_BYTES...]    (default: 401 KiB, 4 MiB, 38.5 MiB)
  *
- * Prints GB/s of each and the ratio ring / cudaHostAlloc (goal >= 0.90). */
+ * Prints GB/s of each and the ratio ring / cudaHostAlloc (goal >= 0.90).
+ * Needs 2 x the largest size in /dev/shm (a container's default 64 MiB is
+ * too small for the 38.5 MiB batches: give sizes, or a larger /dev/shm). */
 extern "C" {
 #include "pipeline/ring.h"
 }
@@ -73,17 +75,19 @@ int main(int argc, char **argv)
             fprintf(stderr, "zp-bench-h2d: cannot create a ring of 2 x %zu bytes\n", bytes);
             return 1;
         }
-        memset(ring->base, 1, ring->map_bytes); /* fault every page in, as a running prefetch has */
+        void *slots[2] = {zp_ring_slot(ring, 0), zp_ring_slot(ring, 1)};
+        for (int i = 0; i < 2; i++) /* fault every page in, as a running prefetch has */
+            memset(slots[i], 1, bytes);
         check(cudaHostRegister(ring->base, ring->map_bytes, cudaHostRegisterDefault),
               "cudaHostRegister");
-        void *slots[2] = {zp_ring_slot(ring, 0), zp_ring_slot(ring, 1)};
         void *pinned[2], *dst;
         for (int i = 0; i < 2; i++) {
             check(cudaHostAlloc(&pinned[i], bytes, cudaHostAllocDefault), "cudaHostAlloc");
             memset(pinned[i], 1, bytes);
         }
         check(cudaMalloc(&dst, bytes), "cudaMalloc");
-        bandwidth(pinned, 2, dst, bytes, s); /* warm-up */
+        bandwidth(pinned, 2, dst, bytes, s); /* warm-up, both sources */
+        bandwidth(slots, 2, dst, bytes, s);
         double r = bandwidth(slots, 2, dst, bytes, s), p = bandwidth(pinned, 2, dst, bytes, s);
         printf("%12zu %16.2f %16.2f %8.3f\n", bytes, r, p, r / p);
         cudaFree(dst);

@@ -98,7 +98,7 @@ __global__ void bias_relu(float *z, const float *b, int n, int o, int relu)
     if (i >= (size_t)n * o)
         return;
     float v = z[i] + b[i % o];
-    z[i] = relu && v < 0 ? 0 : v;
+    z[i] = !relu || v > 0 ? v : 0; /* as mlp.c: a NaN becomes 0 after a ReLU */
 }
 
 /* One row per thread: softmax of the logits in place; the loss and the hit
@@ -120,7 +120,7 @@ __global__ void softmax_xent(float *p, const int32_t *labels, int n, int c, floa
     for (int j = 0; j < c; j++)
         row[j] = (float)(row[j] / sum);
     int y = labels[i] >= 0 && labels[i] < c ? labels[i] : 0;
-    double loss = -log(row[y] > 1e-30f ? row[y] : 1e-30f);
+    double loss = -log((double)(row[y] > 1e-30f ? row[y] : 1e-30f));
     if (!isfinite(loss))
         k->non_finite = 1;
     atomicAdd(&k->loss[split], loss);
@@ -487,9 +487,9 @@ static int gpu_batch(zp_gpu_t *g, const float *x, const int32_t *labels, int n, 
     if (aug) /* pageable: staged before the call returns, so the caller may reuse it */
         CHECK(cudaMemcpyAsync(g->draws[i], aug->draws, (size_t)n * sizeof(zp_aug_draw_t),
                               cudaMemcpyHostToDevice, g->copy));
-    CHECK(cudaEventRecord(g->copied[i], g->copy));
-    if (timed)
+    if (timed) /* before copied[i]: complete whenever the compute that waits for it is */
         CHECK(cudaEventRecord(t->ev[EV_COPY1], g->copy));
+    CHECK(cudaEventRecord(g->copied[i], g->copy));
     /* compute stream: wait for the copy, then forward (backward, step) */
     CHECK(cudaStreamWaitEvent(g->compute, g->copied[i], 0));
     if (timed)
@@ -555,8 +555,10 @@ static int gpu_download(zp_gpu_t *g, zp_mlp_t *host)
     return 0;
 }
 
-static int64_t gpu_harvest(zp_gpu_t *g, zp_timers_t *tm)
+static int64_t gpu_harvest(zp_gpu_t *g, zp_timers_t *tm, int wait)
 {
+    if (wait)
+        cudaDeviceSynchronize();
     /* oldest first; stop at the first batch still running */
     for (int64_t b = g->batches - TIMED < 0 ? 0 : g->batches - TIMED; b < g->batches; b++) {
         timed_t *t = &g->timed[b % TIMED];
@@ -566,14 +568,14 @@ static int64_t gpu_harvest(zp_gpu_t *g, zp_timers_t *tm)
         if (cudaEventQuery(last) != cudaSuccess)
             break;
         float h2d = 0, fwd = 0, bwd = 0;
-        cudaEventElapsedTime(&h2d, t->ev[EV_COPY0], t->ev[EV_COPY1]);
-        cudaEventElapsedTime(&fwd, t->ev[EV_FWD0], t->ev[EV_FWD1]);
+        if (cudaEventElapsedTime(&h2d, t->ev[EV_COPY0], t->ev[EV_COPY1]) != cudaSuccess ||
+            cudaEventElapsedTime(&fwd, t->ev[EV_FWD0], t->ev[EV_FWD1]) != cudaSuccess ||
+            (t->train && cudaEventElapsedTime(&bwd, t->ev[EV_FWD1], t->ev[EV_BWD1]) != cudaSuccess))
+            break; /* not complete after all: next time */
         zp_timer_add(tm, ZP_R_H2D, (int64_t)(h2d * 1e6));
         zp_timer_add(tm, ZP_R_FORWARD, (int64_t)(fwd * 1e6));
-        if (t->train) {
-            cudaEventElapsedTime(&bwd, t->ev[EV_FWD1], t->ev[EV_BWD1]);
+        if (t->train)
             zp_timer_add(tm, ZP_R_BACKWARD, (int64_t)(bwd * 1e6));
-        }
         t->pending = 0;
     }
     return g->untimed;

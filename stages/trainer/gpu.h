@@ -71,15 +71,16 @@ int zp_gpu_batch(zp_gpu_t *g, const float *x, const int32_t *labels, int n, int 
 int zp_gpu_wait_copy(zp_gpu_t *g);
 
 /* Loss sum and correct count of `split` since the last call, and whether a
- * loss, weight or gradient was not finite meanwhile; waits for the compute stream. */
+ * loss or gradient has not been finite so far; waits for the compute stream. */
 int zp_gpu_take(zp_gpu_t *g, int split, double *loss_sum, int64_t *correct, int *non_finite);
 
 /* Copies weights and optimizer state to the host model (for checkpoints). */
 int zp_gpu_download(zp_gpu_t *g, zp_mlp_t *host);
 
 /* Adds the completed batches' GPU times to the h2d, forward and backward
- * regions; never waits. Returns the batches left untimed so far (pool full). */
-int64_t zp_gpu_harvest(zp_gpu_t *g, zp_timers_t *tm);
+ * regions; waits for the GPU only with `wait` (at the end of a run). Returns
+ * the batches left untimed so far (pool full). */
+int64_t zp_gpu_harvest(zp_gpu_t *g, zp_timers_t *tm, int wait);
 
 /* "NVIDIA H100 80GB HBM3, 132 SMs, 79.1 GiB" */
 const char *zp_gpu_name(const zp_gpu_t *g);
@@ -95,7 +96,7 @@ typedef struct {
     int (*wait_copy)(zp_gpu_t *g);
     int (*take)(zp_gpu_t *g, int split, double *loss_sum, int64_t *correct, int *non_finite);
     int (*download)(zp_gpu_t *g, zp_mlp_t *host);
-    int64_t (*harvest)(zp_gpu_t *g, zp_timers_t *tm);
+    int64_t (*harvest)(zp_gpu_t *g, zp_timers_t *tm, int wait);
     const char *(*name)(const zp_gpu_t *g);
 } zp_gpu_api_t;
 #define ZP_GPU_MODULE_SYMBOL "zp_gpu_module_api"

@@ -88,5 +88,5 @@ int zp_gpu_take(zp_gpu_t *g, int split, double *loss_sum, int64_t *correct, int 
     return api->take(g, split, loss_sum, correct, non_finite);
 }
 int zp_gpu_download(zp_gpu_t *g, zp_mlp_t *host) { return api->download(g, host); }
-int64_t zp_gpu_harvest(zp_gpu_t *g, zp_timers_t *tm) { return api->harvest(g, tm); }
+int64_t zp_gpu_harvest(zp_gpu_t *g, zp_timers_t *tm, int wait) { return api->harvest(g, tm, wait); }
 const char *zp_gpu_name(const zp_gpu_t *g) { return api->name(g); }

@@ -360,10 +360,13 @@ static int gpu_compute(trainer_t *t, const zp_msg_t *m, const uint32_t *idx, con
             zp_augment_draw(&t->aug, m->epoch, idx[i], &t->draws[i]);
     }
     int augmented = t->aug.on && split == ZP_SPLIT_TRAIN;
+    int64_t t0 = zp_now_ns();
     int rc = zp_gpu_batch(t->gpu, x, labels, (int)m->n, split, &t->opt, augmented ? &aug : NULL);
     if (!rc)
         rc = zp_gpu_wait_copy(t->gpu);
-    zp_gpu_harvest(t->gpu, &t->st->timers);
+    /* the GPU's own times go to h2d, forward, backward; the host's wait is not "other" */
+    t->compute_ns += zp_now_ns() - t0;
+    zp_gpu_harvest(t->gpu, &t->st->timers, 0);
     return rc;
 }
 
@@ -439,13 +442,15 @@ static int on_batch(trainer_t *t, const zp_msg_t *m)
         t->step++;
         t->win_samples += n;
         t->steps_per_epoch = (int64_t)m->batches;
-        if (t->step % c->log_every_steps == 0 || m->index + 1 == m->batches) {
-            int mrc = gpu_metrics(t, ZP_SPLIT_TRAIN, (int64_t)m->epoch);
-            if (mrc)
-                return mrc;
+        int log_now = t->step % c->log_every_steps == 0 || m->index + 1 == m->batches;
+        int ckpt_now = c->ckpt_every_steps && t->step % c->ckpt_every_steps == 0;
+        /* the GPU's NaN flag is read here: never checkpoint a model that has one */
+        int mrc = log_now || ckpt_now ? gpu_metrics(t, ZP_SPLIT_TRAIN, (int64_t)m->epoch) : 0;
+        if (mrc)
+            return mrc;
+        if (log_now)
             step_record(t, (int64_t)m->epoch);
-        }
-        if (c->ckpt_every_steps && t->step % c->ckpt_every_steps == 0)
+        if (ckpt_now)
             checkpoint(t, "last", m->epoch, m->index + 1);
     }
     return rc;
@@ -495,11 +500,11 @@ static int loop(trainer_t *t)
         } else if (m.type == ZP_MSG_EPOCH_END) {
             if (zp_timer_is_open(&t->st->timers, ZP_R_IO))
                 ZP_TIME_END(&t->st->timers, ZP_R_IO);
+            rc = gpu_metrics(t, (int)m.split, (int64_t)m.epoch); /* waits for the GPU's epoch */
             if (zp_timer_is_open(&t->st->timers, ZP_R_EPOCH))
                 ZP_TIME_END(&t->st->timers, ZP_R_EPOCH);
-            if ((rc = gpu_metrics(t, (int)m.split, (int64_t)m.epoch)))
-                break;
-            epoch_record(t, &m);
+            if (!rc)
+                epoch_record(t, &m);
             ZP_TIME_BEGIN(&t->st->timers, ZP_R_EPOCH);
             ZP_TIME_BEGIN(&t->st->timers, ZP_R_IO);
         } else if (m.type == ZP_MSG_END) {
@@ -666,9 +671,10 @@ int zp_trainer_main(zp_stage_t *st)
         rc = open_gpu(&t);
     if (!rc)
         rc = loop(&t);
-    if (t.gpu && zp_gpu_harvest(t.gpu, &st->timers))
+    int64_t untimed = t.gpu ? zp_gpu_harvest(t.gpu, &st->timers, 1) : 0;
+    if (untimed)
         zp_info("cuda backend: %lld batches went untimed (the event pool was full)",
-                (long long)zp_gpu_harvest(t.gpu, &st->timers));
+                (long long)untimed);
     if (rc < 0 && rc != ZP_ESTOP)
         zp_error("stopped: %s", zp_strerror(rc));
     else if (rc == 1)
