@@ -1,0 +1,299 @@
+#!/usr/bin/python3
+"""zeus-pipe on JPEG images against its own ceiling and torchvision, in one run.
+
+A synthetic ImageNet-like folder (bench/make_images.py: 5,000 train JPEGs of
+about 500x375 at quality 90, 10 classes, 500 val) is generated when missing.
+Every figure uses configs/image-folder.yaml's deterministic transform: shorter
+side resized to 256, center crop 224, normalised float32 CHW (its random
+augmentation off); batches of 64, shuffled.
+
+(a) ceiling: the image source's get() (read, TurboJPEG decode, resize, crop)
+    called directly on one core for every train image (bench/jpeg_ceiling.c);
+(b) zeus-pipe with loader.workers=1 and 2, trainer.backend=null, cache off;
+(b') zeus-pipe with 2 loaders and the LMDB cache on, starting empty: epoch 1
+    cold (loaders decode, the cache stage writes), epoch 3 warm (all hits);
+(c) torchvision ImageFolder + DataLoader(num_workers=1 and 2): Resize(256),
+    CenterCrop(224), ToTensor, Normalize with the same mean/std, batch 64,
+    shuffle, persistent workers.
+
+The measurements run in --repeats rounds, each round one of everything, so
+that a busy spell on a shared machine spoils one round of each rather than
+every repeat of one; a figure is the best of its rounds (contention only ever
+slows things down). Before each measurement every file is read once (the
+dataset is in page cache for all), and the script waits up to a minute for
+other processes to use under a quarter of a core; beside each round's figure
+it prints the CPU (in cores) that other processes used while it ran.
+
+A round's ceiling is one timed pass after an untimed one. zeus-pipe and
+torchvision run two epochs and the second is timed; a zeus-pipe epoch's rate
+comes from its run's metrics.jsonl: the train and test samples between two
+consecutive train epoch_end records over the time between them (unlike the
+record's own samples_per_s, whose clock starts at the epoch's first batch).
+The cold cache epoch is epoch 1's own samples_per_s; the warm one is epoch 3
+by the same interval rule.
+
+Run: /usr/bin/python3 bench/image_bench.py build [--quick] [--repeats N]
+"""
+import argparse
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import make_images  # noqa: E402
+
+CONFIG = os.path.join(HERE, "..", "configs", "image-folder.yaml")
+MEAN, STD = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
+RESIZE, CROP, BATCH = 256, 224, 64
+# the deterministic transform only: the config's random augmentation is off
+DETERMINISTIC = ["dataset.image.resize=%d" % RESIZE, "dataset.image.crop=%d" % CROP,
+                 "dataset.augment.resized_crop=false", "dataset.augment.hflip=false",
+                 "dataset.augment.crop_padding=0"]
+
+
+def machine_busy():
+    """CPU seconds the whole machine has been busy (steal included)."""
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:9]]
+    return (v[0] + v[1] + v[2] + v[5] + v[6] + v[7]) / os.sysconf("SC_CLK_TCK")
+
+
+def own_cpu():
+    """CPU seconds of this process and its children that have been waited for."""
+    a, b = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return a.ru_utime + a.ru_stime + b.ru_utime + b.ru_stime
+
+
+class Others:
+    """`with Others() as o:` ... o.cores: the CPU other processes used meanwhile."""
+
+    def __enter__(self):
+        self.t, self.busy, self.own = time.monotonic(), machine_busy(), own_cpu()
+        return self
+
+    def __exit__(self, *exc):
+        dt = time.monotonic() - self.t
+        self.cores = max(0.0, (machine_busy() - self.busy) - (own_cpu() - self.own)) / dt
+
+
+def quiet(limit_s=60):
+    """Waits until other processes use under a quarter of a core (2 s windows)."""
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < limit_s:
+        with Others() as o:
+            time.sleep(2)
+        if o.cores < 0.25:
+            return
+    print("image_bench: the machine stayed busy (%.1f cores used by others): measuring anyway" % o.cores,
+          flush=True)
+
+
+def warm_files(root):
+    """Reads every file under root once: the page cache holds the dataset."""
+    for d, _, files in os.walk(root):
+        for f in files:
+            with open(os.path.join(d, f), "rb") as fh:
+                while fh.read(1 << 20):
+                    pass
+
+
+def ceiling(bin_dir, root, parts):
+    cmd = [os.path.join(bin_dir, "zp-bench-jpeg"), CONFIG, "--passes", "1"] + (["--parts"] if parts else []) + \
+        ["dataset.path=" + root] + DETERMINISTIC
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    if p.returncode:
+        sys.exit("image_bench: %s failed (%d): %s" % (" ".join(cmd), p.returncode, p.stderr.strip()))
+    return json.loads(p.stdout)
+
+
+def records(path):
+    with open(path) as f:
+        return [json.loads(l) for l in f if l.strip()]
+
+
+def zp_run(bin_dir, cwd, root, name, epochs, *over):
+    """Runs `up`; returns a dict: train (its train epoch_end records), rates
+    (images/s of each train epoch; None for epoch 1), images (train and test
+    samples of the whole run), report (report.json), cpu (CPU s per stage)."""
+    cmd = [os.path.join(bin_dir, "zeus-pipe"), "up", CONFIG, "run.name=" + name, "dataset.path=" + root,
+           "trainer.backend=null", "trainer.epochs=%d" % epochs, "trainer.limit_test_batches=1",
+           "prefetch.batch_size=%d" % BATCH, "prefetch.shuffle=true", "logger.stat_interval_ms=250"]
+    cmd += DETERMINISTIC + list(over)
+    p = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True)
+    run = os.path.join(cwd, "runs", name)
+    if p.returncode:
+        sys.exit("image_bench: %s failed (%d):\n%s" % (" ".join(cmd), p.returncode, p.stderr[-3000:]))
+    ends = [r for r in records(os.path.join(run, "metrics.jsonl")) if r.get("event") == "epoch_end"]
+    train = [r for r in ends if r["split"] == "train"]
+    bad = [r["epoch"] for r in train if not r["samples"] == r["distinct"] == r["expected_samples"]]
+    if bad or len(train) != epochs:
+        sys.exit("image_bench: %s: %d train epochs recorded, epochs %s incomplete" % (run, len(train), bad))
+    rates = [None]
+    for a, b in zip(train, train[1:]):  # train epoch b and the test epoch before it
+        n = b["samples"] + sum(r["samples"] for r in ends if r["split"] == "test" and r["epoch"] == a["epoch"])
+        rates.append(n / (b["time"] - a["time"]))
+    cpu = {}
+    for r in records(os.path.join(run, "stats.jsonl")):
+        if r.get("kind") == "stats":
+            cpu[r["stage"]] = cpu.get(r["stage"], 0) + r["cpu"] * r["window_s"]
+    with open(os.path.join(run, "report.json")) as f:
+        report = json.load(f)
+    return dict(train=train, rates=rates, images=sum(r["samples"] for r in ends), report=report, cpu=cpu)
+
+
+def torchvision_rate(root, workers):
+    """images/s of the second of two epochs through ImageFolder + DataLoader."""
+    import torch
+    from torch.utils.data import DataLoader
+    from torchvision import datasets, transforms
+
+    torch.set_num_threads(1)
+    tf = transforms.Compose([transforms.Resize(RESIZE), transforms.CenterCrop(CROP), transforms.ToTensor(),
+                             transforms.Normalize(MEAN, STD)])
+    ds = datasets.ImageFolder(os.path.join(root, "train"), transform=tf)
+    loader = DataLoader(ds, batch_size=BATCH, shuffle=True, num_workers=workers, persistent_workers=True,
+                        generator=torch.Generator().manual_seed(1))
+    for _ in range(2):
+        t0, n = time.perf_counter(), 0
+        for x, _ in loader:
+            n += x.shape[0]
+        rate = n / (time.perf_counter() - t0)
+    del loader  # joins the workers: their CPU time counts as this process's children's
+    return rate
+
+
+def share(run):
+    """One line: each stage's CPU time per image (all its instances) and busy share."""
+    busy = {s["stage"]: s["busy"] for s in run["report"]["stages"]}
+    return "  ".join("%s %.2f ms %.0f%%" % (st, 1e3 * run["cpu"].get(st, 0) / run["images"], 100 * busy.get(st, 0))
+                     for st in ("loader", "cache", "prefetch", "trainer", "logger"))
+
+
+def region_ms(run, stage, region, images=None):
+    """A timer region's total per image (of the run, or of `images`), in ms."""
+    r = [x for x in run["report"]["regions"] if x["stage"] == stage and x["region"] == region]
+    return 1e3 * r[0]["total_s"] / (images or run["images"]) if r else 0.0
+
+
+ROWS = [("ceiling", "(a)  get() on one core: read+decode+resize+crop (ceiling)"),
+        ("zp1", "(b)  zeus-pipe, 1 loader, cache off"),
+        ("zp2", "(b)  zeus-pipe, 2 loaders, cache off"),
+        ("cold", "(b') zeus-pipe, 2 loaders, cache on: epoch 1 (cold, fills LMDB)"),
+        ("warm", "(b') zeus-pipe, 2 loaders, cache on: epoch 3 (warm)"),
+        ("tv1", "(c)  torchvision ImageFolder + DataLoader, num_workers=1"),
+        ("tv2", "(c)  torchvision ImageFolder + DataLoader, num_workers=2")]
+
+
+def measure_all(bin_dir, root, reps, work):
+    """Runs `reps` rounds of everything; returns got (per row key, a list of
+    (images/s, cores used by others) per round), the zeus-pipe run behind each
+    best figure, and the ceiling's parts."""
+    got, runs, parts = {k: [] for k, _ in ROWS}, {}, {}
+
+    def record(key, r, rate, cores, run=None):
+        if run and rate > max([x for x, _ in got[key]] or [0]):
+            runs[key] = run
+        got[key].append((rate, cores))
+        print("image_bench: round %d: %-8s %8.0f images/s  (others used %.1f cores)" % (r + 1, key, rate, cores),
+              flush=True)
+
+    for r in range(reps):
+        jobs = [("ceiling", lambda: ceiling(bin_dir, root, not parts))]
+        for w in (1, 2):
+            jobs.append(("zp%d" % w, lambda w=w: zp_run(bin_dir, work, root, "loaders-%d-%d" % (w, r + 1), 2,
+                                                         "loader.workers=%d" % w, "cache.enabled=false")))
+        cache = os.path.join(work, "cache")
+        jobs.append(("cache", lambda: zp_run(bin_dir, work, root, "cache-%d" % (r + 1), 3, "loader.workers=2",
+                                             "cache.enabled=true", "cache.path=" + cache)))
+        for w in (1, 2):
+            jobs.append(("tv%d" % w, lambda w=w: torchvision_rate(root, w)))
+        for key, fn in jobs:
+            quiet()
+            warm_files(root)
+            with Others() as o:
+                out = fn()
+            if key == "ceiling":
+                parts = parts or out
+                record(key, r, out["get_per_s"], o.cores)
+            elif key == "cache":
+                shutil.rmtree(cache)
+                record("cold", r, out["train"][0]["samples_per_s"], o.cores, out)
+                record("warm", r, out["rates"][2], o.cores, out)
+            elif key.startswith("zp"):
+                record(key, r, out["rates"][1], o.cores, out)
+            else:
+                record(key, r, out, o.cores)
+    return got, runs, parts
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("bin_dir", nargs="?", default="build", help="build folder with zeus-pipe and zp-bench-jpeg")
+    ap.add_argument("--quick", action="store_true", help="500 train images, 2 rounds")
+    ap.add_argument("--repeats", type=int, help="rounds a best is taken of (default 3)")
+    ap.add_argument("--images", help="folder of the generated images (default bench/out/images[-quick])")
+    a = ap.parse_args()
+    bin_dir = os.path.abspath(a.bin_dir)
+    for b in ("zeus-pipe", "zp-bench-jpeg"):
+        if not os.access(os.path.join(bin_dir, b), os.X_OK):
+            sys.exit("image_bench: %s/%s is missing: build first (cmake --build %s)" % (bin_dir, b, a.bin_dir))
+    train, val = (500, 100) if a.quick else (5000, 500)
+    reps = a.repeats or (2 if a.quick else 3)
+    root = os.path.abspath(a.images or os.path.join(HERE, "out", "images-quick" if a.quick else "images"))
+    n, size = make_images.make(root, train, val)
+    print("image_bench: %s: %d images, %.0f KB average" % (root, n, size / n / 1024), flush=True)
+    os.makedirs(os.path.join(HERE, "out"), exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="zp-image-bench-", dir=os.path.join(HERE, "out")) as d:
+        got, runs, parts = measure_all(bin_dir, root, reps, d)
+    best = {k: max(v)[0] for k, v in got.items()}
+    c = best["ceiling"]
+    images = parts["images"]
+
+    cpu_name = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
+    print()
+    print("machine: %s, %d cores; %d train images, %.0f KB average JPEG; resize %d, crop %d, batch %d, shuffle"
+          % (cpu_name, os.cpu_count(), images, parts["bytes"] / images / 1024, RESIZE, CROP, BATCH))
+    print("each figure: the best of %d rounds; files in page cache; (N): cores other processes used meanwhile" % reps)
+    print()
+    print("%-64s %9s   %s" % ("", "images/s", "each round"))
+    for key, name in ROWS:
+        print("%-64s %9.0f   %s" % (name, best[key], "  ".join("%.0f (%.1f)" % x for x in got[key])))
+    print("%-64s %9s   read %.0f/s, TurboJPEG decode %.0f/s, normalise %.0f/s"
+          % ("     (a) in parts, one pass each", "", parts["read_per_s"], parts["decode_per_s"],
+             parts["normalize_per_s"]))
+    print()
+
+    def target(name, v, goal):
+        print("%-42s %6.2f   target >= %.2f  %s" % (name, v, goal, "met" if v >= goal else "MISSED"))
+    target("zeus-pipe(1) / (1 x ceiling)", best["zp1"] / c, 0.90)
+    target("zeus-pipe(2) / (2 x ceiling)", best["zp2"] / (2 * c), 0.90)
+    target("zeus-pipe(1) / torchvision(1)", best["zp1"] / best["tv1"], 2.0)
+    target("zeus-pipe(2) / torchvision(2)", best["zp2"] / best["tv2"], 2.0)
+    for name, v in (("warm epoch / zeus-pipe(2) cache off", best["warm"] / best["zp2"]),
+                    ("warm epoch / torchvision(2)", best["warm"] / best["tv2"]),
+                    ("warm epoch / (2 x ceiling)", best["warm"] / (2 * c)),
+                    ("cold epoch / zeus-pipe(2) cache off", best["cold"] / best["zp2"])):
+        print("%-42s %6.2f" % (name, v))
+    print()
+    print("where the time goes, in the runs behind the best figures (CPU ms per image, all instances of a\n"
+          "stage; busy share):")
+    for key, name in (("zp1", "1 loader "), ("zp2", "2 loaders"), ("warm", "cache on ")):
+        print("  %s  %s" % (name, share(runs[key])))
+    for w in (1, 2):
+        run = runs["zp%d" % w]
+        print("  %d loader(s): get() %.2f ms and normalise %.2f ms per image (wall, in the loaders); ceiling get() %.2f ms"
+              % (w, region_ms(run, "loader", "read"), region_ms(run, "loader", "transform"), 1e3 / c))
+    run = runs["cold"]
+    print("  cache on: lmdb_put %.2f ms per image of epoch 1 (cache stage); lmdb_get %.2f and collate %.2f ms per "
+          "image (prefetch, 3 epochs)" % (region_ms(run, "cache", "lmdb_put", images), region_ms(run, "prefetch", "lmdb_get"),
+                                         region_ms(run, "prefetch", "collate")))
+
+
+if __name__ == "__main__":
+    main()
