@@ -47,14 +47,16 @@ static int cmp_str(const void *a, const void *b)
 /* Sorted names of the entries of dir that are folders (want_dir) or image files. */
 static int sorted_names(const char *dir, int want_dir, char ***out, int *n, char *err, size_t errlen)
 {
+    *out = NULL;
+    *n = 0;
     DIR *d = opendir(dir);
     if (!d) {
-        snprintf(err, errlen, "%s: %s", dir, strerror(errno));
-        return -errno;
+        int e = errno;
+        snprintf(err, errlen, "%s: %s", dir, strerror(e));
+        return -e;
     }
     char **v = NULL;
     int cap = 0, rc = 0;
-    *n = 0;
     for (struct dirent *e; (e = readdir(d));) {
         if (e->d_name[0] == '.')
             continue;
@@ -124,8 +126,9 @@ static int read_list(const char *file, zp_imagelist_t *l, char *err, size_t errl
 {
     FILE *f = fopen(file, "r");
     if (!f) {
-        snprintf(err, errlen, "%s: %s", file, strerror(errno));
-        return -errno;
+        int e = errno;
+        snprintf(err, errlen, "%s: %s", file, strerror(e));
+        return -e;
     }
     char dir[PATH_MAX], line[PATH_MAX + 64];
     snprintf(dir, sizeof dir, "%s", file);

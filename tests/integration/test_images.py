@@ -138,6 +138,17 @@ def decoded_pixels_and_classes_match_pil_and_torchvision():
         print("  after resize:", worst)
 
 
+def a_missing_folder_or_list_is_named():
+    """Before any stage starts (it used to free an uninitialised pointer)."""
+    with zp.Workdir() as w:
+        missing = os.path.join(w.path, "nowhere")
+        cfg = w.write("m.yaml", CONFIG.format(name="m", root=missing, resize=0, crop=8, cache="m-cache"))
+        rc, out, err = w.run("up", cfg)
+        zp.check(rc == 2 and missing + "/train: No such file or directory" in err, (rc, err))
+        rc, out, err = w.run("up", cfg, "dataset.source=image_list", "dataset.image.train=t.txt")
+        zp.check(rc == 2 and missing + "/t.txt: No such file or directory" in err, (rc, err))
+
+
 def bad_files_are_named_or_skipped():
     with zp.Workdir() as w:
         root = os.path.join(w.path, "imgs")
@@ -168,4 +179,5 @@ def bad_files_are_named_or_skipped():
 
 
 if __name__ == "__main__":
-    zp.main([decoded_pixels_and_classes_match_pil_and_torchvision, bad_files_are_named_or_skipped])
+    zp.main([decoded_pixels_and_classes_match_pil_and_torchvision, bad_files_are_named_or_skipped,
+             a_missing_folder_or_list_is_named])
