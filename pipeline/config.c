@@ -276,7 +276,7 @@ static int set_list(origin_t *o, const key_t_ *k, yaml_document_t *doc, yaml_nod
         if (e->type != YAML_SCALAR_NODE || !is_plain(e))
             return fail_at(o, &e->start_mark, k->key, NULL, "expected %s", type_name(k->type));
         const char *s = scalar_of(e);
-        double v;
+        double v = 0;
         int64_t iv = 0;
         if (k->type == KT_INTS ? parse_int(s, &iv) : parse_float(s, &v))
             return fail_at(o, &e->start_mark, k->key, NULL, "expected %s (got '%s')",
@@ -406,7 +406,7 @@ static int load_doc(origin_t *o, yaml_document_t *doc, FILE *f, const char *text
         return ZP_ENOMEM;
     if (f)
         yaml_parser_set_input_file(&p, f);
-    else
+    else if (text)
         yaml_parser_set_input_string(&p, (const unsigned char *)text, strlen(text));
     int rc = 0;
     if (!yaml_parser_load(&p, doc)) {

@@ -60,7 +60,7 @@ static int sorted_names(const char *dir, int want_dir, char ***out, int *n, char
     for (struct dirent *e; (e = readdir(d));) {
         if (e->d_name[0] == '.')
             continue;
-        char path[PATH_MAX];
+        char path[PATH_MAX + 256];
         struct stat st;
         snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
         if (stat(path, &st) || (want_dir ? !S_ISDIR(st.st_mode) : !(S_ISREG(st.st_mode) && is_image(e->d_name))))
