@@ -104,37 +104,15 @@ void zp_augment_draw(const zp_augment_t *a, uint64_t epoch, uint32_t index, zp_a
         d->flip = (int)(zp_rng_next(&r) >> 63);
 }
 
-/* Output coordinate i of n (after flip and padded crop: `at`) -> source
- * indices and weight inside the box [b0, b0 + bn) of an axis of n pixels;
- * i0 = -1 when the padded crop puts it outside the sample. */
-static void axis_map(int n, int at, double b0, double bn, int32_t *i0, int32_t *i1, float *f)
-{
-    if (at < 0 || at >= n) {
-        *i0 = *i1 = -1;
-        *f = 0;
-        return;
-    }
-    double s = (at + 0.5) * bn / n - 0.5; /* inside the box, align_corners = false */
-    if (s < 0)
-        s = 0;
-    int k = (int)s;
-    int last = (int)bn - 1;
-    if (k > last)
-        k = last;
-    *i0 = (int32_t)(b0 + k);
-    *i1 = (int32_t)(b0 + (k < last ? k + 1 : k));
-    *f = (float)(s - k);
-}
-
 void zp_augment(zp_augment_t *a, uint64_t epoch, uint32_t index, const float *in, float *out)
 {
     zp_aug_draw_t d;
     zp_augment_draw(a, epoch, index, &d);
     int h = a->h, w = a->w, p = a->padding;
     for (int y = 0; y < h; y++)
-        axis_map(h, y + d.dy - p, d.box_y, d.box_h, &a->y0[y], &a->y1[y], &a->fy[y]);
+        zp_augment_axis(h, y + d.dy - p, d.box_y, d.box_h, &a->y0[y], &a->y1[y], &a->fy[y]);
     for (int x = 0; x < w; x++)
-        axis_map(w, (d.flip ? w - 1 - x : x) + d.dx - p, d.box_x, d.box_w, &a->x0[x], &a->x1[x],
+        zp_augment_axis(w, (d.flip ? w - 1 - x : x) + d.dx - p, d.box_x, d.box_w, &a->x0[x], &a->x1[x],
                  &a->fx[x]);
     size_t plane = (size_t)h * w;
     for (int ch = 0; ch < a->c; ch++) {

@@ -36,6 +36,36 @@ typedef struct {
     float *fy, *fx;
 } zp_augment_t;
 
+#ifdef __CUDACC__
+#define ZP_HOST_DEVICE __host__ __device__
+#else
+#define ZP_HOST_DEVICE
+#endif
+
+/* The map of one axis of n pixels, shared by zp_augment and the cuda
+ * backend's kernel: output coordinate `at` (after flip and padded crop) ->
+ * the two source indices *i0, *i1 and the weight *f of i1, bilinear inside the
+ * box [b0, b0 + bn) with align_corners = false; *i0 = -1 when the padded crop
+ * puts `at` outside the sample. */
+static inline ZP_HOST_DEVICE void zp_augment_axis(int n, int at, double b0, double bn, int32_t *i0,
+                                                  int32_t *i1, float *f)
+{
+    if (at < 0 || at >= n) {
+        *i0 = *i1 = -1;
+        *f = 0;
+        return;
+    }
+    double s = (at + 0.5) * bn / n - 0.5;
+    if (s < 0)
+        s = 0;
+    int k = (int)s, last = (int)bn - 1;
+    if (k > last)
+        k = last;
+    *i0 = (int32_t)(b0 + k);
+    *i1 = (int32_t)(b0 + (k < last ? k + 1 : k));
+    *f = (float)(s - k);
+}
+
 /* Reads dataset.augment.*; a->on = 0 when nothing is asked for. ZP_ENOMEM. */
 int zp_augment_init(zp_augment_t *a, const zp_config_t *cfg, const zp_dataset_meta_t *meta);
 void zp_augment_free(zp_augment_t *a);

@@ -167,21 +167,6 @@ __global__ void adamw(float *w, const float *g, float *v, float *s, size_t n, fl
     w[i] -= lr * ((v[i] / c1) / (sqrtf(s[i] / c2) + eps) + wd * w[i]);
 }
 
-/* One of the source indices and the weight of output coordinate `at` of an
- * axis of n pixels, inside the box [b0, b0 + bn): augment.c's axis_map. */
-__device__ static int axis(int n, int at, double b0, double bn, int *i1, float *f)
-{
-    double s = (at + 0.5) * bn / n - 0.5;
-    if (s < 0)
-        s = 0;
-    int k = (int)s, last = (int)bn - 1;
-    if (k > last)
-        k = last;
-    *i1 = (int)b0 + (k < last ? k + 1 : k);
-    *f = (float)(s - k);
-    return (int)b0 + k;
-}
-
 /* zp_augment for a batch, one output pixel a thread: flip, padded crop
  * (black outside), bilinear sample of the random-resized-crop box. */
 __global__ void augment(const float *in, float *out, const zp_aug_draw_t *draws,
@@ -194,14 +179,14 @@ __global__ void augment(const float *in, float *out, const zp_aug_draw_t *draws,
     int x = (int)(i % w), y = (int)(i / w % h), ch = (int)(i / plane % c);
     size_t sample = i / plane / c;
     const zp_aug_draw_t *d = &draws[sample];
-    int ay = y + d->dy - pad, ax = (d->flip ? w - 1 - x : x) + d->dx - pad;
-    if (ay < 0 || ay >= h || ax < 0 || ax >= w) {
+    int32_t y0, y1, x0, x1;
+    float fy, fx;
+    zp_augment_axis(h, y + d->dy - pad, d->box_y, d->box_h, &y0, &y1, &fy);
+    zp_augment_axis(w, (d->flip ? w - 1 - x : x) + d->dx - pad, d->box_x, d->box_w, &x0, &x1, &fx);
+    if (y0 < 0 || x0 < 0) {
         out[i] = fill[ch];
         return;
     }
-    int y1, x1;
-    float fy, fx;
-    int y0 = axis(h, ay, d->box_y, d->box_h, &y1, &fy), x0 = axis(w, ax, d->box_x, d->box_w, &x1, &fx);
     const float *src = in + (sample * c + ch) * plane;
     const float *r0 = src + (size_t)y0 * w, *r1 = src + (size_t)y1 * w;
     float top = r0[x0] + (r0[x1] - r0[x0]) * fx, bot = r1[x0] + (r1[x1] - r1[x0]) * fx;

@@ -607,8 +607,6 @@ static int open_gpu(trainer_t *t)
     }
     zp_info("cuda backend: MLP with %d weight layers on %s; the ring (%zu bytes) is page-locked",
             t->mlp.nlayers, zp_gpu_name(t->gpu), t->ring->map_bytes);
-    if (t->aug.on && !(t->draws = malloc(sizeof *t->draws * (size_t)t->st->cfg.batch_size)))
-        return ZP_ENOMEM;
     if (t->st->cfg.nan_at_step)
         zp_warn("trainer.debug.nan_at_step is not applied by the cuda backend");
     return 0;
@@ -655,8 +653,12 @@ int zp_trainer_main(zp_stage_t *st)
         if (!rc && st->cfg.aug_where == ZP_AUG_IN_TRAINER && st->mode != ZP_MODE_EVAL &&
             st->mode != ZP_MODE_OVERFIT) /* overfit: the one batch as it is */
             rc = zp_augment_init(&t.aug, &st->cfg, &st->meta);
-        if (!rc && t.aug.on &&
-            !(t.augmented = malloc(sizeof(float) * (size_t)st->cfg.batch_size * (size_t)st->meta.elems)))
+        /* the cpu backend augments into a batch buffer, the cuda backend needs the draws */
+        size_t b = (size_t)st->cfg.batch_size;
+        if (!rc && t.aug.on && t.backend == ZP_BACKEND_CPU &&
+            !(t.augmented = malloc(sizeof(float) * b * (size_t)st->meta.elems)))
+            rc = ZP_ENOMEM;
+        if (!rc && t.aug.on && t.backend == ZP_BACKEND_CUDA && !(t.draws = malloc(sizeof *t.draws * b)))
             rc = ZP_ENOMEM;
     }
     if (!rc && st->cfg.log_batches) {
