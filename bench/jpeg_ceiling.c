@@ -122,25 +122,20 @@ out:
     return rc;
 }
 
-/* loader.c's transform: a per-channel table from uint8 to normalised float32. */
+/* The loader's transform for float32 samples (the trainer's for uint8 ones). */
 static double normalize_rate(const zp_config_t *c, const zp_dataset_meta_t *m, const uint8_t *px)
 {
-    static float lut[4][256];
-    for (int ch = 0; ch < 4; ch++)
-        for (int p = 0; p < 256; p++)
-            lut[ch][p] = (float)((p / 255.0 - c->mean.v[c->mean.n > ch ? ch : 0]) /
-                                 c->std.v[c->std.n > ch ? ch : 0]);
-    int64_t plane = m->shape[1] * m->shape[2], reps = 2000;
+    float *lut = zp_normalize_lut(c, m->shape[0]);
+    int64_t reps = 2000;
     float *out = malloc((size_t)m->elems * sizeof *out);
     double t0 = now();
     for (int64_t r = 0; r < reps; r++)
-        for (int64_t ch = 0; ch < m->shape[0]; ch++)
-            for (int64_t i = 0; i < plane; i++)
-                out[ch * plane + i] = lut[ch < 4 ? ch : 3][px[ch * plane + i]];
+        zp_normalize(lut, m, px, out);
     double rate = (double)reps / (now() - t0);
     volatile float sink = out[m->elems / 2];
     (void)sink;
     free(out);
+    free(lut);
     return rate;
 }
 

@@ -144,7 +144,8 @@ void zp_cachedb_fingerprint(const zp_config_t *cfg, const zp_dataset_meta_t *m, 
                             char *buf, size_t len)
 {
     char p[600];
-    snprintf(buf, len, "value schema: %d (float32, XXH3-64)\n", ZP_CACHE_VERSION);
+    int u8 = m->dtype == ZP_DTYPE_U8;
+    snprintf(buf, len, "value schema: %d (%s, XXH3-64)\n", ZP_CACHE_VERSION, u8 ? "uint8" : "float32");
     size_t n = strlen(buf);
     if (cfg->dataset_source == ZP_SOURCE_IDX) {
         snprintf(buf + n, len - n, "source: idx\n");
@@ -166,6 +167,10 @@ void zp_cachedb_fingerprint(const zp_config_t *cfg, const zp_dataset_meta_t *m, 
     n += (size_t)snprintf(buf + n, len - n, "samples: %lld of %lldx%lldx%lld\n",
                           (long long)m->n[split], (long long)m->shape[0], (long long)m->shape[1],
                           (long long)m->shape[2]);
+    if (u8) { /* the trainer normalises: mean and std do not change what is kept */
+        snprintf(buf + n, len - n, "transform: none (uint8 pixels)\n");
+        return;
+    }
     n += (size_t)snprintf(buf + n, len - n, "transform: normalize(mean=[");
     for (int i = 0; i < cfg->mean.n; i++)
         n += (size_t)snprintf(buf + n, len - n, "%s%.17g", i ? ", " : "", cfg->mean.v[i]);
@@ -248,7 +253,7 @@ void zp_cache_header(uint8_t *hdr, const zp_dataset_meta_t *m, uint32_t index, i
                      const void *payload, size_t bytes)
 {
     memcpy(hdr, "ZPC1", 4);
-    hdr[4] = ZP_CACHE_VERSION, hdr[5] = 1, hdr[6] = 3, hdr[7] = 0;
+    hdr[4] = ZP_CACHE_VERSION, hdr[5] = (uint8_t)m->dtype, hdr[6] = 3, hdr[7] = 0;
     for (int i = 0; i < 3; i++)
         put_u32(hdr + 8 + 4 * i, (uint32_t)m->shape[i]);
     memcpy(hdr + 20, &label, 4);
@@ -265,7 +270,7 @@ int zp_cache_check(const MDB_val *v, const zp_dataset_meta_t *m, uint32_t index,
 {
     uint64_t sum;
     int rc = zp_cache_check_header(v, m, index, label, payload, &sum, why);
-    if (!rc && XXH3_64bits(*payload, (size_t)m->elems * 4) != sum)
+    if (!rc && XXH3_64bits(*payload, m->sample_bytes) != sum)
         return *why = "payload checksum mismatch", ZP_EDATA;
     return rc;
 }
@@ -275,12 +280,12 @@ int zp_cache_check_header(const MDB_val *v, const zp_dataset_meta_t *m, uint32_t
                           const char **why)
 {
     const uint8_t *p = v->mv_data;
-    size_t bytes = (size_t)m->elems * 4;
+    size_t bytes = m->sample_bytes;
     uint32_t u[6];
     if (v->mv_size != ZP_CACHE_HDR + bytes)
         return *why = "value has the wrong size", ZP_EDATA;
     memcpy(u, p + 8, sizeof u);
-    if (memcmp(p, "ZPC1", 4) || p[4] != ZP_CACHE_VERSION || p[5] != 1 || p[6] != 3)
+    if (memcmp(p, "ZPC1", 4) || p[4] != ZP_CACHE_VERSION || p[5] != m->dtype || p[6] != 3)
         return *why = "bad magic, version or dtype", ZP_EDATA;
     if (u[0] != m->shape[0] || u[1] != m->shape[1] || u[2] != m->shape[2] || u[5] != bytes)
         return *why = "shape differs from the dataset's", ZP_EDATA;

@@ -8,7 +8,7 @@
  *   offset  size  field
  *        0     4  magic "ZPC1"
  *        4     1  header version (1)
- *        5     1  dtype (1 = float32)
+ *        5     1  dtype (1 = float32, 2 = uint8: dataset.dtype)
  *        6     1  dimensions (3)
  *        7     1  reserved (0)
  *        8    12  shape: channels, height, width (u32 little-endian)

@@ -618,6 +618,11 @@ static int cross_check(origin_t *o, zp_config_t *cfg, walk_t *w)
         return fail_at(o, m, "dataset.augment.where", NULL,
                        "loader needs cache.enabled: false (the cache would keep one draw)");
     }
+    if (cfg->aug_where == ZP_AUG_IN_LOADER && cfg->dtype == ZP_DT_UINT8) {
+        blame(o, w, "dataset.augment.where", &m);
+        return fail_at(o, m, "dataset.augment.where", NULL,
+                       "loader needs dataset.dtype: float32 (augmented pixels are not bytes)");
+    }
     const char *shape = "dataset.synthetic.shape";
     int64_t elems = 1;
     for (int i = 0; i < cfg->synth_shape.n; i++)

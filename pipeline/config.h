@@ -33,6 +33,7 @@ enum { ZP_TRANSPORT_IPC, ZP_TRANSPORT_TCP };
 enum { ZP_SCHED_NONE, ZP_SCHED_STEP, ZP_SCHED_COSINE };
 enum { ZP_OPTIM_SGD, ZP_OPTIM_ADAMW };
 enum { ZP_AUG_IN_TRAINER, ZP_AUG_IN_LOADER };
+enum { ZP_DT_FLOAT32, ZP_DT_UINT8 };
 
 typedef struct {
     char run_name[64];
@@ -42,6 +43,7 @@ typedef struct {
     char dataset_path[256];
     char train_images[128], train_labels[128], test_images[128], test_labels[128];
     zp_floats_t mean, std;
+    int dtype;
     int64_t synth_train, synth_test, synth_classes, synth_cost_us, synth_corrupt;
     char image_train[256], image_test[256];
     int64_t image_resize, image_crop;

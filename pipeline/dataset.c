@@ -11,6 +11,25 @@
 
 const char *zp_split_name(int split) { return split == ZP_SPLIT_TEST ? "test" : "train"; }
 
+float *zp_normalize_lut(const zp_config_t *cfg, int64_t channels)
+{
+    float *lut = malloc((size_t)channels * 256 * sizeof *lut);
+    for (int64_t c = 0; lut && c < channels; c++) {
+        double mean = cfg->mean.v[cfg->mean.n > c ? c : 0], std = cfg->std.v[cfg->std.n > c ? c : 0];
+        for (int p = 0; p < 256; p++)
+            lut[c * 256 + p] = (float)((p / 255.0 - mean) / std);
+    }
+    return lut;
+}
+
+void zp_normalize(const float *lut, const zp_dataset_meta_t *m, const uint8_t *px, float *out)
+{
+    int64_t plane = m->shape[1] * m->shape[2];
+    for (int64_t c = 0; c < m->shape[0]; c++, lut += 256)
+        for (int64_t i = 0; i < plane; i++)
+            out[c * plane + i] = lut[px[c * plane + i]];
+}
+
 void zp_dataset_file(const zp_config_t *cfg, const char *name, char *buf, size_t len)
 {
     if (name[0] == '/')
@@ -197,6 +216,8 @@ int zp_dataset_probe(const zp_config_t *cfg, zp_dataset_meta_t *m, char *err, si
         m->classes = cfg->synth_classes;
     }
     m->elems = m->shape[0] * m->shape[1] * m->shape[2];
+    m->dtype = cfg->dtype == ZP_DT_UINT8 ? ZP_DTYPE_U8 : ZP_DTYPE_F32;
+    m->sample_bytes = (size_t)m->elems * zp_dtype_size((uint64_t)m->dtype);
     if (!rc && cfg->mean.n > 1 && cfg->mean.n != m->shape[0]) {
         snprintf(err, len, "dataset.mean: %d values for %lld channels", cfg->mean.n,
                  (long long)m->shape[0]);

@@ -4,6 +4,7 @@
 #define ZP_DATASET_H
 
 #include "pipeline/config.h"
+#include "schemas/msg.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -13,7 +14,9 @@ enum { ZP_SPLIT_TRAIN, ZP_SPLIT_TEST, ZP_SPLITS };
 typedef struct {
     int64_t n[ZP_SPLITS]; /* samples per split */
     int64_t shape[3];     /* channels, height, width */
-    int64_t elems;        /* float32 elements per sample */
+    int64_t elems;        /* elements per sample */
+    int dtype;            /* ZP_DTYPE_F32 or ZP_DTYPE_U8 (dataset.dtype) */
+    size_t sample_bytes;  /* elems x the size of dtype */
     int64_t classes;
     int64_t files_bytes[ZP_SPLITS], files_mtime[ZP_SPLITS]; /* image sources: for the fingerprint */
 } zp_dataset_meta_t;
@@ -41,5 +44,13 @@ void zp_idx_free(zp_idx_t *idx);
 
 /* dataset.path joined with a file name. */
 void zp_dataset_file(const zp_config_t *cfg, const char *name, char *buf, size_t len);
+
+/* Normalisation of uint8 pixels, a table of channels x 256 floats:
+ * lut[c * 256 + p] = (p / 255 - mean[c]) / std[c] (one mean or std value:
+ * every channel). Loaders apply it for float32 samples, the trainer for
+ * uint8 ones. Returns a malloc'd table or NULL. */
+float *zp_normalize_lut(const zp_config_t *cfg, int64_t channels);
+/* One sample: uint8 CHW pixels -> normalised float32 CHW. */
+void zp_normalize(const float *lut, const zp_dataset_meta_t *m, const uint8_t *px, float *out);
 
 #endif

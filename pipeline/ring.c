@@ -21,14 +21,14 @@ typedef struct {
 
 static size_t round_up(size_t v, size_t a) { return (v + a - 1) / a * a; }
 
-zp_batch_layout_t zp_batch_layout(int64_t batch_size, int64_t elems)
+zp_batch_layout_t zp_batch_layout(int64_t batch_size, size_t sample_bytes)
 {
     zp_batch_layout_t l;
     size_t b = (size_t)batch_size;
     l.indices = 0;
     l.labels = round_up(b * 4, 64);
     l.data = l.labels + round_up(b * 4, 64);
-    l.bytes = l.data + b * (size_t)elems * 4;
+    l.bytes = l.data + b * sample_bytes;
     return l;
 }
 

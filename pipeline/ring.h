@@ -48,11 +48,12 @@ uint32_t zp_ring_free_count(const zp_ring_t *r);
 /* Start of a slot's bytes: owned by the ring, valid until the slot is FREE again. */
 void *zp_ring_slot(const zp_ring_t *r, uint32_t slot);
 
-/* Layout of one batch inside a slot: u32 indices[B], i32 labels[B], f32 data[B*elems]. */
+/* Layout of one batch inside a slot: u32 indices[B], i32 labels[B], then B
+ * samples of `sample_bytes` (float32 or uint8, dataset.dtype). */
 typedef struct {
     size_t indices, labels, data, bytes;
 } zp_batch_layout_t;
 
-zp_batch_layout_t zp_batch_layout(int64_t batch_size, int64_t elems);
+zp_batch_layout_t zp_batch_layout(int64_t batch_size, size_t sample_bytes);
 
 #endif

@@ -23,7 +23,8 @@
 #include <stdint.h>
 
 /* Every region name of every stage. Trainer: epoch, batch, io (waiting for a
- * batch), h2d, augment, forward, backward, comm, other (the rest of a batch).
+ * batch), h2d, transform (normalising uint8 samples), augment, forward, backward,
+ * comm, other (the rest of a batch).
  * Data stages: read, decode, transform, lmdb_get, lmdb_put, collate, send, wait
  * (and augment in loaders). */
 #define ZP_REGIONS(X)                                                                              \

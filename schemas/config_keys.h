@@ -46,6 +46,9 @@
       "per-channel mean subtracted from pixels scaled to 0..1 (one value: all channels)")         \
     X("dataset.std", FLOATS, std, "[0.3530]", 1e-6, 1000,                                          \
       "per-channel standard deviation the centred pixels are divided by")                         \
+    X("dataset.dtype", ENUM, dtype, "float32", "float32|uint8", 0,                                 \
+      "samples as cached and relayed: float32 normalised by the loaders, or uint8 pixels (4x "     \
+      "smaller) that the trainer normalises")                                                     \
     X("dataset.synthetic.train_samples", INT, synth_train, "6000", 1, 100000000,                   \
       "samples in the synthetic train split")                                                     \
     X("dataset.synthetic.test_samples", INT, synth_test, "1000", 0, 100000000,                     \

@@ -32,7 +32,7 @@ static uint64_t *u_field(zp_msg_t *m, int f)
     uint64_t *slots[ZP_F_COUNT] = {
         [ZP_F_id] = &m->id,       [ZP_F_credit] = &m->credit, [ZP_F_split] = &m->split,
         [ZP_F_epoch] = &m->epoch, [ZP_F_n] = &m->n,           [ZP_F_offset] = &m->offset,
-        [ZP_F_elems] = &m->elems, [ZP_F_slot] = &m->slot,     [ZP_F_gen] = &m->gen,
+        [ZP_F_elems] = &m->elems, [ZP_F_dtype] = &m->dtype, [ZP_F_slot] = &m->slot,     [ZP_F_gen] = &m->gen,
         [ZP_F_index] = &m->index, [ZP_F_skipped] = &m->skipped, [ZP_F_batches] = &m->batches};
     return slots[f];
 }
@@ -165,6 +165,11 @@ static int check_payload(zp_msg_t *m, char *why, size_t len)
     if ((m->present & ZP_B(elems)) && (m->elems < 1 || m->elems > (16u << 20)))
         return reject(why, len, "%s: elems = %llu is outside 1..%u", name,
                       (unsigned long long)m->elems, 16u << 20);
+    if ((m->present & ZP_B(dtype)) && m->dtype != ZP_DTYPE_F32 && m->dtype != ZP_DTYPE_U8)
+        return reject(why, len, "%s: dtype = %llu is not 1 (float32) or 2 (uint8)", name,
+                      (unsigned long long)m->dtype);
+    if (!(m->present & ZP_B(dtype)))
+        m->dtype = ZP_DTYPE_F32;
     size_t want[ZP_MAX_FRAMES] = {0};
     switch (m->type) {
     case ZP_MSG_TASK:
@@ -172,7 +177,7 @@ static int check_payload(zp_msg_t *m, char *why, size_t len)
     case ZP_MSG_SAMPLES:
     case ZP_MSG_RESULT:
         want[1] = want[2] = m->n * 4;
-        want[3] = m->n * m->elems * 4;
+        want[3] = m->n * m->elems * zp_dtype_size(m->dtype);
         break;
     case ZP_MSG_EVENT:
         if (m->body.type != MSGPACK_OBJECT_MAP)

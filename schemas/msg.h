@@ -21,6 +21,11 @@
 /* A label of -1 in SAMPLES or RESULT: the loader could not load that sample
  * (loader.on_error: skip); its data are zeros and it is trained on nowhere. */
 #define ZP_LABEL_SKIPPED (-1)
+/* Sample element types, on the wire (`dtype`) and in cache values. uint8
+ * samples are raw pixels that the trainer normalises; float32 ones are
+ * normalised by the loaders. */
+enum { ZP_DTYPE_F32 = 1, ZP_DTYPE_U8 = 2 };
+static inline size_t zp_dtype_size(uint64_t dtype) { return dtype == ZP_DTYPE_U8 ? 1 : 4; }
 
 /* Header fields: F(name, kind, meaning). kind U = unsigned integer, S = string
  * (at most 255 bytes), M = a map (events) or array (stat replies) kept as a
@@ -32,7 +37,8 @@
     F(epoch, U, "epoch number, from 0")                                                            \
     F(n, U, "number of samples (indices) the message carries")                                     \
     F(offset, U, "position of the first sample inside its fetch")                                  \
-    F(elems, U, "float32 elements per sample")                                                     \
+    F(elems, U, "elements per sample")                                                             \
+    F(dtype, U, "element type of the samples: 1 = float32 (when absent), 2 = uint8")             \
     F(slot, U, "ring slot")                                                                        \
     F(gen, U, "generation of the slot; a FREE must echo the BATCH's")                              \
     F(index, U, "batch number inside the epoch")                                                   \
@@ -54,7 +60,7 @@
       "cache -> loader: load `n` samples; frame 1 = u32 indices[n]; `epoch` optional")                               \
     X(SAMPLES, "samples", 4, ZP_B(id) | ZP_B(split) | ZP_B(n) | ZP_B(elems),                                   \
       "loader -> cache: results of task `id`; frames u32 indices[n], i32 labels[n], "              \
-      "f32 data[n*elems]")                                                                         \
+      "data[n*elems] of `dtype` (optional)")                                                                         \
     X(FAIL, "fail", 1, ZP_B(id) | ZP_B(error),                                                           \
       "loader -> cache, cache -> prefetch: task or fetch `id` failed with `error`")              \
     X(FETCH, "fetch", 2, ZP_B(id) | ZP_B(split) | ZP_B(n),                                                  \
@@ -93,7 +99,7 @@ typedef enum { ZP_MSG_NONE = 0, ZP_MSGS(ZP_MSG_ENUM) ZP_MSG_COUNT } zp_msg_type_
 typedef struct {
     zp_msg_type_t type;
     uint32_t present; /* bit per field seen */
-    uint64_t id, credit, split, epoch, n, offset, elems, slot, gen, index, skipped, batches;
+    uint64_t id, credit, split, epoch, n, offset, elems, dtype, slot, gen, index, skipped, batches;
     char error[256], cmd[32];
     msgpack_object body;   /* M field; points into `unpacked` */
     msgpack_unpacked unpacked; /* owned; released by zp_msg_release() */

@@ -151,6 +151,9 @@ static const struct CMUnitTest bad_files[] = {
     CASE(augmentation_in_loaders_with_the_cache_on_is_rejected, "augment_in_loader_with_cache.yaml",
          "4:12: dataset.augment.where: loader needs cache.enabled: false (the cache would keep one draw)",
          true),
+    CASE(augmentation_in_loaders_of_uint8_samples_is_rejected, "augment_in_loader_with_uint8.yaml",
+         "5:12: dataset.augment.where: loader needs dataset.dtype: float32 (augmented pixels are not bytes)",
+         true),
     CASE(augment_scale_with_the_highest_first_is_rejected, "augment_scale_reversed.yaml",
          "5:12: dataset.augment.scale: needs 2 values, lowest first", true),
 };

@@ -831,6 +831,41 @@ static void samples_frames_must_match_n_and_elems(void **state)
     expect_refused(&w, "samples: frame 2 has 12 bytes, header says 8");
 }
 
+/* RESULT of n = 2, elems = 3, dtype `dtype` (0: the field left out), data of `size` bytes. */
+static void result_of_dtype(wire_t *w, uint64_t dtype, size_t size)
+{
+    wire_init(w);
+    encode(w, &(zp_msg_t){.type = ZP_MSG_RESULT, .id = 5, .n = 2, .elems = 3, .dtype = dtype,
+                          .present = dtype ? ZP_B(dtype) : 0});
+    add_frame(w, indices, 8);
+    add_frame(w, labels, 8);
+    add_frame(w, data, size);
+}
+
+static void sample_bytes_follow_the_dtype(void **state)
+{
+    (void)state;
+    wire_t w;
+    result_of_dtype(&w, 0, 24); /* no dtype: float32, as senders before it existed */
+    expect_accepted(&w);
+    assert_int_equal(w.m.dtype, ZP_DTYPE_F32);
+    wire_free(&w);
+    result_of_dtype(&w, ZP_DTYPE_U8, 6);
+    expect_accepted(&w);
+    assert_int_equal(w.m.dtype, ZP_DTYPE_U8);
+    assert_true(w.m.present & ZP_B(dtype));
+    wire_free(&w);
+    result_of_dtype(&w, ZP_DTYPE_F32, 24);
+    expect_accepted(&w);
+    wire_free(&w);
+    result_of_dtype(&w, ZP_DTYPE_U8, 24);
+    expect_refused(&w, "result: frame 3 has 24 bytes, header says 6");
+    result_of_dtype(&w, ZP_DTYPE_F32, 6);
+    expect_refused(&w, "result: frame 3 has 6 bytes, header says 24");
+    result_of_dtype(&w, 3, 6);
+    expect_refused(&w, "result: dtype = 3 is not 1 (float32) or 2 (uint8)");
+}
+
 static void n_outside_one_to_max_batch_is_refused(void **state)
 {
     (void)state;
@@ -1108,6 +1143,7 @@ int main(void)
         cmocka_unit_test(zero_or_too_many_frames_are_refused),
         cmocka_unit_test(task_index_frame_of_the_wrong_size_is_refused),
         cmocka_unit_test(samples_frames_must_match_n_and_elems),
+        cmocka_unit_test(sample_bytes_follow_the_dtype),
         cmocka_unit_test(n_outside_one_to_max_batch_is_refused),
         cmocka_unit_test(n_of_exactly_max_batch_is_accepted),
         cmocka_unit_test(elems_outside_its_range_is_refused),

@@ -96,7 +96,7 @@ static void a_second_mapping_sees_the_owners_bytes(void **state)
 static void batch_layout_fits_and_aligns(void **state)
 {
     (void)state;
-    zp_batch_layout_t l = zp_batch_layout(100, 784);
+    zp_batch_layout_t l = zp_batch_layout(100, 784 * 4);
     assert_true(l.labels >= 400 && l.labels % 64 == 0);
     assert_true(l.data >= l.labels + 400 && l.data % 64 == 0);
     assert_int_equal(l.bytes, l.data + 100 * 784 * 4);

@@ -302,13 +302,13 @@ static int on_result(cache_t *c, zp_msg_t *m, const loader_rec_t *from)
         c->late++; /* done already, waiting to be sent again, or now someone else's */
         return 0;
     }
-    if (m->type == ZP_MSG_SAMPLES && (m->n != t->n || m->split != t->split ||
-                                      m->elems != (uint64_t)c->st->meta.elems ||
+    int other = m->type == ZP_MSG_SAMPLES && (m->elems != (uint64_t)c->st->meta.elems ||
+                                              m->dtype != (uint64_t)c->st->meta.dtype);
+    if (m->type == ZP_MSG_SAMPLES && (other || m->n != t->n || m->split != t->split ||
                                       memcmp(m->frame[1], t->indices, t->n * 4))) {
-        bad_msg(c, "loader", m->elems != (uint64_t)c->st->meta.elems
-                                 ? "samples of another size than this run's (another dataset or "
-                                   "transform in the loader's config?)"
-                                 : "samples do not match their task");
+        bad_msg(c, "loader", other ? "samples of another size or dtype than this run's (another "
+                                     "dataset, transform or dataset.dtype in the loader's config?)"
+                                   : "samples do not match their task");
         return 0; /* the task stays with that loader until it is declared dead */
     }
     c->loaders[t->loader].tasks_done++;
@@ -318,6 +318,7 @@ static int on_result(cache_t *c, zp_msg_t *m, const loader_rec_t *from)
     out.type = m->type == ZP_MSG_SAMPLES ? ZP_MSG_RESULT : ZP_MSG_FAIL;
     out.id = t->fetch_id;
     out.offset = t->offset;
+    out.present |= m->type == ZP_MSG_SAMPLES ? ZP_B(dtype) : 0;
     if (m->type == ZP_MSG_SAMPLES) {
         c->st->stats.items += (int64_t)m->n;
         c->st->stats.bytes += (int64_t)m->frame_size[3];

@@ -99,7 +99,7 @@ void zp_store_put(zp_store_t *s, int split, uint64_t n, const uint8_t *indices,
 {
     if (!s || !s->on)
         return;
-    size_t bytes = (size_t)s->st->meta.elems * 4;
+    size_t bytes = s->st->meta.sample_bytes;
     make_room(s, n * (bytes + ZP_CACHE_HDR + 64));
     if (!s->txn) {
         int rc = mdb_txn_begin(s->db.env, NULL, 0, &s->txn);

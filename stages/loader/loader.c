@@ -22,8 +22,8 @@
  * thread is done with the bytes and calls release_buf(). */
 #define OUTBUFS 8
 typedef struct {
-    float *buf;
-    size_t cap; /* floats */
+    uint8_t *buf; /* malloc'd: aligned for float32 samples */
+    size_t cap;   /* bytes */
     int busy;   /* atomic */
 } outbuf_t;
 
@@ -31,7 +31,7 @@ typedef struct {
     zp_stage_t *st;
     zp_source_t *src;
     void *work;        /* DEALER to the cache stage */
-    float lut[4][256]; /* uint8 -> normalised float32, per channel (up to 4) */
+    float *lut;       /* uint8 -> normalised float32 (zp_normalize_lut); owned */
     uint8_t *pixels;   /* raw samples of `chunk` samples; owned */
     size_t chunk;      /* samples read before they are transformed: about 256 KiB */
     outbuf_t out[OUTBUFS];
@@ -112,51 +112,30 @@ static void release_buf(void *data, void *hint)
     __atomic_store_n(&((outbuf_t *)hint)->busy, 0, __ATOMIC_RELEASE);
 }
 
-static void build_lut(loader_t *l)
-{
-    const zp_config_t *c = &l->st->cfg;
-    for (int ch = 0; ch < 4; ch++) {
-        double mean = c->mean.v[c->mean.n > ch ? ch : 0], std = c->std.v[c->std.n > ch ? ch : 0];
-        for (int p = 0; p < 256; p++)
-            l->lut[ch][p] = (float)((p / 255.0 - mean) / std);
-    }
-}
-
-/* A message of `floats` float32 for the task's output, preferably from the
- * pool (no allocation in steady state); returns its data pointer or NULL. */
-static float *out_msg(loader_t *l, zmq_msg_t *msg, size_t floats)
+/* A message of `bytes` for the task's output, preferably from the pool (no
+ * allocation in steady state); returns its data pointer or NULL. */
+static uint8_t *out_msg(loader_t *l, zmq_msg_t *msg, size_t bytes)
 {
     for (int i = 0; i < OUTBUFS; i++) {
         outbuf_t *o = &l->out[i];
         if (__atomic_load_n(&o->busy, __ATOMIC_ACQUIRE))
             continue;
-        if (o->cap < floats) {
-            float *p = realloc(o->buf, floats * sizeof(float));
+        if (o->cap < bytes) {
+            uint8_t *p = realloc(o->buf, bytes);
             if (!p)
                 continue;
             o->buf = p;
-            o->cap = floats;
+            o->cap = bytes;
         }
         __atomic_store_n(&o->busy, 1, __ATOMIC_RELAXED);
-        if (zmq_msg_init_data(msg, o->buf, floats * sizeof(float), release_buf, o)) {
+        if (zmq_msg_init_data(msg, o->buf, bytes, release_buf, o)) {
             o->busy = 0;
             return NULL;
         }
         return o->buf;
     }
     /* every pooled buffer is still queued in ZeroMQ: let it allocate one */
-    return zmq_msg_init_size(msg, floats * sizeof(float)) ? NULL : zmq_msg_data(msg);
-}
-
-/* The deterministic transform: uint8 CHW pixels -> normalised float32 CHW. */
-static void transform(const loader_t *l, const uint8_t *px, float *out)
-{
-    int64_t plane = l->st->meta.shape[1] * l->st->meta.shape[2];
-    for (int64_t c = 0; c < l->st->meta.shape[0]; c++) {
-        const float *lut = l->lut[c < 4 ? c : 3];
-        for (int64_t i = 0; i < plane; i++)
-            out[c * plane + i] = lut[px[c * plane + i]];
-    }
+    return zmq_msg_init_size(msg, bytes) ? NULL : zmq_msg_data(msg);
 }
 
 static void send_fail(loader_t *l, uint64_t id, const char *error)
@@ -172,8 +151,11 @@ static int load_samples(loader_t *l, const zp_msg_t *t, zmq_msg_t *parts, char *
 {
     const uint8_t *idx = t->frame[1]; /* u32 LE array; a frame may be unaligned */
     size_t n = t->n, elems = (size_t)l->st->meta.elems;
-    float *data = out_msg(l, &parts[1], n * elems);
-    if (!data || zmq_msg_init_size(&parts[0], n * 4)) {
+    /* uint8 samples are the source's pixels as they are: read straight into the message */
+    int raw = l->st->meta.dtype == ZP_DTYPE_U8;
+    uint8_t *out = out_msg(l, &parts[1], n * l->st->meta.sample_bytes);
+    float *data = (float *)out;
+    if (!out || zmq_msg_init_size(&parts[0], n * 4)) {
         snprintf(err, len, "loader out of memory");
         return ZP_ENOMEM;
     }
@@ -195,7 +177,7 @@ static int load_samples(loader_t *l, const zp_msg_t *t, zmq_msg_t *parts, char *
             }
             if (beat(l))
                 return ZP_EZMQ;
-            uint8_t *px = l->pixels + (i - i0) * elems;
+            uint8_t *px = raw ? out + i * elems : l->pixels + (i - i0) * elems;
             int rc = l->src->get(l->src, (int)t->split, ix, px, &label, err, len);
             if (rc == ZP_EDATA && l->st->cfg.on_error == ZP_ON_ERROR_SKIP) {
                 skip_sample(l, (int)t->split, ix, err);
@@ -207,21 +189,22 @@ static int load_samples(loader_t *l, const zp_msg_t *t, zmq_msg_t *parts, char *
             memcpy(labels + 4 * i, &label, 4);
         }
         int64_t t1 = zp_now_ns();
-        for (size_t i = i0; i < i0 + m; i++) {
+        for (size_t i = i0; i < i0 + m && !raw; i++) {
             if (!augment) {
-                transform(l, l->pixels + (i - i0) * elems, data + i * elems);
+                zp_normalize(l->lut, &l->st->meta, l->pixels + (i - i0) * elems, data + i * elems);
                 continue;
             }
             uint32_t ix;
             memcpy(&ix, idx + 4 * i, 4);
-            transform(l, l->pixels + (i - i0) * elems, l->scratch);
+            zp_normalize(l->lut, &l->st->meta, l->pixels + (i - i0) * elems, l->scratch);
             zp_augment(&l->aug, t->epoch, ix, l->scratch, data + i * elems);
         }
         read_ns += t1 - t0;
         transform_ns += zp_now_ns() - t1;
     }
     zp_timer_add(&l->st->timers, ZP_R_READ, read_ns);
-    zp_timer_add(&l->st->timers, augment ? ZP_R_AUGMENT : ZP_R_TRANSFORM, transform_ns);
+    if (!raw)
+        zp_timer_add(&l->st->timers, augment ? ZP_R_AUGMENT : ZP_R_TRANSFORM, transform_ns);
     return 0;
 }
 
@@ -241,7 +224,8 @@ static int run_task(loader_t *l, const zp_msg_t *t)
         size_t bytes = zmq_msg_size(&parts[2]);
         zmq_msg_move(&parts[0], &l->f.part[1]); /* the task's indices go back as they came */
         zp_msg_t out = {.type = ZP_MSG_SAMPLES, .id = t->id, .split = t->split, .n = t->n,
-                        .elems = (uint64_t)l->st->meta.elems};
+                        .elems = (uint64_t)l->st->meta.elems,
+                        .dtype = (uint64_t)l->st->meta.dtype, .present = ZP_B(dtype)};
         zp_stats_state(&l->st->stats, ZP_ST_WAIT_OUT);
         ZP_TIME_BEGIN(&l->st->timers, ZP_R_SEND);
         rc = zp_send_parts(l->work, &out, parts, 3);
@@ -332,7 +316,7 @@ int zp_loader_main(zp_stage_t *st)
         zp_error("%s", err);
         return 1;
     }
-    build_lut(&l);
+    l.lut = zp_normalize_lut(&st->cfg, st->meta.shape[0]);
     l.chunk = (size_t)(256 << 10) / (size_t)st->meta.elems;
     l.chunk = l.chunk < 1 ? 1 : l.chunk;
     l.pixels = malloc((size_t)st->meta.elems * l.chunk);
@@ -343,7 +327,7 @@ int zp_loader_main(zp_stage_t *st)
         rc = 1;
         goto out;
     }
-    if (!l.pixels || (!st->connect[0] && zp_stage_endpoint(st, "work", l.ep, sizeof l.ep))) {
+    if (!l.pixels || !l.lut || (!st->connect[0] && zp_stage_endpoint(st, "work", l.ep, sizeof l.ep))) {
         rc = 1;
         goto out;
     }
@@ -359,6 +343,7 @@ out:
     if (l.src)
         l.src->destroy(l.src);
     free(l.pixels);
+    free(l.lut);
     free(l.scratch);
     zp_augment_free(&l.aug);
     zp_stage_close(st); /* ZeroMQ releases the output buffers before they are freed */

@@ -101,8 +101,8 @@ static void copy_in(prefetch_t *p, batch_t *bt, const fetch_t *f, uint64_t offse
 {
     uint8_t *base = zp_ring_slot(p->ring, (uint32_t)bt->slot);
     int32_t *dst_l = (int32_t *)(base + p->lay.labels);
-    float *dst_d = (float *)(base + p->lay.data);
-    size_t elems = (size_t)p->st->meta.elems;
+    uint8_t *dst_d = base + p->lay.data;
+    size_t bytes = p->st->meta.sample_bytes;
     ZP_TIME_BEGIN(&p->st->timers, ZP_R_COLLATE);
     for (uint64_t i = 0; i < n; i++) {
         uint64_t at = f->pos[offset + i];
@@ -116,10 +116,10 @@ static void copy_in(prefetch_t *p, batch_t *bt, const fetch_t *f, uint64_t offse
             bt->skipped++;
             continue;
         }
-        memcpy(dst_d + at * elems, data + i * elems * 4, elems * 4);
+        memcpy(dst_d + at * bytes, data + i * bytes, bytes);
     }
     ZP_TIME_END(&p->st->timers, ZP_R_COLLATE);
-    p->st->stats.bytes += (int64_t)(n * elems * 4);
+    p->st->stats.bytes += (int64_t)(n * bytes);
 }
 
 static int is_present(const prefetch_t *p, uint32_t index)
@@ -186,8 +186,7 @@ static int read_hits(prefetch_t *p, batch_t *bt)
 {
     uint8_t *base = zp_ring_slot(p->ring, (uint32_t)bt->slot);
     int32_t *labels = (int32_t *)(base + p->lay.labels);
-    float *data = (float *)(base + p->lay.data);
-    size_t elems = (size_t)p->st->meta.elems;
+    uint8_t *data = base + p->lay.data;
     ZP_TIME_BEGIN(&p->st->timers, ZP_R_LMDB_GET);
     /* A short read transaction per batch; its handle is reused (reset/renew). */
     int rc = p->rtxn ? mdb_txn_renew(p->rtxn) : zp_cachedb_read_begin(&p->db, &p->rtxn);
@@ -237,7 +236,7 @@ static int read_hits(prefetch_t *p, batch_t *bt)
     if (txn)
         mdb_txn_reset(txn);
     ZP_TIME_END(&p->st->timers, ZP_R_LMDB_GET);
-    p->st->stats.bytes += (int64_t)((bt->n - bt->late.n - bt->fetch.n) * elems * 4);
+    p->st->stats.bytes += ((bt->n - bt->late.n - bt->fetch.n) * (int64_t)p->st->meta.sample_bytes);
     return bt->late.n ? send_fetch_of(p, &bt->late) : 0;
 }
 
@@ -309,7 +308,8 @@ static int on_result(prefetch_t *p, const zp_msg_t *m)
         bad_msg(p, "cache stage", "result for a fetch that is not in flight");
         return 0;
     }
-    int match = m->offset + m->n <= (uint64_t)f->n && m->elems == (uint64_t)p->st->meta.elems;
+    int match = m->offset + m->n <= (uint64_t)f->n && m->elems == (uint64_t)p->st->meta.elems &&
+                m->dtype == (uint64_t)p->st->meta.dtype;
     const uint8_t *got = m->frame[1];
     for (uint64_t i = 0; match && i < m->n; i++) {
         uint32_t idx;
@@ -373,8 +373,8 @@ static void compact(prefetch_t *p, batch_t *bt)
     uint8_t *base = zp_ring_slot(p->ring, (uint32_t)bt->slot);
     uint32_t *idx = (uint32_t *)(base + p->lay.indices);
     int32_t *labels = (int32_t *)(base + p->lay.labels);
-    float *data = (float *)(base + p->lay.data);
-    size_t elems = (size_t)p->st->meta.elems;
+    uint8_t *data = base + p->lay.data;
+    size_t bytes = p->st->meta.sample_bytes;
     int64_t k = 0;
     for (int64_t i = 0; i < bt->n; i++) {
         if (bt->have[i] == 2)
@@ -382,7 +382,7 @@ static void compact(prefetch_t *p, batch_t *bt)
         if (k != i) {
             idx[k] = idx[i];
             labels[k] = labels[i];
-            memmove(data + (size_t)k * elems, data + (size_t)i * elems, elems * 4);
+            memmove(data + (size_t)k * bytes, data + (size_t)i * bytes, bytes);
         }
         k++;
     }
@@ -402,7 +402,8 @@ static int emit_ready(prefetch_t *p, int *rc)
     zp_msg_t m = {.type = ZP_MSG_BATCH, .slot = (uint64_t)bt->slot, .gen = bt->gen,
                   .split = (uint64_t)p->split, .epoch = (uint64_t)p->epoch,
                   .index = (uint64_t)bt->batch, .batches = (uint64_t)p->nbatches,
-                  .n = (uint64_t)bt->n, .elems = (uint64_t)p->st->meta.elems};
+                  .n = (uint64_t)bt->n, .elems = (uint64_t)p->st->meta.elems,
+                  .dtype = (uint64_t)p->st->meta.dtype, .present = ZP_B(dtype)};
     ZP_TIME_BEGIN(&p->st->timers, ZP_R_SEND);
     *rc = zp_send(p->ring_sock, NULL, &m, NULL, NULL, 0, 0);
     ZP_TIME_END(&p->st->timers, ZP_R_SEND);
@@ -561,7 +562,7 @@ static int open_all(prefetch_t *p)
                 (unsigned long long)p->start.batch);
     }
     char name[128], ep[ZP_ENDPOINT_MAX + 16];
-    p->lay = zp_batch_layout(st->cfg.batch_size, st->meta.elems);
+    p->lay = zp_batch_layout(st->cfg.batch_size, st->meta.sample_bytes);
     zp_ring_name(name, sizeof name, st->run_dir, 0);
     int rc = zp_ring_create(&p->ring, name, (uint32_t)st->cfg.depth, p->lay.bytes);
     if (rc) {

@@ -31,7 +31,7 @@ static arg_t g_args[MAX_THREADS];
 /* Values [lo, hi) of the job: check the header, copy, checksum the copy. */
 static void copy_range(const zp_copy_job_t *job, int64_t lo, int64_t hi)
 {
-    size_t elems = (size_t)job->meta->elems;
+    size_t bytes = job->meta->sample_bytes;
     for (int64_t j = lo; j < hi; j++) {
         int64_t a = j + AHEAD;
         if (a < hi && job->vals[a].mv_data) {
@@ -46,13 +46,13 @@ static void copy_range(const zp_copy_job_t *job, int64_t lo, int64_t hi)
         int64_t i = (int64_t)(job->order[j] & 0xffffffffu);
         const uint8_t *payload;
         uint64_t sum;
-        float *dst = job->data + (size_t)i * elems;
+        uint8_t *dst = job->data + (size_t)i * bytes;
         job->status[j] = ZP_HIT_CORRUPT;
         if (zp_cache_check_header(&job->vals[j], job->meta, index, &job->labels[i], &payload, &sum,
                                   &job->why[j]))
             continue;
-        memcpy(dst, payload, elems * 4);
-        if (zp_cache_sum(dst, elems * 4) != sum) {
+        memcpy(dst, payload, bytes);
+        if (zp_cache_sum(dst, bytes) != sum) {
             job->why[j] = "payload checksum mismatch";
             continue;
         }

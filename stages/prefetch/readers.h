@@ -19,7 +19,7 @@ typedef struct {
     int64_t n;
     const zp_dataset_meta_t *meta;
     int32_t *labels;         /* the slot's labels and data, by position */
-    float *data;
+    uint8_t *data;
     uint8_t *status;         /* out, per value: ZP_HIT_* */
     const char **why;        /* out, per corrupt value: the reason */
 } zp_copy_job_t;

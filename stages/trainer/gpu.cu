@@ -49,6 +49,9 @@ struct zp_gpu {
         *sw[ZP_MLP_MAX_LAYERS], *sb[ZP_MLP_MAX_LAYERS];
     float *act[ZP_MLP_MAX_LAYERS + 1], *grad[ZP_MLP_MAX_LAYERS + 1];
     float *x[BUFS];
+    uint8_t *raw[BUFS]; /* uint8 samples: the copy lands here, a kernel normalises into x */
+    float *lut;         /* their normalisation, channels x 256; NULL for float32 samples */
+    int channels;
     int32_t *labels[BUFS];
     float *ones; /* max_batch ones: bias gradients as a matrix-vector product */
     float *augmented;        /* the augmented batch the forward reads; NULL until needed */
@@ -193,6 +196,15 @@ __global__ void augment(const float *in, float *out, const zp_aug_draw_t *draws,
     out[i] = top + (bot - top) * fy;
 }
 
+/* uint8 pixels -> normalised float32 by the per-channel table (zp_normalize). */
+__global__ void normalize(const uint8_t *in, float *out, const float *lut, size_t n, size_t plane,
+                          int c)
+{
+    size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+    if (i < n)
+        out[i] = lut[(i / plane % c) * 256 + in[i]];
+}
+
 __global__ void fill(float *x, size_t n, float v)
 {
     size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
@@ -244,7 +256,7 @@ static int params(zp_gpu_t *g, const zp_mlp_t *h, float ***dev, float ***host, s
 }
 
 static int gpu_open(zp_gpu_t **out, int device, const zp_mlp_t *host, void *ring,
-                           size_t ring_bytes, char *err, size_t len)
+                    size_t ring_bytes, const float *lut, int channels, char *err, size_t len)
 {
     *out = NULL;
     zp_gpu_t *g = (zp_gpu_t *)calloc(1, sizeof *g);
@@ -296,7 +308,19 @@ static int gpu_open(zp_gpu_t **out, int device, const zp_mlp_t *host, void *ring
         TRY(cudaEventCreateWithFlags(&g->copied[i], cudaEventDisableTiming), "cudaEventCreate");
         TRY(cudaEventCreateWithFlags(&g->consumed[i], cudaEventDisableTiming), "cudaEventCreate");
         TRY(cudaMalloc((void **)&g->draws[i], nb * sizeof(zp_aug_draw_t)), "cudaMalloc");
+        if (lut)
+            TRY(cudaMalloc((void **)&g->raw[i], nb * g->dims[0]), "cudaMalloc");
     }
+    if (lut && (channels < 1 || g->dims[0] % channels)) {
+        snprintf(err, len, "%d values per sample do not split into %d channels", g->dims[0], channels);
+        rc = ZP_EINVAL;
+    }
+    g->channels = channels;
+    TRY(lut ? cudaMalloc((void **)&g->lut, (size_t)channels * 256 * sizeof(float)) : cudaSuccess,
+        "cudaMalloc");
+    TRY(lut ? cudaMemcpy(g->lut, lut, (size_t)channels * 256 * sizeof(float), cudaMemcpyHostToDevice)
+            : cudaSuccess,
+        "cudaMemcpy of the normalisation");
     for (int i = 0; i < TIMED && !rc; i++)
         for (int j = 0; j < EV_COUNT; j++)
             TRY(cudaEventCreate(&g->timed[i].ev[j]), "cudaEventCreate");
@@ -343,7 +367,7 @@ static void gpu_close(zp_gpu_t *g)
     for (int l = 0; l <= ZP_MLP_MAX_LAYERS; l++)
         cudaFree(g->act[l]), cudaFree(g->grad[l]);
     for (int i = 0; i < BUFS; i++) {
-        cudaFree(g->x[i]), cudaFree(g->labels[i]), cudaFree(g->draws[i]);
+        cudaFree(g->x[i]), cudaFree(g->raw[i]), cudaFree(g->labels[i]), cudaFree(g->draws[i]);
         if (g->copied[i])
             cudaEventDestroy(g->copied[i]);
         if (g->consumed[i])
@@ -356,6 +380,7 @@ static void gpu_close(zp_gpu_t *g)
     cudaFree(g->ones);
     cudaFree(g->augmented);
     cudaFree(g->fill);
+    cudaFree(g->lut);
     cudaFree(g->counters);
     if (g->copy)
         cudaStreamDestroy(g->copy);
@@ -447,7 +472,7 @@ static int augment_setup(zp_gpu_t *g, const zp_gpu_aug_t *a)
     return 0;
 }
 
-static int gpu_batch(zp_gpu_t *g, const float *x, const int32_t *labels, int n, int split,
+static int gpu_batch(zp_gpu_t *g, const void *x, const int32_t *labels, int n, int split,
                      const zp_opt_t *o, const zp_gpu_aug_t *aug)
 {
     if (n <= 0 || n > g->max_batch ||
@@ -465,8 +490,9 @@ static int gpu_batch(zp_gpu_t *g, const float *x, const int32_t *labels, int n, 
     CHECK(cudaStreamWaitEvent(g->copy, g->consumed[i], 0));
     if (timed)
         CHECK(cudaEventRecord(t->ev[EV_COPY0], g->copy));
-    CHECK(cudaMemcpyAsync(g->x[i], x, (size_t)n * g->dims[0] * sizeof(float),
-                          cudaMemcpyHostToDevice, g->copy));
+    size_t total = (size_t)n * g->dims[0];
+    CHECK(cudaMemcpyAsync(g->lut ? (void *)g->raw[i] : (void *)g->x[i], x,
+                          total * (g->lut ? 1 : sizeof(float)), cudaMemcpyHostToDevice, g->copy));
     CHECK(cudaMemcpyAsync(g->labels[i], labels, (size_t)n * sizeof(int32_t),
                           cudaMemcpyHostToDevice, g->copy));
     if (aug) /* pageable: staged before the call returns, so the caller may reuse it */
@@ -480,8 +506,11 @@ static int gpu_batch(zp_gpu_t *g, const float *x, const int32_t *labels, int n, 
     if (timed)
         CHECK(cudaEventRecord(t->ev[EV_FWD0], g->compute));
     const float *in = g->x[i];
+    if (g->lut) /* counted in forward: it runs between the copy and the first layer */
+        normalize<<<blocks(total), THREADS, 0, g->compute>>>(g->raw[i], g->x[i], g->lut, total,
+                                                              (size_t)g->dims[0] / g->channels,
+                                                              g->channels);
     if (aug) {
-        size_t total = (size_t)n * g->dims[0];
         augment<<<blocks(total), THREADS, 0, g->compute>>>(in, g->augmented, g->draws[i], g->fill, n,
                                                             aug->c, aug->h, aug->w, aug->padding);
         in = g->augmented;

@@ -45,9 +45,11 @@ typedef struct zp_gpu zp_gpu_t;
 int zp_gpu_count(char *why, size_t len);
 
 /* Device `device`, with the host model's weights and optimizer state;
- * page-locks [ring, ring + ring_bytes). Errors in `err`. */
+ * page-locks [ring, ring + ring_bytes). Samples are float32, or with `lut`
+ * uint8 pixels of `channels` channels that the GPU normalises with that table
+ * (zp_normalize_lut's, channels x 256). Errors in `err`. */
 int zp_gpu_open(zp_gpu_t **out, int device, const zp_mlp_t *host, void *ring, size_t ring_bytes,
-                char *err, size_t len);
+                const float *lut, int channels, char *err, size_t len);
 /* Waits for all work, unregisters the ring, frees everything. Safe on NULL. */
 void zp_gpu_close(zp_gpu_t *g);
 
@@ -59,12 +61,12 @@ typedef struct {
     const zp_aug_draw_t *draws;
 } zp_gpu_aug_t;
 
-/* Enqueues batch: n samples `x` (n x dims[0] floats) and `labels` inside the
+/* Enqueues batch: n samples `x` (n x dims[0] floats or bytes) and `labels` inside the
  * registered ring, of split `split` (0 = train: forward, backward and an
  * optimizer step with `o`; else forward only), augmented on the GPU first
  * when `aug` is not NULL (zp_augment's map, computed per output pixel).
  * Returns once enqueued; `aug` may be reused then. */
-int zp_gpu_batch(zp_gpu_t *g, const float *x, const int32_t *labels, int n, int split,
+int zp_gpu_batch(zp_gpu_t *g, const void *x, const int32_t *labels, int n, int split,
                  const zp_opt_t *o, const zp_gpu_aug_t *aug);
 /* Blocks until the last enqueued batch has left the ring (its slot may be
  * written again). */
@@ -89,9 +91,9 @@ const char *zp_gpu_name(const zp_gpu_t *g);
 typedef struct {
     int (*count)(char *why, size_t len);
     int (*open)(zp_gpu_t **out, int device, const zp_mlp_t *host, void *ring, size_t ring_bytes,
-                char *err, size_t len);
+                const float *lut, int channels, char *err, size_t len);
     void (*close)(zp_gpu_t *g);
-    int (*batch)(zp_gpu_t *g, const float *x, const int32_t *labels, int n, int split,
+    int (*batch)(zp_gpu_t *g, const void *x, const int32_t *labels, int n, int split,
                  const zp_opt_t *o, const zp_gpu_aug_t *aug);
     int (*wait_copy)(zp_gpu_t *g);
     int (*take)(zp_gpu_t *g, int split, double *loss_sum, int64_t *correct, int *non_finite);

@@ -61,14 +61,14 @@ int zp_gpu_count(char *why, size_t len)
 }
 
 int zp_gpu_open(zp_gpu_t **out, int device, const zp_mlp_t *host, void *ring, size_t ring_bytes,
-                char *err, size_t len)
+                const float *lut, int channels, char *err, size_t len)
 {
     *out = NULL;
     if (!load()) {
         snprintf(err, len, "%s", why_not);
         return ZP_EGPU;
     }
-    return api->open(out, device, host, ring, ring_bytes, err, len);
+    return api->open(out, device, host, ring, ring_bytes, lut, channels, err, len);
 }
 
 /* The rest is reached only with a device open, so with the module loaded. */
@@ -77,7 +77,7 @@ void zp_gpu_close(zp_gpu_t *g)
     if (g)
         api->close(g);
 }
-int zp_gpu_batch(zp_gpu_t *g, const float *x, const int32_t *labels, int n, int split,
+int zp_gpu_batch(zp_gpu_t *g, const void *x, const int32_t *labels, int n, int split,
                  const zp_opt_t *o, const zp_gpu_aug_t *aug)
 {
     return api->batch(g, x, labels, n, split, o, aug);

@@ -58,6 +58,8 @@ typedef struct {
     zp_augment_t aug;   /* in the trainer: dataset.augment.where = trainer */
     int backend;        /* trainer.backend with auto resolved */
     zp_gpu_t *gpu;      /* the cuda backend */
+    float *lut;         /* uint8 samples: their normalisation (zp_normalize_lut); owned */
+    float *input;       /* uint8 samples on the cpu: the normalised batch; owned */
     float *augmented;   /* the augmented train batch; owned */
     zp_aug_draw_t *draws; /* cuda backend: the batch's draws, augmented on the GPU; owned */
     zp_eval_t eval;     /* ZP_MODE_EVAL: the checkpoints under test */
@@ -240,13 +242,13 @@ static int resume(trainer_t *t)
 
 /* One line per train batch: lets a test compare the batch sequence of runs,
  * and the pixels the model is given (after augmentation). */
-static void log_batch(trainer_t *t, const zp_msg_t *m, const uint32_t *idx, const float *x,
-                      int64_t step)
+static void log_batch(trainer_t *t, const zp_msg_t *m, const uint32_t *idx, const void *x,
+                      size_t sample_bytes, int64_t step)
 {
     uint64_t d = ZP_ORDER_INIT;
     for (uint64_t i = 0; i < m->n; i++)
         d = zp_order_step(d, idx[i]);
-    uint64_t px = XXH3_64bits(x, m->n * (size_t)t->st->meta.elems * sizeof *x);
+    uint64_t px = XXH3_64bits(x, m->n * sample_bytes);
     fprintf(t->batches, "%llu %llu %lld %016llx %016llx\n", (unsigned long long)m->epoch,
             (unsigned long long)m->index, (long long)step, (unsigned long long)d,
             (unsigned long long)px);
@@ -348,7 +350,7 @@ static int compute(trainer_t *t, const zp_msg_t *m, const uint32_t *idx, const f
 /* The cuda backend: enqueue the batch's copy and compute, and return once
  * the copy is done (the caller then gives the slot back); the compute runs on
  * while the next batch arrives. Losses stay on the GPU until they are logged. */
-static int gpu_compute(trainer_t *t, const zp_msg_t *m, const uint32_t *idx, const float *x,
+static int gpu_compute(trainer_t *t, const zp_msg_t *m, const uint32_t *idx, const void *x,
                        const int32_t *labels)
 {
     int split = (int)m->split;
@@ -401,7 +403,7 @@ static int on_batch(trainer_t *t, const zp_msg_t *m)
 {
     const zp_config_t *c = &t->st->cfg;
     if (m->slot >= t->ring->depth || m->n > (uint64_t)c->batch_size ||
-        m->elems != (uint64_t)t->st->meta.elems) {
+        m->elems != (uint64_t)t->st->meta.elems || m->dtype != (uint64_t)t->st->meta.dtype) {
         t->st->stats.errors++;
         zp_warn("dropped a BATCH that does not fit the ring (slot %llu, n %llu)",
                 (unsigned long long)m->slot, (unsigned long long)m->n);
@@ -411,21 +413,30 @@ static int on_batch(trainer_t *t, const zp_msg_t *m)
     uint8_t *base = zp_ring_slot(t->ring, (uint32_t)m->slot);
     const uint32_t *idx = (const uint32_t *)(base + t->lay.indices);
     const int32_t *labels = (const int32_t *)(base + t->lay.labels);
-    const float *x = (const float *)(base + t->lay.data);
+    const uint8_t *data = base + t->lay.data;
+    const float *x = (const float *)data;
     int n = (int)m->n, split = (int)m->split;
+    size_t elems = (size_t)t->st->meta.elems;
     account_indices(t, split, idx, n);
+    if (t->input) { /* uint8 samples, normalised here (the cuda backend does it on the GPU) */
+        ZP_TIME_BEGIN(&t->st->timers, ZP_R_TRANSFORM);
+        for (int i = 0; i < n; i++)
+            zp_normalize(t->lut, &t->st->meta, data + (size_t)i * elems, t->input + (size_t)i * elems);
+        t->compute_ns += ZP_TIME_END(&t->st->timers, ZP_R_TRANSFORM);
+        x = t->input;
+    }
     if (t->aug.on && split == ZP_SPLIT_TRAIN && n > 0 && !t->gpu) {
         ZP_TIME_BEGIN(&t->st->timers, ZP_R_AUGMENT);
         for (int i = 0; i < n; i++)
-            zp_augment(&t->aug, m->epoch, idx[i], x + (size_t)i * t->st->meta.elems,
-                       t->augmented + (size_t)i * t->st->meta.elems);
+            zp_augment(&t->aug, m->epoch, idx[i], x + (size_t)i * elems, t->augmented + (size_t)i * elems);
         t->compute_ns += ZP_TIME_END(&t->st->timers, ZP_R_AUGMENT);
         x = t->augmented;
     }
-    if (t->batches && split == ZP_SPLIT_TRAIN)
-        log_batch(t, m, idx, x, t->step + 1);
+    if (t->batches && split == ZP_SPLIT_TRAIN) /* the cuda backend's uint8 batch: as it came */
+        log_batch(t, m, idx, t->gpu ? (const void *)data : x,
+                  t->gpu ? t->st->meta.sample_bytes : elems * sizeof *x, t->step + 1);
     if (t->gpu && n > 0) {
-        int rc = gpu_compute(t, m, idx, x, labels);
+        int rc = gpu_compute(t, m, idx, data, labels);
         if (rc)
             return rc;
     } else if (t->backend == ZP_BACKEND_CPU && n > 0) { /* n = 0: every sample was skipped */
@@ -437,7 +448,7 @@ static int on_batch(trainer_t *t, const zp_msg_t *m)
     zp_msg_t fr = {.type = ZP_MSG_FREE, .slot = m->slot, .gen = m->gen};
     int rc = zp_send(t->sock, NULL, &fr, NULL, NULL, 0, 0);
     t->st->stats.items += n;
-    t->st->stats.bytes += (int64_t)n * t->st->meta.elems * 4;
+    t->st->stats.bytes += (int64_t)((size_t)n * t->st->meta.sample_bytes);
     if (split == ZP_SPLIT_TRAIN) {
         t->step++;
         t->win_samples += n;
@@ -531,7 +542,7 @@ static int open_ring(trainer_t *t)
         zp_error("shared memory %s: %s", name, zp_strerror(rc));
         return rc;
     }
-    t->lay = zp_batch_layout(t->st->cfg.batch_size, t->st->meta.elems);
+    t->lay = zp_batch_layout(t->st->cfg.batch_size, t->st->meta.sample_bytes);
     if (t->lay.bytes > t->ring->slot_bytes) {
         zp_error("shared memory %s: slots of %zu bytes, a batch needs %zu", name,
                  t->ring->slot_bytes, t->lay.bytes);
@@ -600,7 +611,8 @@ static int pick_backend(trainer_t *t)
 static int open_gpu(trainer_t *t)
 {
     char err[512];
-    int rc = zp_gpu_open(&t->gpu, 0, &t->mlp, t->ring->base, t->ring->map_bytes, err, sizeof err);
+    int rc = zp_gpu_open(&t->gpu, 0, &t->mlp, t->ring->base, t->ring->map_bytes, t->lut,
+                         (int)t->st->meta.shape[0], err, sizeof err);
     if (rc) {
         zp_error("cuda backend: %s", err);
         return rc;
@@ -661,6 +673,15 @@ int zp_trainer_main(zp_stage_t *st)
         if (!rc && t.aug.on && t.backend == ZP_BACKEND_CUDA && !(t.draws = malloc(sizeof *t.draws * b)))
             rc = ZP_ENOMEM;
     }
+    if (!rc && st->meta.dtype == ZP_DTYPE_U8) { /* the table for the cpu backend and the GPU */
+        if (!(t.lut = zp_normalize_lut(&st->cfg, st->meta.shape[0])))
+            rc = ZP_ENOMEM;
+        int normalise_here = t.backend == ZP_BACKEND_CPU ||
+                             (t.backend == ZP_BACKEND_NULL && st->cfg.log_batches);
+        if (!rc && normalise_here &&
+            !(t.input = malloc(sizeof(float) * (size_t)st->cfg.batch_size * (size_t)st->meta.elems)))
+            rc = ZP_ENOMEM;
+    }
     if (!rc && st->cfg.log_batches) {
         char path[PATH_MAX + 16];
         snprintf(path, sizeof path, "%s/batches.log", st->run_dir);
@@ -691,6 +712,8 @@ int zp_trainer_main(zp_stage_t *st)
     zp_eval_close(&t.eval);
     zp_augment_free(&t.aug);
     free(t.augmented);
+    free(t.lut);
+    free(t.input);
     free(t.draws);
     free(t.ckpt);
     if (t.batches)

@@ -92,6 +92,44 @@ def the_same_draws_in_loaders_and_after_the_cache():
         zp.check(rc == 2 and "dataset.augment.where: loader needs cache.enabled: false" in err, err)
 
 
+def stage_bytes(run_dir, stage):
+    """The bytes a stage took in, from its final stats record."""
+    for line in open(os.path.join(run_dir, "stats.jsonl")):
+        r = json.loads(line)
+        if r["stage"] == stage and r.get("final"):
+            return r["total_bytes"]
+    zp.check(False, "no final stats record of " + stage)
+
+
+def uint8_samples_give_the_model_the_float32_pixels():
+    """dataset.dtype: uint8 relays and caches raw pixels and the trainer
+    normalises them: the model gets bit for bit what float32 samples give it."""
+    with zp.Workdir() as w:
+        f32 = run(w, "f", "trainer", "true")
+        for cache in ("false", "true"):
+            u8 = run(w, "u" + cache, "trainer", cache, "dataset.dtype=uint8")
+            zp.check(pixel_digests(u8) == pixel_digests(f32),
+                     "cache %s: the trainer normalised uint8 samples otherwise" % cache)
+            la = [(m["split"], m["loss"]) for m in zp.epoch_ends(f32, "train") + zp.epoch_ends(f32, "test")]
+            lb = [(m["split"], m["loss"]) for m in zp.epoch_ends(u8, "train") + zp.epoch_ends(u8, "test")]
+            zp.check(la == lb, "losses differ: %r vs %r" % (la, lb))
+            zp.check(regions(u8, "trainer", "transform") == 3 * (10 + 2), "trainer transform count")
+            zp.check(regions(u8, "loader", "transform") == 0, "loaders normalised uint8 samples")
+            # a quarter of the bytes cross the ring
+            zp.check(4 * stage_bytes(u8, "trainer") == stage_bytes(f32, "trainer"),
+                     "trainer bytes %d vs %d" % (stage_bytes(u8, "trainer"), stage_bytes(f32, "trainer")))
+        # a cache of float32 samples is not read as uint8: the fingerprint names the change
+        rc, out, err = w.run("up", w.write("again.yaml", CONFIG.format(name="again", where="trainer",
+                                                                         cache="true")),
+                             "cache.path=cache-f", "dataset.dtype=uint8")
+        zp.check(rc == 2 and 'was "value schema: 1 (float32, XXH3-64)", now "value schema: 1 (uint8'
+                 in err, err)
+        cfg = w.write("bad.yaml", CONFIG.format(name="bad", where="loader", cache="false"))
+        rc, out, err = w.run("up", cfg, "dataset.dtype=uint8")
+        zp.check(rc == 2 and "loader needs dataset.dtype: float32" in err, err)
+
+
 if __name__ == "__main__":
     zp.main([same_seed_same_pixels_other_epoch_other_pixels,
-             the_same_draws_in_loaders_and_after_the_cache])
+             the_same_draws_in_loaders_and_after_the_cache,
+             uint8_samples_give_the_model_the_float32_pixels])

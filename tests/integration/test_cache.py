@@ -176,8 +176,11 @@ db = env.open_db(b"fashion-mnist/train", create=False)
 with env.begin() as txn:
     v = txn.get((int(sys.argv[2])).to_bytes(4, "big"), db=db)
 magic, ver, dtype, ndim, _, c, h, w, label, index, nbytes = struct.unpack("<4sBBBBIIIiII", v[:32])
-print(magic.decode(), c, h, w, label, index, nbytes)
-print(" ".join("%.7f" % x for x in struct.unpack("<%df" % (nbytes // 4), v[40:40 + nbytes])))
+print(magic.decode(), dtype, c, h, w, label, index, nbytes)
+if dtype == 1:
+    print(" ".join("%.7f" % x for x in struct.unpack("<%df" % (nbytes // 4), v[40:40 + nbytes])))
+else:
+    print(" ".join("%d" % x for x in v[40:40 + nbytes]))
 """
 
 
@@ -192,18 +195,28 @@ def python_lmdb_reads_a_cached_sample_equal_to_the_idx_pixels():
         r = subprocess.run(["/usr/bin/python3", "-c", READ, store, str(index)], capture_output=True,
                            text=True, check=True)
         head, values = r.stdout.splitlines()
-        magic, c, h, wd, label, idx, nbytes = head.split()
+        magic, dtype, c, h, wd, label, idx, nbytes = head.split()
         data = "/usr/share/datasets/fashion-mnist/"
         with gzip.open(data + "train-images-idx3-ubyte.gz") as f:
             pixels = f.read()[16 + index * 784:16 + (index + 1) * 784]
         with gzip.open(data + "train-labels-idx1-ubyte.gz") as f:
             want_label = f.read()[8 + index]
-        zp.check((magic, c, h, wd, idx, nbytes) == ("ZPC1", "1", "28", "28", str(index), "3136"), head)
+        zp.check((magic, dtype, c, h, wd, idx, nbytes) ==
+                 ("ZPC1", "1", "1", "28", "28", str(index), "3136"), head)
         zp.check(int(label) == want_label, "label %s, IDX says %d" % (label, want_label))
         got = [float(x) for x in values.split()]
         want = [(p / 255.0 - 0.2860) / 0.3530 for p in pixels]
         worst = max(abs(a - b) for a, b in zip(got, want))
         zp.check(len(got) == 784 and worst < 1e-5, "pixels differ by up to %g" % worst)
+        # dataset.dtype: uint8 keeps the IDX bytes themselves, a quarter of the size
+        u8 = os.path.join(w.path, "fm-cache-u8")
+        rc, out, err = w.run("warm", cfg, "cache.path=" + u8, "dataset.dtype=uint8")
+        zp.check(rc == 0 and "holds 70000 of 70000" in out, out + err)
+        r = subprocess.run(["/usr/bin/python3", "-c", READ, u8, str(index)], capture_output=True,
+                           text=True, check=True)
+        head, values = r.stdout.splitlines()
+        zp.check(head.split()[:3] + head.split()[-2:] == ["ZPC1", "2", "1", str(index), "784"], head)
+        zp.check(bytes(int(x) for x in values.split()) == pixels, "uint8 value is not the IDX pixels")
         if shutil.which("mdb_stat"):
             r = subprocess.run(["mdb_stat", "-s", "fashion-mnist/train", store], capture_output=True,
                                text=True)

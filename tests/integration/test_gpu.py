@@ -65,10 +65,13 @@ def cuda_matches_cpu_after_100_steps():
     with zp.Workdir() as w:
         augment = ("dataset.augment.resized_crop=true", "dataset.augment.crop_padding=2",
                    "dataset.augment.hflip=true")
-        for opt, lr, extra in (("sgd", 0.05, ()), ("adamw", 0.001, ()), ("sgd", 0.05, augment)):
+        uint8 = ("dataset.dtype=uint8",)  # normalised by a kernel on the GPU
+        for opt, lr, extra in (("sgd", 0.05, ()), ("adamw", 0.001, ()), ("sgd", 0.05, augment),
+                               ("sgd", 0.05, augment + uint8)):
             runs = {}
             for backend in ("cpu", "cuda"):
-                name = "%s-%s%s" % (opt, backend, "-augment" if extra else "")
+                name = "%s-%s%s%s" % (opt, backend, "-augment" if augment[0] in extra else "",
+                                      "-uint8" if uint8[0] in extra else "")
                 rc, out, err = up(w, name, backend, opt, lr, 1, *extra)
                 zp.check(rc == 0, err)
                 runs[backend] = w.run_dir(name)
