@@ -123,27 +123,68 @@ static int decode_png(image_source_t *s, const char *path, size_t size, int *w, 
     return 0;
 }
 
-/* Bilinear resize of RGB src (sw x sh) to dw x dh, half-pixel centres, edges clamped. */
-static void resize_rgb(const uint8_t *src, int sw, int sh, uint8_t *dst, int dw, int dh)
+/* Where output coordinate i of a resize from `from` to `to` pixels samples
+ * its source, half-pixel centres, edges clamped: pixels *i0 and *i1, the
+ * second weighted *w of ONE. */
+#define ONE 2048 /* weights in 11 bits: a row value (255 x ONE) times a weight fits 32 bits */
+static void tap(int i, int from, int to, int *i0, int *i1, uint32_t *w)
 {
-    float fx = (float)sw / (float)dw, fy = (float)sh / (float)dh;
-    for (int y = 0; y < dh; y++) {
-        float sy = ((float)y + 0.5f) * fy - 0.5f;
-        sy = sy < 0 ? 0 : sy;
-        int y0 = (int)sy, y1 = y0 + 1 < sh ? y0 + 1 : sh - 1;
-        float wy = sy - (float)y0;
-        for (int x = 0; x < dw; x++) {
-            float sx = ((float)x + 0.5f) * fx - 0.5f;
-            sx = sx < 0 ? 0 : sx;
-            int x0 = (int)sx, x1 = x0 + 1 < sw ? x0 + 1 : sw - 1;
-            float wx = sx - (float)x0;
-            for (int c = 0; c < 3; c++) {
-                float a = src[((size_t)y0 * sw + x0) * 3 + c], b = src[((size_t)y0 * sw + x1) * 3 + c];
-                float d = src[((size_t)y1 * sw + x0) * 3 + c], e = src[((size_t)y1 * sw + x1) * 3 + c];
-                float v = (a + (b - a) * wx) + ((d + (e - d) * wx) - (a + (b - a) * wx)) * wy;
-                dst[((size_t)y * dw + x) * 3 + c] = (uint8_t)(v + 0.5f);
-            }
+    float f = ((float)i + 0.5f) * ((float)from / (float)to) - 0.5f;
+    f = f < 0 ? 0 : f;
+    *i0 = (int)f;
+    *i1 = *i0 + 1 < from ? *i0 + 1 : from - 1;
+    *w = (uint32_t)((f - (float)*i0) * ONE + 0.5f);
+}
+
+/* Source row `r` (sw pixels of RGB) interpolated across at the window's columns. */
+static void across(const uint8_t *r, int crop, const int32_t *x0, const int32_t *x1,
+                   const uint32_t *xw, uint32_t *d)
+{
+    for (int j = 0; j < crop; j++, d += 3) {
+        const uint8_t *a = r + x0[j], *b = r + x1[j];
+        uint32_t w1 = xw[j], w0 = ONE - w1;
+        d[0] = a[0] * w0 + b[0] * w1;
+        d[1] = a[1] * w0 + b[1] * w1;
+        d[2] = a[2] * w0 + b[2] * w1;
+    }
+}
+
+/* The crop x crop window at (cx, cy) of the bilinear resize of RGB `src`
+ * (sw x sh) to dw x dh, written CHW into `out`. Only the window is computed:
+ * each source row it needs is interpolated across once (and kept while the
+ * next output row needs it too), then pairs of rows are blended down. Fixed
+ * point with 11-bit weights: within 0.5 + 1/16 of the exact value. `tmp`
+ * holds crop x 9 words. */
+static void resize_crop(const uint8_t *src, int sw, int sh, int dw, int dh, int cx, int cy,
+                        int crop, uint8_t *out, uint32_t *tmp)
+{
+    uint32_t *row[2] = {tmp, tmp + 3 * (size_t)crop}, *xw = tmp + 6 * (size_t)crop;
+    int32_t *x0 = (int32_t *)(xw + crop), *x1 = x0 + crop;
+    int have[2] = {-1, -1}; /* the source row in row[k] */
+    size_t plane = (size_t)crop * crop, stride = (size_t)sw * 3;
+    for (int j = 0; j < crop; j++) {
+        tap(cx + j, sw, dw, &x0[j], &x1[j], &xw[j]);
+        x0[j] *= 3, x1[j] *= 3;
+    }
+    for (int i = 0; i < crop; i++) {
+        int y0, y1;
+        uint32_t w1;
+        tap(cy + i, sh, dh, &y0, &y1, &w1);
+        if (have[0] != y0 && have[1] == y0) { /* moving down: the lower row becomes the upper */
+            uint32_t *t = row[0];
+            row[0] = row[1], row[1] = t;
+            have[0] = have[1], have[1] = -1;
         }
+        if (have[0] != y0)
+            across(src + (size_t)y0 * stride, crop, x0, x1, xw, row[0]), have[0] = y0;
+        if (y1 != y0 && have[1] != y1)
+            across(src + (size_t)y1 * stride, crop, x0, x1, xw, row[1]), have[1] = y1;
+        const uint32_t *t = row[0], *u = y1 != y0 ? row[1] : row[0];
+        uint32_t w0 = ONE - w1;
+        uint8_t *o = out + (size_t)i * crop;
+        for (int j = 0; j < crop; j++, t += 3, u += 3)
+            for (int c = 0; c < 3; c++)
+                o[c * plane + j] = (uint8_t)((t[c] * w0 + u[c] * w1 + ONE * ONE / 2) / (ONE * ONE));
     }
 }
 
@@ -171,27 +212,29 @@ static int image_get(zp_source_t *src, int split, uint32_t index, uint8_t *pixel
     }
     if (rc)
         return rc;
-    const uint8_t *img = s->rgb;
-    int shorter = w < h ? w : h;
+    int shorter = w < h ? w : h, dw = w, dh = h;
     if (s->resize > 0 && shorter != s->resize) {
-        int dw = (int)((int64_t)w * s->resize / shorter), dh = (int)((int64_t)h * s->resize / shorter);
-        dw = w <= h ? s->resize : dw, dh = h < w ? s->resize : dh;
-        if (grow(&s->scaled, &s->scaled_cap, (size_t)dw * dh * 3))
-            return ZP_ENOMEM;
-        resize_rgb(s->rgb, w, h, s->scaled, dw, dh);
-        img = s->scaled, w = dw, h = dh;
+        dw = w <= h ? s->resize : (int)((int64_t)w * s->resize / shorter);
+        dh = h < w ? s->resize : (int)((int64_t)h * s->resize / shorter);
     }
-    if (w < s->crop || h < s->crop) {
-        snprintf(err, len, "%s: %dx%d after resizing, smaller than dataset.image.crop %d", path, w, h,
-                 s->crop);
+    if (dw < s->crop || dh < s->crop) {
+        snprintf(err, len, "%s: %dx%d after resizing, smaller than dataset.image.crop %d", path, dw,
+                 dh, s->crop);
         return ZP_EDATA;
     }
-    int x0 = (w - s->crop) / 2, y0 = (h - s->crop) / 2;
+    int x0 = (dw - s->crop) / 2, y0 = (dh - s->crop) / 2;
     size_t plane = (size_t)s->crop * s->crop;
-    for (int y = 0; y < s->crop; y++)
-        for (int x = 0; x < s->crop; x++)
-            for (int c = 0; c < 3; c++)
-                pixels[c * plane + (size_t)y * s->crop + x] = img[((size_t)(y0 + y) * w + x0 + x) * 3 + c];
+    if (dw != w || dh != h) {
+        if (grow(&s->scaled, &s->scaled_cap, (size_t)s->crop * 9 * sizeof(uint32_t)))
+            return ZP_ENOMEM;
+        resize_crop(s->rgb, w, h, dw, dh, x0, y0, s->crop, pixels, (uint32_t *)s->scaled);
+    } else {
+        for (int y = 0; y < s->crop; y++)
+            for (int x = 0; x < s->crop; x++)
+                for (int c = 0; c < 3; c++)
+                    pixels[c * plane + (size_t)y * s->crop + x] =
+                        s->rgb[((size_t)(y0 + y) * w + x0 + x) * 3 + c];
+    }
     *label = s->list[split].label[index];
     return 0;
 }
