@@ -4,12 +4,18 @@
 A synthetic ImageNet-like folder (bench/make_images.py: 5,000 train JPEGs of
 about 500x375 at quality 90, 10 classes, 500 val) is generated when missing.
 Every figure uses configs/image-folder.yaml's deterministic transform: shorter
-side resized to 256, center crop 224, normalised float32 CHW (its random
-augmentation off); batches of 64, shuffled.
+side resized to 256, center crop 224, CHW (its random augmentation off);
+batches of 64, shuffled. zeus-pipe runs the config's dataset.dtype, uint8:
+loaders send pixels and the trainer normalises them (a kernel on the GPU with
+the cuda backend; with trainer.backend=null, here, not at all: the row
+"normalise" of (a) in parts says what it costs a CPU). One row runs
+dataset.dtype=float32, normalised in the loaders, for comparison;
+torchvision's figures include its Normalize.
 
 (a) ceiling: the image source's get() (read, TurboJPEG decode, resize, crop)
     called directly on one core for every train image (bench/jpeg_ceiling.c);
-(b) zeus-pipe with loader.workers=1 and 2, trainer.backend=null, cache off;
+(b) zeus-pipe with loader.workers=1 and 2, trainer.backend=null, cache off
+    (and 2 loaders with float32 samples);
 (b') zeus-pipe with 2 loaders and the LMDB cache on, starting empty: epoch 1
     cold (loaders decode, the cache stage writes), epoch 3 warm (all hits);
 (c) torchvision ImageFolder + DataLoader(num_workers=1 and 2): Resize(256),
@@ -184,6 +190,7 @@ def region_ms(run, stage, region, images=None):
 ROWS = [("ceiling", "(a)  get() on one core: read+decode+resize+crop (ceiling)"),
         ("zp1", "(b)  zeus-pipe, 1 loader, cache off"),
         ("zp2", "(b)  zeus-pipe, 2 loaders, cache off"),
+        ("zp2f", "(b)  zeus-pipe, 2 loaders, cache off, dataset.dtype=float32"),
         ("cold", "(b') zeus-pipe, 2 loaders, cache on: epoch 1 (cold, fills LMDB)"),
         ("warm", "(b') zeus-pipe, 2 loaders, cache on: epoch 3 (warm)"),
         ("tv1", "(c)  torchvision ImageFolder + DataLoader, num_workers=1"),
@@ -208,6 +215,8 @@ def measure_all(bin_dir, root, reps, work):
         for w in (1, 2):
             jobs.append(("zp%d" % w, lambda w=w: zp_run(bin_dir, work, root, "loaders-%d-%d" % (w, r + 1), 2,
                                                          "loader.workers=%d" % w, "cache.enabled=false")))
+        jobs.append(("zp2f", lambda: zp_run(bin_dir, work, root, "float32-%d" % (r + 1), 2, "loader.workers=2",
+                                            "cache.enabled=false", "dataset.dtype=float32")))
         cache = os.path.join(work, "cache")
         jobs.append(("cache", lambda: zp_run(bin_dir, work, root, "cache-%d" % (r + 1), 3, "loader.workers=2",
                                              "cache.enabled=true", "cache.path=" + cache)))
@@ -275,6 +284,7 @@ def main():
     target("zeus-pipe(2) / (2 x ceiling)", best["zp2"] / (2 * c), 0.90)
     target("zeus-pipe(1) / torchvision(1)", best["zp1"] / best["tv1"], 2.0)
     target("zeus-pipe(2) / torchvision(2)", best["zp2"] / best["tv2"], 2.0)
+    print("%-42s %6.2f" % ("zeus-pipe(2) float32 / torchvision(2)", best["zp2f"] / best["tv2"]))
     for name, v in (("warm epoch / zeus-pipe(2) cache off", best["warm"] / best["zp2"]),
                     ("warm epoch / torchvision(2)", best["warm"] / best["tv2"]),
                     ("warm epoch / (2 x ceiling)", best["warm"] / (2 * c)),
@@ -283,12 +293,12 @@ def main():
     print()
     print("where the time goes, in the runs behind the best figures (CPU ms per image, all instances of a\n"
           "stage; busy share):")
-    for key, name in (("zp1", "1 loader "), ("zp2", "2 loaders"), ("warm", "cache on ")):
+    for key, name in (("zp1", "1 loader "), ("zp2", "2 loaders"), ("zp2f", "2, float32"), ("warm", "cache on ")):
         print("  %s  %s" % (name, share(runs[key])))
-    for w in (1, 2):
-        run = runs["zp%d" % w]
-        print("  %d loader(s): get() %.2f ms and normalise %.2f ms per image (wall, in the loaders); ceiling get() %.2f ms"
-              % (w, region_ms(run, "loader", "read"), region_ms(run, "loader", "transform"), 1e3 / c))
+    for key, name in (("zp1", "1 loader"), ("zp2", "2 loaders"), ("zp2f", "2 loaders, float32")):
+        run = runs[key]
+        print("  %s: get() %.2f ms and normalise %.2f ms per image (wall, in the loaders); ceiling get() %.2f ms"
+              % (name, region_ms(run, "loader", "read"), region_ms(run, "loader", "transform"), 1e3 / c))
     run = runs["cold"]
     print("  cache on: lmdb_put %.2f ms per image of epoch 1 (cache stage); lmdb_get %.2f and collate %.2f ms per "
           "image (prefetch, 3 epochs)" % (region_ms(run, "cache", "lmdb_put", images), region_ms(run, "prefetch", "lmdb_get"),

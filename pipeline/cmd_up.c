@@ -41,6 +41,7 @@ typedef struct {
     int64_t window_start; /* ns: the minute whose loader restarts are counted */
     int64_t restarts;     /* restarts in that minute */
     int loaders_wanted;   /* `scale` moves it */
+    int trainers;         /* ranks: the run is done when every trainer has finished */
 } sup_t;
 
 static volatile sig_atomic_t g_signal;
@@ -177,10 +178,13 @@ static int start_all(sup_t *s)
         rc = zp_procs_spawn(&s->procs, "cache", 0, 0);
     for (int i = 0; !rc && i < s->cfg.loader_workers; i++)
         rc = zp_procs_spawn(&s->procs, "loader", i, 0);
-    if (!rc)
-        rc = zp_procs_spawn(&s->procs, "prefetch", 0, 0);
-    if (!rc)
-        rc = zp_procs_spawn(&s->procs, "trainer", 0, 0);
+    int world = s->procs.mode == ZP_MODE_TRAIN || s->procs.mode == ZP_MODE_RESUME
+                    ? (int)s->cfg.gpus : 1; /* as zp_stage_world() */
+    for (int r = 0; !rc && r < world; r++)
+        rc = zp_procs_spawn(&s->procs, "prefetch", r, 0);
+    for (int r = 0; !rc && r < world; r++)
+        rc = zp_procs_spawn(&s->procs, "trainer", r, 0);
+    s->trainers = world;
     return rc;
 }
 
@@ -249,7 +253,7 @@ static int supervise(sup_t *s)
             fprintf(stderr, "zeus-pipe: %s[%d] %s; stopping the run\n", bad->stage, bad->instance, how);
             zp_procs_log_tail(&s->procs, bad);
             status = 1;
-        } else if (trainer_done) {
+        } else if (trainer_done >= s->trainers) {
             status = 0;
         } else if (tend_loaders(s)) {
             fprintf(stderr, "zeus-pipe: no loader left; stopping the run\n");

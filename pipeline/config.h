@@ -74,6 +74,7 @@ typedef struct {
     bool fast_dev_run;
     int64_t nan_at_step;
     int64_t epochs, limit_train_batches, limit_test_batches, log_every_steps, threads;
+    int64_t gpus, comm_timeout_s;
     int64_t ckpt_every_epochs, ckpt_every_steps;
     int ckpt_keep;
     bool log_batches;

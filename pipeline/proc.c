@@ -139,7 +139,7 @@ zp_child_t *zp_procs_reap(zp_procs_t *s, int *trainer_done)
             int ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
             int config_error = WIFEXITED(status) && WEXITSTATUS(status) == 2;
             if (ok && !strcmp(c->stage, "trainer"))
-                *trainer_done = 1;
+                ++*trainer_done;
             else if (s->keep_loaders && !strcmp(c->stage, "loader") && !config_error)
                 c->exited = 1;
             else if (!(ok && !strcmp(c->stage, "prefetch")) && !bad)

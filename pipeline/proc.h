@@ -42,7 +42,7 @@ int zp_procs_spawn(zp_procs_t *s, const char *stage, int instance, int keep_stdo
 /* Reaps exited children; returns the first that exited when it should not
  * have (anything but the trainer, or prefetch, ending with status 0; with
  * keep_loaders, a loader only when it exited with status 2, a config error
- * that a restart cannot mend), and sets *trainer_done when the trainer
+ * that a restart cannot mend), and adds to *trainer_done each trainer that
  * finished. */
 zp_child_t *zp_procs_reap(zp_procs_t *s, int *trainer_done);
 /* TERM the logger (logger = 1) or every other stage (0), wait up to ms, KILL the rest. */

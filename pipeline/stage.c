@@ -13,6 +13,11 @@
 volatile sig_atomic_t zp_stop;
 volatile sig_atomic_t zp_retire;
 
+int zp_stage_world(const zp_stage_t *st)
+{
+    return st->mode == ZP_MODE_TRAIN || st->mode == ZP_MODE_RESUME ? (int)st->cfg.gpus : 1;
+}
+
 void zp_ring_name(char *buf, size_t len, const char *run_dir, int rank)
 {
     uint64_t h = ZP_ORDER_INIT;

@@ -94,6 +94,9 @@ int zp_prefetch_main(zp_stage_t *st);
 int zp_trainer_main(zp_stage_t *st);
 int zp_logger_main(zp_stage_t *st);
 
+/* Data-parallel ranks of the run (trainer.gpus when training; eval and
+ * overfit run one), and this prefetch's or trainer's rank: its instance. */
+int zp_stage_world(const zp_stage_t *st);
 /* Name of the shared-memory ring of `rank` of the run whose supervisor has `pid`. */
 void zp_ring_name(char *buf, size_t len, const char *run_dir, int rank);
 

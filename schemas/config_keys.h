@@ -141,6 +141,11 @@
     X("trainer.log_every_steps", INT, log_every_steps, "50", 1, 1000000,                           \
       "steps between two train metric records")                                                   \
     X("trainer.threads", INT, threads, "1", 1, 256, "OpenBLAS threads of the cpu backend")         \
+    X("trainer.gpus", INT, gpus, "1", 1, 64,                                                       \
+      "data-parallel ranks on this node, each a prefetch and a trainer with its own shard and ring; " \
+      "gradients summed every step (NCCL with cuda, rank 0 over ZeroMQ with cpu)")                 \
+    X("trainer.comm_timeout_s", INT, comm_timeout_s, "300", 1, 86400,                              \
+      "how long a rank waits for the others in a gradient sum before it stops the run")            \
     X("trainer.checkpoint.every_epochs", INT, ckpt_every_epochs, "1", 0, 100000,                   \
       "write a checkpoint after every N epochs (0 = never)")                                      \
     X("trainer.checkpoint.every_steps", INT, ckpt_every_steps, "0", 0, 100000000,                  \

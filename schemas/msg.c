@@ -158,7 +158,7 @@ static int check_payload(zp_msg_t *m, char *why, size_t len)
         return reject(why, len, "%s: split %llu is not 0 or 1", name, (unsigned long long)m->split);
     /* EPOCH_END counts a whole epoch; a BATCH whose every sample was skipped holds none */
     unsigned least = m->type == ZP_MSG_BATCH ? 0 : 1;
-    if ((m->present & ZP_B(n)) && m->type != ZP_MSG_EPOCH_END &&
+    if ((m->present & ZP_B(n)) && m->type != ZP_MSG_EPOCH_END && m->type != ZP_MSG_REDUCE &&
         (m->n < least || m->n > ZP_MAX_BATCH))
         return reject(why, len, "%s: n = %llu is outside %u..%u", name, (unsigned long long)m->n,
                       least, ZP_MAX_BATCH);
@@ -178,6 +178,12 @@ static int check_payload(zp_msg_t *m, char *why, size_t len)
     case ZP_MSG_RESULT:
         want[1] = want[2] = m->n * 4;
         want[3] = m->n * m->elems * zp_dtype_size(m->dtype);
+        break;
+    case ZP_MSG_REDUCE:
+        if (m->n > (1ull << 30))
+            return reject(why, len, "reduce: n = %llu is above 2^30", (unsigned long long)m->n);
+        want[1] = m->n * 4;
+        want[2] = m->elems * 8;
         break;
     case ZP_MSG_EVENT:
         if (m->body.type != MSGPACK_OBJECT_MAP)

@@ -78,6 +78,9 @@ static inline size_t zp_dtype_size(uint64_t dtype) { return dtype == ZP_DTYPE_U8
       "prefetch -> trainer: the epoch's last batch was sent; `n` samples in all, of which "      \
       "`skipped` (optional) were left out")                                                      \
     X(END, "end", 1, 0, "prefetch -> trainer: no more batches; finish")                           \
+    X(REDUCE, "reduce", 3, ZP_B(id) | ZP_B(n) | ZP_B(elems),                                          \
+      "trainer rank -> rank 0, and rank 0's sum back to every rank: reduction `id`; frames "       \
+      "f32 values[n], f64 sums[elems] (trainer.gpus > 1 on the cpu backend)")                    \
     X(EVENT, "event", 1, ZP_B(body),                                                                  \
       "any stage -> logger: body {kind, stage, instance, ...}; sent without blocking")            \
     X(STAT_REQ, "stat_req", 1, 0, "stat -> logger: the latest counters of every stage")           \

@@ -467,7 +467,8 @@ static int run_phase(prefetch_t *p)
     const zp_config_t *c = &p->st->cfg;
     zp_sampler_t *s = &p->sampler[p->split];
     int train = p->split == ZP_SPLIT_TRAIN;
-    zp_sampler_epoch(s, (uint64_t)c->seed, p->split, p->epoch, train && c->shuffle, 0, 1);
+    zp_sampler_epoch(s, (uint64_t)c->seed, p->split, p->epoch, train && c->shuffle,
+                     p->st->instance, zp_stage_world(p->st)); /* this rank's shard */
     p->nbatches = zp_sampler_batches(s, c->batch_size, train && c->drop_last);
     int64_t limit = train ? c->limit_train_batches : c->limit_test_batches;
     if (limit && (p->nbatches > limit || p->st->mode == ZP_MODE_OVERFIT))
@@ -563,7 +564,7 @@ static int open_all(prefetch_t *p)
     }
     char name[128], ep[ZP_ENDPOINT_MAX + 16];
     p->lay = zp_batch_layout(st->cfg.batch_size, st->meta.sample_bytes);
-    zp_ring_name(name, sizeof name, st->run_dir, 0);
+    zp_ring_name(name, sizeof name, st->run_dir, st->instance);
     int rc = zp_ring_create(&p->ring, name, (uint32_t)st->cfg.depth, p->lay.bytes);
     if (rc) {
         zp_error("shared memory %s (%u slots of %zu bytes): %s", name, (unsigned)st->cfg.depth,
@@ -607,7 +608,9 @@ static int open_all(prefetch_t *p)
     if (zp_stage_endpoint(st, "fetch", ep, sizeof ep) ||
         !(p->fetch = zp_sock_open(st->zctx, ZMQ_DEALER, ep, 0, 0)))
         return ZP_EZMQ;
-    if (zp_stage_endpoint(st, "ring-0", ep, sizeof ep) ||
+    char ring[32];
+    snprintf(ring, sizeof ring, "ring-%d", st->instance);
+    if (zp_stage_endpoint(st, ring, ep, sizeof ep) ||
         !(p->ring_sock = zp_sock_open(st->zctx, ZMQ_PAIR, ep, 1, 1000)))
         return ZP_EZMQ;
     return 0;

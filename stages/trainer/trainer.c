@@ -11,6 +11,7 @@
 #include "pipeline/ring.h"
 #include "pipeline/sock.h"
 #include "pipeline/stage.h"
+#include "stages/trainer/comm.h"
 #include "stages/trainer/eval.h"
 #include "stages/trainer/gpu.h"
 #include "stages/trainer/mlp.h"
@@ -64,7 +65,15 @@ typedef struct {
     zp_aug_draw_t *draws; /* cuda backend: the batch's draws, augmented on the GPU; owned */
     zp_eval_t eval;     /* ZP_MODE_EVAL: the checkpoints under test */
     double first_loss, last_loss; /* of train steps, for ZP_MODE_OVERFIT */
+    int rank, world;    /* trainer.gpus: this trainer's rank (its instance) of `world` */
+    zp_comm_t *comm;    /* world > 1: sums over the ranks */
+    float *gsum;        /* cpu backend, world > 1: the gradients packed for a sum; owned */
+    size_t gcount;      /* floats in gsum */
 } trainer_t;
+
+/* The tail of a step's sum over the ranks: samples, loss sum, correct, and
+ * how many ranks have finished the epoch (their part is zero). */
+enum { SUM_N, SUM_LOSS, SUM_CORRECT, SUM_DONE, SUM_BATCHES, SUM_COUNT };
 
 /* The directory that holds an eval run's directory: the evaluated run. */
 static void parent_dir(const trainer_t *t, char *buf, size_t len)
@@ -110,6 +119,12 @@ static void step_record(trainer_t *t, int64_t epoch)
     double dt = (now - t->win_start) / 1e9;
     const zp_config_t *c = &t->st->cfg;
     zp_event_t ev;
+    if (t->rank) { /* rank 0 logs the run's figures */
+        t->win_loss = 0;
+        t->win_correct = t->win_samples = 0;
+        t->win_start = now;
+        return;
+    }
     zp_ev_begin(t->st, &ev, "metric", 11);
     zp_ev_str(&ev, "event", "step");
     zp_ev_str(&ev, "split", "train");
@@ -131,7 +146,7 @@ static void step_record(trainer_t *t, int64_t epoch)
 /* Payload: the best test accuracy (f64), then the model and optimizer state. */
 static void checkpoint(trainer_t *t, const char *name, uint64_t epoch, uint64_t batch)
 {
-    if (t->backend == ZP_BACKEND_NULL)
+    if (t->backend == ZP_BACKEND_NULL || t->rank) /* every rank holds the same model */
         return;
     int rc = t->gpu ? zp_gpu_download(t->gpu, &t->mlp) : 0;
     if (rc) {
@@ -177,6 +192,8 @@ static void epoch_record(trainer_t *t, const zp_msg_t *m)
     snprintf(order, sizeof order, "%016llx", (unsigned long long)a->order);
     zp_event_t ev;
     int with_model = t->backend != ZP_BACKEND_NULL;
+    if (t->rank)
+        goto checks; /* rank 0 logs the epoch, with every rank's counts */
     zp_ev_begin(t->st, &ev, "metric", 13 + 2 * with_model);
     zp_ev_str(&ev, "event", "epoch_end");
     zp_ev_str(&ev, "split", zp_split_name(split));
@@ -201,6 +218,7 @@ static void epoch_record(trainer_t *t, const zp_msg_t *m)
         parent_dir(t, dir, sizeof dir);
         zp_eval_write(&t->eval, dir);
     }
+checks:;
     int repeats = t->st->mode == ZP_MODE_OVERFIT; /* one batch again and again */
     if (a->samples + (int64_t)m->skipped != (int64_t)m->n || (a->distinct != a->samples && !repeats))
         zp_error("%s epoch %llu: %lld samples (%lld distinct) and %llu skipped, but the sampler "
@@ -298,6 +316,71 @@ static int non_finite(trainer_t *t, const zp_msg_t *m, const uint32_t *idx, int 
     return ZP_EINVAL;
 }
 
+/* The optimizer step after `step` steps, in epoch `epoch` of `per_epoch` steps. */
+static void take_step(trainer_t *t, int64_t epoch, int64_t per_epoch)
+{
+    t->opt.lr = (float)scheduled_lr(&t->st->cfg, t->step, epoch, per_epoch);
+    t->opt.t = t->step + 1;
+    zp_mlp_step(&t->mlp, &t->opt);
+}
+
+/* cpu backend, world > 1: this rank's gradients (a mean over its n samples)
+ * weighted by n, summed over the ranks and divided by their total — the mean
+ * over every rank's batch, as one trainer given all of them computes it. A
+ * rank with no samples (its batch was skipped whole, or it has finished the
+ * epoch: `done`) adds zeros and still takes the step. `tail` comes back with
+ * the totals (SUM_*); they go to the log window. */
+static int sum_step(trainer_t *t, int n, double loss_sum, int correct, int done, int64_t batches,
+                    double *tail)
+{
+    zp_mlp_t *mlp = &t->mlp;
+    float *p = t->gsum;
+    for (int l = 0; l < mlp->nlayers; l++) {
+        size_t w = (size_t)mlp->dims[l] * (size_t)mlp->dims[l + 1], o = (size_t)mlp->dims[l + 1];
+        for (size_t i = 0; i < w; i++)
+            *p++ = n ? mlp->gw[l][i] * (float)n : 0;
+        for (size_t i = 0; i < o; i++)
+            *p++ = n ? mlp->gb[l][i] * (float)n : 0;
+    }
+    tail[SUM_N] = n, tail[SUM_LOSS] = loss_sum, tail[SUM_CORRECT] = correct;
+    tail[SUM_DONE] = done, tail[SUM_BATCHES] = t->rank == 0 ? (double)batches : 0;
+    ZP_TIME_BEGIN(&t->st->timers, ZP_R_COMM);
+    int rc = zp_comm_sum(t->comm, t->gsum, t->gcount, tail, SUM_COUNT);
+    t->compute_ns += ZP_TIME_END(&t->st->timers, ZP_R_COMM);
+    if (rc || tail[SUM_N] <= 0)
+        return rc;
+    float scale = (float)(1.0 / tail[SUM_N]);
+    p = t->gsum;
+    for (int l = 0; l < mlp->nlayers; l++) {
+        size_t w = (size_t)mlp->dims[l] * (size_t)mlp->dims[l + 1], o = (size_t)mlp->dims[l + 1];
+        for (size_t i = 0; i < w; i++)
+            mlp->gw[l][i] = *p++ * scale;
+        for (size_t i = 0; i < o; i++)
+            mlp->gb[l][i] = *p++ * scale;
+    }
+    t->win_loss += tail[SUM_LOSS];
+    t->win_correct += (int64_t)tail[SUM_CORRECT];
+    t->win_samples += (int64_t)tail[SUM_N];
+    return 0;
+}
+
+/* world > 1, after this rank's last train batch of an epoch: take part in
+ * the steps of the ranks that still have one (a shard can hold a batch more
+ * than another) until every rank is done. */
+static int finish_epoch_steps(trainer_t *t, int64_t epoch)
+{
+    for (;;) {
+        double tail[SUM_COUNT];
+        int rc = sum_step(t, 0, 0, 0, 1, 0, tail);
+        if (rc || tail[SUM_DONE] >= t->world)
+            return rc;
+        if (tail[SUM_N] > 0) {
+            take_step(t, epoch, (int64_t)tail[SUM_BATCHES]);
+            t->step++;
+        }
+    }
+}
+
 /* Forward, and for a train batch backward and an optimizer step. */
 static int compute(trainer_t *t, const zp_msg_t *m, const uint32_t *idx, const float *x,
                    const int32_t *labels)
@@ -329,8 +412,10 @@ static int compute(trainer_t *t, const zp_msg_t *m, const uint32_t *idx, const f
     t->acc[split].correct += correct;
     if (split != ZP_SPLIT_TRAIN)
         return 0;
-    t->win_loss += loss * n;
-    t->win_correct += correct;
+    if (!t->comm) { /* else the window gets every rank's totals */
+        t->win_loss += loss * n;
+        t->win_correct += correct;
+    }
     if (t->step == 0)
         t->first_loss = loss;
     t->last_loss = loss;
@@ -341,9 +426,15 @@ static int compute(trainer_t *t, const zp_msg_t *m, const uint32_t *idx, const f
         t->mlp.gw[0][0] = NAN;
     if (zp_mlp_check_grads(&t->mlp, &layer, &tensor))
         return non_finite(t, m, idx, layer, tensor, "a gradient is not finite");
-    t->opt.lr = (float)scheduled_lr(c, t->step, (int64_t)m->epoch, (int64_t)m->batches);
-    t->opt.t = t->step + 1;
-    zp_mlp_step(&t->mlp, &t->opt);
+    int64_t per_epoch = (int64_t)m->batches;
+    if (t->comm) {
+        double tail[SUM_COUNT];
+        int rc = sum_step(t, n, loss * n, correct, 0, per_epoch, tail);
+        if (rc)
+            return rc;
+        per_epoch = (int64_t)tail[SUM_BATCHES]; /* rank 0's: its shard is the largest */
+    }
+    take_step(t, (int64_t)m->epoch, per_epoch);
     return 0;
 }
 
@@ -443,6 +534,13 @@ static int on_batch(trainer_t *t, const zp_msg_t *m)
         int rc = compute(t, m, idx, x, labels);
         if (rc)
             return rc;
+    } else if (t->backend == ZP_BACKEND_CPU && t->comm && split == ZP_SPLIT_TRAIN) {
+        double tail[SUM_COUNT]; /* nothing of ours in this step: the other ranks' */
+        int rc = sum_step(t, 0, 0, 0, 0, (int64_t)m->batches, tail);
+        if (rc)
+            return rc;
+        if (tail[SUM_N] > 0)
+            take_step(t, (int64_t)m->epoch, (int64_t)tail[SUM_BATCHES]);
     }
     /* The slot is the prefetch's again after this: nothing below reads it. */
     zp_msg_t fr = {.type = ZP_MSG_FREE, .slot = m->slot, .gen = m->gen};
@@ -451,7 +549,7 @@ static int on_batch(trainer_t *t, const zp_msg_t *m)
     t->st->stats.bytes += (int64_t)((size_t)n * t->st->meta.sample_bytes);
     if (split == ZP_SPLIT_TRAIN) {
         t->step++;
-        t->win_samples += n;
+        t->win_samples += t->gsum ? 0 : n; /* sum_step counted every rank's */
         t->steps_per_epoch = (int64_t)m->batches;
         int log_now = t->step % c->log_every_steps == 0 || m->index + 1 == m->batches;
         int ckpt_now = c->ckpt_every_steps && t->step % c->ckpt_every_steps == 0;
@@ -487,6 +585,34 @@ static int timed_batch(trainer_t *t, const zp_msg_t *m)
     return rc;
 }
 
+/* world > 1, at an epoch's end: for train, the steps of the ranks that are
+ * not done yet; then the epoch's counts of every rank, into this rank's
+ * accumulator and `m`, so that every rank's record (rank 0's is logged) and
+ * checks are of the whole epoch. The index checksum travels as two 32-bit
+ * halves: a double sums those exactly. */
+static int sum_epoch(trainer_t *t, zp_msg_t *m)
+{
+    int split = (int)m->split, rc = 0;
+    if (split == ZP_SPLIT_TRAIN && t->gsum)
+        rc = finish_epoch_steps(t, (int64_t)m->epoch);
+    epoch_acc_t *a = &t->acc[split];
+    double s[8] = {(double)a->samples, (double)a->distinct, (double)(a->checksum & 0xffffffffu),
+                   (double)(a->checksum >> 32), a->loss_sum, (double)a->correct, (double)m->n,
+                   (double)m->skipped};
+    float none = 0;
+    ZP_TIME_BEGIN(&t->st->timers, ZP_R_COMM);
+    if (!rc)
+        rc = zp_comm_sum(t->comm, &none, 0, s, 8);
+    ZP_TIME_END(&t->st->timers, ZP_R_COMM);
+    if (rc)
+        return rc;
+    a->samples = (int64_t)s[0], a->distinct = (int64_t)s[1];
+    a->checksum = (uint64_t)s[2] + ((uint64_t)s[3] << 32);
+    a->loss_sum = s[4], a->correct = (int64_t)s[5];
+    m->n = (uint64_t)s[6], m->skipped = (uint64_t)s[7];
+    return 0;
+}
+
 static int loop(trainer_t *t)
 {
     int rc = 0;
@@ -512,6 +638,8 @@ static int loop(trainer_t *t)
             if (zp_timer_is_open(&t->st->timers, ZP_R_IO))
                 ZP_TIME_END(&t->st->timers, ZP_R_IO);
             rc = gpu_metrics(t, (int)m.split, (int64_t)m.epoch); /* waits for the GPU's epoch */
+            if (!rc && t->comm)
+                rc = sum_epoch(t, &m);
             if (zp_timer_is_open(&t->st->timers, ZP_R_EPOCH))
                 ZP_TIME_END(&t->st->timers, ZP_R_EPOCH);
             if (!rc)
@@ -530,7 +658,7 @@ static int loop(trainer_t *t)
 static int open_ring(trainer_t *t)
 {
     char name[128], ep[ZP_ENDPOINT_MAX + 16];
-    zp_ring_name(name, sizeof name, t->st->run_dir, 0);
+    zp_ring_name(name, sizeof name, t->st->run_dir, t->rank);
     int rc;
     int64_t give_up = zp_now_ns() + 30000000000ll;
     while ((rc = zp_ring_open(&t->ring, name)) == -ENOENT || rc == ZP_EPROTO) {
@@ -548,7 +676,9 @@ static int open_ring(trainer_t *t)
                  t->ring->slot_bytes, t->lay.bytes);
         return ZP_EPROTO;
     }
-    if (zp_stage_endpoint(t->st, "ring-0", ep, sizeof ep) ||
+    char ring[32];
+    snprintf(ring, sizeof ring, "ring-%d", t->rank);
+    if (zp_stage_endpoint(t->st, ring, ep, sizeof ep) ||
         !(t->sock = zp_sock_open(t->st->zctx, ZMQ_PAIR, ep, 0, 1000)))
         return ZP_EZMQ;
     return 0;
@@ -649,6 +779,8 @@ int zp_trainer_main(zp_stage_t *st)
         if (!(t.acc[s].seen = calloc((size_t)(st->meta.n[s] + 8) / 8, 1)))
             rc = ZP_ENOMEM;
     t.best = -1;
+    t.world = zp_stage_world(st);
+    t.rank = t.world > 1 ? st->instance : 0;
     if (!rc)
         rc = pick_backend(&t);
     if (!rc && t.backend != ZP_BACKEND_NULL) {
@@ -682,9 +814,21 @@ int zp_trainer_main(zp_stage_t *st)
             !(t.input = malloc(sizeof(float) * (size_t)st->cfg.batch_size * (size_t)st->meta.elems)))
             rc = ZP_ENOMEM;
     }
+    if (!rc && t.world > 1 && t.backend == ZP_BACKEND_CPU) {
+        for (int l = 0; l < t.mlp.nlayers; l++)
+            t.gcount += (size_t)t.mlp.dims[l] * (size_t)t.mlp.dims[l + 1] + (size_t)t.mlp.dims[l + 1];
+        if (!(t.gsum = malloc(t.gcount * sizeof *t.gsum)))
+            rc = ZP_ENOMEM;
+    }
+    if (!rc && t.world > 1 && (rc = zp_comm_open(&t.comm, st, t.rank, t.world)))
+        zp_error("trainer.gpus: rank %d of %d cannot reach the others: %s", t.rank, t.world,
+                 zp_strerror(rc));
     if (!rc && st->cfg.log_batches) {
-        char path[PATH_MAX + 16];
-        snprintf(path, sizeof path, "%s/batches.log", st->run_dir);
+        char path[PATH_MAX + 32];
+        if (t.rank)
+            snprintf(path, sizeof path, "%s/batches-rank%d.log", st->run_dir, t.rank);
+        else
+            snprintf(path, sizeof path, "%s/batches.log", st->run_dir);
         if (!(t.batches = fopen(path, "a")))
             rc = -errno;
     }
@@ -711,6 +855,8 @@ int zp_trainer_main(zp_stage_t *st)
     zp_mlp_free(&t.mlp);
     zp_eval_close(&t.eval);
     zp_augment_free(&t.aug);
+    zp_comm_close(&t.comm);
+    free(t.gsum);
     free(t.augmented);
     free(t.lut);
     free(t.input);
