@@ -50,6 +50,14 @@ int zp_sampler_epoch(zp_sampler_t *s, uint64_t seed, int split, int64_t epoch, b
     return 0;
 }
 
+int64_t zp_sampler_shard_batches(int64_t n, int rank, int world, int64_t batch_size, bool drop_last)
+{
+    if (batch_size <= 0 || world < 1 || rank < 0 || rank >= world)
+        return 0;
+    int64_t size = n / world + (rank < n % world);
+    return drop_last ? size / batch_size : (size + batch_size - 1) / batch_size;
+}
+
 int64_t zp_sampler_batches(const zp_sampler_t *s, int64_t batch_size, bool drop_last)
 {
     if (batch_size <= 0)

@@ -30,6 +30,9 @@ int zp_sampler_epoch(zp_sampler_t *s, uint64_t seed, int split, int64_t epoch, b
 /* Batches in the current epoch, and the n indices of batch b (pointer into s->order,
  * valid until the next zp_sampler_epoch()). */
 int64_t zp_sampler_batches(const zp_sampler_t *s, int64_t batch_size, bool drop_last);
+/* The same for rank `rank` of `world` in a split of n samples, without the
+ * permutation: rank 0's shard is the largest, by one sample at most. */
+int64_t zp_sampler_shard_batches(int64_t n, int rank, int world, int64_t batch_size, bool drop_last);
 const uint32_t *zp_sampler_batch(const zp_sampler_t *s, int64_t batch_size, int64_t b, int64_t *n);
 
 #endif

@@ -110,6 +110,28 @@ static void batches_follow_drop_last(void **state)
     zp_sampler_free(&s);
 }
 
+/* The shard's batch count without a permutation (the trainers of a
+ * data-parallel run use it) is the sampler's own, and rank 0's is the most. */
+static void shard_batches_match_the_sampler(void **state)
+{
+    (void)state;
+    int64_t sizes[] = {1, 2, 7, 64, 65, 127, 1025};
+    for (size_t si = 0; si < sizeof sizes / sizeof *sizes; si++) {
+        zp_sampler_t s;
+        assert_int_equal(zp_sampler_init(&s, sizes[si]), 0);
+        for (int world = 1; world <= 5; world++)
+            for (int rank = 0; rank < world; rank++)
+                for (int64_t b = 1; b <= 9; b += 4)
+                    for (int drop = 0; drop < 2; drop++) {
+                        assert_int_equal(zp_sampler_epoch(&s, 3, 0, 1, true, rank, world), 0);
+                        int64_t want = zp_sampler_batches(&s, b, drop);
+                        assert_int_equal(zp_sampler_shard_batches(sizes[si], rank, world, b, drop), want);
+                        assert_true(zp_sampler_shard_batches(sizes[si], 0, world, b, drop) >= want);
+                    }
+        zp_sampler_free(&s);
+    }
+}
+
 static void bad_rank_is_refused(void **state)
 {
     (void)state;
@@ -129,6 +151,7 @@ int main(void)
         cmocka_unit_test(no_shuffle_is_the_identity),
         cmocka_unit_test(sampler_shards_are_disjoint_and_cover_the_epoch),
         cmocka_unit_test(batches_follow_drop_last),
+        cmocka_unit_test(shard_batches_match_the_sampler),
         cmocka_unit_test(bad_rank_is_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

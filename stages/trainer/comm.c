@@ -193,7 +193,7 @@ static int sum_at_root(zp_comm_t *c, float *v, size_t n, double *s, size_t k, in
     size_t sizes[2] = {n * 4, k * 8};
     for (int r = 1; r < c->world; r++)
         if (zp_send(c->sock, &c->in[r].part[0], &m, parts, sizes, 2, 0)) {
-            zp_error("sum %llu of the trainer ranks: cannot answer rank %d: %s",
+            zp_error("sum %llu of the trainer ranks: rank %d has gone away (%s)",
                      (unsigned long long)c->seq, r, zmq_strerror(errno));
             return ZP_EZMQ;
         }

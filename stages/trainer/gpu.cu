@@ -12,6 +12,9 @@ extern "C" {
 
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
+#ifdef ZP_HAVE_NCCL
+#include <nccl.h>
+#endif
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,7 +24,8 @@ extern "C" {
 #define TIMED 64      /* batches whose events may be in flight */
 #define THREADS 256
 
-enum { EV_COPY0, EV_COPY1, EV_FWD0, EV_FWD1, EV_BWD1, EV_COUNT }; /* copy stream, compute stream */
+/* copy stream; compute stream (EV_COMM1: the gradient sum's end, ranks > 1) */
+enum { EV_COPY0, EV_COPY1, EV_FWD0, EV_FWD1, EV_BWD1, EV_COMM1, EV_COUNT };
 
 typedef struct {
     cudaEvent_t ev[EV_COUNT];
@@ -64,6 +68,11 @@ struct zp_gpu {
     int64_t batches;
     timed_t timed[TIMED];
     int64_t untimed;
+    int world;        /* ranks summing gradients; 1 without zp_gpu_join */
+    float *count;     /* world > 1: the step's samples over all ranks (device) */
+#ifdef ZP_HAVE_NCCL
+    ncclComm_t nccl;
+#endif
 };
 
 static int cuda_fail(cudaError_t e, const char *what, char *err, size_t len)
@@ -143,30 +152,44 @@ __global__ void relu_back(float *ga, const float *a, size_t n)
 }
 
 /* The cpu backend's sgd() and adamw(), element-wise; a gradient that is not
- * finite raises the flag. */
-__global__ void sgd(float *w, const float *g, float *v, size_t n, float lr, float mu, float wd,
-                    int *non_finite)
+ * finite raises the flag. With `count` (ranks > 1) the gradient is a sum
+ * weighted by samples: divided by the ranks' total here (none: no step). */
+__device__ bool grad_of(const float *g, size_t i, const float *count, float *out)
+{
+    if (!count) {
+        *out = g[i];
+        return true;
+    }
+    *out = g[i] / *count;
+    return *count > 0;
+}
+
+__global__ void sgd(float *w, const float *gr, float *v, size_t n, float lr, float mu, float wd,
+                    int *non_finite, const float *count)
 {
     size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
-    if (i >= n)
+    float g;
+    if (i >= n || !grad_of(gr, i, count, &g))
         return;
-    if (!isfinite(g[i]))
+    if (!isfinite(g))
         *non_finite = 1;
-    float d = g[i] + wd * w[i];
+    float d = g + wd * w[i];
     v[i] = mu * v[i] + d;
     w[i] -= lr * v[i];
 }
 
-__global__ void adamw(float *w, const float *g, float *v, float *s, size_t n, float lr, float b1,
-                      float b2, float eps, float c1, float c2, float wd, int *non_finite)
+__global__ void adamw(float *w, const float *gr, float *v, float *s, size_t n, float lr, float b1,
+                      float b2, float eps, float c1, float c2, float wd, int *non_finite,
+                      const float *count)
 {
     size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
-    if (i >= n)
+    float g;
+    if (i >= n || !grad_of(gr, i, count, &g))
         return;
-    if (!isfinite(g[i]))
+    if (!isfinite(g))
         *non_finite = 1;
-    v[i] = b1 * v[i] + (1 - b1) * g[i];
-    s[i] = b2 * s[i] + (1 - b2) * g[i] * g[i];
+    v[i] = b1 * v[i] + (1 - b1) * g;
+    s[i] = b2 * s[i] + (1 - b2) * g * g;
     w[i] -= lr * ((v[i] / c1) / (sqrtf(s[i] / c2) + eps) + wd * w[i]);
 }
 
@@ -263,6 +286,7 @@ static int gpu_open(zp_gpu_t **out, int device, const zp_mlp_t *host, void *ring
     if (!g)
         return ZP_ENOMEM;
     g->device = device;
+    g->world = 1;
     g->nlayers = host->nlayers;
     g->max_batch = host->max_batch;
     memcpy(g->dims, host->dims, sizeof g->dims);
@@ -381,6 +405,11 @@ static void gpu_close(zp_gpu_t *g)
     cudaFree(g->augmented);
     cudaFree(g->fill);
     cudaFree(g->lut);
+    cudaFree(g->count);
+#ifdef ZP_HAVE_NCCL
+    if (g->nccl)
+        ncclCommDestroy(g->nccl);
+#endif
     cudaFree(g->counters);
     if (g->copy)
         cudaStreamDestroy(g->copy);
@@ -446,19 +475,63 @@ static int step(zp_gpu_t *g, const zp_opt_t *o)
         if (o->kind == ZP_OPT_ADAMW) {
             adamw<<<blocks(nw), THREADS, 0, g->compute>>>(g->w[l], g->gw[l], g->vw[l], g->sw[l], nw,
                                                           o->lr, o->beta1, o->beta2, o->eps, c1, c2,
-                                                          o->weight_decay, flag);
+                                                          o->weight_decay, flag, g->count);
             adamw<<<blocks(nb), THREADS, 0, g->compute>>>(g->b[l], g->gb[l], g->vb[l], g->sb[l], nb,
                                                           o->lr, o->beta1, o->beta2, o->eps, c1, c2,
-                                                          0.0f, flag);
+                                                          0.0f, flag, g->count);
         } else {
             sgd<<<blocks(nw), THREADS, 0, g->compute>>>(g->w[l], g->gw[l], g->vw[l], nw, o->lr,
-                                                        o->momentum, o->weight_decay, flag);
+                                                        o->momentum, o->weight_decay, flag, g->count);
             sgd<<<blocks(nb), THREADS, 0, g->compute>>>(g->b[l], g->gb[l], g->vb[l], nb, o->lr,
-                                                        o->momentum, 0.0f, flag);
+                                                        o->momentum, 0.0f, flag, g->count);
         }
     }
     CHECK(cudaGetLastError());
     return 0;
+}
+
+#ifdef ZP_HAVE_NCCL
+#define CHECK_NCCL(call)                                                                           \
+    do {                                                                                           \
+        ncclResult_t r_ = (call);                                                                  \
+        if (r_ != ncclSuccess) {                                                                   \
+            zp_error("%s: %s", #call, ncclGetErrorString(r_));                                    \
+            return ZP_EGPU;                                                                         \
+        }                                                                                          \
+    } while (0)
+#endif
+
+/* Ranks > 1: this rank's gradients (means over its n samples) times n, and
+ * n, summed over the ranks; step() divides by the total. n = 0: zeros. */
+static int sum_grads(zp_gpu_t *g, int n)
+{
+#ifdef ZP_HAVE_NCCL
+    const float fn = (float)n;
+    for (int l = 0; l < g->nlayers; l++) {
+        size_t nw = (size_t)g->dims[l] * g->dims[l + 1], nb = (size_t)g->dims[l + 1];
+        if (n) {
+            CHECK_BLAS(cublasSscal(g->blas, (int)nw, &fn, g->gw[l], 1));
+            CHECK_BLAS(cublasSscal(g->blas, (int)nb, &fn, g->gb[l], 1));
+        } else {
+            CHECK(cudaMemsetAsync(g->gw[l], 0, nw * sizeof(float), g->compute));
+            CHECK(cudaMemsetAsync(g->gb[l], 0, nb * sizeof(float), g->compute));
+        }
+    }
+    fill<<<1, 1, 0, g->compute>>>(g->count, 1, fn);
+    CHECK(cudaGetLastError());
+    CHECK_NCCL(ncclGroupStart());
+    for (int l = 0; l < g->nlayers; l++) {
+        size_t nw = (size_t)g->dims[l] * g->dims[l + 1], nb = (size_t)g->dims[l + 1];
+        CHECK_NCCL(ncclAllReduce(g->gw[l], g->gw[l], nw, ncclFloat, ncclSum, g->nccl, g->compute));
+        CHECK_NCCL(ncclAllReduce(g->gb[l], g->gb[l], nb, ncclFloat, ncclSum, g->nccl, g->compute));
+    }
+    CHECK_NCCL(ncclAllReduce(g->count, g->count, 1, ncclFloat, ncclSum, g->nccl, g->compute));
+    CHECK_NCCL(ncclGroupEnd());
+    return 0;
+#else
+    (void)g, (void)n;
+    return ZP_EGPU;
+#endif
 }
 
 /* The first augmented batch allocates the output buffer and uploads the fill. */
@@ -475,9 +548,13 @@ static int augment_setup(zp_gpu_t *g, const zp_gpu_aug_t *a)
 static int gpu_batch(zp_gpu_t *g, const void *x, const int32_t *labels, int n, int split,
                      const zp_opt_t *o, const zp_gpu_aug_t *aug)
 {
-    if (n <= 0 || n > g->max_batch ||
+    if (n < 0 || n > g->max_batch || (n == 0 && (g->world < 2 || split != 0)) ||
         (aug && (size_t)aug->c * aug->h * aug->w != (size_t)g->dims[0]))
         return ZP_EINVAL;
+    if (n == 0) { /* no batch of ours in this step: the other ranks' */
+        int rc = sum_grads(g, 0);
+        return rc ? rc : step(g, o);
+    }
     if (aug && augment_setup(g, aug))
         return ZP_EGPU;
     int i = g->next, train = split == 0;
@@ -522,6 +599,10 @@ static int gpu_batch(zp_gpu_t *g, const void *x, const int32_t *labels, int n, i
         rc = backward(g, in, n);
         if (!rc && timed)
             CHECK(cudaEventRecord(t->ev[EV_BWD1], g->compute));
+        if (!rc && g->world > 1)
+            rc = sum_grads(g, n);
+        if (!rc && timed && g->world > 1)
+            CHECK(cudaEventRecord(t->ev[EV_COMM1], g->compute));
         if (!rc)
             rc = step(g, o);
     }
@@ -578,27 +659,76 @@ static int64_t gpu_harvest(zp_gpu_t *g, zp_timers_t *tm, int wait)
         timed_t *t = &g->timed[b % TIMED];
         if (!t->pending)
             continue;
-        cudaEvent_t last = t->ev[t->train ? EV_BWD1 : EV_FWD1];
+        int summed = t->train && g->world > 1;
+        cudaEvent_t last = t->ev[summed ? EV_COMM1 : t->train ? EV_BWD1 : EV_FWD1];
         if (cudaEventQuery(last) != cudaSuccess)
             break;
-        float h2d = 0, fwd = 0, bwd = 0;
+        float h2d = 0, fwd = 0, bwd = 0, comm = 0;
         if (cudaEventElapsedTime(&h2d, t->ev[EV_COPY0], t->ev[EV_COPY1]) != cudaSuccess ||
             cudaEventElapsedTime(&fwd, t->ev[EV_FWD0], t->ev[EV_FWD1]) != cudaSuccess ||
-            (t->train && cudaEventElapsedTime(&bwd, t->ev[EV_FWD1], t->ev[EV_BWD1]) != cudaSuccess))
+            (t->train && cudaEventElapsedTime(&bwd, t->ev[EV_FWD1], t->ev[EV_BWD1]) != cudaSuccess) ||
+            (summed && cudaEventElapsedTime(&comm, t->ev[EV_BWD1], t->ev[EV_COMM1]) != cudaSuccess))
             break; /* not complete after all: next time */
         zp_timer_add(tm, ZP_R_H2D, (int64_t)(h2d * 1e6));
         zp_timer_add(tm, ZP_R_FORWARD, (int64_t)(fwd * 1e6));
         if (t->train)
             zp_timer_add(tm, ZP_R_BACKWARD, (int64_t)(bwd * 1e6));
+        if (summed)
+            zp_timer_add(tm, ZP_R_COMM, (int64_t)(comm * 1e6));
         t->pending = 0;
     }
     return g->untimed;
 }
 
+static int gpu_nccl_id(uint8_t *id, char *err, size_t len)
+{
+#ifdef ZP_HAVE_NCCL
+    static_assert(sizeof(ncclUniqueId) == ZP_NCCL_ID_BYTES, "ncclUniqueId is not 128 bytes");
+    ncclUniqueId u;
+    ncclResult_t r = ncclGetUniqueId(&u);
+    if (r != ncclSuccess) {
+        snprintf(err, len, "ncclGetUniqueId: %s", ncclGetErrorString(r));
+        return ZP_EGPU;
+    }
+    memcpy(id, &u, sizeof u);
+    return 0;
+#else
+    (void)id;
+    snprintf(err, len, "this build's CUDA module has no NCCL (nccl.h and libnccl were not found "
+                       "when it was built)");
+    return ZP_EGPU;
+#endif
+}
+
+static int gpu_join(zp_gpu_t *g, const uint8_t *id, int rank, int world, char *err, size_t len)
+{
+#ifdef ZP_HAVE_NCCL
+    ncclUniqueId u;
+    memcpy(&u, id, sizeof u);
+    cudaError_t e = cudaSetDevice(g->device);
+    if (e == cudaSuccess && !g->count)
+        e = cudaMalloc((void **)&g->count, sizeof(float));
+    if (e != cudaSuccess)
+        return cuda_fail(e, "joining the ranks", err, len);
+    ncclResult_t r = ncclCommInitRank(&g->nccl, world, u, rank);
+    if (r != ncclSuccess) {
+        g->nccl = NULL;
+        snprintf(err, len, "ncclCommInitRank (rank %d of %d): %s", rank, world, ncclGetErrorString(r));
+        return ZP_EGPU;
+    }
+    g->world = world;
+    return 0;
+#else
+    (void)g, (void)rank, (void)world;
+    return gpu_nccl_id((uint8_t *)id, err, len);
+#endif
+}
+
 /* The one symbol the trainer looks up (gpu_load.c). */
 extern "C" __attribute__((visibility("default"))) const zp_gpu_api_t *zp_gpu_module_api(void)
 {
-    static const zp_gpu_api_t api = {gpu_count, gpu_open,     gpu_close,   gpu_batch, gpu_wait_copy,
-                                     gpu_take,  gpu_download, gpu_harvest, gpu_name};
+    static const zp_gpu_api_t api = {gpu_count,    gpu_open,    gpu_close, gpu_batch,
+                                     gpu_wait_copy, gpu_take,   gpu_download, gpu_harvest,
+                                     gpu_name,      gpu_nccl_id, gpu_join};
     return &api;
 }

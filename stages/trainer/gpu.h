@@ -87,6 +87,19 @@ int64_t zp_gpu_harvest(zp_gpu_t *g, zp_timers_t *tm, int wait);
 /* "NVIDIA H100 80GB HBM3, 132 SMs, 79.1 GiB" */
 const char *zp_gpu_name(const zp_gpu_t *g);
 
+/* Data-parallel ranks (trainer.gpus > 1). Rank 0 makes an NCCL unique id
+ * (zp_gpu_nccl_id) and hands it to the others; every rank joins the
+ * communicator with it (zp_gpu_join, after zp_gpu_open). From then on every
+ * train batch's gradients, weighted by its samples, are summed over the ranks
+ * with ncclAllReduce on the compute stream (timed into `comm`) and the update
+ * divides by the ranks' total: the mean over all their samples. A rank with no
+ * batch for a step (a shard a batch shorter, or a batch skipped whole) calls
+ * zp_gpu_batch with n = 0: it adds zeros and takes the step with the others.
+ * ZP_EGPU, with the reason, where the module has no NCCL. */
+#define ZP_NCCL_ID_BYTES 128
+int zp_gpu_nccl_id(uint8_t *id, char *err, size_t len);
+int zp_gpu_join(zp_gpu_t *g, const uint8_t *id, int rank, int world, char *err, size_t len);
+
 /* What the module exports: one function that returns its table. */
 typedef struct {
     int (*count)(char *why, size_t len);
@@ -100,6 +113,8 @@ typedef struct {
     int (*download)(zp_gpu_t *g, zp_mlp_t *host);
     int64_t (*harvest)(zp_gpu_t *g, zp_timers_t *tm, int wait);
     const char *(*name)(const zp_gpu_t *g);
+    int (*nccl_id)(uint8_t *id, char *err, size_t len);
+    int (*join)(zp_gpu_t *g, const uint8_t *id, int rank, int world, char *err, size_t len);
 } zp_gpu_api_t;
 #define ZP_GPU_MODULE_SYMBOL "zp_gpu_module_api"
 typedef const zp_gpu_api_t *zp_gpu_module_fn(void);

@@ -90,3 +90,15 @@ int zp_gpu_take(zp_gpu_t *g, int split, double *loss_sum, int64_t *correct, int 
 int zp_gpu_download(zp_gpu_t *g, zp_mlp_t *host) { return api->download(g, host); }
 int64_t zp_gpu_harvest(zp_gpu_t *g, zp_timers_t *tm, int wait) { return api->harvest(g, tm, wait); }
 const char *zp_gpu_name(const zp_gpu_t *g) { return api->name(g); }
+int zp_gpu_nccl_id(uint8_t *id, char *err, size_t len)
+{
+    if (!load()) {
+        snprintf(err, len, "%s", why_not);
+        return ZP_EGPU;
+    }
+    return api->nccl_id(id, err, len);
+}
+int zp_gpu_join(zp_gpu_t *g, const uint8_t *id, int rank, int world, char *err, size_t len)
+{
+    return api->join(g, id, rank, world, err, len);
+}

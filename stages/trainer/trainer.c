@@ -9,6 +9,7 @@
 #include "pipeline/hash.h"
 #include "pipeline/log.h"
 #include "pipeline/ring.h"
+#include "pipeline/sampler.h"
 #include "pipeline/sock.h"
 #include "pipeline/stage.h"
 #include "stages/trainer/comm.h"
@@ -438,6 +439,15 @@ static int compute(trainer_t *t, const zp_msg_t *m, const uint32_t *idx, const f
     return 0;
 }
 
+/* Train steps an epoch of rank `rank` takes (trainer.limit_train_batches applied). */
+static int64_t shard_steps(const trainer_t *t, int rank)
+{
+    const zp_config_t *c = &t->st->cfg;
+    int64_t b = zp_sampler_shard_batches(t->st->meta.n[ZP_SPLIT_TRAIN], rank, t->world,
+                                         c->batch_size, c->drop_last);
+    return c->limit_train_batches && b > c->limit_train_batches ? c->limit_train_batches : b;
+}
+
 /* The cuda backend: enqueue the batch's copy and compute, and return once
  * the copy is done (the caller then gives the slot back); the compute runs on
  * while the next batch arrives. Losses stay on the GPU until they are logged. */
@@ -447,7 +457,8 @@ static int gpu_compute(trainer_t *t, const zp_msg_t *m, const uint32_t *idx, con
     int split = (int)m->split;
     zp_gpu_aug_t aug = {t->aug.c, t->aug.h, t->aug.w, t->aug.padding, t->aug.fill, t->draws};
     if (split == ZP_SPLIT_TRAIN) {
-        t->opt.lr = (float)scheduled_lr(&t->st->cfg, t->step, (int64_t)m->epoch, (int64_t)m->batches);
+        int64_t per_epoch = t->world > 1 ? shard_steps(t, 0) : (int64_t)m->batches;
+        t->opt.lr = (float)scheduled_lr(&t->st->cfg, t->step, (int64_t)m->epoch, per_epoch);
         t->opt.t = t->step + 1;
         for (uint64_t i = 0; t->aug.on && i < m->n; i++)
             zp_augment_draw(&t->aug, m->epoch, idx[i], &t->draws[i]);
@@ -526,7 +537,7 @@ static int on_batch(trainer_t *t, const zp_msg_t *m)
     if (t->batches && split == ZP_SPLIT_TRAIN) /* the cuda backend's uint8 batch: as it came */
         log_batch(t, m, idx, t->gpu ? (const void *)data : x,
                   t->gpu ? t->st->meta.sample_bytes : elems * sizeof *x, t->step + 1);
-    if (t->gpu && n > 0) {
+    if (t->gpu && (n > 0 || (t->world > 1 && split == ZP_SPLIT_TRAIN))) { /* n = 0: others' step */
         int rc = gpu_compute(t, m, idx, data, labels);
         if (rc)
             return rc;
@@ -595,6 +606,13 @@ static int sum_epoch(trainer_t *t, zp_msg_t *m)
     int split = (int)m->split, rc = 0;
     if (split == ZP_SPLIT_TRAIN && t->gsum)
         rc = finish_epoch_steps(t, (int64_t)m->epoch);
+    /* cuda: a shard a batch shorter joins rank 0's last step (NCCL needs every rank) */
+    for (int64_t k = shard_steps(t, t->rank); split == ZP_SPLIT_TRAIN && t->gpu && !rc &&
+                                              k < shard_steps(t, 0); k++) {
+        zp_msg_t none = {.type = ZP_MSG_BATCH, .split = ZP_SPLIT_TRAIN, .epoch = m->epoch};
+        rc = gpu_compute(t, &none, NULL, NULL, NULL);
+        t->step++;
+    }
     epoch_acc_t *a = &t->acc[split];
     double s[8] = {(double)a->samples, (double)a->distinct, (double)(a->checksum & 0xffffffffu),
                    (double)(a->checksum >> 32), a->loss_sum, (double)a->correct, (double)m->n,
@@ -738,10 +756,44 @@ static int pick_backend(trainer_t *t)
     return 0;
 }
 
+/* cuda, world > 1: rank 0's NCCL id to every rank (a sum: the others add
+ * zeros), then every rank joins the communicator. */
+static int join_ranks(trainer_t *t)
+{
+    uint8_t id[ZP_NCCL_ID_BYTES] = {0};
+    double sum[ZP_NCCL_ID_BYTES];
+    char err[512];
+    int rc = t->rank == 0 ? zp_gpu_nccl_id(id, err, sizeof err) : 0;
+    if (rc) {
+        zp_error("trainer.gpus: %s", err);
+        return rc;
+    }
+    for (int i = 0; i < ZP_NCCL_ID_BYTES; i++)
+        sum[i] = id[i];
+    float none = 0;
+    if ((rc = zp_comm_sum(t->comm, &none, 0, sum, ZP_NCCL_ID_BYTES)))
+        return rc;
+    for (int i = 0; i < ZP_NCCL_ID_BYTES; i++)
+        id[i] = (uint8_t)sum[i];
+    if ((rc = zp_gpu_join(t->gpu, id, t->rank, t->world, err, sizeof err)))
+        zp_error("trainer.gpus: %s", err);
+    else
+        zp_info("cuda backend: rank %d of %d joined the NCCL communicator", t->rank, t->world);
+    return rc;
+}
+
 static int open_gpu(trainer_t *t)
 {
     char err[512];
-    int rc = zp_gpu_open(&t->gpu, 0, &t->mlp, t->ring->base, t->ring->map_bytes, t->lut,
+    if (t->world > 1) {
+        int n = zp_gpu_count(err, sizeof err);
+        if (n < t->world) {
+            zp_error("trainer.gpus: %d ranks, but %d GPU(s) here%s%s", t->world, n, n ? "" : ": ",
+                     n ? "" : err);
+            return ZP_ECONFIG;
+        }
+    }
+    int rc = zp_gpu_open(&t->gpu, t->rank, &t->mlp, t->ring->base, t->ring->map_bytes, t->lut,
                          (int)t->st->meta.shape[0], err, sizeof err);
     if (rc) {
         zp_error("cuda backend: %s", err);
@@ -751,7 +803,7 @@ static int open_gpu(trainer_t *t)
             t->mlp.nlayers, zp_gpu_name(t->gpu), t->ring->map_bytes);
     if (t->st->cfg.nan_at_step)
         zp_warn("trainer.debug.nan_at_step is not applied by the cuda backend");
-    return 0;
+    return t->world > 1 ? join_ranks(t) : 0;
 }
 
 /* overfit.txt: "STEPS FIRST_LOSS LAST_LOSS", read by `zeus-pipe overfit`. */
