@@ -111,7 +111,41 @@ def gpu_timers_and_checkpoints():
         zp.check(abs(ev["accuracy"] - best["accuracy"]) <= 1 / 640, (ev["accuracy"], best))
 
 
+def gpu_count():
+    import subprocess
+    try:
+        r = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True)
+    except OSError:
+        return 0
+    return sum(1 for l in r.stdout.splitlines() if l.startswith("GPU "))
+
+
+def two_gpus_train_as_cpu_ranks():
+    """trainer.gpus: 2 on cuda (NCCL) against 2 cpu ranks (ZeroMQ) on the same
+    batches: the same losses within float32 tolerance, every sample once."""
+    if gpu_count() < 2:
+        print("one GPU: the NCCL check needs two", flush=True)
+        return
+    with zp.Workdir() as w:
+        runs = {}
+        for backend in ("cpu", "cuda"):
+            name = "ranks-" + backend
+            rc, out, err = up(w, name, backend, "sgd", 0.05, 1, "trainer.gpus=2")
+            zp.check(rc == 0, err)
+            runs[backend] = w.run_dir(name)
+        a = zp.epoch_ends(runs["cpu"], "train")[-1]
+        b = zp.epoch_ends(runs["cuda"], "train")[-1]
+        zp.check(b["samples"] == b["distinct"] == 6400 and b["index_checksum"] == a["index_checksum"], b)
+        rel = abs(a["loss"] - b["loss"]) / abs(a["loss"])
+        print("2 ranks: epoch loss cpu %.7f cuda %.7f relative error %.2e" % (a["loss"], b["loss"], rel),
+              flush=True)
+        zp.check(rel <= 1e-4, "relative error %.2e > 1e-4" % rel)
+        report = json.load(open(os.path.join(runs["cuda"], "report.json")))
+        comm = sum(r["count"] for r in report["regions"] if r["stage"] == "trainer" and r["region"] == "comm")
+        zp.check(comm >= 100, "comm region count %d" % comm)
+
+
 if __name__ == "__main__":
     if not gpu_present():
         zp.main([without_a_gpu_cuda_stops_the_run_and_names_why], exit_code_on_pass=77)
-    zp.main([cuda_matches_cpu_after_100_steps, gpu_timers_and_checkpoints])
+    zp.main([cuda_matches_cpu_after_100_steps, gpu_timers_and_checkpoints, two_gpus_train_as_cpu_ranks])
