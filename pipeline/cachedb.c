@@ -158,7 +158,8 @@ void zp_cachedb_fingerprint(const zp_config_t *cfg, const zp_dataset_meta_t *m, 
                  (long long)cfg->seed, (long long)cfg->synth_classes);
     } else {
         zp_dataset_file(cfg, split ? cfg->image_test : cfg->image_train, p, sizeof p);
-        snprintf(buf + n, len - n, "source: %s %s (%lld bytes, newest %lld); resize %lld, crop %lld\n",
+        snprintf(buf + n, len - n, "source: %s %s (%lld bytes, newest %lld); resize %lld (bilinear, 11-bit "
+                 "fixed point), crop %lld\n",
                  cfg->dataset_source == ZP_SOURCE_IMAGE_LIST ? "image_list" : "image_folder", p,
                  (long long)m->files_bytes[split], (long long)m->files_mtime[split],
                  (long long)cfg->image_resize, (long long)cfg->image_crop);

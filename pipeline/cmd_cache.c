@@ -145,7 +145,10 @@ static const char *check_value(const MDB_val *k, const MDB_val *v)
     uint32_t index = (uint32_t)kb[0] << 24 | (uint32_t)kb[1] << 16 | (uint32_t)kb[2] << 8 | kb[3];
     if (u[4] != index)
         return "value belongs to another key";
-    if ((uint64_t)u[0] * u[1] * u[2] * 4 != u[5] || v->mv_size != ZP_CACHE_HDR + (size_t)u[5])
+    if (p[5] != ZP_DTYPE_F32 && p[5] != ZP_DTYPE_U8)
+        return "unknown dtype";
+    if ((uint64_t)u[0] * u[1] * u[2] * zp_dtype_size(p[5]) != u[5] ||
+        v->mv_size != ZP_CACHE_HDR + (size_t)u[5])
         return "payload size disagrees with the shape";
     uint64_t h;
     memcpy(&h, p + 32, 8);

@@ -39,13 +39,14 @@ int zp_comm_open(zp_comm_t **out, zp_stage_t *st, int rank, int world)
     char ep[ZP_ENDPOINT_MAX + 16];
     int rc = zp_stage_endpoint(st, "comm", ep, sizeof ep);
     if (!rc && rank == 0) {
-        c->sock = zp_sock_open(st->zctx, ZMQ_ROUTER, ep, 1, 0);
+        /* linger: the last sum's answers leave even when rank 0 closes at once */
+        c->sock = zp_sock_open(st->zctx, ZMQ_ROUTER, ep, 1, 2000);
         int mandatory = 1; /* a reply to a rank that is gone fails instead of vanishing */
         if (c->sock)
             zmq_setsockopt(c->sock, ZMQ_ROUTER_MANDATORY, &mandatory, sizeof mandatory);
     } else if (!rc && (c->sock = zmq_socket(st->zctx, ZMQ_DEALER))) {
         char id[8];
-        int linger = 0, n = snprintf(id, sizeof id, "%d", rank);
+        int linger = 2000, n = snprintf(id, sizeof id, "%d", rank);
         zmq_setsockopt(c->sock, ZMQ_ROUTING_ID, id, (size_t)n);
         zmq_setsockopt(c->sock, ZMQ_LINGER, &linger, sizeof linger);
         if (zmq_connect(c->sock, ep)) {
@@ -74,10 +75,17 @@ void zp_comm_close(zp_comm_t **cp)
     *cp = NULL;
 }
 
-/* Receives one message into f within the reduction's deadline. */
+/* Receives one message into f within the reduction's deadline (checked
+ * before every wait: a peer that keeps sending strangers cannot hold it off). */
 static int recv_by(zp_comm_t *c, zp_frames_t *f, int64_t deadline, const char *waiting_for)
 {
     for (;;) {
+        if (zp_now_ns() > deadline) {
+            zp_error("sum %llu of the trainer ranks: no word from %s in %lld s "
+                     "(trainer.comm_timeout_s)", (unsigned long long)c->seq, waiting_for,
+                     (long long)c->st->cfg.comm_timeout_s);
+            return ZP_ETIMEOUT;
+        }
         zmq_pollitem_t it = {c->sock, 0, ZMQ_POLLIN, 0};
         int n = zmq_poll(&it, 1, 100);
         if (zp_stop)
@@ -87,12 +95,6 @@ static int recv_by(zp_comm_t *c, zp_frames_t *f, int64_t deadline, const char *w
         if (n < 0 && errno != EINTR)
             return ZP_EZMQ;
         zp_stats_tick(c->st);
-        if (zp_now_ns() > deadline) {
-            zp_error("sum %llu of the trainer ranks: no word from %s in %lld s "
-                     "(trainer.comm_timeout_s)", (unsigned long long)c->seq, waiting_for,
-                     (long long)c->st->cfg.comm_timeout_s);
-            return ZP_ETIMEOUT;
-        }
     }
 }
 
@@ -116,18 +118,30 @@ static int check(zp_comm_t *c, zp_frames_t *f, int first, size_t n, size_t k, in
     return rc ? ZP_EPROTO : 0;
 }
 
-/* The rank a ROUTER identity frame names, or -1. */
+/* The rank a ROUTER identity frame names ("1" .. "world-1", as the ranks
+ * set it), or -1. */
 static int rank_of(const zmq_msg_t *id, int world)
 {
-    char buf[8];
     size_t len = zmq_msg_size((zmq_msg_t *)id);
-    if (len == 0 || len >= sizeof buf)
-        return -1;
-    memcpy(buf, zmq_msg_data((zmq_msg_t *)id), len);
-    buf[len] = 0;
-    char *end;
-    long r = strtol(buf, &end, 10);
-    return *end || r < 1 || r >= world ? -1 : (int)r;
+    for (int r = 1; r < world; r++) {
+        char want[8];
+        int n = snprintf(want, sizeof want, "%d", r);
+        if (len == (size_t)n && !memcmp(zmq_msg_data((zmq_msg_t *)id), want, len))
+            return r;
+    }
+    return -1;
+}
+
+/* dst takes src's frames; src is left empty. */
+static void frames_move(zp_frames_t *dst, zp_frames_t *src)
+{
+    zp_frames_close(dst);
+    for (int i = 0; i < src->n; i++) {
+        zmq_msg_init(&dst->part[i]);
+        zmq_msg_move(&dst->part[i], &src->part[i]);
+    }
+    dst->n = src->n;
+    zp_frames_close(src);
 }
 
 static int sum_at_root(zp_comm_t *c, float *v, size_t n, double *s, size_t k, int64_t deadline)
@@ -156,8 +170,7 @@ static int sum_at_root(zp_comm_t *c, float *v, size_t n, double *s, size_t k, in
             rc = ZP_EPROTO;
         }
         if (!rc && !(rc = check(c, &f, 1, n, k, r))) {
-            zp_frames_close(&c->in[r]);
-            c->in[r] = f; /* the frames move: f is not closed here */
+            frames_move(&c->in[r], &f);
             have[r] = 1, got++;
             continue;
         }

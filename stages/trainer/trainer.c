@@ -67,6 +67,7 @@ typedef struct {
     zp_eval_t eval;     /* ZP_MODE_EVAL: the checkpoints under test */
     double first_loss, last_loss; /* of train steps, for ZP_MODE_OVERFIT */
     int rank, world;    /* trainer.gpus: this trainer's rank (its instance) of `world` */
+    int64_t resume_epoch, resume_batch; /* --resume: where the first epoch starts; else -1 */
     zp_comm_t *comm;    /* world > 1: sums over the ranks */
     float *gsum;        /* cpu backend, world > 1: the gradients packed for a sum; owned */
     size_t gcount;      /* floats in gsum */
@@ -254,6 +255,7 @@ static int resume(trainer_t *t)
     memcpy(&t->best, payload, 8);
     free(payload);
     t->step = (int64_t)pos.step;
+    t->resume_epoch = (int64_t)pos.epoch, t->resume_batch = (int64_t)pos.batch;
     zp_info("resumed from %s: step %lld, epoch %llu, batch %llu", path, (long long)t->step,
             (unsigned long long)pos.epoch + 1, (unsigned long long)pos.batch);
     return 0;
@@ -375,10 +377,9 @@ static int finish_epoch_steps(trainer_t *t, int64_t epoch)
         int rc = sum_step(t, 0, 0, 0, 1, 0, tail);
         if (rc || tail[SUM_DONE] >= t->world)
             return rc;
-        if (tail[SUM_N] > 0) {
+        if (tail[SUM_N] > 0) /* none: a batch skipped whole; a step all the same */
             take_step(t, epoch, (int64_t)tail[SUM_BATCHES]);
-            t->step++;
-        }
+        t->step++;
     }
 }
 
@@ -606,9 +607,14 @@ static int sum_epoch(trainer_t *t, zp_msg_t *m)
     int split = (int)m->split, rc = 0;
     if (split == ZP_SPLIT_TRAIN && t->gsum)
         rc = finish_epoch_steps(t, (int64_t)m->epoch);
-    /* cuda: a shard a batch shorter joins rank 0's last step (NCCL needs every rank) */
-    for (int64_t k = shard_steps(t, t->rank); split == ZP_SPLIT_TRAIN && t->gpu && !rc &&
-                                              k < shard_steps(t, 0); k++) {
+    /* cuda: a shard a batch shorter joins rank 0's last step (NCCL needs every rank);
+     * a resumed epoch's batches start at the checkpoint's on every rank */
+    int64_t mine = shard_steps(t, t->rank), most = shard_steps(t, 0);
+    if ((int64_t)m->epoch == t->resume_epoch) {
+        mine -= t->resume_batch < mine ? t->resume_batch : mine;
+        most -= t->resume_batch < most ? t->resume_batch : most;
+    }
+    for (int64_t k = mine; split == ZP_SPLIT_TRAIN && t->gpu && !rc && k < most; k++) {
         zp_msg_t none = {.type = ZP_MSG_BATCH, .split = ZP_SPLIT_TRAIN, .epoch = m->epoch};
         rc = gpu_compute(t, &none, NULL, NULL, NULL);
         t->step++;
@@ -832,6 +838,7 @@ int zp_trainer_main(zp_stage_t *st)
             rc = ZP_ENOMEM;
     t.best = -1;
     t.world = zp_stage_world(st);
+    t.resume_epoch = -1;
     t.rank = t.world > 1 ? st->instance : 0;
     if (!rc)
         rc = pick_backend(&t);

@@ -39,7 +39,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if ((m.type == ZP_MSG_TASK || m.type == ZP_MSG_FETCH) && m.frame_size[1] != m.n * 4)
             abort();
         if ((m.type == ZP_MSG_SAMPLES || m.type == ZP_MSG_RESULT) &&
-            (m.frame_size[2] != m.n * 4 || m.frame_size[3] != m.n * m.elems * 4))
+            (m.frame_size[2] != m.n * 4 || m.frame_size[3] != m.n * m.elems * zp_dtype_size(m.dtype)))
+            abort();
+        if (m.type == ZP_MSG_REDUCE && (m.frame_size[1] != m.n * 4 || m.frame_size[2] != m.elems * 8))
             abort();
     } else if (!why[0]) {
         abort(); /* a refusal always says why */
