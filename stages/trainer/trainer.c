@@ -73,9 +73,8 @@ typedef struct {
     size_t gcount;      /* floats in gsum */
 } trainer_t;
 
-/* The tail of a step's sum over the ranks: samples, loss sum, correct, and
- * how many ranks have finished the epoch (their part is zero). */
-enum { SUM_N, SUM_LOSS, SUM_CORRECT, SUM_DONE, SUM_BATCHES, SUM_COUNT };
+/* The tail of a step's sum over the ranks: samples, loss sum, correct. */
+enum { SUM_N, SUM_LOSS, SUM_CORRECT, SUM_COUNT };
 
 /* The directory that holds an eval run's directory: the evaluated run. */
 static void parent_dir(const trainer_t *t, char *buf, size_t len)
@@ -184,21 +183,17 @@ static void epoch_checkpoints(trainer_t *t, uint64_t epoch, double accuracy)
     }
 }
 
-static void epoch_record(trainer_t *t, const zp_msg_t *m)
+/* The epoch_end metric; with ranks, rank 0 logs it with every rank's counts. */
+static void epoch_event(trainer_t *t, const zp_msg_t *m, const epoch_acc_t *a, double dt)
 {
-    int split = (int)m->split;
-    epoch_acc_t *a = &t->acc[split];
-    double dt = (zp_now_ns() - a->start_ns) / 1e9;
     char sum[24], order[24];
     snprintf(sum, sizeof sum, "%016llx", (unsigned long long)a->checksum);
     snprintf(order, sizeof order, "%016llx", (unsigned long long)a->order);
     zp_event_t ev;
     int with_model = t->backend != ZP_BACKEND_NULL;
-    if (t->rank)
-        goto checks; /* rank 0 logs the epoch, with every rank's counts */
     zp_ev_begin(t->st, &ev, "metric", 13 + 2 * with_model);
     zp_ev_str(&ev, "event", "epoch_end");
-    zp_ev_str(&ev, "split", zp_split_name(split));
+    zp_ev_str(&ev, "split", zp_split_name((int)m->split));
     zp_ev_int(&ev, "epoch", (int64_t)m->epoch);
     zp_ev_int(&ev, "epochs", t->st->cfg.epochs);
     zp_ev_int(&ev, "step", t->step);
@@ -215,12 +210,20 @@ static void epoch_record(trainer_t *t, const zp_msg_t *m)
         zp_ev_num(&ev, "accuracy", a->samples ? (double)a->correct / a->samples : 0);
     }
     zp_ev_send(t->st, &ev);
+}
+
+static void epoch_record(trainer_t *t, const zp_msg_t *m)
+{
+    int split = (int)m->split;
+    epoch_acc_t *a = &t->acc[split];
+    double dt = (zp_now_ns() - a->start_ns) / 1e9;
+    if (t->rank == 0)
+        epoch_event(t, m, a, dt);
     if (t->st->mode == ZP_MODE_EVAL) {
         char dir[PATH_MAX];
         parent_dir(t, dir, sizeof dir);
         zp_eval_write(&t->eval, dir);
     }
-checks:;
     int repeats = t->st->mode == ZP_MODE_OVERFIT; /* one batch again and again */
     if (a->samples + (int64_t)m->skipped != (int64_t)m->n || (a->distinct != a->samples && !repeats))
         zp_error("%s epoch %llu: %lld samples (%lld distinct) and %llu skipped, but the sampler "
@@ -319,6 +322,22 @@ static int non_finite(trainer_t *t, const zp_msg_t *m, const uint32_t *idx, int 
     return ZP_EINVAL;
 }
 
+/* Train steps an epoch of rank `rank` takes (trainer.limit_train_batches applied). */
+static int64_t shard_steps(const trainer_t *t, int rank)
+{
+    const zp_config_t *c = &t->st->cfg;
+    int64_t b = zp_sampler_shard_batches(t->st->meta.n[ZP_SPLIT_TRAIN], rank, t->world,
+                                         c->batch_size, c->drop_last);
+    return c->limit_train_batches && b > c->limit_train_batches ? c->limit_train_batches : b;
+}
+
+/* Steps of the current epoch: with ranks, rank 0's (its shard is the
+ * largest), which every rank takes. */
+static int64_t epoch_steps(const trainer_t *t, const zp_msg_t *m)
+{
+    return t->world > 1 ? shard_steps(t, 0) : (int64_t)m->batches;
+}
+
 /* The optimizer step after `step` steps, in epoch `epoch` of `per_epoch` steps. */
 static void take_step(trainer_t *t, int64_t epoch, int64_t per_epoch)
 {
@@ -330,11 +349,10 @@ static void take_step(trainer_t *t, int64_t epoch, int64_t per_epoch)
 /* cpu backend, world > 1: this rank's gradients (a mean over its n samples)
  * weighted by n, summed over the ranks and divided by their total — the mean
  * over every rank's batch, as one trainer given all of them computes it. A
- * rank with no samples (its batch was skipped whole, or it has finished the
- * epoch: `done`) adds zeros and still takes the step. `tail` comes back with
- * the totals (SUM_*); they go to the log window. */
-static int sum_step(trainer_t *t, int n, double loss_sum, int correct, int done, int64_t batches,
-                    double *tail)
+ * rank with no samples (its batch was skipped whole, or its shard is a batch
+ * shorter) adds zeros. `tail` comes back with the totals (SUM_*); they go to
+ * the log window. */
+static int sum_step(trainer_t *t, int n, double loss_sum, int correct, double *tail)
 {
     zp_mlp_t *mlp = &t->mlp;
     float *p = t->gsum;
@@ -346,7 +364,6 @@ static int sum_step(trainer_t *t, int n, double loss_sum, int correct, int done,
             *p++ = n ? mlp->gb[l][i] * (float)n : 0;
     }
     tail[SUM_N] = n, tail[SUM_LOSS] = loss_sum, tail[SUM_CORRECT] = correct;
-    tail[SUM_DONE] = done, tail[SUM_BATCHES] = t->rank == 0 ? (double)batches : 0;
     ZP_TIME_BEGIN(&t->st->timers, ZP_R_COMM);
     int rc = zp_comm_sum(t->comm, t->gsum, t->gcount, tail, SUM_COUNT);
     t->compute_ns += ZP_TIME_END(&t->st->timers, ZP_R_COMM);
@@ -365,22 +382,6 @@ static int sum_step(trainer_t *t, int n, double loss_sum, int correct, int done,
     t->win_correct += (int64_t)tail[SUM_CORRECT];
     t->win_samples += (int64_t)tail[SUM_N];
     return 0;
-}
-
-/* world > 1, after this rank's last train batch of an epoch: take part in
- * the steps of the ranks that still have one (a shard can hold a batch more
- * than another) until every rank is done. */
-static int finish_epoch_steps(trainer_t *t, int64_t epoch)
-{
-    for (;;) {
-        double tail[SUM_COUNT];
-        int rc = sum_step(t, 0, 0, 0, 1, 0, tail);
-        if (rc || tail[SUM_DONE] >= t->world)
-            return rc;
-        if (tail[SUM_N] > 0) /* none: a batch skipped whole; a step all the same */
-            take_step(t, epoch, (int64_t)tail[SUM_BATCHES]);
-        t->step++;
-    }
 }
 
 /* Forward, and for a train batch backward and an optimizer step. */
@@ -428,25 +429,14 @@ static int compute(trainer_t *t, const zp_msg_t *m, const uint32_t *idx, const f
         t->mlp.gw[0][0] = NAN;
     if (zp_mlp_check_grads(&t->mlp, &layer, &tensor))
         return non_finite(t, m, idx, layer, tensor, "a gradient is not finite");
-    int64_t per_epoch = (int64_t)m->batches;
     if (t->comm) {
         double tail[SUM_COUNT];
-        int rc = sum_step(t, n, loss * n, correct, 0, per_epoch, tail);
+        int rc = sum_step(t, n, loss * n, correct, tail);
         if (rc)
             return rc;
-        per_epoch = (int64_t)tail[SUM_BATCHES]; /* rank 0's: its shard is the largest */
     }
-    take_step(t, (int64_t)m->epoch, per_epoch);
+    take_step(t, (int64_t)m->epoch, epoch_steps(t, m));
     return 0;
-}
-
-/* Train steps an epoch of rank `rank` takes (trainer.limit_train_batches applied). */
-static int64_t shard_steps(const trainer_t *t, int rank)
-{
-    const zp_config_t *c = &t->st->cfg;
-    int64_t b = zp_sampler_shard_batches(t->st->meta.n[ZP_SPLIT_TRAIN], rank, t->world,
-                                         c->batch_size, c->drop_last);
-    return c->limit_train_batches && b > c->limit_train_batches ? c->limit_train_batches : b;
 }
 
 /* The cuda backend: enqueue the batch's copy and compute, and return once
@@ -458,8 +448,7 @@ static int gpu_compute(trainer_t *t, const zp_msg_t *m, const uint32_t *idx, con
     int split = (int)m->split;
     zp_gpu_aug_t aug = {t->aug.c, t->aug.h, t->aug.w, t->aug.padding, t->aug.fill, t->draws};
     if (split == ZP_SPLIT_TRAIN) {
-        int64_t per_epoch = t->world > 1 ? shard_steps(t, 0) : (int64_t)m->batches;
-        t->opt.lr = (float)scheduled_lr(&t->st->cfg, t->step, (int64_t)m->epoch, per_epoch);
+        t->opt.lr = (float)scheduled_lr(&t->st->cfg, t->step, (int64_t)m->epoch, epoch_steps(t, m));
         t->opt.t = t->step + 1;
         for (uint64_t i = 0; t->aug.on && i < m->n; i++)
             zp_augment_draw(&t->aug, m->epoch, idx[i], &t->draws[i]);
@@ -472,6 +461,23 @@ static int gpu_compute(trainer_t *t, const zp_msg_t *m, const uint32_t *idx, con
     /* the GPU's own times go to h2d, forward, backward; the host's wait is not "other" */
     t->compute_ns += zp_now_ns() - t0;
     zp_gpu_harvest(t->gpu, &t->st->timers, 0);
+    return rc;
+}
+
+/* world > 1, a train step with no batch of this rank's in it (a shard a
+ * batch shorter, or a batch skipped whole): zeros to the sum, and the step
+ * the others' samples make. The backend null keeps no model: nothing. */
+static int others_step(trainer_t *t, int64_t epoch)
+{
+    zp_msg_t none = {.type = ZP_MSG_BATCH, .split = ZP_SPLIT_TRAIN, .epoch = (uint64_t)epoch};
+    if (t->gpu)
+        return gpu_compute(t, &none, NULL, NULL, NULL);
+    if (!t->gsum)
+        return 0;
+    double tail[SUM_COUNT];
+    int rc = sum_step(t, 0, 0, 0, tail);
+    if (!rc && tail[SUM_N] > 0)
+        take_step(t, epoch, epoch_steps(t, &none));
     return rc;
 }
 
@@ -538,25 +544,18 @@ static int on_batch(trainer_t *t, const zp_msg_t *m)
     if (t->batches && split == ZP_SPLIT_TRAIN) /* the cuda backend's uint8 batch: as it came */
         log_batch(t, m, idx, t->gpu ? (const void *)data : x,
                   t->gpu ? t->st->meta.sample_bytes : elems * sizeof *x, t->step + 1);
-    if (t->gpu && (n > 0 || (t->world > 1 && split == ZP_SPLIT_TRAIN))) { /* n = 0: others' step */
-        int rc = gpu_compute(t, m, idx, data, labels);
-        if (rc)
-            return rc;
-    } else if (t->backend == ZP_BACKEND_CPU && n > 0) { /* n = 0: every sample was skipped */
-        int rc = compute(t, m, idx, x, labels);
-        if (rc)
-            return rc;
-    } else if (t->backend == ZP_BACKEND_CPU && t->comm && split == ZP_SPLIT_TRAIN) {
-        double tail[SUM_COUNT]; /* nothing of ours in this step: the other ranks' */
-        int rc = sum_step(t, 0, 0, 0, 0, (int64_t)m->batches, tail);
-        if (rc)
-            return rc;
-        if (tail[SUM_N] > 0)
-            take_step(t, (int64_t)m->epoch, (int64_t)tail[SUM_BATCHES]);
-    }
+    int rc = 0;
+    if (n == 0 && t->world > 1 && split == ZP_SPLIT_TRAIN) /* every sample was skipped */
+        rc = others_step(t, (int64_t)m->epoch);
+    else if (t->gpu && n > 0)
+        rc = gpu_compute(t, m, idx, data, labels);
+    else if (t->backend == ZP_BACKEND_CPU && n > 0)
+        rc = compute(t, m, idx, x, labels);
+    if (rc)
+        return rc;
     /* The slot is the prefetch's again after this: nothing below reads it. */
     zp_msg_t fr = {.type = ZP_MSG_FREE, .slot = m->slot, .gen = m->gen};
-    int rc = zp_send(t->sock, NULL, &fr, NULL, NULL, 0, 0);
+    rc = zp_send(t->sock, NULL, &fr, NULL, NULL, 0, 0);
     t->st->stats.items += n;
     t->st->stats.bytes += (int64_t)((size_t)n * t->st->meta.sample_bytes);
     if (split == ZP_SPLIT_TRAIN) {
@@ -605,18 +604,15 @@ static int timed_batch(trainer_t *t, const zp_msg_t *m)
 static int sum_epoch(trainer_t *t, zp_msg_t *m)
 {
     int split = (int)m->split, rc = 0;
-    if (split == ZP_SPLIT_TRAIN && t->gsum)
-        rc = finish_epoch_steps(t, (int64_t)m->epoch);
-    /* cuda: a shard a batch shorter joins rank 0's last step (NCCL needs every rank);
-     * a resumed epoch's batches start at the checkpoint's on every rank */
+    /* a shard a batch shorter joins rank 0's last step; a resumed epoch's
+     * batches start at the checkpoint's on every rank */
     int64_t mine = shard_steps(t, t->rank), most = shard_steps(t, 0);
     if ((int64_t)m->epoch == t->resume_epoch) {
         mine -= t->resume_batch < mine ? t->resume_batch : mine;
         most -= t->resume_batch < most ? t->resume_batch : most;
     }
-    for (int64_t k = mine; split == ZP_SPLIT_TRAIN && t->gpu && !rc && k < most; k++) {
-        zp_msg_t none = {.type = ZP_MSG_BATCH, .split = ZP_SPLIT_TRAIN, .epoch = m->epoch};
-        rc = gpu_compute(t, &none, NULL, NULL, NULL);
+    for (int64_t k = mine; split == ZP_SPLIT_TRAIN && !rc && k < most; k++) {
+        rc = others_step(t, (int64_t)m->epoch);
         t->step++;
     }
     epoch_acc_t *a = &t->acc[split];
