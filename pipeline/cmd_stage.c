@@ -73,6 +73,8 @@ int cmd_stage(int argc, char **argv)
         zp_error("%s", err);
         return 1;
     }
+    if (zp_stage_slurm(&st))
+        return 2;
     int rc = zp_stage_open(&st);
     if (rc) {
         zp_error("cannot open the stage's sockets: %s", zp_strerror(rc));

@@ -15,6 +15,7 @@
 #include "pipeline/log.h"
 #include "pipeline/proc.h"
 #include "pipeline/rundir.h"
+#include "pipeline/slurm.h"
 #include "pipeline/sock.h"
 #include "pipeline/stage.h"
 
@@ -41,7 +42,10 @@ typedef struct {
     int64_t window_start; /* ns: the minute whose loader restarts are counted */
     int64_t restarts;     /* restarts in that minute */
     int loaders_wanted;   /* `scale` moves it */
-    int trainers;         /* ranks: the run is done when every trainer has finished */
+    int trainers;         /* ranks here: the run is done when every trainer has finished */
+    int loader_base;      /* the first loader instance number: 256 x the Slurm rank */
+    zp_slurm_t slurm;     /* slurm.world > 1: this supervisor is one rank of `srun zeus-pipe up` */
+    char meet[PATH_MAX + 64]; /* rank 0: the rendezvous file, removed at the end */
 } sup_t;
 
 static volatile sig_atomic_t g_signal;
@@ -59,7 +63,12 @@ static int usage(FILE *out, int status)
             "--resume RUN goes on from RUN's checkpoints/last.ckpt, in the same run\n"
             "directory and with its config: the same batches an uninterrupted run trains on.\n"
             "Ctrl-C stops every stage within 2 s. Exit: 0 done, 1 a stage failed,\n"
-            "2 bad config, 128+N stopped by signal N.\n");
+            "2 bad config, 128+N stopped by signal N.\n\n"
+            "Under Slurm (`srun zeus-pipe up CONFIG`, with SLURM_PROCID, SLURM_NTASKS,\n"
+            "SLURM_LOCALID and SLURM_NODELIST set) every task is one rank: rank 0 runs\n"
+            "the cache and logger on tcp (transport.bind's port and the next three, with\n"
+            "CURVE), the others run their loaders, prefetch and trainer in RUN/rank-<r>/\n"
+            "and connect to it. run.dir must be on a filesystem every node sees.\n");
     return status;
 }
 
@@ -93,7 +102,12 @@ static void tune_openblas(void)
     }
 }
 
-static void cleanup(sup_t *s) { zp_rundir_cleanup(s->procs.run_dir); }
+static void cleanup(sup_t *s)
+{
+    zp_rundir_cleanup(s->procs.run_dir);
+    if (s->meet[0])
+        unlink(s->meet);
+}
 
 static int loaders_running(const sup_t *s)
 {
@@ -122,7 +136,8 @@ static int scale(sup_t *s, const char *arg, char *err, size_t len)
         snprintf(err, len, "loader count must stay within 1..256 (asked for %ld)", want);
         return ZP_EINVAL;
     }
-    for (int next = 0; now < want && next < 1024; next++) { /* the lowest free instance numbers */
+    for (int next = s->loader_base; now < want && next < s->loader_base + 1024; next++) {
+        /* the lowest free instance numbers */
         int taken = 0;
         for (int i = 0; i < s->procs.nchild; i++) {
             zp_child_t *c = &s->procs.child[i];
@@ -171,20 +186,27 @@ static int on_control(sup_t *s)
     return down;
 }
 
+/* Every stage of this host: under Slurm rank 0's host also runs the logger
+ * and the cache, and each host one rank; otherwise trainer.gpus ranks. */
 static int start_all(sup_t *s)
 {
-    int rc = zp_procs_spawn(&s->procs, "logger", 0, 1);
-    if (!rc)
-        rc = zp_procs_spawn(&s->procs, "cache", 0, 0);
+    int slurm = s->slurm.world > 1, rc = 0;
+    if (!slurm || s->slurm.rank == 0) {
+        rc = zp_procs_spawn(&s->procs, "logger", 0, 1);
+        if (!rc)
+            rc = zp_procs_spawn(&s->procs, "cache", 0, 0);
+    }
+    s->loader_base = slurm ? 256 * s->slurm.rank : 0; /* loader.workers <= 256: no two alike */
     for (int i = 0; !rc && i < s->cfg.loader_workers; i++)
-        rc = zp_procs_spawn(&s->procs, "loader", i, 0);
-    int world = s->procs.mode == ZP_MODE_TRAIN || s->procs.mode == ZP_MODE_RESUME
-                    ? (int)s->cfg.gpus : 1; /* as zp_stage_world() */
-    for (int r = 0; !rc && r < world; r++)
+        rc = zp_procs_spawn(&s->procs, "loader", s->loader_base + i, 0);
+    int first = slurm ? s->slurm.rank : 0, ranks = 1;
+    if (!slurm && (s->procs.mode == ZP_MODE_TRAIN || s->procs.mode == ZP_MODE_RESUME))
+        ranks = (int)s->cfg.gpus; /* as zp_stage_world() */
+    for (int r = first; !rc && r < first + ranks; r++)
         rc = zp_procs_spawn(&s->procs, "prefetch", r, 0);
-    for (int r = 0; !rc && r < world; r++)
+    for (int r = first; !rc && r < first + ranks; r++)
         rc = zp_procs_spawn(&s->procs, "trainer", r, 0);
-    s->trainers = world;
+    s->trainers = ranks;
     return rc;
 }
 
@@ -332,8 +354,138 @@ static int prepare_resume(sup_t *s, const char *run)
     return 0;
 }
 
+/* ---- Slurm: every task one rank (pipeline/slurm.h) ------------------------------------------ */
+
+/* Rank 0: the job's ranks key (the other ranks' CURVE pair, let in by every
+ * stage that binds tcp) and the rendezvous, written whole and then renamed. */
+static int slurm_announce(sup_t *s)
+{
+    char base[PATH_MAX + 16], path[PATH_MAX + 80], err[PATH_MAX + 200];
+    snprintf(base, sizeof base, "%s/ranks", s->run_dir);
+    snprintf(path, sizeof path, "%s.key", base);
+    if (access(path, F_OK) && zp_keys_generate(base, err, sizeof err)) {
+        fprintf(stderr, "zeus-pipe: %s\n", err);
+        return 2;
+    }
+    zp_slurm_meet_path(s->meet, sizeof s->meet, s->cfg.run_dir, &s->slurm);
+    snprintf(path, sizeof path, "%s.tmp", s->meet);
+    FILE *f = fopen(path, "w");
+    int ok = f && fprintf(f, "run %s\nhost %s\nbind %s\n", s->run_dir, s->slurm.host, s->cfg.bind) > 0;
+    if (f && fclose(f))
+        ok = 0;
+    if (!ok || rename(path, s->meet)) {
+        fprintf(stderr, "zeus-pipe: %s: %s\n", s->meet, strerror(errno));
+        s->meet[0] = 0;
+        return 2;
+    }
+    fprintf(stderr, "zeus-pipe: Slurm rank 0 of %d on %s: the other ranks connect to ports %s+0..3\n",
+            s->slurm.world, s->slurm.host, s->cfg.bind);
+    return 0;
+}
+
+/* 0 when rank 0's resolved config (RUN/config.yaml) is ours, word for word:
+ * ranks that trained different models would sum nonsense. */
+static int same_config(const sup_t *s, const char *run0)
+{
+    char path[PATH_MAX + 32], *mine = NULL, *theirs = NULL;
+    size_t n = 0, m = 0;
+    FILE *ms = open_memstream(&mine, &n);
+    if (!ms)
+        return 1;
+    zp_config_print(&s->cfg, ms);
+    fclose(ms);
+    snprintf(path, sizeof path, "%s/config.yaml", run0);
+    FILE *f = fopen(path, "r");
+    int rc = !f || getdelim(&theirs, &m, 0, f) < 0;
+    if (f)
+        fclose(f);
+    if (rc)
+        fprintf(stderr, "zeus-pipe: %s: %s\n", path, strerror(errno ? errno : EIO));
+    const char *a = mine, *b = theirs;
+    while (!rc && (*a || *b)) {
+        size_t la = strcspn(a, "\n"), lb = strcspn(b, "\n");
+        if (la != lb || memcmp(a, b, la)) {
+            fprintf(stderr, "zeus-pipe: Slurm rank %d: its config differs from rank 0's (%s):\n"
+                    "  rank 0:    %.*s\n  this rank: %.*s\n", s->slurm.rank, path, (int)lb, b, (int)la, a);
+            rc = 1;
+        }
+        a += la + !!a[la], b += lb + !!b[lb];
+    }
+    free(mine);
+    free(theirs);
+    return rc;
+}
+
+/* Rank r > 0: waits up to trainer.comm_timeout_s for rank 0's rendezvous,
+ * then makes RUN/rank-<r> its run directory, with the same resolved config. */
+static int slurm_join(sup_t *s)
+{
+    char path[PATH_MAX + 64], line[PATH_MAX + 32], run0[PATH_MAX] = "", host[256] = "", bind[256] = "";
+    zp_slurm_meet_path(path, sizeof path, s->cfg.run_dir, &s->slurm);
+    fprintf(stderr, "zeus-pipe: Slurm rank %d of %d: waiting for rank 0 to announce itself in %s\n",
+            s->slurm.rank, s->slurm.world, path);
+    int64_t deadline = zp_now_ns() + s->cfg.comm_timeout_s * 1000000000ll;
+    FILE *f;
+    while (!(f = fopen(path, "r"))) {
+        if (zp_now_ns() > deadline) {
+            fprintf(stderr, "zeus-pipe: Slurm rank %d: no word from rank 0 within trainer.comm_timeout_s "
+                    "(%lld s): did rank 0 start, and is run.dir (%s) on a filesystem every node sees?\n",
+                    s->slurm.rank, (long long)s->cfg.comm_timeout_s, s->cfg.run_dir);
+            return 1;
+        }
+        usleep(100000);
+    }
+    while (fgets(line, sizeof line, f)) {
+        line[strcspn(line, "\n")] = 0;
+        if (!strncmp(line, "run ", 4))
+            snprintf(run0, sizeof run0, "%.4000s", line + 4);
+        else if (!strncmp(line, "host ", 5))
+            snprintf(host, sizeof host, "%.250s", line + 5);
+        else if (!strncmp(line, "bind ", 5))
+            snprintf(bind, sizeof bind, "%.250s", line + 5);
+    }
+    fclose(f);
+    if (!run0[0] || !host[0] || strcmp(bind, s->cfg.bind)) {
+        fprintf(stderr, "zeus-pipe: %s: expected run, host and bind %s (got run '%s', host '%s', bind '%s')\n",
+                path, s->cfg.bind, run0, host, bind);
+        return 2;
+    }
+    if (same_config(s, run0))
+        return 2;
+    snprintf(s->slurm.host, sizeof s->slurm.host, "%s", host);
+    char name[32];
+    snprintf(name, sizeof name, "rank-%d", s->slurm.rank);
+    return zp_rundir_make(&s->cfg, run0, name, s->run_dir, sizeof s->run_dir);
+}
+
+/* `srun zeus-pipe up CONFIG`: this task's part of the run. */
+static int prepare_slurm(sup_t *s, const zp_dataset_meta_t *meta)
+{
+    s->cfg.transport = ZP_TRANSPORT_TCP; /* rank 0 takes the other hosts' loaders */
+    if (s->cfg.gpus != 1 && s->slurm.rank == 0)
+        fprintf(stderr, "zeus-pipe: note: trainer.gpus is %lld, but under Slurm each of the %d tasks is "
+                        "one rank (ask Slurm for the tasks: srun --ntasks-per-node=GPUS)\n",
+                (long long)s->cfg.gpus, s->slurm.world);
+    if (s->slurm.rank > 0)
+        return slurm_join(s); /* no cache of its own: rank 0's host holds it */
+    if (s->cfg.cache_enabled && zp_cache_prepare(&s->cfg, meta))
+        return 2;
+    return zp_rundir_start(&s->cfg, s->cfg.run_name, s->run_dir, sizeof s->run_dir);
+}
+
 static int prepare(sup_t *s, int argc, char **argv)
 {
+    char why[512];
+    int slurm = zp_slurm_detect(&s->slurm, why, sizeof why);
+    if (slurm < 0) {
+        fprintf(stderr, "zeus-pipe: Slurm: %s\n", why);
+        return 2;
+    }
+    if (argc >= 2 && !strcmp(argv[1], "--resume") && slurm) {
+        fprintf(stderr, "zeus-pipe: up --resume is not supported under Slurm yet (%d tasks); "
+                        "resume with one task, or start a new run\n", s->slurm.world);
+        return 2;
+    }
     if (argc >= 2 && !strcmp(argv[1], "--resume"))
         return argc == 3 ? prepare_resume(s, argv[2]) : usage(stderr, 2);
     zp_dataset_meta_t meta;
@@ -346,6 +498,8 @@ static int prepare(sup_t *s, int argc, char **argv)
         s->cfg.ckpt_every_epochs = s->cfg.ckpt_every_steps = 0;
         fprintf(stderr, "zeus-pipe: fast_dev_run: one train batch, one test batch, no checkpoint\n");
     }
+    if (slurm)
+        return prepare_slurm(s, &meta);
     if (s->cfg.cache_enabled && zp_cache_prepare(&s->cfg, &meta))
         return 2;
     return zp_rundir_start(&s->cfg, s->cfg.run_name, s->run_dir, sizeof s->run_dir);
@@ -400,20 +554,31 @@ static int server_keys(const sup_t *s)
     return 0;
 }
 
+/* Supervises s->run_dir in `mode` until the run ends; the exit status. */
+static int supervise_run(sup_t *s, int mode, const char *ckpts)
+{
+    zp_procs_init(&s->procs, s->run_dir);
+    s->procs.mode = mode;
+    s->procs.keep_loaders = 1;
+    s->window_start = zp_now_ns();
+    s->restarts = 0;
+    snprintf(s->procs.ckpts, sizeof s->procs.ckpts, "%s", ckpts ? ckpts : "");
+    if (s->cfg.transport == ZP_TRANSPORT_TCP && s->slurm.rank == 0 && server_keys(s))
+        return 2;
+    if (s->slurm.world > 1) {
+        if (s->slurm.rank == 0 && slurm_announce(s))
+            return 2;
+        setenv(ZP_SLURM_ENV, s->slurm.host, 1); /* the stages are ranks' stages */
+    }
+    return run_stages(s);
+}
+
 int zp_pipeline_run(const zp_config_t *cfg, const char *run_dir, int mode, const char *ckpts)
 {
     static sup_t s;
     s.cfg = *cfg;
     snprintf(s.run_dir, sizeof s.run_dir, "%s", run_dir);
-    zp_procs_init(&s.procs, s.run_dir);
-    s.procs.mode = mode;
-    s.procs.keep_loaders = 1;
-    s.window_start = zp_now_ns();
-    s.restarts = 0;
-    if (s.cfg.transport == ZP_TRANSPORT_TCP && server_keys(&s))
-        return 2;
-    snprintf(s.procs.ckpts, sizeof s.procs.ckpts, "%s", ckpts ? ckpts : "");
-    return run_stages(&s);
+    return supervise_run(&s, mode, ckpts);
 }
 
 int cmd_up(int argc, char **argv)
@@ -424,5 +589,5 @@ int cmd_up(int argc, char **argv)
     int rc = prepare(&s, argc, argv);
     if (rc)
         return rc;
-    return zp_pipeline_run(&s.cfg, s.run_dir, s.procs.mode, NULL);
+    return supervise_run(&s, s.procs.mode, NULL);
 }

@@ -62,10 +62,15 @@ int zp_rundir_create(const char *dir, const char *name, char *out, size_t len)
 int zp_rundir_start(const zp_config_t *cfg, const char *name, char *out, size_t len)
 {
     zp_rundir_cleanup_stale(cfg->run_dir);
-    int rc = zp_rundir_create(cfg->run_dir, name, out, len);
+    return zp_rundir_make(cfg, cfg->run_dir, name, out, len);
+}
+
+int zp_rundir_make(const zp_config_t *cfg, const char *dir, const char *name, char *out, size_t len)
+{
+    int rc = zp_rundir_create(dir, name, out, len);
     if (rc) {
-        fprintf(stderr, "zeus-pipe: %s/%s: cannot create the run directory: %s\n", cfg->run_dir,
-                name, zp_strerror(rc));
+        fprintf(stderr, "zeus-pipe: %s/%s: cannot create the run directory: %s\n", dir, name,
+                zp_strerror(rc));
         return 1;
     }
     char path[PATH_MAX + 64];

@@ -16,6 +16,8 @@ int zp_rundir_create(const char *dir, const char *name, char *out, size_t len);
  * writes the resolved config.yaml and this process's supervisor.pid. Prints
  * what went wrong and returns non-zero on failure. */
 int zp_rundir_start(const zp_config_t *cfg, const char *name, char *out, size_t len);
+/* The same without the clean-up, in `dir` (a Slurm rank's RUN/rank-<r>). */
+int zp_rundir_make(const zp_config_t *cfg, const char *dir, const char *name, char *out, size_t len);
 
 /* The pid in <run>/supervisor.pid when that process is alive, else 0. */
 pid_t zp_rundir_live_pid(const char *run);

@@ -2,10 +2,13 @@
 #include "pipeline/stage.h"
 #include "pipeline/hash.h"
 #include "pipeline/log.h"
+#include "pipeline/keys.h"
 #include "pipeline/sock.h"
+#include "pipeline/zap.h"
 
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -15,7 +18,48 @@ volatile sig_atomic_t zp_retire;
 
 int zp_stage_world(const zp_stage_t *st)
 {
-    return st->mode == ZP_MODE_TRAIN || st->mode == ZP_MODE_RESUME ? (int)st->cfg.gpus : 1;
+    if (st->mode != ZP_MODE_TRAIN && st->mode != ZP_MODE_RESUME)
+        return 1;
+    return st->slurm.world > 1 ? st->slurm.world : (int)st->cfg.gpus;
+}
+
+int zp_stage_slurm(zp_stage_t *st)
+{
+    char why[512];
+    const char *rank0 = getenv(ZP_SLURM_ENV);
+    int rc = rank0 ? zp_slurm_detect(&st->slurm, why, sizeof why) : 0;
+    if (rc < 0) {
+        zp_error("%s", why);
+        return rc;
+    }
+    if (rc == 1)
+        snprintf(st->slurm.host, sizeof st->slurm.host, "%s", rank0);
+    if (rc == 0)
+        st->slurm.world = 0;
+    else if (st->slurm.rank == 0)
+        snprintf(st->run0, sizeof st->run0, "%s", st->run_dir);
+    else { /* RUN/rank-<r> */
+        snprintf(st->run0, sizeof st->run0, "%s", st->run_dir);
+        char *slash = strrchr(st->run0, '/');
+        if (slash && slash != st->run0)
+            *slash = 0;
+    }
+    if (rc == 1 && st->slurm.rank > 0 && !strcmp(st->name, "loader")) {
+        /* rank 0's cache stage takes this host's loaders as remote ones */
+        char path[PATH_MAX + 16], err[PATH_MAX + 200];
+        const char *colon = strrchr(st->cfg.bind, ':');
+        snprintf(st->connect, sizeof st->connect, "tcp://%.100s:%s", st->slurm.host, colon ? colon + 1 : "5555");
+        snprintf(path, sizeof path, "%s/server.pub", st->run0);
+        rc = zp_keys_read_public(path, st->server_pub, err, sizeof err);
+        snprintf(path, sizeof path, "%s/ranks.key", st->run0);
+        if (!rc)
+            rc = zp_keys_read_pair(path, st->pub, st->sec, err, sizeof err);
+        if (rc) {
+            zp_error("%s", err);
+            return rc;
+        }
+    }
+    return 0;
 }
 
 void zp_ring_name(char *buf, size_t len, const char *run_dir, int rank)
@@ -35,6 +79,80 @@ int zp_stage_endpoint(const zp_stage_t *st, const char *name, char *buf, size_t 
     return rc;
 }
 
+/* Under Slurm: the tcp port of a socket every rank shares (transport.bind's
+ * port plus the socket's offset), or 0 for a socket of this host's own. */
+static int shared_port(const zp_stage_t *st, const char *name)
+{
+    static const char *shared[] = {"fetch", "events", "comm"};
+    const char *colon = strrchr(st->cfg.bind, ':');
+    for (int i = 0; st->slurm.world > 1 && colon && i < 3; i++)
+        if (!strcmp(name, shared[i]))
+            return atoi(colon + 1) + 1 + i;
+    return 0;
+}
+
+/* CURVE on a tcp socket: the server with the run's secret key (behind this
+ * process's ZAP handler), a client with the job's ranks key. */
+static int curve(zp_stage_t *st, void *sock, int server)
+{
+    char path[PATH_MAX + 16], pub[ZP_Z85_KEY], sec[ZP_Z85_KEY], spub[ZP_Z85_KEY], err[PATH_MAX + 200];
+    int one = 1;
+    snprintf(path, sizeof path, "%s/%s", st->run0, server ? "server.key" : "ranks.key");
+    int rc = zp_keys_read_pair(path, pub, sec, err, sizeof err);
+    if (!rc && !server) {
+        snprintf(path, sizeof path, "%s/server.pub", st->run0);
+        rc = zp_keys_read_public(path, spub, err, sizeof err);
+    }
+    if (rc) {
+        zp_error("%s", err);
+        return rc;
+    }
+    if (server && !st->zap && zp_zap_start(&st->zap, st))
+        return ZP_EINVAL;
+    if (server ? zmq_setsockopt(sock, ZMQ_CURVE_SERVER, &one, sizeof one) ||
+                     zmq_setsockopt(sock, ZMQ_CURVE_SECRETKEY, sec, 40) ||
+                     zmq_setsockopt(sock, ZMQ_ZAP_DOMAIN, "zeus-pipe", 9)
+               : zmq_setsockopt(sock, ZMQ_CURVE_SERVERKEY, spub, 40) ||
+                     zmq_setsockopt(sock, ZMQ_CURVE_PUBLICKEY, pub, 40) ||
+                     zmq_setsockopt(sock, ZMQ_CURVE_SECRETKEY, sec, 40))
+        return ZP_EZMQ;
+    return 0;
+}
+
+int zp_stage_attach(zp_stage_t *st, void *sock, const char *name, int bind)
+{
+    char ep[ZP_ENDPOINT_MAX + 300];
+    int port = shared_port(st, name), rc = 0;
+    if (port) {
+        const char *colon = strrchr(st->cfg.bind, ':');
+        if (bind)
+            snprintf(ep, sizeof ep, "tcp://%.*s:%d", (int)(colon - st->cfg.bind), st->cfg.bind, port);
+        else
+            snprintf(ep, sizeof ep, "tcp://%s:%d", st->slurm.host, port);
+        rc = curve(st, sock, bind);
+    } else {
+        rc = zp_stage_endpoint(st, name, ep, sizeof ep);
+    }
+    if (!rc && (bind ? zmq_bind(sock, ep) : zmq_connect(sock, ep))) {
+        zp_error("%s %s: %s", bind ? "bind" : "connect", ep, zmq_strerror(errno));
+        rc = ZP_EZMQ;
+    }
+    return rc;
+}
+
+void *zp_stage_socket(zp_stage_t *st, int type, const char *name, int bind, int linger_ms)
+{
+    void *s = zmq_socket(st->zctx, type);
+    if (!s) {
+        zp_error("%s socket: %s", name, zmq_strerror(errno));
+        return NULL;
+    }
+    zmq_setsockopt(s, ZMQ_LINGER, &linger_ms, sizeof linger_ms);
+    if (zp_stage_attach(st, s, name, bind))
+        zp_sock_close(&s);
+    return s;
+}
+
 /* Timer samples leave as {kind: "timer", region, ns: [durations]}. */
 static void send_samples(void *ctx, int region, const int64_t *ns, int n)
 {
@@ -49,7 +167,7 @@ static void send_samples(void *ctx, int region, const int64_t *ns, int n)
 int zp_stage_open(zp_stage_t *st)
 {
     zp_timers_init(&st->timers, send_samples, st);
-    if (st->connect[0]) { /* a remote loader: no logger to talk to */
+    if (st->connect[0] && st->slurm.world < 2) { /* a remote loader: no logger to talk to */
         st->zctx = zmq_ctx_new();
         st->stats.since = st->stats.w_start = st->stats.start = zp_now_ns();
         st->stats.interval_ns = st->cfg.stat_interval_ms * 1000000;
@@ -58,9 +176,6 @@ int zp_stage_open(zp_stage_t *st)
     st->zctx = zmq_ctx_new();
     if (!st->zctx)
         return ZP_EZMQ;
-    char ep[ZP_ENDPOINT_MAX + 16];
-    if (zp_stage_endpoint(st, "events", ep, sizeof ep))
-        return ZP_EINVAL;
     /* Options first: they are taken when the connection is made. The logger
      * may bind after us, so retry soon; linger lets pending events out. */
     int hwm = 10000, ivl = 10, linger = 2000;
@@ -70,10 +185,9 @@ int zp_stage_open(zp_stage_t *st)
     zmq_setsockopt(st->events, ZMQ_SNDHWM, &hwm, sizeof hwm);
     zmq_setsockopt(st->events, ZMQ_RECONNECT_IVL, &ivl, sizeof ivl);
     zmq_setsockopt(st->events, ZMQ_LINGER, &linger, sizeof linger);
-    if (zmq_connect(st->events, ep)) {
-        zp_error("connect %s: %s", ep, zmq_strerror(errno));
-        return ZP_EZMQ;
-    }
+    int rc = zp_stage_attach(st, st->events, "events", 0);
+    if (rc)
+        return rc;
     int64_t now = zp_now_ns();
     st->stats.since = st->stats.w_start = st->stats.start = now;
     st->stats.interval_ns = st->cfg.stat_interval_ms * 1000000;
@@ -89,6 +203,7 @@ void zp_stage_close(zp_stage_t *st)
         zp_stats_tick(st);
     }
     zp_sock_close(&st->events);
+    zp_zap_stop(&st->zap); /* after the stage closed its sockets: none is bound now */
     if (st->zctx) {
         /* Blocks until pending events reach the logger (or LINGER passes);
          * a SIGTERM arriving meanwhile must not cut that short. */

@@ -9,6 +9,7 @@
 
 #include "pipeline/config.h"
 #include "pipeline/dataset.h"
+#include "pipeline/slurm.h"
 #include "pipeline/timer.h"
 
 #include <limits.h>
@@ -58,6 +59,12 @@ typedef struct {
     char connect[160]; /* tcp://host:port of the run's cache stage */
     char server_pub[41], pub[41], sec[41]; /* CURVE keys, Z85 */
     char ckpts[1024]; /* eval: comma-separated names in the evaluated run's checkpoints/ */
+    /* `srun zeus-pipe up` (pipeline/slurm.h): slurm.world > 1. The sockets
+     * every rank shares are tcp with CURVE on rank 0's host; the keys lie in
+     * run0, rank 0's run directory (run_dir itself on rank 0). */
+    zp_slurm_t slurm;
+    char run0[PATH_MAX];
+    struct zp_zap *zap; /* who may connect to this process's CURVE sockets; NULL until one binds */
 } zp_stage_t;
 
 /* Charges the time since the last switch to the previous state. */
@@ -86,6 +93,16 @@ int zp_stage_open(zp_stage_t *st);
 void zp_stage_close(zp_stage_t *st);
 /* Endpoint of a named socket of this run, or ZP_EINVAL with an error logged. */
 int zp_stage_endpoint(const zp_stage_t *st, const char *name, char *buf, size_t len);
+/* Opens the run's socket `name`, bound or connected, with LINGER linger_ms:
+ * ipc under sock/, except under Slurm for the sockets every rank shares —
+ * "fetch", "events" and "comm" — which are tcp with CURVE on rank 0's host
+ * (pipeline/slurm.h). NULL, with the endpoint and the error logged, on failure. */
+void *zp_stage_socket(zp_stage_t *st, int type, const char *name, int bind, int linger_ms);
+/* Binds or connects an open socket (its options set) the same way: 0 or an error, logged. */
+int zp_stage_attach(zp_stage_t *st, void *sock, const char *name, int bind);
+/* Fills the Slurm fields from the environment (a stage of `srun zeus-pipe
+ * up`): 0, or ZP_EINVAL with the error logged. */
+int zp_stage_slurm(zp_stage_t *st);
 
 /* Stage entry points (the only table that names stages lives in cmd_stage.c). */
 int zp_loader_main(zp_stage_t *st);
@@ -94,8 +111,9 @@ int zp_prefetch_main(zp_stage_t *st);
 int zp_trainer_main(zp_stage_t *st);
 int zp_logger_main(zp_stage_t *st);
 
-/* Data-parallel ranks of the run (trainer.gpus when training; eval and
- * overfit run one), and this prefetch's or trainer's rank: its instance. */
+/* Data-parallel ranks of the run (trainer.gpus when training, or the Slurm
+ * tasks; eval and overfit run one), and this prefetch's or trainer's rank:
+ * its instance. */
 int zp_stage_world(const zp_stage_t *st);
 /* Name of the shared-memory ring of `rank` of the run whose supervisor has `pid`. */
 void zp_ring_name(char *buf, size_t len, const char *run_dir, int rank);

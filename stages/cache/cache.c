@@ -16,7 +16,7 @@
 #include "pipeline/stage.h"
 #include "pipeline/keys.h"
 #include "stages/cache/lmdb_store.h"
-#include "stages/cache/zap.h"
+#include "pipeline/zap.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -57,7 +57,6 @@ typedef struct {
     zp_stage_t *st;
     void *work, *fetch;
     void *remote;   /* transport.kind tcp: CURVE ROUTER on transport.bind; NULL for ipc */
-    zp_zap_t *zap;  /* who may use `remote` */
     loader_rec_t loaders[LOADERS_MAX];
     int nloaders, next_loader;
     task_t *pool;
@@ -433,7 +432,7 @@ static int open_remote(cache_t *c)
         zp_error("%s", err);
         return ZP_EINVAL;
     }
-    if (zp_zap_start(&c->zap, c->st))
+    if (!c->st->zap && zp_zap_start(&c->st->zap, c->st))
         return ZP_EINVAL;
     int one = 1, linger = 0;
     c->remote = zmq_socket(c->st->zctx, ZMQ_ROUTER);
@@ -459,8 +458,7 @@ int zp_cache_main(zp_stage_t *st)
     if (zp_stage_endpoint(st, "work", ep, sizeof ep) ||
         !(c.work = zp_sock_open(st->zctx, ZMQ_ROUTER, ep, 1, 0)))
         goto out;
-    if (zp_stage_endpoint(st, "fetch", ep, sizeof ep) ||
-        !(c.fetch = zp_sock_open(st->zctx, ZMQ_ROUTER, ep, 1, 0)))
+    if (!(c.fetch = zp_stage_socket(st, ZMQ_ROUTER, "fetch", 1, 0)))
         goto out;
     if (st->cfg.transport == ZP_TRANSPORT_TCP && open_remote(&c))
         goto out;
@@ -479,7 +477,6 @@ out:
     zp_sock_close(&c.work);
     zp_sock_close(&c.fetch);
     zp_sock_close(&c.remote);
-    zp_zap_stop(&c.zap);
     for (size_t i = 0; i < c.pool_cap; i++)
         free(c.pool[i].indices);
     free(c.pool);

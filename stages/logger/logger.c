@@ -218,8 +218,7 @@ static int open_all(logger_t *l)
         zp_error("%s: %s", path, strerror(errno));
         return 1;
     }
-    if (zp_stage_endpoint(st, "events", ep, sizeof ep) ||
-        !(l->pull = zp_sock_open(st->zctx, ZMQ_PULL, ep, 1, 0)))
+    if (!(l->pull = zp_stage_socket(st, ZMQ_PULL, "events", 1, 0)))
         return 1;
     int hwm = 100000;
     zmq_setsockopt(l->pull, ZMQ_RCVHWM, &hwm, sizeof hwm);

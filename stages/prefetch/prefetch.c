@@ -587,7 +587,9 @@ static int open_all(prefetch_t *p)
         !(p->vals = malloc(bs * sizeof(MDB_val))) || !(p->status = malloc(bs)) ||
         !(p->why = malloc(bs * sizeof(char *))))
         return ZP_ENOMEM;
-    if (st->cfg.cache_enabled) {
+    /* Under Slurm only rank 0 shares a host with the cache's LMDB; the other
+     * ranks' samples, cached or not, come through the cache stage. */
+    if (st->cfg.cache_enabled && st->slurm.rank == 0) {
         char err[512];
         rc = zp_cachedb_open(&p->db, &st->cfg, &st->meta, 1, err, sizeof err);
         if (rc) {
@@ -605,8 +607,7 @@ static int open_all(prefetch_t *p)
     for (int s = 0; s < ZP_SPLITS; s++)
         if ((rc = zp_sampler_init(&p->sampler[s], st->meta.n[s])))
             return rc;
-    if (zp_stage_endpoint(st, "fetch", ep, sizeof ep) ||
-        !(p->fetch = zp_sock_open(st->zctx, ZMQ_DEALER, ep, 0, 0)))
+    if (!(p->fetch = zp_stage_socket(st, ZMQ_DEALER, "fetch", 0, 0)))
         return ZP_EZMQ;
     char ring[32];
     snprintf(ring, sizeof ring, "ring-%d", st->instance);

@@ -36,23 +36,20 @@ int zp_comm_open(zp_comm_t **out, zp_stage_t *st, int rank, int world)
     c->timeout_ns = st->cfg.comm_timeout_s * 1000000000ll;
     for (int i = 0; i < world; i++)
         zp_frames_init(&c->in[i]);
-    char ep[ZP_ENDPOINT_MAX + 16];
-    int rc = zp_stage_endpoint(st, "comm", ep, sizeof ep);
-    if (!rc && rank == 0) {
+    int rc = 0;
+    if (rank == 0) {
         /* linger: the last sum's answers leave even when rank 0 closes at once */
-        c->sock = zp_sock_open(st->zctx, ZMQ_ROUTER, ep, 1, 2000);
+        c->sock = zp_stage_socket(st, ZMQ_ROUTER, "comm", 1, 2000);
         int mandatory = 1; /* a reply to a rank that is gone fails instead of vanishing */
         if (c->sock)
             zmq_setsockopt(c->sock, ZMQ_ROUTER_MANDATORY, &mandatory, sizeof mandatory);
-    } else if (!rc && (c->sock = zmq_socket(st->zctx, ZMQ_DEALER))) {
+    } else if ((c->sock = zmq_socket(st->zctx, ZMQ_DEALER))) {
         char id[8];
         int linger = 2000, n = snprintf(id, sizeof id, "%d", rank);
         zmq_setsockopt(c->sock, ZMQ_ROUTING_ID, id, (size_t)n);
         zmq_setsockopt(c->sock, ZMQ_LINGER, &linger, sizeof linger);
-        if (zmq_connect(c->sock, ep)) {
-            zp_error("connect %s: %s", ep, zmq_strerror(errno));
+        if ((rc = zp_stage_attach(st, c->sock, "comm", 0)))
             zp_sock_close(&c->sock);
-        }
     }
     if (rc || !c->sock) {
         zp_comm_close(&c);

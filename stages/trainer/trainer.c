@@ -787,15 +787,21 @@ static int join_ranks(trainer_t *t)
 static int open_gpu(trainer_t *t)
 {
     char err[512];
+    /* rank r uses GPU r; under Slurm a task uses its node-local rank's GPU
+     * among those it sees (one, when Slurm gives each task its own) */
+    int device = t->rank;
     if (t->world > 1) {
+        const zp_slurm_t *sl = &t->st->slurm;
         int n = zp_gpu_count(err, sizeof err);
-        if (n < t->world) {
-            zp_error("trainer.gpus: %d ranks, but %d GPU(s) here%s%s", t->world, n, n ? "" : ": ",
-                     n ? "" : err);
+        if (sl->world > 1 ? n < 1 : n < t->world) {
+            zp_error("%s: %d ranks, but %d GPU(s) here%s%s", sl->world > 1 ? "Slurm" : "trainer.gpus",
+                     t->world, n, n ? "" : ": ", n ? "" : err);
             return ZP_ECONFIG;
         }
+        if (sl->world > 1)
+            device = sl->local % n;
     }
-    int rc = zp_gpu_open(&t->gpu, t->rank, &t->mlp, t->ring->base, t->ring->map_bytes, t->lut,
+    int rc = zp_gpu_open(&t->gpu, device, &t->mlp, t->ring->base, t->ring->map_bytes, t->lut,
                          (int)t->st->meta.shape[0], err, sizeof err);
     if (rc) {
         zp_error("cuda backend: %s", err);

@@ -116,7 +116,7 @@ def a_remote_loader_with_an_allowed_key_delivers_and_others_are_refused():
         zp.check(loaded(b_err) == 0, "the refused loader loaded samples:\n" + b_err[-1500:])
         cache_log = open(cache_log).read()
         zp.check("connected over tcp" in cache_log, cache_log[-2000:])
-        zp.check("refused a loader from 10.231.0.2" in cache_log, cache_log[-2000:])
+        zp.check("refused a peer from 10.231.0.2" in cache_log, cache_log[-2000:])
         zp.check(junk.returncode == 0, "the junk client could not even connect: " + junk.stderr)
         for split, n in (("train", 3000), ("test", 300)):
             for e in zp.epoch_ends(run, split):

@@ -1,5 +1,5 @@
 #define _GNU_SOURCE
-#include "stages/cache/zap.h"
+#include "pipeline/zap.h"
 #include "pipeline/keys.h"
 #include "pipeline/log.h"
 #include "pipeline/sock.h"
@@ -23,14 +23,16 @@ struct zp_zap {
     int64_t refused;
 };
 
-static int load_keys(zp_zap_t *z, const char *dir)
+static int load_keys(zp_zap_t *z, const char *dir, int optional)
 {
     DIR *d = opendir(dir);
+    if (!d && optional && errno == ENOENT)
+        return 0;
     if (!d) {
         zp_error("transport.allowed_keys %s: %s", dir, strerror(errno));
         return -errno;
     }
-    for (struct dirent *e; (e = readdir(d)) && z->nkeys < KEYS_MAX;) {
+    for (struct dirent *e; (e = readdir(d)) && z->nkeys < KEYS_MAX - 1;) {
         size_t n = strlen(e->d_name);
         if (n < 5 || strcmp(e->d_name + n - 4, ".pub"))
             continue;
@@ -84,7 +86,7 @@ static void answer(zp_zap_t *z)
                  (const char *)zmq_msg_data(&part[3]));
         if (zmq_msg_size(&part[6]) == 32)
             zmq_z85_encode(key, zmq_msg_data(&part[6]), 32);
-        zp_warn("tcp: refused a loader from %s with key %s: not in transport.allowed_keys "
+        zp_warn("tcp: refused a peer from %s with key %s: not in transport.allowed_keys "
                 "(%lld refused)", addr, key, (long long)z->refused);
     }
     for (int i = 0; i < n; i++)
@@ -108,7 +110,16 @@ int zp_zap_start(zp_zap_t **out, zp_stage_t *st)
     zp_zap_t *z = calloc(1, sizeof *z);
     if (!z)
         return ZP_ENOMEM;
-    int rc = load_keys(z, st->cfg.allowed_keys);
+    int slurm = st->slurm.world > 1, rc = load_keys(z, st->cfg.allowed_keys, slurm);
+    if (!rc && slurm) { /* the job's own ranks */
+        char path[PATH_MAX + 16], pub[ZP_Z85_KEY], err[PATH_MAX + 200];
+        snprintf(path, sizeof path, "%s/ranks.pub", st->run0);
+        rc = zp_keys_read_public(path, pub, err, sizeof err);
+        if (rc)
+            zp_error("%s", err);
+        else
+            zmq_z85_decode(z->keys[z->nkeys++], pub);
+    }
     if (!rc && !(z->rep = zp_sock_open(st->zctx, ZMQ_REP, "inproc://zeromq.zap.01", 1, 0)))
         rc = ZP_EZMQ;
     if (!rc && pthread_create(&z->thread, NULL, run, z)) {

@@ -1,0 +1,110 @@
+/* Unit tests of the Slurm environment: host lists and the rank variables. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pipeline/log.h"
+#include "pipeline/slurm.h"
+
+static void hostlist_first_expands_the_first_range(void **state)
+{
+    (void)state;
+    static const char *cases[][2] = {
+        {"localhost", "localhost"},       {"gpu[07-09,12],cpu1", "gpu07"},
+        {"node1,node2", "node1"},         {"r[1-2]-n[01-04]", "r1-n01"},
+        {"a[3,5-6]", "a3"},               {"gpu-[0001-0004]", "gpu-0001"},
+        {"n[12]", "n12"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char out[64];
+        assert_int_equal(zp_hostlist_first(cases[i][0], out, sizeof out), 0);
+        assert_string_equal(out, cases[i][1]);
+    }
+    static const char *bad[] = {"", ",a", "a[", "a[x-2]", "a]b", "a[1-2"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char out[64];
+        assert_int_equal(zp_hostlist_first(bad[i], out, sizeof out), ZP_EINVAL);
+    }
+    char tiny[4];
+    assert_int_equal(zp_hostlist_first("longname", tiny, sizeof tiny), ZP_EINVAL);
+}
+
+static void set_env(const char *procid, const char *ntasks, const char *localid, const char *nodes)
+{
+    const char *names[] = {"SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "SLURM_NODELIST"};
+    const char *vals[] = {procid, ntasks, localid, nodes};
+    unsetenv("SLURM_STEP_NODELIST");
+    unsetenv("SLURMD_NODENAME");
+    for (int i = 0; i < 4; i++)
+        vals[i] ? setenv(names[i], vals[i], 1) : unsetenv(names[i]);
+}
+
+static void ranks_come_from_the_four_variables(void **state)
+{
+    (void)state;
+    zp_slurm_t s;
+    char why[256];
+    set_env("1", "4", "1", "gpu[03-04]");
+    setenv("SLURM_JOB_ID", "991", 1);
+    setenv("SLURM_STEP_ID", "2", 1);
+    assert_int_equal(zp_slurm_detect(&s, why, sizeof why), 1);
+    assert_int_equal(s.rank, 1);
+    assert_int_equal(s.world, 4);
+    assert_int_equal(s.local, 1);
+    assert_string_equal(s.host, "gpu03");
+    assert_string_equal(s.job, "991.2");
+    /* rank 0 names its own node when Slurm says which it is */
+    set_env("0", "4", "0", "gpu[03-04]");
+    setenv("SLURMD_NODENAME", "gpu04", 1);
+    assert_int_equal(zp_slurm_detect(&s, why, sizeof why), 1);
+    assert_string_equal(s.host, "gpu04");
+    /* the step's own node list comes first */
+    set_env("2", "4", "0", "gpu[03-04]");
+    setenv("SLURM_STEP_NODELIST", "cpu9", 1);
+    assert_int_equal(zp_slurm_detect(&s, why, sizeof why), 1);
+    assert_string_equal(s.host, "cpu9");
+}
+
+static void one_task_or_a_missing_variable_is_no_slurm_run(void **state)
+{
+    (void)state;
+    zp_slurm_t s;
+    char why[256];
+    set_env("0", "1", "0", "localhost");
+    assert_int_equal(zp_slurm_detect(&s, why, sizeof why), 0);
+    set_env("0", "2", NULL, "localhost");
+    assert_int_equal(zp_slurm_detect(&s, why, sizeof why), 0);
+    set_env("0", "2", "0", NULL);
+    assert_int_equal(zp_slurm_detect(&s, why, sizeof why), 0);
+}
+
+static void malformed_values_are_named(void **state)
+{
+    (void)state;
+    zp_slurm_t s;
+    char why[256];
+    set_env("2", "2", "0", "localhost"); /* rank beyond the tasks */
+    assert_int_equal(zp_slurm_detect(&s, why, sizeof why), ZP_EINVAL);
+    assert_non_null(strstr(why, "SLURM_PROCID=2"));
+    set_env("0", "two", "0", "localhost");
+    assert_int_equal(zp_slurm_detect(&s, why, sizeof why), ZP_EINVAL);
+    assert_non_null(strstr(why, "SLURM_NTASKS=two"));
+    set_env("0", "2", "0", "a[1-");
+    assert_int_equal(zp_slurm_detect(&s, why, sizeof why), ZP_EINVAL);
+    assert_non_null(strstr(why, "SLURM_NODELIST=a[1-"));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(hostlist_first_expands_the_first_range),
+        cmocka_unit_test(ranks_come_from_the_four_variables),
+        cmocka_unit_test(one_task_or_a_missing_variable_is_no_slurm_run),
+        cmocka_unit_test(malformed_values_are_named),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
