@@ -1,0 +1,127 @@
+"""Slurm: `srun zeus-pipe up CONFIG` starts one task a rank. The tasks here are
+real `zeus-pipe up` processes on this host with the SLURM_* variables srun
+sets, so every hop between ranks is the tcp one (CURVE) that nodes use: rank
+0 hosts the cache, logger and the ranks' sum; rank 1's loaders, prefetch and
+trainer connect to it. Two tasks with batches of B train exactly as one
+trainer with batches of 2 x B; a task whose config differs, a rank 0 that
+never comes and a client without the job's key are each named and refused."""
+import json
+import os
+import time
+import zp
+from test_ranks import CONFIG, records, same_training
+
+PORT = 18000 + (os.getpid() % 400) * 4
+
+
+def config(w, name, batch, extra=""):
+    text = CONFIG.format(name=name, gpus=1, batch=batch, train=1025, corrupt=0, epochs=2, cost=0)
+    text += 'transport: {bind: "127.0.0.1:%d"}\ncache: {enabled: true, path: cache-%s}\n' % (PORT, name)
+    return w.write(name + ".yaml", text + extra)
+
+
+def task(w, rank, ntasks, cfg, *over, job="4242"):
+    env = dict(os.environ, SLURM_PROCID=str(rank), SLURM_NTASKS=str(ntasks), SLURM_LOCALID=str(rank),
+               SLURM_NODELIST="localhost", SLURM_JOB_ID=job, SLURM_STEP_ID="0")
+    env.pop("SLURMD_NODENAME", None)
+    return w.start("up", cfg, *over, env=env)
+
+
+def finish(p, timeout=240):
+    out, err = p.communicate(timeout=timeout)
+    return p.returncode, err
+
+
+def stats_of(run_dir, stage):
+    """The last stats record of each instance of `stage`."""
+    last = {}
+    with open(os.path.join(run_dir, "stats.jsonl")) as f:
+        for line in f:
+            r = json.loads(line)
+            if r.get("stage") == stage:
+                last[r["instance"]] = r
+    return last
+
+
+def two_tasks_train_as_one_trainer_of_both_batches():
+    with zp.Workdir() as w:
+        one = config(w, "one", 64)
+        rc, out, err = w.run("up", one)
+        zp.check(rc == 0, err)
+        two = config(w, "two", 32)
+        r1 = task(w, 1, 2, two)  # before rank 0: it waits for the rendezvous
+        time.sleep(0.3)
+        r0 = task(w, 0, 2, two)
+        rc0, err0 = finish(r0)
+        rc1, err1 = finish(r1)
+        zp.check(rc0 == 0 and rc1 == 0, "rank 0 exit %s:\n%s\nrank 1 exit %s:\n%s" % (rc0, err0, rc1, err1))
+        run, rank1 = w.run_dir("two"), os.path.join(w.run_dir("two"), "rank-1")
+        same_training(w.run_dir("one"), run, "2 Slurm tasks")
+        ends = zp.epoch_ends(run, "train")
+        zp.check(all(e["samples"] == e["distinct"] == 1025 for e in ends), ends)
+        for path, want in ((os.path.join(run, "batches.log"), 34), (os.path.join(rank1, "batches-rank1.log"), 32)):
+            n = sum(1 for _ in open(path))
+            zp.check(n == want, "%s: %d batches, expected %d" % (path, n, want))
+        # rank 1's loader (instance 256) worked for the run over tcp, and its events reached rank 0's logger
+        loaders = stats_of(run, "loader")
+        zp.check(256 in loaders and loaders[256]["total_items"] > 0, "loader[256] of rank 1: %r" % loaders.get(256))
+        trainers = stats_of(run, "trainer")
+        zp.check(set(trainers) == {0, 1}, "trainer stats from ranks %r" % sorted(trainers))
+        zp.check("connected over tcp" in open(os.path.join(run, "logs", "cache-0.log")).read(),
+                 "rank 1's loader did not come over tcp")
+        zp.check(not [f for f in os.listdir(os.path.join(w.path, "runs")) if f.startswith(".slurm-")],
+                 "the rendezvous file outlived the run")
+        zp.check(open(os.path.join(run, "config.yaml")).read() == open(os.path.join(rank1, "config.yaml")).read(),
+                 "rank 1 ran another config")
+
+
+def a_task_with_another_config_is_refused_and_rank_0_names_it():
+    with zp.Workdir() as w:
+        cfg = config(w, "odd", 32, "")
+        r0 = task(w, 0, 2, cfg, "trainer.comm_timeout_s=4", job="5151")
+        r1 = task(w, 1, 2, cfg, "trainer.comm_timeout_s=4", "trainer.optimizer.lr=0.02", job="5151")
+        rc1, err1 = finish(r1, 60)
+        zp.check(rc1 == 2 and "differs from rank 0's" in err1 and "lr: 0.02" in err1, "rank 1 exit %s: %s" % (rc1, err1))
+        rc0, err0 = finish(r0, 60)
+        zp.check(rc0 == 1, "rank 0 exit %s: %s" % (rc0, err0))
+        log = open(os.path.join(w.run_dir("odd"), "logs", "trainer-0.log")).read()
+        zp.check("rank 1" in log, "rank 0's trainer does not name the missing rank:\n" + log[-2000:])
+
+
+def a_rank_whose_rank_0_never_comes_says_so():
+    with zp.Workdir() as w:
+        cfg = config(w, "alone", 32)
+        r1 = task(w, 1, 2, cfg, "trainer.comm_timeout_s=1", job="6161")
+        rc1, err1 = finish(r1, 60)
+        zp.check(rc1 == 1 and "no word from rank 0" in err1 and "filesystem every node sees" in err1, err1)
+        zp.check(not os.path.exists(os.path.join(w.run_dir("alone"), "rank-1")), "rank 1 made a run directory")
+
+
+def a_client_without_the_jobs_key_is_refused():
+    with zp.Workdir() as w:
+        cfg = config(w, "guarded", 32, "")
+        # slow loaders keep the run alive while a stranger knocks on the fetch port
+        r0 = task(w, 0, 2, cfg, "dataset.synthetic.cost_us=3000", job="7171")
+        r1 = task(w, 1, 2, cfg, "dataset.synthetic.cost_us=3000", job="7171")
+        run = w.run_dir("guarded")
+        zp.wait_for(lambda: os.path.exists(os.path.join(run, "server.pub")), 30, "rank 0's key")
+        rc, out, err = w.run("keygen", "stranger")
+        zp.check(rc == 0, err)
+        stranger = w.start("loader", "--connect", "127.0.0.1:%d" % (PORT + 1), "--server-key",
+                           os.path.join(run, "server.pub"), "--key", "stranger.key", cfg)
+        cache_log = os.path.join(run, "logs", "cache-0.log")
+        zp.wait_for(lambda: "refused a peer from 127.0.0.1" in open(cache_log).read(), 30, "the refusal")
+        stranger.kill()
+        stranger.wait()
+        rc0, err0 = finish(r0)
+        rc1, err1 = finish(r1)
+        zp.check(rc0 == 0 and rc1 == 0, "rank 0 exit %s:\n%s\nrank 1 exit %s:\n%s" % (rc0, err0, rc1, err1))
+        ends = zp.epoch_ends(run, "train")
+        zp.check(len(ends) == 2 and all(e["samples"] == e["distinct"] == 1025 for e in ends), ends)
+
+
+if __name__ == "__main__":
+    zp.main([two_tasks_train_as_one_trainer_of_both_batches,
+             a_task_with_another_config_is_refused_and_rank_0_names_it,
+             a_rank_whose_rank_0_never_comes_says_so,
+             a_client_without_the_jobs_key_is_refused])
