@@ -71,6 +71,9 @@ typedef struct {
     int64_t last_loop; /* ns: the previous pass of the loop */
     zp_frames_t f;
     zp_store_t *store; /* NULL: a pure broker */
+    int32_t *hit_labels; /* one task's samples read from the store; owned, task_size */
+    uint8_t *hit_data;   /* owned, task_size x sample_bytes */
+    int64_t served;      /* samples answered from the store */
 } cache_t;
 
 static void peer_set(peer_t *p, zmq_msg_t *m)
@@ -127,14 +130,45 @@ static void task_free(cache_t *c, task_t *t)
     c->free_list[c->nfree++] = (uint32_t)(t - c->pool);
 }
 
-/* Splits a FETCH into tasks and queues them. */
+/* Answers samples [off, off + n) of a fetch from the store when it holds
+ * them all: 1 when it did. A prefetch that cannot read the LMDB itself (a
+ * Slurm rank on another host) asks for everything; the others ask for what
+ * they did not find, which is seldom here. */
+static int serve_from_store(cache_t *c, zmq_msg_t *who, const zp_msg_t *m, uint64_t off, uint64_t n,
+                            int *rc)
+{
+    const uint8_t *idx = (const uint8_t *)m->frame[1] + 4 * off;
+    if (!zp_store_get(c->store, (int)m->split, n, idx, c->hit_labels, c->hit_data))
+        return 0;
+    size_t bytes = n * c->st->meta.sample_bytes;
+    zp_msg_t out = {.type = ZP_MSG_RESULT, .id = m->id, .split = m->split, .n = n,
+                    .elems = (uint64_t)c->st->meta.elems, .offset = off,
+                    .dtype = (uint64_t)c->st->meta.dtype, .present = ZP_B(dtype)};
+    const void *parts[3] = {idx, c->hit_labels, c->hit_data};
+    size_t sizes[3] = {n * 4, n * 4, bytes};
+    *rc = zmq_send(c->fetch, zmq_msg_data(who), zmq_msg_size(who), ZMQ_SNDMORE) < 0
+              ? ZP_EZMQ : zp_send(c->fetch, NULL, &out, parts, sizes, 3, 0);
+    c->served += (int64_t)n;
+    c->st->stats.items += (int64_t)n;
+    c->st->stats.bytes += (int64_t)bytes;
+    return 1;
+}
+
+/* Splits a FETCH into tasks: those the store holds whole are answered now,
+ * the others queued for loaders. */
 static int on_fetch(cache_t *c, zmq_msg_t *who, const zp_msg_t *m)
 {
     const uint8_t *idx = m->frame[1]; /* u32 LE array; may be unaligned */
     uint64_t step = (uint64_t)c->st->cfg.task_size;
     for (uint64_t off = 0; off < m->n; off += step) {
+        int rc = 0;
+        if (serve_from_store(c, who, m, off, m->n - off < step ? m->n - off : step, &rc)) {
+            if (rc)
+                return rc;
+            continue;
+        }
         if (!c->nfree) {
-            int rc = pool_grow(c);
+            rc = pool_grow(c);
             if (rc)
                 return rc;
         }
@@ -466,10 +500,15 @@ int zp_cache_main(zp_stage_t *st)
         goto out;
     if (st->cfg.cache_enabled && zp_store_open(&c.store, st))
         goto out;
+    if (c.store && (!(c.hit_labels = malloc((size_t)st->cfg.task_size * 4)) ||
+                    !(c.hit_data = malloc((size_t)st->cfg.task_size * st->meta.sample_bytes))))
+        goto out;
     zp_info("broker ready%s", c.store ? "" : " (no cache: every sample goes to a loader)");
     rc = loop(&c);
     if (rc)
         zp_error("stopped: %s", zp_strerror(rc));
+    if (c.served)
+        zp_info("%lld sample(s) answered from the cache", (long long)c.served);
     rc = rc ? 1 : 0;
 out:
     zp_store_close(&c.store); /* commits what is pending, also on SIGTERM */
@@ -479,6 +518,8 @@ out:
     zp_sock_close(&c.remote);
     for (size_t i = 0; i < c.pool_cap; i++)
         free(c.pool[i].indices);
+    free(c.hit_labels);
+    free(c.hit_data);
     free(c.pool);
     free(c.free_list);
     free(c.queue);

@@ -150,6 +150,36 @@ void zp_store_put(zp_store_t *s, int split, uint64_t n, const uint8_t *indices,
         commit(s);
 }
 
+int zp_store_get(zp_store_t *s, int split, uint64_t n, const uint8_t *indices, int32_t *labels,
+                 uint8_t *data)
+{
+    if (!s || !s->on)
+        return 0;
+    MDB_txn *txn = s->txn; /* one transaction a thread: the pending one, if any */
+    if (!txn && mdb_txn_begin(s->db.env, NULL, MDB_RDONLY, &txn))
+        return 0;
+    ZP_TIME_BEGIN(&s->st->timers, ZP_R_LMDB_GET);
+    size_t bytes = s->st->meta.sample_bytes;
+    uint64_t i = 0;
+    for (; i < n; i++) {
+        uint32_t index;
+        memcpy(&index, indices + 4 * i, 4);
+        uint8_t kb[4];
+        zp_cache_key(index, kb);
+        MDB_val k = {4, kb}, v;
+        const uint8_t *payload;
+        const char *why;
+        if (mdb_get(txn, s->db.dbi[split], &k, &v) ||
+            zp_cache_check(&v, &s->st->meta, index, &labels[i], &payload, &why))
+            break;
+        memcpy(data + i * bytes, payload, bytes);
+    }
+    ZP_TIME_END(&s->st->timers, ZP_R_LMDB_GET);
+    if (txn != s->txn)
+        mdb_txn_abort(txn);
+    return i == n;
+}
+
 void zp_store_commit(zp_store_t *s)
 {
     if (s)

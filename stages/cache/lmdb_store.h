@@ -21,6 +21,13 @@ void zp_store_close(zp_store_t **s);
  * off with a warning. */
 void zp_store_put(zp_store_t *s, int split, uint64_t n, const uint8_t *indices,
                   const uint8_t *labels, const uint8_t *data);
+/* Reads n samples (indices: u32 LE, may be unaligned) into labels (n x
+ * int32) and data (n x sample_bytes) when every one of them is stored and
+ * whole: returns 1. Returns 0 when one is absent or corrupt (the loaders then
+ * make them all) or caching is off. Reads inside the pending write
+ * transaction, which sees what it wrote. */
+int zp_store_get(zp_store_t *s, int split, uint64_t n, const uint8_t *indices, int32_t *labels,
+                 uint8_t *data);
 /* Commits what is pending now. */
 void zp_store_commit(zp_store_t *s);
 /* Commits a transaction older than 100 ms. Returns the poll timeout to use (ms). */

@@ -3,7 +3,8 @@ real `zeus-pipe up` processes on this host with the SLURM_* variables srun
 sets, so every hop between ranks is the tcp one (CURVE) that nodes use: rank
 0 hosts the cache, logger and the ranks' sum; rank 1's loaders, prefetch and
 trainer connect to it. Two tasks with batches of B train exactly as one
-trainer with batches of 2 x B; a task whose config differs, a rank 0 that
+trainer with batches of 2 x B, and each sample is loaded once (rank 1's
+cached samples come from rank 0's cache stage); a task whose config differs, a rank 0 that
 never comes and a client without the job's key are each named and refused."""
 import json
 import os
@@ -65,6 +66,12 @@ def two_tasks_train_as_one_trainer_of_both_batches():
         # rank 1's loader (instance 256) worked for the run over tcp, and its events reached rank 0's logger
         loaders = stats_of(run, "loader")
         zp.check(256 in loaders and loaders[256]["total_items"] > 0, "loader[256] of rank 1: %r" % loaders.get(256))
+        # every sample loaded once: rank 1 cannot read rank 0's LMDB, so in epoch 2 the cache stage
+        # answered its fetches from the store instead of sending them to loaders again
+        loaded = sum(r["total_items"] for r in loaders.values())
+        zp.check(loaded == 1025 + 200, "loaders made %d samples for 2 epochs of 1225" % loaded)
+        served = open(os.path.join(run, "logs", "cache-0.log")).read()
+        zp.check(" sample(s) answered from the cache" in served, served[-1500:])
         trainers = stats_of(run, "trainer")
         zp.check(set(trainers) == {0, 1}, "trainer stats from ranks %r" % sorted(trainers))
         zp.check("connected over tcp" in open(os.path.join(run, "logs", "cache-0.log")).read(),
