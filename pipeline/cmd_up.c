@@ -462,6 +462,13 @@ static int slurm_join(sup_t *s)
 static int prepare_slurm(sup_t *s, const zp_dataset_meta_t *meta)
 {
     s->cfg.transport = ZP_TRANSPORT_TCP; /* rank 0 takes the other hosts' loaders */
+    const char *colon = strrchr(s->cfg.bind, ':');
+    long port = colon ? strtol(colon + 1, NULL, 10) : 0;
+    if (port < 1 || port > 65532) {
+        fprintf(stderr, "zeus-pipe: transport.bind: under Slurm rank 0 listens on its port and the "
+                        "next three; expected HOST:PORT with PORT 1..65532 (got %s)\n", s->cfg.bind);
+        return 2;
+    }
     if (s->cfg.gpus != 1 && s->slurm.rank == 0)
         fprintf(stderr, "zeus-pipe: note: trainer.gpus is %lld, but under Slurm each of the %d tasks is "
                         "one rank (ask Slurm for the tasks: srun --ntasks-per-node=GPUS)\n",

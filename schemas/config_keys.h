@@ -85,7 +85,8 @@
     X("transport.kind", ENUM, transport, "ipc", "ipc|tcp", 0,                                     \
       "ipc: loaders on this host only; tcp: also loaders on other hosts (CURVE-authenticated)")   \
     X("transport.bind", STR, bind, "0.0.0.0:5555", 0, 0,                                          \
-      "tcp: host:port where the cache stage takes remote loaders")                                 \
+      "tcp: host:port where the cache stage takes remote loaders; under Slurm rank 0 also "       \
+      "takes fetches, events and the ranks' sum on the next three ports")                          \
     X("transport.allowed_keys", STR, allowed_keys, "keys", 0, 0,                                   \
       "tcp: folder of the public keys (NAME.pub, from zeus-pipe keygen) let in")                  \
     X("loader.workers", INT, loader_workers, "2", 1, 256, "number of loader processes")            \

@@ -102,6 +102,9 @@ def a_rank_whose_rank_0_never_comes_says_so():
         rc1, err1 = finish(r1, 60)
         zp.check(rc1 == 1 and "no word from rank 0" in err1 and "filesystem every node sees" in err1, err1)
         zp.check(not os.path.exists(os.path.join(w.run_dir("alone"), "rank-1")), "rank 1 made a run directory")
+        # a bind without a port leaves no room for the ranks' ports: refused before anything starts
+        rc, err = finish(task(w, 0, 2, cfg, "transport.bind=0.0.0.0", job="6162"), 30)
+        zp.check(rc == 2 and "transport.bind" in err and "PORT 1..65532" in err, err)
 
 
 def a_client_without_the_jobs_key_is_refused():
