@@ -46,6 +46,8 @@ typedef struct {
     int loader_base;      /* the first loader instance number: 256 x the Slurm rank */
     zp_slurm_t slurm;     /* slurm.world > 1: this supervisor is one rank of `srun zeus-pipe up` */
     char meet[PATH_MAX + 64]; /* rank 0: the rendezvous file, removed at the end */
+    char watch[PATH_MAX + 64]; /* rank r > 0: rank 0's rendezvous; gone when rank 0's run ended */
+    int64_t watch_next, gone_since; /* ns */
 } sup_t;
 
 static volatile sig_atomic_t g_signal;
@@ -253,6 +255,22 @@ static int tend_loaders(sup_t *s)
     return loaders_running(s) == 0;
 }
 
+/* Rank r > 0: 1 when rank 0's run ended (its rendezvous file is gone) more
+ * than 10 s ago while this rank still trains: stopped by `zeus-pipe down` or
+ * a signal, rank 0 no longer answers the sums. Looked at once a second. */
+static int rank0_gone(sup_t *s)
+{
+    int64_t now = zp_now_ns();
+    if (!s->watch[0] || now < s->watch_next)
+        return 0;
+    s->watch_next = now + 1000000000ll;
+    if (access(s->watch, F_OK) == 0)
+        s->gone_since = 0;
+    else if (!s->gone_since)
+        s->gone_since = now;
+    return s->gone_since && now - s->gone_since > 10000000000ll;
+}
+
 static int supervise(sup_t *s)
 {
     int status = -1, trainer_done = 0;
@@ -277,6 +295,10 @@ static int supervise(sup_t *s)
             status = 1;
         } else if (trainer_done >= s->trainers) {
             status = 0;
+        } else if (rank0_gone(s)) {
+            fprintf(stderr, "zeus-pipe: Slurm rank %d: rank 0's run has ended (%s is gone) while this "
+                            "rank trains; stopping\n", s->slurm.rank, s->watch);
+            status = 1;
         } else if (tend_loaders(s)) {
             fprintf(stderr, "zeus-pipe: no loader left; stopping the run\n");
             status = 1;
@@ -453,6 +475,7 @@ static int slurm_join(sup_t *s)
     if (same_config(s, run0))
         return 2;
     snprintf(s->slurm.host, sizeof s->slurm.host, "%s", host);
+    snprintf(s->watch, sizeof s->watch, "%s", path);
     char name[32];
     snprintf(name, sizeof name, "rank-%d", s->slurm.rank);
     return zp_rundir_make(&s->cfg, run0, name, s->run_dir, sizeof s->run_dir);

@@ -130,8 +130,25 @@ def a_client_without_the_jobs_key_is_refused():
         zp.check(len(ends) == 2 and all(e["samples"] == e["distinct"] == 1025 for e in ends), ends)
 
 
+def the_other_ranks_stop_when_rank_0_is_brought_down():
+    with zp.Workdir() as w:
+        cfg = config(w, "downed", 32, "")
+        r0 = task(w, 0, 2, cfg, "dataset.synthetic.cost_us=3000", "trainer.epochs=20", job="8181")
+        r1 = task(w, 1, 2, cfg, "dataset.synthetic.cost_us=3000", "trainer.epochs=20", job="8181")
+        run = w.run_dir("downed")
+        zp.wait_for(lambda: os.path.exists(os.path.join(run, "rank-1", "batches-rank1.log")), 60, "rank 1 training")
+        rc, out, err = w.run("down", run)
+        zp.check(rc == 0, err)
+        rc0, err0 = finish(r0, 60)
+        zp.check(rc0 == 0, "rank 0 exit %s: %s" % (rc0, err0))
+        # after the 10 s grace, long before trainer.comm_timeout_s (300 s) would name rank 0
+        rc1, err1 = finish(r1, 60)
+        zp.check(rc1 == 1 and "rank 0's run has ended" in err1, "rank 1 exit %s: %s" % (rc1, err1))
+
+
 if __name__ == "__main__":
     zp.main([two_tasks_train_as_one_trainer_of_both_batches,
              a_task_with_another_config_is_refused_and_rank_0_names_it,
              a_rank_whose_rank_0_never_comes_says_so,
-             a_client_without_the_jobs_key_is_refused])
+             a_client_without_the_jobs_key_is_refused,
+             the_other_ranks_stop_when_rank_0_is_brought_down])
