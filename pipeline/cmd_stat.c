@@ -53,8 +53,13 @@ static int fetch_rows(const char *dir, row_t *rows, int max)
     zp_frames_init(&f);
     int rc = zp_request(dir, "stat", &req, &f, 2000);
     if (rc) {
-        fprintf(stderr, "zeus-pipe: %s: the logger did not answer (%s); is the run running?\n", dir,
-                zp_strerror(rc));
+        const char *base = strrchr(dir, '/');
+        if (base && !strncmp(base + 1, "rank-", 5)) /* RUN/rank-<r> of a Slurm run: no logger there */
+            fprintf(stderr, "zeus-pipe: %s is one Slurm rank's folder; rank 0's logger has every "
+                            "rank's stages: zeus-pipe stat %.*s\n", dir, (int)(base - dir), dir);
+        else
+            fprintf(stderr, "zeus-pipe: %s: the logger did not answer (%s); is the run running?\n",
+                    dir, zp_strerror(rc));
         return -1;
     }
     zp_msg_t m;
