@@ -76,8 +76,3 @@ void zp_slurm_meet_path(char *buf, size_t len, const char *run_dir, const zp_slu
 {
     snprintf(buf, len, "%s/.slurm-%s", run_dir, s->job);
 }
-
-void zp_slurm_rank_dir(char *buf, size_t len, const char *run0, int rank)
-{
-    snprintf(buf, len, "%s/rank-%d", run0, rank);
-}

@@ -36,9 +36,6 @@ int zp_hostlist_first(const char *list, char *out, size_t len);
 /* The rendezvous file of the job step: "<run.dir>/.slurm-<job>". */
 void zp_slurm_meet_path(char *buf, size_t len, const char *run_dir, const zp_slurm_t *s);
 
-/* The run directory of rank r > 0 inside rank 0's RUN, and back. */
-void zp_slurm_rank_dir(char *buf, size_t len, const char *run0, int rank);
-
 /* The supervisor of a rank tells its stages that they are one, and where
  * rank 0 runs, in this environment variable; stages without it are no rank
  * of a Slurm run, whatever SLURM_* says (`zeus-pipe eval` inside a job). */

@@ -23,43 +23,45 @@ int zp_stage_world(const zp_stage_t *st)
     return st->slurm.world > 1 ? st->slurm.world : (int)st->cfg.gpus;
 }
 
+/* A client's CURVE keys under Slurm: the job's ranks pair and the run's server key. */
+static int ranks_keys(const zp_stage_t *st, char pub[ZP_Z85_KEY], char sec[ZP_Z85_KEY],
+                      char server_pub[ZP_Z85_KEY])
+{
+    char path[PATH_MAX + 16], err[PATH_MAX + 200];
+    snprintf(path, sizeof path, "%s/ranks.key", st->run0);
+    int rc = zp_keys_read_pair(path, pub, sec, err, sizeof err);
+    snprintf(path, sizeof path, "%s/server.pub", st->run0);
+    if (!rc)
+        rc = zp_keys_read_public(path, server_pub, err, sizeof err);
+    if (rc)
+        zp_error("%s", err);
+    return rc;
+}
+
 int zp_stage_slurm(zp_stage_t *st)
 {
     char why[512];
     const char *rank0 = getenv(ZP_SLURM_ENV);
     int rc = rank0 ? zp_slurm_detect(&st->slurm, why, sizeof why) : 0;
-    if (rc < 0) {
+    if (rc < 0)
         zp_error("%s", why);
+    if (rc != 1) {
+        st->slurm.world = 0;
         return rc;
     }
-    if (rc == 1)
-        snprintf(st->slurm.host, sizeof st->slurm.host, "%s", rank0);
-    if (rc == 0)
-        st->slurm.world = 0;
-    else if (st->slurm.rank == 0)
-        snprintf(st->run0, sizeof st->run0, "%s", st->run_dir);
-    else { /* RUN/rank-<r> */
-        snprintf(st->run0, sizeof st->run0, "%s", st->run_dir);
-        char *slash = strrchr(st->run0, '/');
-        if (slash && slash != st->run0)
-            *slash = 0;
-    }
-    if (rc == 1 && st->slurm.rank > 0 && !strcmp(st->name, "loader")) {
-        /* rank 0's cache stage takes this host's loaders as remote ones */
-        char path[PATH_MAX + 16], err[PATH_MAX + 200];
-        const char *colon = strrchr(st->cfg.bind, ':');
-        snprintf(st->connect, sizeof st->connect, "tcp://%.100s:%s", st->slurm.host, colon ? colon + 1 : "5555");
-        snprintf(path, sizeof path, "%s/server.pub", st->run0);
-        rc = zp_keys_read_public(path, st->server_pub, err, sizeof err);
-        snprintf(path, sizeof path, "%s/ranks.key", st->run0);
-        if (!rc)
-            rc = zp_keys_read_pair(path, st->pub, st->sec, err, sizeof err);
-        if (rc) {
-            zp_error("%s", err);
-            return rc;
-        }
-    }
-    return 0;
+    snprintf(st->slurm.host, sizeof st->slurm.host, "%s", rank0);
+    snprintf(st->run0, sizeof st->run0, "%s", st->run_dir);
+    if (st->slurm.rank == 0)
+        return 0;
+    char *slash = strrchr(st->run0, '/'); /* RUN/rank-<r> */
+    if (slash && slash != st->run0)
+        *slash = 0;
+    if (strcmp(st->name, "loader"))
+        return 0;
+    /* rank 0's cache stage takes this host's loaders as remote ones */
+    const char *colon = strrchr(st->cfg.bind, ':');
+    snprintf(st->connect, sizeof st->connect, "tcp://%.100s:%s", st->slurm.host, colon ? colon + 1 : "");
+    return ranks_keys(st, st->pub, st->sec, st->server_pub);
 }
 
 void zp_ring_name(char *buf, size_t len, const char *run_dir, int rank)
@@ -96,17 +98,16 @@ static int shared_port(const zp_stage_t *st, const char *name)
 static int curve(zp_stage_t *st, void *sock, int server)
 {
     char path[PATH_MAX + 16], pub[ZP_Z85_KEY], sec[ZP_Z85_KEY], spub[ZP_Z85_KEY], err[PATH_MAX + 200];
-    int one = 1;
-    snprintf(path, sizeof path, "%s/%s", st->run0, server ? "server.key" : "ranks.key");
-    int rc = zp_keys_read_pair(path, pub, sec, err, sizeof err);
-    if (!rc && !server) {
-        snprintf(path, sizeof path, "%s/server.pub", st->run0);
-        rc = zp_keys_read_public(path, spub, err, sizeof err);
+    int one = 1, rc;
+    if (server) {
+        snprintf(path, sizeof path, "%s/server.key", st->run0);
+        if ((rc = zp_keys_read_pair(path, pub, sec, err, sizeof err)))
+            zp_error("%s", err);
+    } else {
+        rc = ranks_keys(st, pub, sec, spub);
     }
-    if (rc) {
-        zp_error("%s", err);
+    if (rc)
         return rc;
-    }
     if (server && !st->zap && zp_zap_start(&st->zap, st))
         return ZP_EINVAL;
     if (server ? zmq_setsockopt(sock, ZMQ_CURVE_SERVER, &one, sizeof one) ||
