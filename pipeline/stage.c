@@ -82,7 +82,9 @@ int zp_stage_endpoint(const zp_stage_t *st, const char *name, char *buf, size_t 
 }
 
 /* Under Slurm: the tcp port of a socket every rank shares (transport.bind's
- * port plus the socket's offset), or 0 for a socket of this host's own. */
+ * port plus the socket's offset), or 0 for a socket of this host's own.
+ * Rank 0 binds such a socket twice: ipc, plain, for its own stages, and tcp,
+ * CURVE, for the other ranks'. */
 static int shared_port(const zp_stage_t *st, const char *name)
 {
     static const char *shared[] = {"fetch", "events", "comm"};
@@ -120,25 +122,34 @@ static int curve(zp_stage_t *st, void *sock, int server)
     return 0;
 }
 
+/* bind or connect, the endpoint and the error logged */
+static int link_to(void *sock, const char *ep, int bind)
+{
+    if (bind ? zmq_bind(sock, ep) == 0 : zmq_connect(sock, ep) == 0)
+        return 0;
+    zp_error("%s %s: %s", bind ? "bind" : "connect", ep, zmq_strerror(errno));
+    return ZP_EZMQ;
+}
+
 int zp_stage_attach(zp_stage_t *st, void *sock, const char *name, int bind)
 {
     char ep[ZP_ENDPOINT_MAX + 300];
-    int port = shared_port(st, name), rc = 0;
-    if (port) {
-        const char *colon = strrchr(st->cfg.bind, ':');
-        if (bind)
-            snprintf(ep, sizeof ep, "tcp://%.*s:%d", (int)(colon - st->cfg.bind), st->cfg.bind, port);
-        else
-            snprintf(ep, sizeof ep, "tcp://%s:%d", st->slurm.host, port);
-        rc = curve(st, sock, bind);
-    } else {
-        rc = zp_stage_endpoint(st, name, ep, sizeof ep);
-    }
-    if (!rc && (bind ? zmq_bind(sock, ep) : zmq_connect(sock, ep))) {
-        zp_error("%s %s: %s", bind ? "bind" : "connect", ep, zmq_strerror(errno));
-        rc = ZP_EZMQ;
-    }
-    return rc;
+    int port = shared_port(st, name);
+    /* ipc for this host's own stages: rank 0's too, also when the socket is shared */
+    int rc = port && !bind && st->slurm.rank > 0 ? 0 : zp_stage_endpoint(st, name, ep, sizeof ep);
+    if (!rc && (!port || bind || st->slurm.rank == 0))
+        rc = link_to(sock, ep, bind);
+    if (rc || !port || (!bind && st->slurm.rank == 0))
+        return rc;
+    /* The other ranks' tcp. A listener takes the socket's options when it is
+     * bound, so the ipc one above stays plain and only this one is CURVE. */
+    const char *colon = strrchr(st->cfg.bind, ':');
+    if (bind)
+        snprintf(ep, sizeof ep, "tcp://%.*s:%d", (int)(colon - st->cfg.bind), st->cfg.bind, port);
+    else
+        snprintf(ep, sizeof ep, "tcp://%s:%d", st->slurm.host, port);
+    rc = curve(st, sock, bind);
+    return rc ? rc : link_to(sock, ep, bind);
 }
 
 void *zp_stage_socket(zp_stage_t *st, int type, const char *name, int bind, int linger_ms)
