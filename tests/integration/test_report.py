@@ -69,7 +69,8 @@ def a_slow_trainer_is_named():
     with zp.Workdir() as w:
         cfg = w.write("r.yaml", CONFIG.format(name="big", shape="[1, 32, 32]", cost=0, workers=2,
                                               hidden="[1024, 1024]"))
-        rc, out, err = w.run("up", cfg, "trainer.epochs=1")
+        # depth 4: a scheduling hiccup of the data stages on 2 busy cores (ctest -j2) is absorbed
+        rc, out, err = w.run("up", cfg, "trainer.epochs=1", "prefetch.depth=4")
         zp.check(rc == 0, err)
         rep = json.load(open(os.path.join(w.run_dir("big"), "report.json")))
         zp.check(rep["trainer_wait_share"] < 0.10 and rep["bottleneck"]["stage"] == "trainer",
