@@ -376,19 +376,28 @@ static int prepare_resume(sup_t *s, const char *run)
     return 0;
 }
 
+/* The run's key pair RUN/NAME.key and NAME.pub, made once (kept across --resume). */
+static int run_key(const sup_t *s, const char *name)
+{
+    char base[PATH_MAX + 16], path[PATH_MAX + 32], err[PATH_MAX + 200];
+    snprintf(base, sizeof base, "%s/%s", s->run_dir, name);
+    snprintf(path, sizeof path, "%s.key", base);
+    if (access(path, F_OK) && zp_keys_generate(base, err, sizeof err)) {
+        fprintf(stderr, "zeus-pipe: %s\n", err);
+        return ZP_EINVAL;
+    }
+    return 0;
+}
+
 /* ---- Slurm: every task one rank (pipeline/slurm.h) ------------------------------------------ */
 
 /* Rank 0: the job's ranks key (the other ranks' CURVE pair, let in by every
  * stage that binds tcp) and the rendezvous, written whole and then renamed. */
 static int slurm_announce(sup_t *s)
 {
-    char base[PATH_MAX + 16], path[PATH_MAX + 80], err[PATH_MAX + 200];
-    snprintf(base, sizeof base, "%s/ranks", s->run_dir);
-    snprintf(path, sizeof path, "%s.key", base);
-    if (access(path, F_OK) && zp_keys_generate(base, err, sizeof err)) {
-        fprintf(stderr, "zeus-pipe: %s\n", err);
+    char path[PATH_MAX + 80];
+    if (run_key(s, "ranks"))
         return 2;
-    }
     zp_slurm_meet_path(s->meet, sizeof s->meet, s->cfg.run_dir, &s->slurm);
     snprintf(path, sizeof path, "%s.tmp", s->meet);
     FILE *f = fopen(path, "w");
@@ -570,13 +579,10 @@ static int run_stages(sup_t *s)
 /* transport.kind tcp: the run's CURVE key pair (kept across --resume). */
 static int server_keys(const sup_t *s)
 {
-    char base[PATH_MAX + 16], path[PATH_MAX + 32], err[PATH_MAX + 200];
+    char base[PATH_MAX + 16];
     snprintf(base, sizeof base, "%s/server", s->run_dir);
-    snprintf(path, sizeof path, "%s.key", base);
-    if (access(path, F_OK) && zp_keys_generate(base, err, sizeof err)) {
-        fprintf(stderr, "zeus-pipe: %s\n", err);
+    if (run_key(s, "server"))
         return 2;
-    }
     fprintf(stderr, "zeus-pipe: remote loaders: zeus-pipe loader --connect HOST:%s --server-key "
                     "%s.pub --key NAME.key CONFIG (NAME.pub in %s)\n",
             strrchr(s->cfg.bind, ':') ? strrchr(s->cfg.bind, ':') + 1 : s->cfg.bind, base,
