@@ -121,16 +121,8 @@ __global__ void softmax_xent(float *p, const int32_t *labels, int n, int c, floa
     int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n)
         return;
-    float *row = p + (size_t)i * c, mx = row[0];
-    int arg = 0;
-    for (int j = 1; j < c; j++)
-        if (row[j] > mx)
-            mx = row[j], arg = j;
-    double sum = 0;
-    for (int j = 0; j < c; j++)
-        sum += row[j] = expf(row[j] - mx);
-    for (int j = 0; j < c; j++)
-        row[j] = (float)(row[j] / sum);
+    float *row = p + (size_t)i * c;
+    int arg = zp_softmax_row(row, c);
     int y = labels[i] >= 0 && labels[i] < c ? labels[i] : 0;
     double loss = -log((double)(row[y] > 1e-30f ? row[y] : 1e-30f));
     if (!isfinite(loss))

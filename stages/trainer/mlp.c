@@ -85,16 +85,8 @@ double zp_mlp_forward(zp_mlp_t *m, const float *x, const int32_t *labels, int n,
     double loss = 0;
     *correct = 0;
     for (int i = 0; i < n; i++) {
-        float *row = p + (size_t)i * c, mx = row[0];
-        int arg = 0;
-        for (int j = 1; j < c; j++)
-            if (row[j] > mx)
-                mx = row[j], arg = j;
-        double sum = 0;
-        for (int j = 0; j < c; j++)
-            sum += row[j] = expf(row[j] - mx);
-        for (int j = 0; j < c; j++)
-            row[j] = (float)(row[j] / sum);
+        float *row = p + (size_t)i * c;
+        int arg = zp_softmax_row(row, c);
         int y = labels[i] >= 0 && labels[i] < c ? labels[i] : 0;
         loss -= log(row[y] > 1e-30f ? row[y] : 1e-30f);
         *correct += arg == y;

@@ -4,10 +4,35 @@
 #ifndef ZP_MLP_H
 #define ZP_MLP_H
 
+#include <math.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #define ZP_MLP_MAX_LAYERS 9
+
+#ifdef __CUDACC__
+#define ZP_HOST_DEVICE __host__ __device__
+#else
+#define ZP_HOST_DEVICE
+#endif
+
+/* Softmax of one row of c logits, in place (the largest subtracted, the sum
+ * in double); returns the index of the largest logit. The cpu backend and the
+ * cuda kernel both use it, so that they agree to float32 rounding. */
+ZP_HOST_DEVICE static inline int zp_softmax_row(float *row, int c)
+{
+    float mx = row[0];
+    int arg = 0;
+    for (int j = 1; j < c; j++)
+        if (row[j] > mx)
+            mx = row[j], arg = j;
+    double sum = 0;
+    for (int j = 0; j < c; j++)
+        sum += row[j] = expf(row[j] - mx);
+    for (int j = 0; j < c; j++)
+        row[j] = (float)(row[j] / sum);
+    return arg;
+}
 
 typedef struct {
     int nlayers;                /* weight layers */
