@@ -281,47 +281,55 @@ static double wait_share(const report_t *r)
     return b > 0 ? a / b : -1;
 }
 
-/* One sentence: which stage limits the run, and what to try. */
-static void bottleneck(const stage_sum_t *s, double wait, char *stage, size_t slen, char *buf, size_t len)
+int zp_report_bottleneck(const zp_data_stages_t *d, double wait, char *stage, size_t slen,
+                         char *buf, size_t len)
 {
+    static const char *const NAME[3] = {"loader", "cache", "prefetch"};
     snprintf(stage, slen, "%s", "unknown");
     if (wait < 0) {
         snprintf(buf, len, "No trainer timings yet: the run has not finished an epoch.");
-        return;
+        return -1;
     }
     if (wait < 0.10) {
         snprintf(stage, slen, "trainer");
         snprintf(buf, len, "The trainer is the bottleneck: it waited for data %.1f%% of its time, so "
                  "the data pipeline keeps up; a faster step (trainer.threads, a GPU backend) "
                  "speeds the run up.", 100 * wait);
-        return;
+        return 3;
     }
     int hot = 0; /* the busiest data stage: loader, cache or prefetch */
     for (int i = 1; i < 3; i++)
-        if (s[i].busy > s[hot].busy)
+        if (d->busy[i] > d->busy[hot])
             hot = i;
-    if (s[hot].busy < 0.5) {
+    if (d->busy[hot] < 0.5) {
         snprintf(buf, len, "The trainer waited for data %.1f%% of its time while no data stage was "
                  "busy more than half of it: a latency problem, not a throughput one; try a bigger "
                  "prefetch.depth and prefetch.window.", 100 * wait);
-        return;
+        return -1;
     }
-    snprintf(stage, slen, "%s", STAGE[hot]);
+    snprintf(stage, slen, "%s", NAME[hot]);
     if (hot == 0)
         snprintf(buf, len, "The loaders are the bottleneck: the trainer waited for data %.1f%% of "
                  "its time while the %d loader(s) were busy %.0f%% of theirs; try more loaders "
                  "(loader.workers=%d) or warm the cache (zeus-pipe warm CONFIG) so that epochs "
-                 "read from LMDB.", 100 * wait, s[0].instances, 100 * s[0].busy,
-                 2 * s[0].instances);
+                 "read from LMDB.", 100 * wait, d->loaders, 100 * d->busy[0], 2 * d->loaders);
     else if (hot == 1)
         snprintf(buf, len, "The cache stage is the bottleneck: the trainer waited for data %.1f%% "
                  "of its time while the cache stage was busy %.0f%% of its; try a larger "
                  "loader.task_size (fewer, bigger messages) or a larger cache.commit_every.",
-                 100 * wait, 100 * s[1].busy);
+                 100 * wait, 100 * d->busy[1]);
     else
         snprintf(buf, len, "The prefetch stage is the bottleneck: the trainer waited for data "
                  "%.1f%% of its time while the prefetch stage was busy %.0f%% of its; try more "
-                 "prefetch.readers and a bigger prefetch.depth.", 100 * wait, 100 * s[2].busy);
+                 "prefetch.readers and a bigger prefetch.depth.", 100 * wait, 100 * d->busy[2]);
+    return hot;
+}
+
+/* One sentence: which stage limits the run, and what to try. */
+static void bottleneck(const stage_sum_t *s, double wait, char *stage, size_t slen, char *buf, size_t len)
+{
+    zp_data_stages_t d = {.busy = {s[0].busy, s[1].busy, s[2].busy}, .loaders = s[0].instances};
+    zp_report_bottleneck(&d, wait, stage, slen, buf, len);
 }
 
 static void text_epochs(const report_t *r, FILE *out)

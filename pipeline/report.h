@@ -33,6 +33,23 @@ typedef struct {
 /* Reads <run_dir>/events.msgpack into `out`; 0 or an error in err. */
 int zp_run_summary(const char *run_dir, zp_run_summary_t *out, char *err, size_t errlen);
 
+/* The figures the bottleneck is named from: the data stages' shares of time
+ * busy (loader, cache, prefetch; averaged over each stage's instances). */
+typedef struct {
+    double busy[3];
+    int loaders; /* loader instances */
+} zp_data_stages_t;
+
+/* Names the stage that limits a run from the trainer's share of time waiting
+ * for data (`wait`, 0..1; negative when unknown) and the data stages' busy
+ * shares: the trainer when it waits under 10%; else the busiest data stage
+ * when it is busy at least half its time; else none (a latency problem).
+ * Writes the stage's name ("trainer", "loader", "cache", "prefetch" or
+ * "unknown") to `stage` and one sentence of advice to `buf`; returns 3 for
+ * the trainer, 0..2 for a data stage, -1 for none. */
+int zp_report_bottleneck(const zp_data_stages_t *d, double wait, char *stage, size_t slen,
+                         char *buf, size_t len);
+
 /* zp_report() into <run_dir>/report.txt and report.json, and as text to
  * `out` (NULL: no copy). Errors are logged. */
 int zp_report_write(const char *run_dir, FILE *out);

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "pipeline/log.h"
 #include "pipeline/timer.h"
 
 static void stats_of_known_samples(void **state)
@@ -66,10 +67,13 @@ static void durations_of_known_sleeps(void **state)
     sink_t s = {0};
     zp_timers_init(&t, sink, &s);
     int ms[] = {2, 6, 10};
+    int64_t outer[3];
     for (int i = 0; i < 3; i++) {
+        int64_t t0 = zp_now_ns();
         assert_int_equal(ZP_TIME_BEGIN(&t, ZP_R_READ), 0);
         sleep_ms(ms[i]);
         assert_true(ZP_TIME_END(&t, ZP_R_READ) >= ms[i] * 1000000LL);
+        outer[i] = zp_now_ns() - t0;
     }
     assert_int_equal(s.calls, 0); /* buffered until flushed */
     zp_timers_flush(&t);
@@ -78,13 +82,19 @@ static void durations_of_known_sleeps(void **state)
     assert_int_equal(s.n, 3);
     double x[3];
     for (int i = 0; i < 3; i++) {
+        /* at least the sleep, at most the same clock read around the region */
         assert_true(s.ns[i] >= ms[i] * 1000000LL);
-        assert_true(s.ns[i] < (ms[i] + 50) * 1000000LL); /* generous: a loaded CI machine */
+        assert_true(s.ns[i] <= outer[i]);
         x[i] = (double)s.ns[i] / 1e6;
     }
     zp_region_stats_t st;
     zp_region_stats(x, 3, &st);
-    assert_true(st.min >= 2 && st.median >= 6 && st.max >= 10 && st.median < st.max);
+    double y[3] = {x[0], x[1], x[2]}, tmp; /* sorted by hand: the median is the middle one */
+    for (int i = 0; i < 2; i++)
+        for (int j = 0; j < 2 - i; j++)
+            if (y[j] > y[j + 1])
+                tmp = y[j], y[j] = y[j + 1], y[j + 1] = tmp;
+    assert_true(st.min == y[0] && st.median == y[1] && st.max == y[2]);
 }
 
 static void different_regions_nest_and_overlap(void **state)

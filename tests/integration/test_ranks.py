@@ -27,7 +27,10 @@ trainer:
   model: {{hidden: [16]}}
   epochs: {epochs}
   log_every_steps: 4
-  optimizer: {{name: adamw, lr: 0.01}}
+  # plain momentum SGD with a small step: the loss stays near 1 for the whole
+  # run (1.5 -> 0.9), so a loss compared at every step still measures the sum
+  # (on a vanishing loss, AdamW's g/sqrt(v) magnifies float32 rounding)
+  optimizer: {{name: sgd, lr: 0.002}}
   debug: {{log_batches: true}}
 """
 
@@ -50,7 +53,11 @@ def same_training(one, many, what):
     for x, y in zip(a, b):
         for k in ("event", "split", "epoch", "step", "samples", "distinct", "index_checksum", "skipped"):
             zp.check(x.get(k) == y.get(k), "%s: %s differs: %r vs %r" % (what, k, x, y))
-        rel = abs(x["loss"] - y["loss"]) / max(abs(x["loss"]), 1e-12)
+        # float32 sums in another order (one GEMM over N x B rows against N
+        # sums of B rows in double) differ by ~1e-8 here; a rank's gradient
+        # weighted wrongly or left out moves the loss by 1e-4 or more
+        zp.check(x["loss"] > 0.5, "%s: the loss vanished (%r): nothing left to compare" % (what, x))
+        rel = abs(x["loss"] - y["loss"]) / x["loss"]
         zp.check(rel < 1e-5, "%s: step %d loss %.9g vs %.9g" % (what, x["step"], x["loss"], y["loss"]))
 
 
