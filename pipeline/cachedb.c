@@ -324,3 +324,24 @@ int64_t zp_cachedb_present(zp_cachedb_t *c, int split, int64_t n, uint8_t *prese
     mdb_txn_abort(txn);
     return count;
 }
+
+uint64_t zp_cachedb_fingerprint_hash(const zp_config_t *cfg, const zp_dataset_meta_t *m)
+{
+    char text[4096];
+    uint64_t h = XXH3_64bits(&m->dtype, sizeof m->dtype);
+    for (int split = 0; split < ZP_SPLITS; split++) {
+        zp_cachedb_fingerprint(cfg, m, split, text, sizeof text);
+        h = XXH3_64bits_withSeed(text, strlen(text), h);
+    }
+    if (cfg->aug_where != ZP_AUG_IN_LOADER)
+        return h;
+    /* loaders that augment: the augmentation is part of what they send */
+    int n = snprintf(text, sizeof text, "augment: seed=%lld padding=%lld resized_crop=%d hflip=%d",
+                     (long long)cfg->seed, (long long)cfg->aug_padding, cfg->aug_resized_crop,
+                     cfg->aug_hflip);
+    for (int i = 0; i < cfg->aug_scale.n; i++)
+        n += snprintf(text + n, sizeof text - (size_t)n, " %.17g", cfg->aug_scale.v[i]);
+    for (int i = 0; i < cfg->aug_ratio.n; i++)
+        n += snprintf(text + n, sizeof text - (size_t)n, " %.17g", cfg->aug_ratio.v[i]);
+    return XXH3_64bits_withSeed(text, strlen(text), h);
+}

@@ -63,6 +63,12 @@ int zp_cachedb_check(zp_cachedb_t *c, const zp_config_t *cfg, const zp_dataset_m
 void zp_cachedb_fingerprint(const zp_config_t *cfg, const zp_dataset_meta_t *m, int split,
                             char *buf, size_t len);
 
+/* One number for what a loader of this config sends: both splits'
+ * fingerprints, the sample dtype and, when loaders augment, the augmentation.
+ * A loader offers it in its first READY; the cache stage refuses a loader
+ * whose number is not the run's before any of its samples is used. */
+uint64_t zp_cachedb_fingerprint_hash(const zp_config_t *cfg, const zp_dataset_meta_t *m);
+
 static inline void zp_cache_key(uint32_t index, uint8_t key[4])
 {
     key[0] = (uint8_t)(index >> 24), key[1] = (uint8_t)(index >> 16);

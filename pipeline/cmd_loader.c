@@ -86,5 +86,5 @@ int cmd_loader(int argc, char **argv)
     if (st.instance == 0)
         while (wait(NULL) > 0)
             ;
-    return rc ? 1 : zp_stop ? 128 + zp_stop : 0;
+    return rc ? rc : zp_stop ? 128 + zp_stop : 0; /* 2: refused by the run (another config) */
 }

@@ -44,13 +44,19 @@ static inline size_t zp_dtype_size(uint64_t dtype) { return dtype == ZP_DTYPE_U8
     F(index, U, "batch number inside the epoch")                                                   \
     F(skipped, U, "samples left out because they could not be loaded (loader.on_error: skip)")     \
     F(batches, U, "batches in this epoch")                                                         \
+    F(fp, U, "the sender's dataset and transform fingerprint (zp_cachedb_fingerprint_hash)")      \
     F(error, S, "what went wrong, for a person")                                                   \
     F(cmd, S, "control command: down")                                                             \
     F(body, M, "event fields, or the stat reply's array of stage records")
 
 /* Messages: X(NAME, "wire name", frames, required fields, direction and meaning). */
 #define ZP_MSGS(X)                                                                                 \
-    X(READY, "ready", 1, ZP_B(credit), "loader -> cache: I can take `credit` more tasks")             \
+    X(READY, "ready", 1, ZP_B(credit),                                                              \
+      "loader -> cache: I can take `credit` more tasks; the first READY of a connection carries " \
+      "`fp`, which must be the run's")                                                            \
+    X(REFUSED, "refused", 1, ZP_B(error),                                                            \
+      "cache -> loader: no task will come to you because of `error` (another dataset or "       \
+      "transform, samples of another size, not matching their task); exit with status 2")       \
     X(HEARTBEAT, "heartbeat", 1, 0,                                                                  \
       "loader <-> cache: alive; sent when nothing else was sent for loader.heartbeat_ms")         \
     X(RETIRE, "retire", 1, 0, "loader -> cache: send me no more tasks; answer RETIRED")           \
@@ -102,7 +108,7 @@ typedef enum { ZP_MSG_NONE = 0, ZP_MSGS(ZP_MSG_ENUM) ZP_MSG_COUNT } zp_msg_type_
 typedef struct {
     zp_msg_type_t type;
     uint32_t present; /* bit per field seen */
-    uint64_t id, credit, split, epoch, n, offset, elems, dtype, slot, gen, index, skipped, batches;
+    uint64_t id, credit, split, epoch, n, offset, elems, dtype, slot, gen, index, skipped, batches, fp;
     char error[256], cmd[32];
     msgpack_object body;   /* M field; points into `unpacked` */
     msgpack_unpacked unpacked; /* owned; released by zp_msg_release() */

@@ -11,6 +11,7 @@
  * loader that holds it now is a late duplicate and dropped. A loader declared
  * dead that speaks again (it was stopped, not killed) is taken back. */
 #define _GNU_SOURCE
+#include "pipeline/cachedb.h"
 #include "pipeline/log.h"
 #include "pipeline/sock.h"
 #include "pipeline/stage.h"
@@ -39,6 +40,8 @@ typedef struct {
     int64_t last_seen; /* ns: the last message from it */
     int alive;         /* 0: declared dead (its record may be reused) */
     int retiring;      /* sent RETIRE: gets no task, and its silence is its exit */
+    int refused;       /* sent REFUSED: gets no task, and nothing it sends is used */
+    int fp_ok;         /* its READY carried the run's fingerprint */
 } loader_rec_t;
 
 /* A task: a contiguous range of one fetch. `indices` is owned (reused). */
@@ -66,7 +69,8 @@ typedef struct {
     uint32_t *queue; /* FIFO of pool indices waiting for a loader */
     size_t qhead, qlen;
     uint64_t seq;
-    int64_t bad_msgs, late, deaths, requeued;
+    int64_t bad_msgs, late, deaths, requeued, refusals;
+    uint64_t fp; /* zp_cachedb_fingerprint_hash of the run: a loader's READY must carry it */
     int64_t next_beat; /* ns: when the broker sends its next heartbeats */
     int64_t last_loop; /* ns: the previous pass of the loop */
     zp_frames_t f;
@@ -239,6 +243,47 @@ static loader_rec_t *loader_find(cache_t *c, void *sock, zmq_msg_t *who, int add
     return l;
 }
 
+/* Puts every task loader i holds back at the front of the queue; how many. */
+static int64_t requeue_tasks(cache_t *c, int i)
+{
+    int64_t n = 0;
+    for (size_t k = 0; k < c->pool_cap; k++) {
+        task_t *t = &c->pool[k];
+        if (t->id && t->loader == i) {
+            t->loader = -1;
+            c->qhead = (c->qhead + c->pool_cap - 1) % c->pool_cap;
+            c->queue[c->qhead] = (uint32_t)k;
+            c->qlen++;
+            n++;
+        }
+    }
+    return n;
+}
+
+/* A loader whose samples cannot be used: its tasks go back to the queue now,
+ * it gets no more, and it is told why (it logs the reason and exits 2). */
+static int refuse(cache_t *c, loader_rec_t *l, const char *why)
+{
+    int i = (int)(l - c->loaders);
+    int64_t n = requeue_tasks(c, i);
+    l->refused = 1;
+    l->credit = 0;
+    c->refusals++;
+    c->requeued += n;
+    c->st->stats.errors++;
+    zp_warn("loader %d refused, %lld task(s) re-queued: %s", i, (long long)n, why);
+    zp_event_t ev;
+    zp_ev_begin(c->st, &ev, "metric", 4);
+    zp_ev_str(&ev, "event", "loader_refused");
+    zp_ev_int(&ev, "loader", i);
+    zp_ev_int(&ev, "requeued", n);
+    zp_ev_str(&ev, "error", why);
+    zp_ev_send(c->st, &ev);
+    zp_msg_t m = {.type = ZP_MSG_REFUSED};
+    snprintf(m.error, sizeof m.error, "%.255s", why);
+    return send_to(l->sock, &l->peer, &m, NULL, NULL, 0);
+}
+
 /* A loader silent for heartbeat_ms x liveness: dead; its tasks go first. */
 static void expire_loaders(cache_t *c, int64_t now)
 {
@@ -248,18 +293,8 @@ static void expire_loaders(cache_t *c, int64_t now)
         if (!l->alive || now - l->last_seen <= limit)
             continue;
         l->alive = 0;
-        int64_t n = 0;
-        for (size_t k = 0; k < c->pool_cap; k++) {
-            task_t *t = &c->pool[k];
-            if (t->id && t->loader == i) {
-                t->loader = -1;
-                c->qhead = (c->qhead + c->pool_cap - 1) % c->pool_cap;
-                c->queue[c->qhead] = (uint32_t)k;
-                c->qlen++;
-                n++;
-            }
-        }
-        if (l->retiring && !n)
+        int64_t n = requeue_tasks(c, i);
+        if ((l->retiring || l->refused) && !n)
             continue; /* it finished and left */
         c->deaths++;
         c->requeued += n;
@@ -295,7 +330,8 @@ static int dispatch(cache_t *c)
         int pick = -1;
         for (int k = 0; k < c->nloaders; k++) {
             int i = (c->next_loader + k) % c->nloaders;
-            if (c->loaders[i].alive && !c->loaders[i].retiring && c->loaders[i].credit > 0) {
+            if (c->loaders[i].alive && !c->loaders[i].retiring && !c->loaders[i].refused &&
+                c->loaders[i].credit > 0) {
                 pick = i;
                 break;
             }
@@ -328,7 +364,7 @@ static void bad_msg(cache_t *c, const char *from, const char *why)
 }
 
 /* SAMPLES or FAIL from a loader: forward to the prefetch that asked. */
-static int on_result(cache_t *c, zp_msg_t *m, const loader_rec_t *from)
+static int on_result(cache_t *c, zp_msg_t *m, loader_rec_t *from)
 {
     task_t *t = task_lookup(c, m->id);
     if (!t || t->loader < 0 || !from || t->loader != (int)(from - c->loaders)) {
@@ -339,10 +375,17 @@ static int on_result(cache_t *c, zp_msg_t *m, const loader_rec_t *from)
                                               m->dtype != (uint64_t)c->st->meta.dtype);
     if (m->type == ZP_MSG_SAMPLES && (other || m->n != t->n || m->split != t->split ||
                                       memcmp(m->frame[1], t->indices, t->n * 4))) {
-        bad_msg(c, "loader", other ? "samples of another size or dtype than this run's (another "
-                                     "dataset, transform or dataset.dtype in the loader's config?)"
-                                   : "samples do not match their task");
-        return 0; /* the task stays with that loader until it is declared dead */
+        char why[200];
+        if (other)
+            snprintf(why, sizeof why, "samples of %llu %s values, this run's are %lld %s (another "
+                     "dataset, transform or dataset.dtype in the loader's config?)",
+                     (unsigned long long)m->elems, m->dtype == ZP_DTYPE_U8 ? "uint8" : "float32",
+                     (long long)c->st->meta.elems,
+                     c->st->meta.dtype == ZP_DTYPE_U8 ? "uint8" : "float32");
+        else
+            snprintf(why, sizeof why, "samples that do not match task %llu (other indices, split "
+                     "or count)", (unsigned long long)m->id);
+        return refuse(c, from, why); /* the task goes back to the queue with its others */
     }
     c->loaders[t->loader].tasks_done++;
     if (m->type == ZP_MSG_SAMPLES)
@@ -366,6 +409,27 @@ static int on_result(cache_t *c, zp_msg_t *m, const loader_rec_t *from)
     return rc;
 }
 
+/* The first READY of a loader: its fingerprint must be the run's, or it is
+ * refused before any task reaches it. Then its credit counts. */
+static int check_fingerprint(cache_t *c, loader_rec_t *l, const zp_msg_t *m)
+{
+    if (!(m->present & ZP_B(fp)) || m->fp != c->fp) {
+        char why[256];
+        if (!(m->present & ZP_B(fp)))
+            snprintf(why, sizeof why, "its READY carries no dataset fingerprint (a loader of "
+                     "another zeus-pipe version?)");
+        else
+            snprintf(why, sizeof why, "its dataset and transform fingerprint %016llx is not this "
+                     "run's %016llx: another dataset (path, size, version), labels, shape, "
+                     "dataset.mean/std, dtype or augmentation in its config",
+                     (unsigned long long)m->fp, (unsigned long long)c->fp);
+        return refuse(c, l, why);
+    }
+    l->fp_ok = 1;
+    l->credit = (int64_t)m->credit > 64 ? 64 : (int64_t)m->credit;
+    return 0;
+}
+
 static int on_work(cache_t *c, void *sock)
 {
     int rc = zp_frames_recv(&c->f, sock, ZMQ_DONTWAIT);
@@ -379,7 +443,11 @@ static int on_work(cache_t *c, void *sock)
         return 0;
     }
     loader_rec_t *l = loader_find(c, sock, &c->f.part[0], m.type == ZP_MSG_READY);
-    if (m.type == ZP_MSG_READY && l && l->retiring) {
+    if (l && l->refused) {
+        /* nothing it sends is used; it was told why */
+    } else if (m.type == ZP_MSG_READY && l && !l->fp_ok) {
+        rc = check_fingerprint(c, l, &m);
+    } else if (m.type == ZP_MSG_READY && l && l->retiring) {
         /* no more tasks for it */
     } else if (m.type == ZP_MSG_READY && l) {
         l->credit = l->credit + (int64_t)m.credit > 64 ? 64 : l->credit + (int64_t)m.credit;
@@ -503,7 +571,9 @@ int zp_cache_main(zp_stage_t *st)
     if (c.store && (!(c.hit_labels = malloc((size_t)st->cfg.task_size * 4)) ||
                     !(c.hit_data = malloc((size_t)st->cfg.task_size * st->meta.sample_bytes))))
         goto out;
-    zp_info("broker ready%s", c.store ? "" : " (no cache: every sample goes to a loader)");
+    c.fp = zp_cachedb_fingerprint_hash(&st->cfg, &st->meta);
+    zp_info("broker ready%s; loaders must offer fingerprint %016llx",
+            c.store ? "" : " (no cache: every sample goes to a loader)", (unsigned long long)c.fp);
     rc = loop(&c);
     if (rc)
         zp_error("stopped: %s", zp_strerror(rc));

@@ -8,6 +8,7 @@
  * retires it: RETIRE, finish what was sent before RETIRED, exit 0. */
 #define _GNU_SOURCE
 #include "pipeline/augment.h"
+#include "pipeline/cachedb.h"
 #include "pipeline/log.h"
 #include "pipeline/sock.h"
 #include "pipeline/stage.h"
@@ -43,6 +44,8 @@ typedef struct {
     int64_t skipped;
     zp_augment_t aug; /* dataset.augment.where = loader (cache off) */
     float *scratch;   /* one transformed sample before its augmentation; owned */
+    uint64_t fp;      /* zp_cachedb_fingerprint_hash of this loader's config */
+    int refused;      /* the cache stage said REFUSED: exit 2 */
 } loader_t;
 
 /* loader.on_error: skip: the sample goes on with label ZP_LABEL_SKIPPED (the
@@ -102,8 +105,25 @@ static int connect_broker(loader_t *l)
     if (!l->work)
         return ZP_EZMQ;
     l->last_recv = zp_now_ns();
-    zp_msg_t ready = {.type = ZP_MSG_READY, .credit = (uint64_t)l->st->cfg.credit};
+    zp_msg_t ready = {.type = ZP_MSG_READY, .credit = (uint64_t)l->st->cfg.credit, .fp = l->fp,
+                      .present = ZP_B(fp)};
     return send_msg(l, &ready);
+}
+
+/* REFUSED: this loader's samples are not the run's (or it sent what its task
+ * did not ask for). Says why, and what it would have sent, and stops. */
+static int refused(loader_t *l, const zp_msg_t *m)
+{
+    char text[2048];
+    zp_error("refused by the cache stage: %s", m->error);
+    for (int split = 0; split < ZP_SPLITS; split++) {
+        zp_cachedb_fingerprint(&l->st->cfg, &l->st->meta, split, text, sizeof text);
+        zp_error("this loader's %s split (fingerprint %016llx): %s", zp_split_name(split),
+                 (unsigned long long)l->fp, text);
+    }
+    zp_error("give this loader the run's config (zeus-pipe config RUN/config.yaml) and dataset");
+    l->refused = 1;
+    return 1;
 }
 
 static void release_buf(void *data, void *hint)
@@ -240,7 +260,7 @@ static int run_task(loader_t *l, const zp_msg_t *t)
     return rc || l->retire_sent ? rc : send_msg(l, &ready);
 }
 
-/* One message from the cache stage; 1 when it said RETIRED. */
+/* One message from the cache stage; 1 when it said RETIRED or REFUSED. */
 static int on_broker(loader_t *l)
 {
     int rc = zp_frames_recv(&l->f, l->work, 0);
@@ -258,6 +278,8 @@ static int on_broker(loader_t *l)
         l->last_recv = zp_now_ns(); /* a long task is not the broker's silence */
     } else if (m.type == ZP_MSG_RETIRED) {
         rc = 1;
+    } else if (m.type == ZP_MSG_REFUSED) {
+        rc = refused(l, &m);
     } else if (m.type != ZP_MSG_HEARTBEAT) {
         l->st->stats.errors++;
         if (l->bad_msgs++ < 10)
@@ -333,11 +355,12 @@ int zp_loader_main(zp_stage_t *st)
     }
     zp_info("ready: %lld train and %lld test samples of %lld values", (long long)st->meta.n[0],
             (long long)st->meta.n[1], (long long)st->meta.elems);
+    l.fp = zp_cachedb_fingerprint_hash(&st->cfg, &st->meta);
     rc = loop(&l);
     zp_info("stopping: loaded %lld samples", (long long)st->stats.items);
     if (rc)
         zp_error("stopped: %s", zp_strerror(rc));
-    rc = rc ? 1 : 0;
+    rc = l.refused ? 2 : rc ? 1 : 0; /* 2: a config error, which the supervisor does not restart */
 out:
     zp_sock_close(&l.work);
     if (l.src)

@@ -7,8 +7,6 @@ dies stops the run; a stranger on the ranks' socket is dropped and counted."""
 import json
 import os
 import signal
-import socket
-import struct
 import time
 import zp
 
@@ -114,26 +112,12 @@ def a_dead_rank_stops_the_run():
 
 
 def zmtp_dealer_sends(path, identity, frames):
-    """Connects to a ZeroMQ ipc endpoint as a DEALER with `identity`, by hand
-    (ZMTP 3.0, NULL mechanism: Debian's python has no zmq module), and sends
+    """Connects to a ZeroMQ ipc endpoint as a DEALER with `identity` and sends
     one message of `frames`."""
-    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    s.connect(path)
-    s.sendall(b"\xff" + b"\0" * 8 + b"\x7f" + b"\x03\x00" + b"NULL".ljust(20, b"\0") + b"\0" * 32)
-    got = b""
-    while len(got) < 64:
-        chunk = s.recv(64 - len(got))
-        zp.check(chunk, "the ranks' socket closed during the greeting")
-        got += chunk
-
-    def prop(name, value):
-        return bytes([len(name)]) + name + struct.pack(">I", len(value)) + value
-    body = b"\x05READY" + prop(b"Socket-Type", b"DEALER") + prop(b"Identity", identity)
-    s.sendall(b"\x04" + bytes([len(body)]) + body)
-    for i, f in enumerate(frames):
-        s.sendall(bytes([1 if i + 1 < len(frames) else 0, len(f)]) + f)
+    peer = zp.Zmtp(path, identity)
+    peer.send(frames)
     time.sleep(0.3)
-    s.close()
+    peer.close()
 
 
 def a_stranger_on_the_ranks_socket_is_dropped():

@@ -5,6 +5,8 @@ import json
 import os
 import shutil
 import signal
+import socket
+import struct
 import subprocess
 import sys
 import tempfile
@@ -149,6 +151,105 @@ def ring_path(run_dir):
     for b in os.path.realpath(run_dir).encode():
         h = ((h ^ mix64(b)) * 0x100000001B3) & MASK
     return "/dev/shm/zp-%016x-ring0" % h
+
+
+def mp_pack(obj):
+    """msgpack of a header (a map of str to int or str), by hand: Debian's
+    python has no msgpack module."""
+    if isinstance(obj, dict):
+        out = bytes([0x80 | len(obj)]) if len(obj) < 16 else b"\xde" + struct.pack(">H", len(obj))
+        for k, v in obj.items():
+            out += mp_pack(k) + mp_pack(v)
+        return out
+    if isinstance(obj, str):
+        b = obj.encode()
+        return (bytes([0xa0 | len(b)]) if len(b) < 32 else b"\xd9" + bytes([len(b)])) + b
+    if isinstance(obj, int) and 0 <= obj < 128:
+        return bytes([obj])
+    return b"\xcf" + struct.pack(">Q", obj)
+
+
+def mp_unpack(b):
+    """The inverse of mp_pack for what zeus-pipe's headers hold (maps, strings,
+    unsigned and signed integers); returns the value."""
+    def one(i):
+        c = b[i]
+        if c < 0x80:
+            return c, i + 1
+        if c & 0xf0 == 0x80 or c == 0xde:
+            n, i = (c & 0x0f, i + 1) if c != 0xde else (struct.unpack(">H", b[i + 1:i + 3])[0], i + 3)
+            d = {}
+            for _ in range(n):
+                k, i = one(i)
+                d[k], i = one(i)
+            return d, i
+        if c & 0xe0 == 0xa0 or c == 0xd9:
+            n, i = (c & 0x1f, i + 1) if c != 0xd9 else (b[i + 1], i + 2)
+            return b[i:i + n].decode(), i + n
+        sizes = {0xcc: (">B", 1), 0xcd: (">H", 2), 0xce: (">I", 4), 0xcf: (">Q", 8),
+                 0xd0: (">b", 1), 0xd1: (">h", 2), 0xd2: (">i", 4), 0xd3: (">q", 8)}
+        if c in sizes:
+            fmt, n = sizes[c]
+            return struct.unpack(fmt, b[i + 1:i + 1 + n])[0], i + 1 + n
+        if c >= 0xe0:
+            return c - 256, i + 1
+        raise ValueError("msgpack byte 0x%02x not understood here" % c)
+    return one(0)[0]
+
+
+class Zmtp:
+    """A ZeroMQ peer on an ipc endpoint, by hand (ZMTP 3.0, NULL mechanism:
+    Debian's python has no zmq module): `kind` DEALER (or another socket type)
+    with routing id `identity`. Sends and receives multipart messages."""
+
+    def __init__(self, path, identity=b"", kind=b"DEALER"):
+        self.s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.s.settimeout(30)
+        self.s.connect(path)
+        self.s.sendall(b"\xff" + b"\0" * 8 + b"\x7f" + b"\x03\x00" + b"NULL".ljust(20, b"\0") + b"\0" * 32)
+        self.buf = b""
+        self._take(64)
+
+        def prop(name, value):
+            return bytes([len(name)]) + name + struct.pack(">I", len(value)) + value
+        body = b"\x05READY" + prop(b"Socket-Type", kind) + prop(b"Identity", identity)
+        self.s.sendall(b"\x04" + bytes([len(body)]) + body)
+        self._frame()  # the peer's READY command
+
+    def _take(self, n):
+        while len(self.buf) < n:
+            chunk = self.s.recv(65536)
+            check(chunk, "the ZeroMQ peer closed the connection")
+            self.buf += chunk
+        out, self.buf = self.buf[:n], self.buf[n:]
+        return out
+
+    def _frame(self):
+        flags = self._take(1)[0]
+        n = struct.unpack(">Q", self._take(8))[0] if flags & 2 else self._take(1)[0]
+        return flags, self._take(n)
+
+    def send(self, frames):
+        for i, f in enumerate(frames):
+            more = 1 if i + 1 < len(frames) else 0
+            if len(f) < 256:
+                self.s.sendall(bytes([more, len(f)]) + f)
+            else:
+                self.s.sendall(bytes([more | 2]) + struct.pack(">Q", len(f)) + f)
+
+    def recv(self):
+        """The next message's frames (commands such as PING are skipped)."""
+        frames = []
+        while True:
+            flags, body = self._frame()
+            if flags & 4:
+                continue
+            frames.append(body)
+            if not flags & 1:
+                return frames
+
+    def close(self):
+        self.s.close()
 
 
 def wait_for(pred, timeout, what):
