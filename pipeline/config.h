@@ -61,7 +61,7 @@ typedef struct {
     char bind[128], allowed_keys[256];
     int on_mismatch;
     int64_t loader_workers, task_size, credit;
-    int64_t batch_size, depth, window, readers;
+    int64_t batch_size, depth, window, readers, fetch_timeout_s;
     bool shuffle, drop_last;
     int backend;
     zp_ints_t hidden;

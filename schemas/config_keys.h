@@ -108,6 +108,9 @@
       "batches fetched ahead of the ring; their samples wait in received messages until a slot frees") \
     X("prefetch.readers", INT, readers, "2", 1, 16,                                                \
       "threads that copy cache hits into the ring (memory-bound work; 1 = none besides prefetch)") \
+    X("prefetch.fetch_timeout_s", INT, fetch_timeout_s, "300", 1, 86400,                           \
+      "seconds the next batch may wait for samples with none arriving before the run stops, "    \
+      "naming what it waits for (every loader stuck, refused or gone)")                          \
     X("prefetch.shuffle", BOOL, shuffle, "true", 0, 0,                                             \
       "draw a seeded permutation of the train split every epoch")                                 \
     X("prefetch.drop_last", BOOL, drop_last, "false", 0, 0,                                        \

@@ -83,6 +83,7 @@ typedef struct {
     int unsynced;                  /* fetches sent since the cache last committed them */
     int64_t corrupt_logged;
     int64_t skipped; /* this phase: samples the loaders could not load */
+    int64_t last_progress; /* ns: the last sample that arrived or batch sent (prefetch.fetch_timeout_s) */
 } prefetch_t;
 
 static void bad_msg(prefetch_t *p, const char *from, const char *why)
@@ -320,6 +321,7 @@ static int on_result(prefetch_t *p, const zp_msg_t *m)
         bad_msg(p, "cache stage", "result does not match its fetch (offset, indices or shape)");
         return 0;
     }
+    p->last_progress = zp_now_ns();
     if (bt->slot >= 0) {
         copy_in(p, bt, f, m->offset, m->n, m->frame[2], m->frame[3]);
         return 0;
@@ -410,6 +412,7 @@ static int emit_ready(prefetch_t *p, int *rc)
     zp_ring_publish(p->ring, (uint32_t)bt->slot);
     bt->batch = -1;
     p->next_emit++;
+    p->last_progress = zp_now_ns();
     p->st->stats.items += bt->n;
     return 1;
 }
@@ -451,6 +454,28 @@ static int sync_cache(prefetch_t *p)
     return rc;
 }
 
+/* The next batch has waited prefetch.fetch_timeout_s with no sample arriving
+ * from the cache stage: names it and what it lacks, and stops the run (every
+ * loader stuck, refused or gone; a cache stage that no longer answers). */
+static int stalled(prefetch_t *p)
+{
+    batch_t *bt = batch_of(p, p->next_emit);
+    int64_t missing = 0, first = -1;
+    for (int64_t i = 0; i < bt->n; i++)
+        if (!bt->have[i] && !(bt->cached[i] && bt->slot < 0)) {
+            first = first < 0 ? (int64_t)bt->indices[i] : first;
+            missing++;
+        }
+    zp_error("%s epoch %lld, batch %lld of %lld: %lld of its %lld samples (sample %lld first) not "
+             "answered by the cache stage for %lld s (prefetch.fetch_timeout_s), and no other "
+             "sample came meanwhile: no loader delivers. See `zeus-pipe stat` (are loaders alive, "
+             "busy, refused?) and logs/cache-0.log and logs/loader-*.log",
+             zp_split_name(p->split), (long long)p->epoch + 1, (long long)p->next_emit + 1,
+             (long long)p->nbatches, (long long)missing, (long long)bt->n, (long long)first,
+             (long long)p->st->cfg.fetch_timeout_s);
+    return ZP_ETIMEOUT;
+}
+
 static int64_t phase_samples(prefetch_t *p)
 {
     int64_t samples = 0, n;
@@ -479,6 +504,7 @@ static int run_phase(prefetch_t *p)
         p->first_batch = (int64_t)p->start.batch < p->nbatches ? (int64_t)p->start.batch : p->nbatches;
     p->next_fetch = p->next_slot = p->next_emit = p->first_batch;
     p->hits = p->misses = p->corrupt = p->skipped = 0;
+    p->last_progress = zp_now_ns();
     int64_t cached = 0;
     int rc = sync_cache(p);
     if (rc)
@@ -494,6 +520,10 @@ static int run_phase(prefetch_t *p)
             continue;
         /* Waiting: on the trainer when the next batch has no slot, else on loaders. */
         int on_trainer = p->next_slot == p->next_emit && zp_ring_free_count(p->ring) == 0;
+        if (on_trainer)
+            p->last_progress = zp_now_ns(); /* the trainer's pace is not the loaders' stall */
+        else if (zp_now_ns() - p->last_progress > p->st->cfg.fetch_timeout_s * 1000000000ll)
+            return stalled(p);
         zp_stats_state(&p->st->stats, on_trainer ? ZP_ST_WAIT_OUT : ZP_ST_WAIT_IN);
         zmq_pollitem_t it[2] = {{p->fetch, 0, ZMQ_POLLIN, 0}, {p->ring_sock, 0, ZMQ_POLLIN, 0}};
         int n = zmq_poll(it, 2, 100);

@@ -514,9 +514,14 @@ static int on_batch(trainer_t *t, const zp_msg_t *m)
     if (m->slot >= t->ring->depth || m->n > (uint64_t)c->batch_size ||
         m->elems != (uint64_t)t->st->meta.elems || m->dtype != (uint64_t)t->st->meta.dtype) {
         t->st->stats.errors++;
-        zp_warn("dropped a BATCH that does not fit the ring (slot %llu, n %llu)",
-                (unsigned long long)m->slot, (unsigned long long)m->n);
-        return 0;
+        zp_warn("dropped a BATCH that does not fit the ring (slot %llu, n %llu, %llu values of "
+                "dtype %llu)", (unsigned long long)m->slot, (unsigned long long)m->n,
+                (unsigned long long)m->elems, (unsigned long long)m->dtype);
+        if (m->slot >= t->ring->depth)
+            return 0; /* no slot of ours: nothing to give back */
+        /* the slot goes back to the prefetch, or the ring would be a slot short for good */
+        zp_msg_t fr = {.type = ZP_MSG_FREE, .slot = m->slot, .gen = m->gen};
+        return zp_send(t->sock, NULL, &fr, NULL, NULL, 0, 0);
     }
     zp_stats_state(&t->st->stats, ZP_ST_BUSY);
     uint8_t *base = zp_ring_slot(t->ring, (uint32_t)m->slot);

@@ -3,8 +3,12 @@ the good ones with every sample exactly once: a remote loader of another
 config (another shape, or only another dataset.mean) is refused at its first
 READY, before any task reaches it, and exits with status 2 saying why; a
 loader that answers a task with samples that do not match it is refused, and
-that task goes back to the queue at once instead of staying with it."""
+that task goes back to the queue at once instead of staying with it. And when
+no loader delivers at all (every one stopped), the prefetch does not wait
+forever: past prefetch.fetch_timeout_s it names the batch and samples it
+waits for, and the run stops."""
 import os
+import signal
 import struct
 import zp
 
@@ -107,6 +111,25 @@ def a_loader_whose_samples_do_not_match_its_task_is_refused_and_the_task_requeue
         exact_coverage(run)
 
 
+def a_run_whose_loaders_all_stop_names_the_batch_it_waits_for():
+    with zp.Workdir() as w:
+        cfg = w.write("run.yaml", CONFIG.format(name="stuck", shape="[1, 8, 8]", mean="0.5", transport=""))
+        p = w.start("up", cfg, "prefetch.fetch_timeout_s=2", "trainer.epochs=50")
+        run = w.run_dir("stuck")
+        zp.wait_for(lambda: os.path.exists(os.path.join(run, "metrics.jsonl")) and
+                    any(m.get("event") == "step" for m in zp.metrics(run)), 30, "training to start")
+        for pid in zp.stage_pids(run):
+            if b"loader\0" in open("/proc/%d/cmdline" % pid, "rb").read():
+                os.kill(pid, signal.SIGSTOP)  # alive to the supervisor, silent to the cache stage
+        out, err = p.communicate(timeout=120)  # a guard against the hang this test is about
+        zp.check(p.returncode == 1, "exit %d:\n%s" % (p.returncode, err[-2000:]))
+        zp.check("prefetch[0] exited with status 1" in err, err[-2000:])
+        log = open(os.path.join(run, "logs", "prefetch-0.log")).read()
+        zp.check("not answered by the cache stage for 2 s (prefetch.fetch_timeout_s)" in log and
+                 " epoch 1, batch " in log and "samples (sample " in log, log[-2000:])
+
+
 if __name__ == "__main__":
     zp.main([remote_loaders_of_another_config_are_refused_before_any_task,
-             a_loader_whose_samples_do_not_match_its_task_is_refused_and_the_task_requeued])
+             a_loader_whose_samples_do_not_match_its_task_is_refused_and_the_task_requeued,
+             a_run_whose_loaders_all_stop_names_the_batch_it_waits_for])
