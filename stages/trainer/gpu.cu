@@ -16,9 +16,13 @@ extern "C" {
 #include <nccl.h>
 #endif
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+
+extern "C" volatile sig_atomic_t zp_stop; /* the stage's stop flag (pipeline/stage.h) */
 
 #define BUFS 2        /* device batch buffers: copy of k + 1 while k computes */
 #define TIMED 64      /* batches whose events may be in flight */
@@ -71,8 +75,9 @@ struct zp_gpu {
     int world;        /* ranks summing gradients; 1 without zp_gpu_join */
     float *count;     /* world > 1: the step's samples over all ranks (device) */
 #ifdef ZP_HAVE_NCCL
-    ncclComm_t nccl;
+    ncclComm_t nccl; /* non-blocking: every wait on it is polled, and aborted past the timeout */
 #endif
+    int64_t comm_timeout_ns; /* trainer.comm_timeout_s */
 };
 
 static int cuda_fail(cudaError_t e, const char *what, char *err, size_t len)
@@ -366,10 +371,20 @@ static int gpu_open(zp_gpu_t **out, int device, const zp_mlp_t *host, void *ring
     return 0;
 }
 
+static int wait_stream(zp_gpu_t *g, cudaStream_t s);
+
 static void gpu_close(zp_gpu_t *g)
 {
     if (!g)
         return;
+    /* a sum still waiting on a dead peer would block the synchronise below */
+    if (wait_stream(g, g->compute) == 0 && wait_stream(g, g->copy) == 0) {
+#ifdef ZP_HAVE_NCCL
+        if (g->nccl)
+            ncclCommDestroy(g->nccl);
+        g->nccl = NULL;
+#endif
+    }
     cudaDeviceSynchronize();
     if (g->blas)
         cublasDestroy(g->blas);
@@ -398,10 +413,6 @@ static void gpu_close(zp_gpu_t *g)
     cudaFree(g->fill);
     cudaFree(g->lut);
     cudaFree(g->count);
-#ifdef ZP_HAVE_NCCL
-    if (g->nccl)
-        ncclCommDestroy(g->nccl);
-#endif
     cudaFree(g->counters);
     if (g->copy)
         cudaStreamDestroy(g->copy);
@@ -483,15 +494,79 @@ static int step(zp_gpu_t *g, const zp_opt_t *o)
 }
 
 #ifdef ZP_HAVE_NCCL
-#define CHECK_NCCL(call)                                                                           \
-    do {                                                                                           \
-        ncclResult_t r_ = (call);                                                                  \
-        if (r_ != ncclSuccess) {                                                                   \
-            zp_error("%s: %s", #call, ncclGetErrorString(r_));                                    \
-            return ZP_EGPU;                                                                         \
-        }                                                                                          \
-    } while (0)
+/* Aborts the communicator: every kernel of it still waiting on a peer ends,
+ * so the streams can drain. The rank cannot sum again; it stops. */
+static int nccl_abort(zp_gpu_t *g, const char *what)
+{
+    zp_error("NCCL: %s; aborting the communicator", what);
+    if (g->nccl)
+        ncclCommAbort(g->nccl);
+    g->nccl = NULL;
+    return ZP_EGPU;
+}
+
+/* Until the communicator is done with what was issued (ncclInProgress no
+ * more): 0, or its error, the stop flag or the timeout, each aborting it. */
+static int nccl_settle(zp_gpu_t *g, const char *what)
+{
+    int64_t deadline = zp_now_ns() + g->comm_timeout_ns;
+    char why[300];
+    for (;;) {
+        ncclResult_t st = ncclInProgress;
+        ncclResult_t r = ncclCommGetAsyncError(g->nccl, &st);
+        if (r == ncclSuccess && st == ncclSuccess)
+            return 0;
+        if (r != ncclSuccess || st != ncclInProgress) {
+            snprintf(why, sizeof why, "%s: %s", what, ncclGetErrorString(r != ncclSuccess ? r : st));
+            return nccl_abort(g, why);
+        }
+        if (zp_stop)
+            return nccl_abort(g, "stopped while the ranks were still communicating");
+        if (zp_now_ns() > deadline) {
+            snprintf(why, sizeof why, "%s did not complete within trainer.comm_timeout_s (%lld s): a "
+                     "rank died or never joined", what, (long long)(g->comm_timeout_ns / 1000000000));
+            return nccl_abort(g, why);
+        }
+        usleep(1000);
+    }
+}
 #endif
+
+/* Waits for `s` to drain. With ranks, polled rather than blocked on: an
+ * all-reduce whose peer is dead never ends by itself, and no signal
+ * interrupts cudaStreamSynchronize, so past trainer.comm_timeout_s, on an
+ * NCCL error or on a stop request the communicator is aborted. */
+static int wait_for(zp_gpu_t *g, cudaStream_t s, cudaEvent_t ev)
+{
+#ifdef ZP_HAVE_NCCL
+    int64_t deadline = zp_now_ns() + g->comm_timeout_ns;
+    while (g->nccl) {
+        cudaError_t e = ev ? cudaEventQuery(ev) : cudaStreamQuery(s);
+        if (e == cudaSuccess)
+            return 0;
+        if (e != cudaErrorNotReady) {
+            zp_error("%s: %s", ev ? "cudaEventQuery" : "cudaStreamQuery", cudaGetErrorString(e));
+            return ZP_EGPU;
+        }
+        ncclResult_t st = ncclSuccess;
+        if (ncclCommGetAsyncError(g->nccl, &st) != ncclSuccess || (st != ncclSuccess && st != ncclInProgress))
+            return nccl_abort(g, ncclGetErrorString(st));
+        if (zp_stop)
+            return nccl_abort(g, "stopped during a gradient sum");
+        if (zp_now_ns() > deadline)
+            return nccl_abort(g, "a gradient sum did not complete within trainer.comm_timeout_s: a "
+                                 "rank died or hangs");
+        usleep(200);
+    }
+#endif
+    if (ev)
+        CHECK(cudaEventSynchronize(ev));
+    else
+        CHECK(cudaStreamSynchronize(s));
+    return 0;
+}
+
+static int wait_stream(zp_gpu_t *g, cudaStream_t s) { return wait_for(g, s, NULL); }
 
 /* Ranks > 1: this rank's gradients (means over its n samples) times n, and
  * n, summed over the ranks; step() divides by the total. n = 0: zeros. */
@@ -499,6 +574,8 @@ static int sum_grads(zp_gpu_t *g, int n)
 {
 #ifdef ZP_HAVE_NCCL
     const float fn = (float)n;
+    if (!g->nccl)
+        return ZP_EGPU; /* aborted before */
     for (int l = 0; l < g->nlayers; l++) {
         size_t nw = (size_t)g->dims[l] * g->dims[l + 1], nb = (size_t)g->dims[l + 1];
         if (n) {
@@ -511,15 +588,25 @@ static int sum_grads(zp_gpu_t *g, int n)
     }
     fill<<<1, 1, 0, g->compute>>>(g->count, 1, fn);
     CHECK(cudaGetLastError());
-    CHECK_NCCL(ncclGroupStart());
-    for (int l = 0; l < g->nlayers; l++) {
+    /* a non-blocking communicator: a call may answer ncclInProgress; the group
+     * is closed whatever happened inside it */
+    ncclResult_t r = ncclGroupStart();
+    if (r != ncclSuccess)
+        return nccl_abort(g, ncclGetErrorString(r));
+    for (int l = 0; l < g->nlayers && (r == ncclSuccess || r == ncclInProgress); l++) {
         size_t nw = (size_t)g->dims[l] * g->dims[l + 1], nb = (size_t)g->dims[l + 1];
-        CHECK_NCCL(ncclAllReduce(g->gw[l], g->gw[l], nw, ncclFloat, ncclSum, g->nccl, g->compute));
-        CHECK_NCCL(ncclAllReduce(g->gb[l], g->gb[l], nb, ncclFloat, ncclSum, g->nccl, g->compute));
+        r = ncclAllReduce(g->gw[l], g->gw[l], nw, ncclFloat, ncclSum, g->nccl, g->compute);
+        if (r == ncclSuccess || r == ncclInProgress)
+            r = ncclAllReduce(g->gb[l], g->gb[l], nb, ncclFloat, ncclSum, g->nccl, g->compute);
     }
-    CHECK_NCCL(ncclAllReduce(g->count, g->count, 1, ncclFloat, ncclSum, g->nccl, g->compute));
-    CHECK_NCCL(ncclGroupEnd());
-    return 0;
+    if (r == ncclSuccess || r == ncclInProgress)
+        r = ncclAllReduce(g->count, g->count, 1, ncclFloat, ncclSum, g->nccl, g->compute);
+    ncclResult_t end = ncclGroupEnd();
+    if (r != ncclSuccess && r != ncclInProgress)
+        return nccl_abort(g, ncclGetErrorString(r));
+    if (end != ncclSuccess && end != ncclInProgress)
+        return nccl_abort(g, ncclGetErrorString(end));
+    return end == ncclInProgress ? nccl_settle(g, "enqueueing the gradient sum") : 0;
 #else
     (void)g, (void)n;
     return ZP_EGPU;
@@ -610,9 +697,8 @@ static int gpu_batch(zp_gpu_t *g, const void *x, const int32_t *labels, int n, i
 
 static int gpu_wait_copy(zp_gpu_t *g)
 {
-    int last = (g->next + BUFS - 1) % BUFS;
-    CHECK(cudaEventSynchronize(g->copied[last]));
-    return 0;
+    int last = (g->next + BUFS - 1) % BUFS; /* its copy may wait on a sum's compute */
+    return wait_for(g, g->copy, g->copied[last]);
 }
 
 static int gpu_take(zp_gpu_t *g, int split, double *loss_sum, int64_t *correct,
@@ -620,20 +706,21 @@ static int gpu_take(zp_gpu_t *g, int split, double *loss_sum, int64_t *correct,
 {
     counters_t k;
     CHECK(cudaMemcpyAsync(&k, g->counters, sizeof k, cudaMemcpyDeviceToHost, g->compute));
-    CHECK(cudaStreamSynchronize(g->compute));
+    if (wait_stream(g, g->compute))
+        return ZP_EGPU;
     *loss_sum = k.loss[split];
     *correct = (int64_t)k.correct[split];
     *non_finite = k.non_finite;
     k.loss[split] = 0;
     k.correct[split] = 0;
     CHECK(cudaMemcpyAsync(g->counters, &k, sizeof k, cudaMemcpyHostToDevice, g->compute));
-    CHECK(cudaStreamSynchronize(g->compute));
-    return 0;
+    return wait_stream(g, g->compute);
 }
 
 static int gpu_download(zp_gpu_t *g, zp_mlp_t *host)
 {
-    CHECK(cudaStreamSynchronize(g->compute));
+    if (wait_stream(g, g->compute))
+        return ZP_EGPU;
     float **dev[6 * ZP_MLP_MAX_LAYERS], **dst[6 * ZP_MLP_MAX_LAYERS];
     size_t sizes[6 * ZP_MLP_MAX_LAYERS];
     int np = params(g, host, dev, dst, sizes);
@@ -644,8 +731,8 @@ static int gpu_download(zp_gpu_t *g, zp_mlp_t *host)
 
 static int64_t gpu_harvest(zp_gpu_t *g, zp_timers_t *tm, int wait)
 {
-    if (wait)
-        cudaDeviceSynchronize();
+    if (wait && (wait_stream(g, g->compute) || wait_stream(g, g->copy)))
+        wait = 0; /* aborted, or failed: what completed is still harvested */
     /* oldest first; stop at the first batch still running */
     for (int64_t b = g->batches - TIMED < 0 ? 0 : g->batches - TIMED; b < g->batches; b++) {
         timed_t *t = &g->timed[b % TIMED];
@@ -692,7 +779,8 @@ static int gpu_nccl_id(uint8_t *id, char *err, size_t len)
 #endif
 }
 
-static int gpu_join(zp_gpu_t *g, const uint8_t *id, int rank, int world, char *err, size_t len)
+static int gpu_join(zp_gpu_t *g, const uint8_t *id, int rank, int world, int timeout_s, char *err,
+                    size_t len)
 {
 #ifdef ZP_HAVE_NCCL
     ncclUniqueId u;
@@ -702,16 +790,29 @@ static int gpu_join(zp_gpu_t *g, const uint8_t *id, int rank, int world, char *e
         e = cudaMalloc((void **)&g->count, sizeof(float));
     if (e != cudaSuccess)
         return cuda_fail(e, "joining the ranks", err, len);
-    ncclResult_t r = ncclCommInitRank(&g->nccl, world, u, rank);
-    if (r != ncclSuccess) {
+    g->comm_timeout_ns = (int64_t)timeout_s * 1000000000;
+    /* non-blocking: a rank that never joins must not hold the others in here */
+    ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+    cfg.blocking = 0;
+    ncclResult_t r = ncclCommInitRankConfig(&g->nccl, world, u, rank, &cfg);
+    if (r != ncclSuccess && r != ncclInProgress) {
+        if (g->nccl)
+            ncclCommAbort(g->nccl);
         g->nccl = NULL;
-        snprintf(err, len, "ncclCommInitRank (rank %d of %d): %s", rank, world, ncclGetErrorString(r));
+        snprintf(err, len, "ncclCommInitRankConfig (rank %d of %d): %s", rank, world,
+                 ncclGetErrorString(r));
+        return ZP_EGPU;
+    }
+    char what[96];
+    snprintf(what, sizeof what, "joining the communicator (rank %d of %d)", rank, world);
+    if (nccl_settle(g, what)) {
+        snprintf(err, len, "%s failed: not every rank joined (see the error above)", what);
         return ZP_EGPU;
     }
     g->world = world;
     return 0;
 #else
-    (void)g, (void)rank, (void)world;
+    (void)g, (void)rank, (void)world, (void)timeout_s;
     return gpu_nccl_id((uint8_t *)id, err, len);
 #endif
 }

@@ -98,7 +98,13 @@ const char *zp_gpu_name(const zp_gpu_t *g);
  * ZP_EGPU, with the reason, where the module has no NCCL. */
 #define ZP_NCCL_ID_BYTES 128
 int zp_gpu_nccl_id(uint8_t *id, char *err, size_t len);
-int zp_gpu_join(zp_gpu_t *g, const uint8_t *id, int rank, int world, char *err, size_t len);
+/* The communicator is non-blocking: joining, and every later wait on a
+ * stream that holds a sum, is polled; past `timeout_s` (trainer.comm_timeout_s),
+ * on an NCCL error or when the stage is asked to stop, it is aborted
+ * (ncclCommAbort) and the call fails naming what did not complete, so a rank
+ * that died or never joined cannot hold the others. */
+int zp_gpu_join(zp_gpu_t *g, const uint8_t *id, int rank, int world, int timeout_s, char *err,
+                size_t len);
 
 /* What the module exports: one function that returns its table. */
 typedef struct {
@@ -114,7 +120,8 @@ typedef struct {
     int64_t (*harvest)(zp_gpu_t *g, zp_timers_t *tm, int wait);
     const char *(*name)(const zp_gpu_t *g);
     int (*nccl_id)(uint8_t *id, char *err, size_t len);
-    int (*join)(zp_gpu_t *g, const uint8_t *id, int rank, int world, char *err, size_t len);
+    int (*join)(zp_gpu_t *g, const uint8_t *id, int rank, int world, int timeout_s, char *err,
+                size_t len);
 } zp_gpu_api_t;
 #define ZP_GPU_MODULE_SYMBOL "zp_gpu_module_api"
 typedef const zp_gpu_api_t *zp_gpu_module_fn(void);

@@ -98,7 +98,8 @@ int zp_gpu_nccl_id(uint8_t *id, char *err, size_t len)
     }
     return api->nccl_id(id, err, len);
 }
-int zp_gpu_join(zp_gpu_t *g, const uint8_t *id, int rank, int world, char *err, size_t len)
+int zp_gpu_join(zp_gpu_t *g, const uint8_t *id, int rank, int world, int timeout_s, char *err,
+                size_t len)
 {
-    return api->join(g, id, rank, world, err, len);
+    return api->join(g, id, rank, world, timeout_s, err, len);
 }

@@ -782,7 +782,8 @@ static int join_ranks(trainer_t *t)
         return rc;
     for (int i = 0; i < ZP_NCCL_ID_BYTES; i++)
         id[i] = (uint8_t)sum[i];
-    if ((rc = zp_gpu_join(t->gpu, id, t->rank, t->world, err, sizeof err)))
+    if ((rc = zp_gpu_join(t->gpu, id, t->rank, t->world, (int)t->st->cfg.comm_timeout_s, err,
+                          sizeof err)))
         zp_error("trainer.gpus: %s", err);
     else
         zp_info("cuda backend: rank %d of %d joined the NCCL communicator", t->rank, t->world);

@@ -145,7 +145,34 @@ def two_gpus_train_as_cpu_ranks():
         zp.check(comm >= 100, "comm region count %d" % comm)
 
 
+def a_stopped_gpu_rank_is_aborted_within_the_timeout():
+    """trainer.gpus: 2 on cuda with rank 1 frozen (SIGSTOP: alive to the
+    supervisor, silent to NCCL): rank 0's all-reduce never completes by
+    itself; past trainer.comm_timeout_s it aborts the communicator and the run
+    stops naming it, instead of hanging until the job's time limit."""
+    if gpu_count() < 2:
+        print("one GPU: the NCCL abort check needs two", flush=True)
+        return
+    import signal
+    with zp.Workdir() as w:
+        cfg = w.write("stuck.yaml", CONFIG.format(name="stuck", backend="cuda", optimizer="sgd",
+                                                  lr=0.05, epochs=100))
+        p = w.start("up", cfg, "trainer.gpus=2", "trainer.comm_timeout_s=5")
+        run = w.run_dir("stuck")
+        zp.wait_for(lambda: os.path.exists(os.path.join(run, "metrics.jsonl")) and
+                    any(m.get("event") == "step" for m in zp.metrics(run)), 120, "training to start")
+        for pid in zp.stage_pids(run):
+            cmd = open("/proc/%d/cmdline" % pid, "rb").read()
+            if b"trainer\0" in cmd and b"--instance\x001" in cmd:
+                os.kill(pid, signal.SIGSTOP)
+        out, err = p.communicate(timeout=120)  # a guard against the hang this test is about
+        zp.check(p.returncode == 1, "exit %d: %s" % (p.returncode, err[-2000:]))
+        log = trainer_log(w, "stuck")
+        zp.check("aborting the communicator" in log and "trainer.comm_timeout_s" in log, log[-2000:])
+
+
 if __name__ == "__main__":
     if not gpu_present():
         zp.main([without_a_gpu_cuda_stops_the_run_and_names_why], exit_code_on_pass=77)
-    zp.main([cuda_matches_cpu_after_100_steps, gpu_timers_and_checkpoints, two_gpus_train_as_cpu_ranks])
+    zp.main([cuda_matches_cpu_after_100_steps, gpu_timers_and_checkpoints, two_gpus_train_as_cpu_ranks,
+             a_stopped_gpu_rank_is_aborted_within_the_timeout])
