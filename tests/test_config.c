@@ -305,6 +305,7 @@ static void every_key_of_a_full_file_is_parsed(void **state)
     assert_int_equal(c.commit_every, 7);
     assert_int_equal(c.on_mismatch, ZP_MISMATCH_REBUILD);
     assert_int_equal(c.loader_workers, 256);
+    assert_int_equal(c.fetch_timeout_s, 120);
     assert_false(c.shuffle);
     assert_true(c.drop_last);
     assert_int_equal(c.backend, ZP_BACKEND_NULL);
