@@ -203,9 +203,28 @@ def a_killed_remote_loader_worker_is_reaped_and_restarted():
         zp.check(err.count("stopping: loaded") == 3, "every worker stops: " + err[-1500:])
 
 
+def stages_start_through_a_wrapper_found_on_path_and_a_missing_one_is_named():
+    """The spawn path resolves ZP_STAGE_WRAPPER on PATH before the fork (the
+    child only execs): `env` runs every stage; a missing program is named by
+    the child that could not exec it, and the run stops."""
+    with zp.Workdir() as w:
+        env = dict(os.environ, ZP_STAGE_WRAPPER="env")
+        p = w.start("up", synth(w, "wrapped"), env=env)
+        out, err = p.communicate(timeout=120)
+        zp.check(p.returncode == 0, "exit %d: %s" % (p.returncode, err[-1500:]))
+        zp.check(len(zp.epoch_ends(w.run_dir("wrapped"), "train")) == 1, "no epoch")
+        env["ZP_STAGE_WRAPPER"] = "zp-no-such-wrapper --flag"
+        p = w.start("up", synth(w, "missing"), env=env)
+        out, err = p.communicate(timeout=120)
+        logs = "".join(open(f).read() for f in glob.glob(os.path.join(w.run_dir("missing"), "logs", "*")))
+        zp.check(p.returncode != 0 and "]: cannot exec zp-no-such-wrapper" in logs,
+                 "exit %d: %s\n%s" % (p.returncode, err[-1500:], logs[-1500:]))
+
+
 if __name__ == "__main__":
     zp.main([a_test_label_beyond_the_train_classes_is_refused_naming_file_index_and_label,
              a_flipped_label_byte_in_a_cached_value_is_corrupt_and_reloaded,
              a_flipped_byte_in_a_checkpoint_header_is_refused_by_resume_and_eval,
              a_torn_events_file_is_reported_on_with_what_was_skipped,
-             a_killed_remote_loader_worker_is_reaped_and_restarted])
+             a_killed_remote_loader_worker_is_reaped_and_restarted,
+             stages_start_through_a_wrapper_found_on_path_and_a_missing_one_is_named])
