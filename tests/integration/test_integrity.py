@@ -124,6 +124,34 @@ def a_flipped_byte_in_a_checkpoint_header_is_refused_by_resume_and_eval():
                      "eval, byte %d: exit %d: %s" % (at, rc, err))
 
 
+def every_checkpoint_rename_is_followed_by_an_fsync_of_its_folder():
+    """Seen with strace (skipped where it is missing or cannot trace)."""
+    strace = shutil.which("strace")
+    if not strace:
+        print("SKIP: no strace (Debian package strace)")
+        return
+    with zp.Workdir() as w:
+        trace = os.path.join(w.path, "trace")
+        r = subprocess.run([strace, "-f", "-qq", "-e", "trace=rename,openat,fsync", "-o", trace,
+                            zp.BIN, "up", synth(w, "f")], cwd=w.path, capture_output=True,
+                           text=True, timeout=240)
+        if r.returncode != 0 and "ptrace" in r.stderr:
+            print("SKIP: strace cannot trace here: " + r.stderr.strip()[-200:])
+            return
+        zp.check(r.returncode == 0, r.stderr[-1500:])
+        lines = open(trace).read().splitlines()
+        folder = os.path.join(w.run_dir("f"), "checkpoints")
+        renames = [i for i, l in enumerate(lines) if "rename(" in l and ".ckpt.tmp" in l]
+        zp.check(renames, "no checkpoint was renamed")
+        for i in renames:
+            pid = lines[i].split()[0]
+            after = [l for l in lines[i + 1:] if l.split()[0] == pid][:2]
+            fd = after[0].rsplit("= ", 1)[-1] if after else "?"
+            zp.check(len(after) == 2 and 'openat(AT_FDCWD, "%s", O_RDONLY' % folder in after[0] and
+                     "O_DIRECTORY" in after[0] and after[1].startswith("%s  fsync(%s)" % (pid, fd)) and
+                     after[1].endswith("= 0"), "after %s: %s" % (lines[i], after))
+
+
 RECORD = b"\x83\xa1v\x01\xa1t\xa5event"  # the start of every EVENT header (schemas/msg.c)
 
 
@@ -225,6 +253,7 @@ if __name__ == "__main__":
     zp.main([a_test_label_beyond_the_train_classes_is_refused_naming_file_index_and_label,
              a_flipped_label_byte_in_a_cached_value_is_corrupt_and_reloaded,
              a_flipped_byte_in_a_checkpoint_header_is_refused_by_resume_and_eval,
+             every_checkpoint_rename_is_followed_by_an_fsync_of_its_folder,
              a_torn_events_file_is_reported_on_with_what_was_skipped,
              a_killed_remote_loader_worker_is_reaped_and_restarted,
              stages_start_through_a_wrapper_found_on_path_and_a_missing_one_is_named])
