@@ -288,7 +288,7 @@ static int load(report_t *r, const char *run_dir, char *err, size_t errlen)
     if (rc == ZP_ENOMEM)
         snprintf(err, errlen, "%s: out of memory", path);
     else if (!rc && !r->events && r->skipped_bytes) {
-        snprintf(err, errlen, "%s: no zeus-pipe event record in its %zu bytes", path, size);
+        snprintf(err, errlen, "%s: not a stream of msgpack records: no zeus-pipe event in its %zu bytes", path, size);
         rc = ZP_EPROTO;
     }
     return rc;
