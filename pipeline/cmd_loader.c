@@ -47,7 +47,7 @@ static int run_worker(zp_stage_t *st, int instance)
     zp_info("loading for %s", st->connect);
     int rc = zp_stage_open(st) ? 1 : zp_loader_main(st);
     zp_stage_close(st);
-    return rc ? 1 : zp_stop ? 128 + zp_stop : 0;
+    return rc ? rc : zp_stop ? 128 + zp_stop : 0; /* 2: a config error, not restarted */
 }
 
 /* Forks worker i. The supervising process never opens a ZeroMQ context or
