@@ -145,7 +145,8 @@ void zp_cachedb_fingerprint(const zp_config_t *cfg, const zp_dataset_meta_t *m, 
 {
     char p[600];
     int u8 = m->dtype == ZP_DTYPE_U8;
-    snprintf(buf, len, "value schema: %d (%s, XXH3-64)\n", ZP_CACHE_VERSION, u8 ? "uint8" : "float32");
+    snprintf(buf, len, "value schema: %d (%s, XXH3-64 of header and payload)\n", ZP_CACHE_VERSION,
+             u8 ? "uint8" : "float32");
     size_t n = strlen(buf);
     if (cfg->dataset_source == ZP_SOURCE_IDX) {
         snprintf(buf + n, len - n, "source: idx\n");
@@ -260,19 +261,22 @@ void zp_cache_header(uint8_t *hdr, const zp_dataset_meta_t *m, uint32_t index, i
     memcpy(hdr + 20, &label, 4);
     put_u32(hdr + 24, index);
     put_u32(hdr + 28, (uint32_t)bytes);
-    uint64_t h = XXH3_64bits(payload, bytes);
+    uint64_t h = zp_cache_sum(hdr, payload, bytes);
     memcpy(hdr + 32, &h, 8);
 }
 
-uint64_t zp_cache_sum(const void *payload, size_t bytes) { return XXH3_64bits(payload, bytes); }
+uint64_t zp_cache_sum(const uint8_t *hdr, const void *payload, size_t bytes)
+{
+    return XXH3_64bits_withSeed(payload, bytes, XXH3_64bits(hdr, 32));
+}
 
 int zp_cache_check(const MDB_val *v, const zp_dataset_meta_t *m, uint32_t index, int32_t *label,
                    const uint8_t **payload, const char **why)
 {
     uint64_t sum;
     int rc = zp_cache_check_header(v, m, index, label, payload, &sum, why);
-    if (!rc && XXH3_64bits(*payload, m->sample_bytes) != sum)
-        return *why = "payload checksum mismatch", ZP_EDATA;
+    if (!rc && zp_cache_sum(v->mv_data, *payload, m->sample_bytes) != sum)
+        return *why = "checksum mismatch (header or payload)", ZP_EDATA;
     return rc;
 }
 
@@ -294,6 +298,8 @@ int zp_cache_check_header(const MDB_val *v, const zp_dataset_meta_t *m, uint32_t
         return *why = "value belongs to another key", ZP_EDATA;
     memcpy(sum, p + 32, 8);
     memcpy(label, p + 20, 4);
+    if (*label < 0 || *label >= m->classes)
+        return *why = "label outside the dataset's classes", ZP_EDATA;
     *payload = p + ZP_CACHE_HDR;
     return 0;
 }

@@ -7,7 +7,7 @@
  *
  *   offset  size  field
  *        0     4  magic "ZPC1"
- *        4     1  header version (1)
+ *        4     1  header version (2)
  *        5     1  dtype (1 = float32, 2 = uint8: dataset.dtype)
  *        6     1  dimensions (3)
  *        7     1  reserved (0)
@@ -15,7 +15,14 @@
  *       20     4  label (i32)
  *       24     4  sample index (u32), the key again
  *       28     4  payload bytes (u32)
- *       32     8  XXH3-64 of the payload
+ *       32     8  checksum: XXH3-64 of the payload, seeded with the XXH3-64
+ *                 of bytes 0..31 (so a flipped label, index or shape byte is
+ *                 caught as surely as a flipped pixel)
+ *
+ * Version 1 checksummed the payload alone. The version is part of each
+ * split's fingerprint, so a cache of another version is refused or rebuilt
+ * (cache.on_mismatch) before a run starts, and a stray value of another
+ * version is a corrupt hit: re-loaded, never served.
  *
  * The cache stage is the only writer; prefetch and `warm` open the
  * environment read-only. Pointers into the map are valid until the end of
@@ -32,7 +39,7 @@
 #include <stdint.h>
 
 #define ZP_CACHE_HDR 40
-#define ZP_CACHE_VERSION 1
+#define ZP_CACHE_VERSION 2
 
 typedef struct {
     MDB_env *env;
@@ -79,18 +86,20 @@ static inline void zp_cache_key(uint32_t index, uint8_t key[4])
 void zp_cache_header(uint8_t *hdr, const zp_dataset_meta_t *m, uint32_t index, int32_t label,
                      const void *payload, size_t bytes);
 
-/* Checks a stored value: header fields against the dataset and index, and the
- * payload's checksum. Returns 0 with the label and a pointer to the payload
+/* Checks a stored value: header fields against the dataset and index (the
+ * label among its classes), and the checksum of header and payload. Returns 0 with the label and a pointer to the payload
  * (inside `v`), or ZP_EDATA with the reason in why. */
 int zp_cache_check(const MDB_val *v, const zp_dataset_meta_t *m, uint32_t index, int32_t *label,
                    const uint8_t **payload, const char **why);
 
 /* The same without the checksum, which the caller checks on its copy of the
- * payload with zp_cache_sum() (cheaper: the copy is hot in cache). */
+ * payload with zp_cache_sum(v->mv_data, copy, bytes) (cheaper: the copy is
+ * hot in cache). The label is not to be trusted before that check passes. */
 int zp_cache_check_header(const MDB_val *v, const zp_dataset_meta_t *m, uint32_t index,
                           int32_t *label, const uint8_t **payload, uint64_t *sum,
                           const char **why);
-uint64_t zp_cache_sum(const void *payload, size_t bytes);
+/* The checksum of a value: its header's first 32 bytes, then the payload. */
+uint64_t zp_cache_sum(const uint8_t *hdr, const void *payload, size_t bytes);
 
 /* Fills `present` (a bitmap of meta->n[split] bits) with the keys stored for a
  * split, and returns how many. One short read transaction, a cursor scan. */

@@ -38,6 +38,24 @@ static int write_all(int fd, const void *buf, size_t n)
     return 0;
 }
 
+/* fsync of the folder holding `path`: makes a rename in it durable. */
+static int fsync_dir(const char *path)
+{
+    char dir[4200];
+    snprintf(dir, sizeof dir, "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (slash)
+        *slash = 0;
+    else
+        snprintf(dir, sizeof dir, ".");
+    int fd = open(dir[0] ? dir : "/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    int rc = fsync(fd) ? -errno : 0;
+    close(fd);
+    return rc;
+}
+
 int zp_ckpt_write(const char *path, const zp_ckpt_pos_t *pos, const void *payload, size_t bytes)
 {
     uint8_t h[ZP_CKPT_HDR] = {0};
@@ -51,6 +69,7 @@ int zp_ckpt_write(const char *path, const zp_ckpt_pos_t *pos, const void *payloa
     put64(h + 40, pos->epoch);
     put64(h + 48, pos->batch);
     put64(h + 56, pos->seed);
+    put64(h + 64, XXH3_64bits(h, 64));
     char tmp[4200];
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
@@ -66,6 +85,8 @@ int zp_ckpt_write(const char *path, const zp_ckpt_pos_t *pos, const void *payloa
         rc = -errno;
     if (rc)
         unlink(tmp);
+    else
+        rc = fsync_dir(path);
     return rc;
 }
 
@@ -82,19 +103,27 @@ int zp_ckpt_read(const char *path, zp_ckpt_pos_t *pos, void **payload, size_t *b
     struct stat st;
     uint8_t h[ZP_CKPT_HDR];
     int rc = ZP_EDATA;
-    if (fstat(fileno(f), &st) || fread(h, 1, sizeof h, f) != sizeof h || memcmp(h, "ZPCKPT01", 8)) {
+    if (fstat(fileno(f), &st) || fread(h, 1, 16, f) != 16 || memcmp(h, "ZPCKPT01", 8)) {
         snprintf(err, errlen, "%s: not a zeus-pipe checkpoint (bad magic or shorter than its header)", path);
         goto out;
     }
     uint32_t hb, ver;
     memcpy(&hb, h + 8, 4);
     memcpy(&ver, h + 12, 4);
-    uint64_t n = get64(h + 16);
     if (hb != ZP_CKPT_HDR || ver != ZP_CKPT_VERSION) {
         snprintf(err, errlen, "%s: checkpoint format version %u, this build reads %d", path, ver,
                  ZP_CKPT_VERSION);
         goto out;
     }
+    if (fread(h + 16, 1, sizeof h - 16, f) != sizeof h - 16) {
+        snprintf(err, errlen, "%s: shorter than its %d-byte header", path, ZP_CKPT_HDR);
+        goto out;
+    }
+    if (XXH3_64bits(h, 64) != get64(h + 64)) {
+        snprintf(err, errlen, "%s: header checksum mismatch (corrupt step, epoch, batch or seed)", path);
+        goto out;
+    }
+    uint64_t n = get64(h + 16);
     if ((uint64_t)st.st_size != ZP_CKPT_HDR + n) {
         snprintf(err, errlen, "%s: truncated or extended: %lld bytes, the header says %llu", path,
                  (long long)st.st_size, (unsigned long long)(ZP_CKPT_HDR + n));

@@ -1,22 +1,26 @@
 /* ckpt.h — checkpoint files: what a run needs to go on exactly where it was.
  *
- * A file is a 64-byte header followed by the payload:
+ * A file is a 72-byte header followed by the payload:
  *
  *   offset  size  field
  *        0     8  magic "ZPCKPT01"
- *        8     4  header bytes (64)
- *       12     4  format version (1)
+ *        8     4  header bytes (72)
+ *       12     4  format version (2)
  *       16     8  payload bytes
  *       24     8  XXH3-64 of the payload
  *       32     8  step: train steps done
  *       40     8  epoch: the epoch to go on with (from 0)
  *       48     8  batch: its next train batch (0 = the epoch's start)
  *       56     8  seed of the run (a checkpoint of another seed is refused)
+ *       64     8  XXH3-64 of bytes 0..63: the position is checked even where
+ *                 only the header is read (prefetch's --resume)
  *
+ * Version 1 had no header checksum; this build refuses it, saying so.
  * The payload belongs to the trainer (model, optimizer state, metrics). The
  * sampler needs no state of its own: an epoch's order is a function of
  * (seed, epoch), so (epoch, batch) is its position. Files are written to a
- * temporary name, fsynced and renamed, so a crash leaves the old one intact.
+ * temporary name, fsynced and renamed, and the directory is fsynced after the
+ * rename, so a crash leaves the old one or the new one, intact.
  */
 #ifndef ZP_CKPT_H
 #define ZP_CKPT_H
@@ -24,8 +28,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define ZP_CKPT_HDR 64
-#define ZP_CKPT_VERSION 1
+#define ZP_CKPT_HDR 72
+#define ZP_CKPT_VERSION 2
 
 typedef struct {
     uint64_t step, epoch, batch, seed;
@@ -34,7 +38,8 @@ typedef struct {
 /* Writes header + payload atomically to `path`. */
 int zp_ckpt_write(const char *path, const zp_ckpt_pos_t *pos, const void *payload, size_t bytes);
 
-/* Reads `path`: checks magic, version, sizes and checksum. On success the
+/* Reads `path`: checks magic, version, the header's checksum, sizes and
+ * (reading the payload) the payload's checksum. On success the
  * payload is malloc'ed into *payload (owned by the caller; NULL to read the
  * header only). Errors say what is wrong with the file in err. */
 int zp_ckpt_read(const char *path, zp_ckpt_pos_t *pos, void **payload, size_t *bytes, char *err,

@@ -9,7 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <xxhash.h>
 
 static int usage(FILE *out, int status)
 {
@@ -137,8 +136,10 @@ static const char *check_value(const MDB_val *k, const MDB_val *v)
     const uint8_t *p = v->mv_data;
     if (k->mv_size != 4)
         return "key is not a 4-byte sample index";
-    if (v->mv_size < ZP_CACHE_HDR || memcmp(p, "ZPC1", 4) || p[4] != ZP_CACHE_VERSION)
-        return "bad magic or version";
+    if (v->mv_size < ZP_CACHE_HDR || memcmp(p, "ZPC1", 4))
+        return "bad magic";
+    if (p[4] != ZP_CACHE_VERSION)
+        return "value schema of another zeus-pipe version (cache.on_mismatch=rebuild rebuilds it)";
     uint32_t u[6];
     memcpy(u, p + 8, sizeof u);
     const uint8_t *kb = k->mv_data;
@@ -152,8 +153,8 @@ static const char *check_value(const MDB_val *k, const MDB_val *v)
         return "payload size disagrees with the shape";
     uint64_t h;
     memcpy(&h, p + 32, 8);
-    if (XXH3_64bits(p + ZP_CACHE_HDR, u[5]) != h)
-        return "payload checksum mismatch";
+    if (zp_cache_sum(p, p + ZP_CACHE_HDR, u[5]) != h)
+        return "checksum mismatch (header or payload)";
     return NULL;
 }
 

@@ -30,6 +30,26 @@ void zp_normalize(const float *lut, const zp_dataset_meta_t *m, const uint8_t *p
             out[c * plane + i] = lut[px[c * plane + i]];
 }
 
+int zp_label_check(const zp_dataset_meta_t *m, const char *where, int64_t index, int64_t label,
+                   char *err, size_t errlen)
+{
+    if (label >= 0 && label < m->classes)
+        return 0;
+    snprintf(err, errlen, "%s: label %lld of sample %lld is outside the train split's classes 0..%lld",
+             where, (long long)label, (long long)index, (long long)m->classes - 1);
+    return ZP_EDATA;
+}
+
+/* Each of the split's labels against the train split's classes. */
+static int check_idx_labels(const zp_dataset_meta_t *m, const char *path, const zp_idx_t *lab,
+                            char *err, size_t len)
+{
+    for (size_t i = 0; i < lab->bytes; i++)
+        if (zp_label_check(m, path, (int64_t)i, lab->data[i], err, len))
+            return ZP_EDATA;
+    return 0;
+}
+
 void zp_dataset_file(const zp_config_t *cfg, const char *name, char *buf, size_t len)
 {
     if (name[0] == '/')
@@ -145,7 +165,7 @@ static int probe_idx(const zp_config_t *cfg, zp_dataset_meta_t *m, char *err, si
             return ZP_EDATA;
         }
         zp_dataset_file(cfg, files[s][1], path, sizeof path);
-        if ((rc = zp_idx_read(path, s == ZP_SPLIT_TRAIN, &lab, err, len)))
+        if ((rc = zp_idx_read(path, 1, &lab, err, len)))
             return rc;
         if (lab.ndims != 1 || lab.dims[0] != img.dims[0]) {
             snprintf(err, len, "%s: %lld labels for %lld images", path, (long long)lab.dims[0],
@@ -165,7 +185,11 @@ static int probe_idx(const zp_config_t *cfg, zp_dataset_meta_t *m, char *err, si
             snprintf(err, len, "%s: images are %lldx%lld, the train split's %lldx%lld", path,
                      (long long)img.dims[1], (long long)img.dims[2], (long long)m->shape[1],
                      (long long)m->shape[2]);
+            zp_idx_free(&lab);
             return ZP_EDATA;
+        } else if ((rc = check_idx_labels(m, path, &lab, err, len))) {
+            zp_idx_free(&lab);
+            return rc;
         }
         zp_idx_free(&lab);
         m->n[s] = img.dims[0];
@@ -183,17 +207,21 @@ static int probe_images(const zp_config_t *cfg, zp_dataset_meta_t *m, char *err,
         if (rc)
             return rc;
         m->n[s] = l.n;
-        m->classes = l.classes > m->classes ? l.classes : m->classes;
+        if (s == ZP_SPLIT_TRAIN)
+            m->classes = l.classes < 2 ? 2 : l.classes;
+        for (int64_t i = 0; !rc && s == ZP_SPLIT_TEST && i < l.n; i++)
+            rc = zp_label_check(m, where, i, l.label[i], err, len);
         m->files_bytes[s] = l.bytes;
         m->files_mtime[s] = l.mtime;
         zp_imagelist_free(&l);
+        if (rc)
+            return rc;
     }
     if (cfg->image_resize && cfg->image_crop > cfg->image_resize) {
         snprintf(err, len, "dataset.image.crop %lld is larger than dataset.image.resize %lld",
                  (long long)cfg->image_crop, (long long)cfg->image_resize);
         return ZP_ECONFIG;
     }
-    m->classes = m->classes < 2 ? 2 : m->classes;
     m->shape[0] = 3;
     m->shape[1] = m->shape[2] = cfg->image_crop;
     return 0;

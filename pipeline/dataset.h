@@ -23,10 +23,18 @@ typedef struct {
 
 const char *zp_split_name(int split);
 
-/* Reads headers (and the train labels, for the class count) and checks them:
- * a missing file, bad magic or inconsistent count is reported in `err`,
- * naming the file. */
+/* Reads headers (and the labels: the train split's give the class count) and
+ * checks them: a missing file, bad magic, inconsistent count or a test label
+ * beyond the train split's classes is reported in `err`, naming the file. */
 int zp_dataset_probe(const zp_config_t *cfg, zp_dataset_meta_t *meta, char *err, size_t errlen);
+
+/* 0 when `label` is one of the train split's classes (0..classes-1); else
+ * ZP_EDATA with "WHERE: label L of sample I is outside the train split's
+ * classes 0..C-1" in err. Every reader of labels (probe, sources, the cache)
+ * checks with it: a label beyond the model's outputs is refused where it is
+ * read, naming its file and sample. */
+int zp_label_check(const zp_dataset_meta_t *m, const char *where, int64_t index, int64_t label,
+                   char *err, size_t errlen);
 
 /* An IDX file (gzip or plain) read whole. dims[0] is the item count. */
 typedef struct {

@@ -45,6 +45,76 @@ static int wrapper_args(char **args, int max)
     return n;
 }
 
+/* `name` when it holds a '/', else its first executable match on PATH (as
+ * execvp would find it, but before the fork: execvp may allocate). */
+static void resolve(const char *name, char *out, size_t len)
+{
+    snprintf(out, len, "%s", name);
+    const char *path = getenv("PATH");
+    if (strchr(name, '/') || !path)
+        return;
+    for (const char *p = path; *p;) {
+        size_t n = strcspn(p, ":");
+        char cand[PATH_MAX];
+        snprintf(cand, sizeof cand, "%.*s/%s", (int)(n ? n : 1), n ? p : ".", name);
+        if (access(cand, X_OK) == 0) {
+            snprintf(out, len, "%s", cand);
+            return;
+        }
+        p += n + (p[n] == ':');
+    }
+}
+
+/* Everything the child needs, made before the fork: between fork and exec
+ * the child only makes async-signal-safe calls on it. */
+typedef struct {
+    char prog[PATH_MAX], mode[16], inst[16], fail[PATH_MAX + 64];
+    char *args[48];
+    int log, keep_stdout, handled[64], nhandled;
+    pid_t parent;
+    sigset_t none;
+} spawn_t;
+
+static void spawn_prepare(spawn_t *p, zp_procs_t *s, const char *stage, int instance)
+{
+    snprintf(p->inst, sizeof p->inst, "%d", instance);
+    snprintf(p->mode, sizeof p->mode, "%d", s->mode);
+    int n = wrapper_args(p->args, 36);
+    char *tail[] = {s->exe, "stage", (char *)stage, "--run", s->run_dir, "--instance", p->inst,
+                    "--mode", p->mode, "--ckpts", s->ckpts, NULL};
+    memcpy(p->args + n, tail, sizeof tail);
+    resolve(p->args[0], p->prog, sizeof p->prog);
+    snprintf(p->fail, sizeof p->fail, "zeus-pipe: %s[%d]: cannot exec %s\n", stage, instance, p->prog);
+    p->parent = getpid();
+    sigemptyset(&p->none);
+    p->nhandled = 0; /* signals with a handler here: back to default in the child */
+    for (int sig = 1; sig < 64 && sig < NSIG; sig++) {
+        struct sigaction old;
+        if (sigaction(sig, NULL, &old) == 0 && old.sa_handler != SIG_DFL && old.sa_handler != SIG_IGN)
+            p->handled[p->nhandled++] = sig;
+    }
+}
+
+/* The child, between fork and exec: async-signal-safe calls only. */
+static void spawn_child(const spawn_t *p)
+{
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != p->parent)
+        _exit(1);
+    dup2(p->log, STDERR_FILENO);
+    if (!p->keep_stdout)
+        dup2(p->log, STDOUT_FILENO);
+    struct sigaction dfl = {.sa_handler = SIG_DFL}, ign = {.sa_handler = SIG_IGN};
+    for (int i = 0; i < p->nhandled; i++)
+        sigaction(p->handled[i], &dfl, NULL); /* a TERM before exec stops it, as it should */
+    sigaction(SIGUSR1, &ign, NULL); /* a retire before the stage's handler is up: not fatal */
+    sigprocmask(SIG_SETMASK, &p->none, NULL);
+    execve(p->prog, p->args, environ);
+    ssize_t w = write(STDERR_FILENO, p->fail, strlen(p->fail));
+    (void)w;
+    _exit(127);
+}
+
 int zp_procs_spawn(zp_procs_t *s, const char *stage, int instance, int keep_stdout)
 {
     zp_child_t *slot = NULL;
@@ -53,41 +123,25 @@ int zp_procs_spawn(zp_procs_t *s, const char *stage, int instance, int keep_stdo
             slot = &s->child[i];
     if (!slot && s->nchild == ZP_CHILDREN_MAX)
         return ZP_EFULL;
-    char logpath[PATH_MAX + 64], inst[16];
+    static spawn_t p; /* large; the supervisor spawns from one thread */
+    char logpath[PATH_MAX + 64];
     snprintf(logpath, sizeof logpath, "%s/logs/%s-%d.log", s->run_dir, stage, instance);
-    snprintf(inst, sizeof inst, "%d", instance);
-    int fd = open(logpath, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-    if (fd < 0)
+    p.log = open(logpath, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (p.log < 0)
         return -errno;
-    pid_t parent = getpid();
+    p.keep_stdout = keep_stdout;
+    spawn_prepare(&p, s, stage, instance);
+    sigset_t all, old;
+    sigfillset(&all);
+    sigprocmask(SIG_BLOCK, &all, &old); /* no handler of ours runs in the child */
     pid_t pid = fork();
-    if (pid < 0) {
-        close(fd);
-        return -errno;
-    }
-    if (pid == 0) {
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-        if (getppid() != parent)
-            _exit(1);
-        dup2(fd, STDERR_FILENO);
-        if (!keep_stdout)
-            dup2(fd, STDOUT_FILENO);
-        signal(SIGUSR1, SIG_IGN); /* a retire before the stage's handler is up: not fatal */
-        sigset_t none;
-        sigemptyset(&none);
-        sigprocmask(SIG_SETMASK, &none, NULL);
-        char mode[16];
-        snprintf(mode, sizeof mode, "%d", s->mode);
-        char *args[48];
-        int n = wrapper_args(args, 36);
-        char *tail[] = {s->exe, "stage", (char *)stage, "--run", s->run_dir, "--instance", inst,
-                        "--mode", mode, "--ckpts", s->ckpts, NULL};
-        memcpy(args + n, tail, sizeof tail);
-        execvp(args[0], args);
-        dprintf(STDERR_FILENO, "zeus-pipe: exec %s: %s\n", s->exe, strerror(errno));
-        _exit(127);
-    }
-    close(fd);
+    if (pid == 0)
+        spawn_child(&p);
+    int e = errno;
+    sigprocmask(SIG_SETMASK, &old, NULL);
+    close(p.log);
+    if (pid < 0)
+        return -e;
     if (!slot)
         slot = &s->child[s->nchild++], *slot = (zp_child_t){.stage = stage, .instance = instance};
     slot->pid = pid;

@@ -1,3 +1,4 @@
+#define _GNU_SOURCE
 #include "pipeline/report.h"
 #include "pipeline/json.h"
 #include "pipeline/log.h"
@@ -5,10 +6,14 @@
 #include "schemas/msg.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #define STAGES 5
 static const char *const STAGE[STAGES] = {"loader", "cache", "prefetch", "trainer", "logger"};
@@ -45,6 +50,7 @@ typedef struct {
     epoch_row_t *rows;
     int64_t nrows;
     int64_t events, bad;
+    int64_t skipped_bytes, skipped_records; /* torn or garbled spans of events.msgpack */
     int64_t loaders_lost, requeued; /* the cache stage's loader_lost records */
     skip_t *skips;                  /* distinct skipped samples, at most SKIPS_MAX; owned */
     int nskips;
@@ -201,52 +207,90 @@ static int on_record(report_t *r, const msgpack_object *o)
     return 0;
 }
 
-static int load(report_t *r, const char *run_dir, char *err, size_t errlen)
+/* The bytes every EVENT record starts with, as the encoder writes them
+ * ({"v": version, "t": "event", ...}); 0 when they do not fit `len`. */
+static size_t record_start(char *buf, size_t len)
 {
-    char path[PATH_MAX + 32];
-    snprintf(path, sizeof path, "%s/events.msgpack", run_dir);
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        int e = errno;
-        snprintf(err, errlen, "%s: %s", path, strerror(e));
-        return -e;
-    }
-    msgpack_unpacker u;
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    zp_msg_pack_begin(&pk, ZP_MSG_EVENT, 1);
+    size_t n = sb.size <= len ? sb.size : 0;
+    memcpy(buf, sb.data, n);
+    msgpack_sbuffer_destroy(&sb);
+    return n;
+}
+
+/* The logger writes records back to back, so a record spans from one record
+ * start to the next (or the end). A span that is not exactly one msgpack
+ * object — a record torn by a kill, garbled bytes — is skipped and counted,
+ * as are bytes before the first start; the records after it are read. */
+static int parse(report_t *r, const char *data, size_t size)
+{
+    char start[64];
+    size_t slen = record_start(start, sizeof start);
+    const char *end = data + size, *at = slen ? memmem(data, size, start, slen) : NULL;
+    if (!at)
+        at = end;
+    if (at > data)
+        r->skipped_bytes += at - data, r->skipped_records++;
     msgpack_unpacked one;
-    if (!msgpack_unpacker_init(&u, 1 << 16)) {
-        fclose(f);
-        return ZP_ENOMEM;
-    }
     msgpack_unpacked_init(&one);
     int rc = 0;
-    for (size_t got = 1; !rc && got;) {
-        if (msgpack_unpacker_buffer_capacity(&u) < 4096 && !msgpack_unpacker_reserve_buffer(&u, 1 << 16)) {
+    while (!rc && at < end) {
+        const char *next = memmem(at + 1, (size_t)(end - at - 1), start, slen);
+        next = next ? next : end;
+        size_t off = (size_t)(at - data), stop = (size_t)(next - data);
+        msgpack_unpack_return ur = msgpack_unpack_next(&one, data, stop, &off);
+        if (ur == MSGPACK_UNPACK_NOMEM_ERROR) {
             rc = ZP_ENOMEM;
-            break;
-        }
-        got = fread(msgpack_unpacker_buffer(&u), 1, msgpack_unpacker_buffer_capacity(&u), f);
-        msgpack_unpacker_buffer_consumed(&u, got);
-        msgpack_unpack_return ur;
-        while (!rc && (ur = msgpack_unpacker_next(&u, &one)) == MSGPACK_UNPACK_SUCCESS) {
+        } else if (ur == MSGPACK_UNPACK_SUCCESS && off == stop) {
             r->events++;
             int e = on_record(r, &one.data);
             if (e == ZP_EPROTO)
                 r->bad++; /* a record this version does not understand: skipped */
             else
                 rc = e;
+        } else {
+            r->skipped_bytes += next - at, r->skipped_records++;
         }
-        if (!rc && ur == MSGPACK_UNPACK_PARSE_ERROR) {
-            snprintf(err, errlen, "%s: not a stream of msgpack records after %lld records", path,
-                     (long long)r->events);
-            rc = ZP_EPROTO;
-        }
+        at = next;
     }
-    /* A record cut short at the end is one the logger is writing: ignored. */
     msgpack_unpacked_destroy(&one);
-    msgpack_unpacker_destroy(&u);
-    fclose(f);
+    return rc;
+}
+
+static int load(report_t *r, const char *run_dir, char *err, size_t errlen)
+{
+    char path[PATH_MAX + 32];
+    snprintf(path, sizeof path, "%s/events.msgpack", run_dir);
+    int fd = open(path, O_RDONLY | O_CLOEXEC), rc = 0;
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st)) {
+        rc = -errno;
+        snprintf(err, errlen, "%s: %s", path, strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        return rc;
+    }
+    size_t size = (size_t)st.st_size; /* a running logger appends: what is there now */
+    void *map = size ? mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0) : NULL;
+    close(fd);
+    if (size && map == MAP_FAILED) {
+        rc = -errno;
+        snprintf(err, errlen, "%s: %s", path, strerror(errno));
+        return rc;
+    }
+    rc = size ? parse(r, map, size) : 0;
+    if (size)
+        munmap(map, size);
     if (rc == ZP_ENOMEM)
         snprintf(err, errlen, "%s: out of memory", path);
+    else if (!rc && !r->events && r->skipped_bytes) {
+        snprintf(err, errlen, "%s: not a stream of msgpack records: no zeus-pipe event in its %zu bytes", path, size);
+        rc = ZP_EPROTO;
+    }
     return rc;
 }
 
@@ -400,6 +444,8 @@ static void json_report(report_t *r, const stage_sum_t *s, double wait, const ch
 {
     fprintf(out, "{\"run\":");
     zp_json_str(out, r->run);
+    fprintf(out, ",\"skipped_bytes\":%lld,\"skipped_records\":%lld", (long long)r->skipped_bytes,
+            (long long)r->skipped_records);
     fprintf(out, ",\"epochs\":[");
     int first = 1;
     for (int64_t e = 0; e < r->nrows; e++) {
@@ -521,6 +567,11 @@ int zp_report(const char *run_dir, FILE *text, FILE *json, char *err, size_t err
         if (r->bad)
             fprintf(text, "(%lld records of events.msgpack were not understood and skipped)\n",
                     (long long)r->bad);
+        if (r->skipped_records)
+            fprintf(text, "(events.msgpack: skipped %lld bytes (%lld torn or garbled record%s); "
+                          "this report is of the rest)\n",
+                    (long long)r->skipped_bytes, (long long)r->skipped_records,
+                    r->skipped_records == 1 ? "" : "s");
     }
     if (json)
         json_report(r, s, wait, hot, advice, json); /* regions were sorted above: same stats */

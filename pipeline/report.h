@@ -18,8 +18,10 @@
 #include <stdio.h>
 
 /* Reads <run_dir>/events.msgpack and prints the report as text to `text`
- * and as JSON to `json` (either may be NULL). 0, or an error in err
- * (-ENOENT: no events file; ZP_EPROTO: not a msgpack stream). */
+ * and as JSON to `json` (either may be NULL). A record torn by a kill or
+ * garbled is skipped, and the report says how many bytes and records it
+ * skipped. 0, or an error in err (-ENOENT: no events file; ZP_EPROTO: not
+ * one event record in it). */
 int zp_report(const char *run_dir, FILE *text, FILE *json, char *err, size_t errlen);
 
 /* The final figures of a run, for tables of many runs (`zeus-pipe sweep`). */

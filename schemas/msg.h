@@ -121,6 +121,18 @@ typedef struct {
 
 const char *zp_msg_name(zp_msg_type_t t);
 
+/* Arithmetic on a peer's u64 fields that cannot wrap, for checks the codec
+ * cannot make alone. zp_span_fits: [offset, offset + n) lies within `total`
+ * items. zp_credit_add: have + more, saturated at max (have in 0..max). */
+static inline int zp_span_fits(uint64_t offset, uint64_t n, uint64_t total)
+{
+    return offset <= total && n <= total - offset;
+}
+static inline int64_t zp_credit_add(int64_t have, uint64_t more, int64_t max)
+{
+    return have >= max || more >= (uint64_t)(max - have) ? max : have + (int64_t)more;
+}
+
 /* Decodes frames[0..nframes) into m. Returns 0, or ZP_EPROTO with a reason in
  * `why` (m must still be released). */
 int zp_msg_decode(zp_msg_t *m, const void *const *frames, const size_t *sizes, int nframes,

@@ -1100,6 +1100,44 @@ static void damaged_headers_never_crash_the_decoder(void **state)
         wire_free(&seeds[i]);
 }
 
+/* ---- overflow-safe checks on wire values ---------------------------------------------- */
+
+/* prefetch.c checked a RESULT with `offset + n <= fetch size`: offset
+ * UINT64_MAX and n 1 wrap to 0 and passed, then indexed far past the fetch. */
+static void a_span_near_uint64_max_does_not_wrap_into_range(void **state)
+{
+    (void)state;
+    assert_true(zp_span_fits(0, 10, 10));
+    assert_true(zp_span_fits(10, 0, 10));
+    assert_true(zp_span_fits(3, 7, 10));
+    assert_false(zp_span_fits(3, 8, 10));
+    assert_false(zp_span_fits(11, 0, 10));
+    assert_false(zp_span_fits(UINT64_MAX, 1, 10));
+    assert_false(zp_span_fits(1, UINT64_MAX, 10));
+    assert_false(zp_span_fits(UINT64_MAX - 4, 5, 10));
+    assert_false(zp_span_fits(UINT32_MAX, (uint64_t)UINT32_MAX + 2, 100));
+    assert_true(zp_span_fits(UINT64_MAX - 1, 1, UINT64_MAX));
+    assert_false(zp_span_fits(UINT64_MAX, 1, UINT64_MAX));
+}
+
+/* cache.c added a READY's u64 credit, cast to int64, to the loader's: 2^63
+ * and more became negative (no tasks ever), and near INT64_MAX the signed
+ * sum overflowed. The sum saturates at the cap instead. */
+static void a_credit_near_uint64_max_saturates_at_the_cap(void **state)
+{
+    (void)state;
+    assert_int_equal(zp_credit_add(0, 1, 64), 1);
+    assert_int_equal(zp_credit_add(10, 54, 64), 64);
+    assert_int_equal(zp_credit_add(10, 53, 64), 63);
+    assert_int_equal(zp_credit_add(63, 0, 64), 63);
+    assert_int_equal(zp_credit_add(64, 1, 64), 64);
+    assert_int_equal(zp_credit_add(3, UINT64_MAX, 64), 64);
+    assert_int_equal(zp_credit_add(3, (uint64_t)INT64_MAX, 64), 64);
+    assert_int_equal(zp_credit_add(3, (uint64_t)INT64_MAX + 1, 64), 64);
+    assert_int_equal(zp_credit_add(3, UINT32_MAX, 64), 64);
+    assert_int_equal(zp_credit_add(0, (uint64_t)UINT32_MAX + 1, 64), 64);
+}
+
 int main(void)
 {
     const struct CMUnitTest round_trips[] = {
@@ -1151,6 +1189,8 @@ int main(void)
     };
     const struct CMUnitTest fuzz[] = {
         cmocka_unit_test(damaged_headers_never_crash_the_decoder),
+        cmocka_unit_test(a_span_near_uint64_max_does_not_wrap_into_range),
+        cmocka_unit_test(a_credit_near_uint64_max_saturates_at_the_cap),
     };
     int failed = 0;
     failed += cmocka_run_group_tests_name("msg: round trips", round_trips, setup, NULL);

@@ -450,7 +450,7 @@ static int on_work(cache_t *c, void *sock)
     } else if (m.type == ZP_MSG_READY && l && l->retiring) {
         /* no more tasks for it */
     } else if (m.type == ZP_MSG_READY && l) {
-        l->credit = l->credit + (int64_t)m.credit > 64 ? 64 : l->credit + (int64_t)m.credit;
+        l->credit = zp_credit_add(l->credit, m.credit, 64);
     } else if (m.type == ZP_MSG_SAMPLES || m.type == ZP_MSG_FAIL) {
         rc = on_result(c, &m, l);
     } else if (m.type == ZP_MSG_RETIRE && l) {

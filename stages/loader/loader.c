@@ -199,6 +199,8 @@ static int load_samples(loader_t *l, const zp_msg_t *t, zmq_msg_t *parts, char *
                 return ZP_EZMQ;
             uint8_t *px = raw ? out + i * elems : l->pixels + (i - i0) * elems;
             int rc = l->src->get(l->src, (int)t->split, ix, px, &label, err, len);
+            if (!rc)
+                rc = zp_label_check(&l->st->meta, zp_split_name((int)t->split), ix, label, err, len);
             if (rc == ZP_EDATA && l->st->cfg.on_error == ZP_ON_ERROR_SKIP) {
                 skip_sample(l, (int)t->split, ix, err);
                 memset(px, 0, elems);

@@ -10,7 +10,6 @@ typedef struct {
     zp_source_t base;
     zp_idx_t images[ZP_SPLITS], labels[ZP_SPLITS];
     size_t sample_bytes;
-    int64_t classes;
 } idx_source_t;
 
 static int idx_get(zp_source_t *src, int split, uint32_t index, uint8_t *pixels, int32_t *label,
@@ -64,6 +63,8 @@ int zp_source_idx_open(zp_source_t **out, const zp_config_t *cfg, const zp_datas
                      (long long)meta->n[sp]);
             rc = ZP_EDATA;
         }
+        for (size_t i = 0; !rc && i < s->labels[sp].bytes; i++)
+            rc = zp_label_check(meta, path, (int64_t)i, s->labels[sp].data[i], err, errlen);
         if (rc) {
             idx_destroy(&s->base);
             return rc;

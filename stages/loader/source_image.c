@@ -271,6 +271,8 @@ int zp_source_image_open(zp_source_t **out, const zp_config_t *cfg, const zp_dat
             snprintf(err, errlen, "%s: changed while the run started", where);
             rc = ZP_EDATA;
         }
+        for (int64_t i = 0; !rc && i < s->list[sp].n; i++)
+            rc = zp_label_check(meta, where, i, s->list[sp].label[i], err, errlen);
         if (rc) {
             image_destroy(&s->base);
             return rc;

@@ -309,7 +309,8 @@ static int on_result(prefetch_t *p, const zp_msg_t *m)
         bad_msg(p, "cache stage", "result for a fetch that is not in flight");
         return 0;
     }
-    int match = m->offset + m->n <= (uint64_t)f->n && m->elems == (uint64_t)p->st->meta.elems &&
+    int match = zp_span_fits(m->offset, m->n, (uint64_t)f->n) &&
+                m->elems == (uint64_t)p->st->meta.elems &&
                 m->dtype == (uint64_t)p->st->meta.dtype;
     const uint8_t *got = m->frame[1];
     for (uint64_t i = 0; match && i < m->n; i++) {

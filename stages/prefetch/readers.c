@@ -52,8 +52,8 @@ static void copy_range(const zp_copy_job_t *job, int64_t lo, int64_t hi)
                                   &job->why[j]))
             continue;
         memcpy(dst, payload, bytes);
-        if (zp_cache_sum(dst, bytes) != sum) {
-            job->why[j] = "payload checksum mismatch";
+        if (zp_cache_sum(job->vals[j].mv_data, dst, bytes) != sum) {
+            job->why[j] = "checksum mismatch (header or payload)";
             continue;
         }
         job->status[j] = ZP_HIT_OK;
