@@ -71,7 +71,7 @@ static int start_worker(zp_stage_t *st, worker_t *w, int i)
 
 /* A worker that exited: 0 (retired) and 2 (a config error a restart cannot
  * mend) are final, anything else is restarted after a back-off (50 ms,
- * doubling with each death within a minute, to 1.6 s). 1 when final and not 0. */
+ * doubling with each death within a minute, to 1.6 s). Its exit status when final. */
 static int on_exit_of(worker_t *w, int i, int status)
 {
     zp_child_t c = {.status = status};

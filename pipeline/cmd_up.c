@@ -14,6 +14,7 @@
 #include "pipeline/keys.h"
 #include "pipeline/log.h"
 #include "pipeline/proc.h"
+#include "pipeline/ring.h"
 #include "pipeline/rundir.h"
 #include "pipeline/slurm.h"
 #include "pipeline/sock.h"
@@ -326,6 +327,19 @@ int zp_cache_prepare(const zp_config_t *cfg, const zp_dataset_meta_t *meta)
     return rc;
 }
 
+/* The rings of this host's ranks fit in /dev/shm: said now, before any stage
+ * starts, instead of a prefetch killed by SIGBUS. */
+static int shm_room(const sup_t *s, const zp_dataset_meta_t *meta)
+{
+    char err[1024];
+    int rings = s->slurm.world > 1 ? 1 : (int)s->cfg.gpus;
+    if (!zp_ring_check_room(rings, (uint32_t)s->cfg.depth, s->cfg.batch_size, meta->sample_bytes,
+                            err, sizeof err))
+        return 0;
+    fprintf(stderr, "zeus-pipe: %s\n", err);
+    return 2;
+}
+
 /* `--resume RUN`: the run's own config, its directory, and a checkpoint that reads back. */
 static int prepare_resume(sup_t *s, const char *run)
 {
@@ -363,6 +377,8 @@ static int prepare_resume(sup_t *s, const char *run)
     if (s->cfg.cache_enabled && zp_cache_prepare(&s->cfg, &meta))
         return 2;
     zp_rundir_cleanup(s->run_dir); /* what its killed supervisor left */
+    if (shm_room(s, &meta)) /* with the dead run's ring gone */
+        return 2;
     snprintf(path, sizeof path, "%s/supervisor.pid", s->run_dir);
     FILE *f = fopen(path, "w");
     if (f) {
@@ -537,6 +553,8 @@ static int prepare(sup_t *s, int argc, char **argv)
         s->cfg.ckpt_every_epochs = s->cfg.ckpt_every_steps = 0;
         fprintf(stderr, "zeus-pipe: fast_dev_run: one train batch, one test batch, no checkpoint\n");
     }
+    if (shm_room(s, &meta))
+        return 2;
     if (slurm)
         return prepare_slurm(s, &meta);
     if (s->cfg.cache_enabled && zp_cache_prepare(&s->cfg, &meta))

@@ -4,6 +4,7 @@
 #include "pipeline/config.h"
 #include "pipeline/log.h"
 #include "schemas/config_keys.h"
+#include "schemas/msg.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -587,6 +588,39 @@ static void blame(origin_t *o, walk_t *w, const char *name, const yaml_mark_t **
     *m = o->override ? NULL : w->seen[i] ? &w->mark[i] : &top;
 }
 
+/* A sample's values must fit in one message (ZP_MAX_ELEMS): beyond, every
+ * SAMPLES would be refused as malformed and the run would wait forever. Each
+ * factor is at most 65536 (synthetic) or 16384 (crop): no product overflows. */
+static int check_sample_size(origin_t *o, zp_config_t *cfg, walk_t *w)
+{
+    const yaml_mark_t *m;
+    const char *shape = "dataset.synthetic.shape";
+    int64_t elems = 1;
+    for (int i = 0; i < cfg->synth_shape.n && i < 3; i++)
+        elems *= cfg->synth_shape.v[i];
+    if (cfg->synth_shape.n < 1 || cfg->synth_shape.n > 3) {
+        blame(o, w, shape, &m);
+        return fail_at(o, m, shape, NULL, "needs 1 to 3 dimensions (got %d)", cfg->synth_shape.n);
+    }
+    if (cfg->dataset_source == ZP_SOURCE_SYNTHETIC && elems > ZP_MAX_ELEMS) {
+        blame(o, w, shape, &m);
+        return fail_at(o, m, shape, NULL,
+                       "%lld values a sample, more than a message carries (ZP_MAX_ELEMS = %u)",
+                       (long long)elems, ZP_MAX_ELEMS);
+    }
+    int64_t crop = cfg->image_crop, most = (int64_t)sqrt(ZP_MAX_ELEMS / 3.0);
+    int images = cfg->dataset_source == ZP_SOURCE_IMAGE_FOLDER ||
+                 cfg->dataset_source == ZP_SOURCE_IMAGE_LIST;
+    if (images && 3 * crop * crop > ZP_MAX_ELEMS) {
+        blame(o, w, "dataset.image.crop", &m);
+        return fail_at(o, m, "dataset.image.crop", NULL,
+                       "3 x %lld x %lld = %lld values a sample, more than a message carries "
+                       "(ZP_MAX_ELEMS = %u): at most %lld", (long long)crop, (long long)crop,
+                       (long long)(3 * crop * crop), ZP_MAX_ELEMS, (long long)most);
+    }
+    return 0;
+}
+
 /* Checks that involve more than one key. */
 static int cross_check(origin_t *o, zp_config_t *cfg, walk_t *w)
 {
@@ -623,17 +657,7 @@ static int cross_check(origin_t *o, zp_config_t *cfg, walk_t *w)
         return fail_at(o, m, "dataset.augment.where", NULL,
                        "loader needs dataset.dtype: float32 (augmented pixels are not bytes)");
     }
-    const char *shape = "dataset.synthetic.shape";
-    int64_t elems = 1;
-    for (int i = 0; i < cfg->synth_shape.n; i++)
-        elems *= cfg->synth_shape.v[i];
-    if (cfg->synth_shape.n < 1 || cfg->synth_shape.n > 3 || elems > (64 << 20) / 4) {
-        blame(o, w, shape, &m);
-        if (elems > (64 << 20) / 4)
-            return fail_at(o, m, shape, NULL, "a sample must be at most 64 MiB");
-        return fail_at(o, m, shape, NULL, "needs 1 to 3 dimensions (got %d)", cfg->synth_shape.n);
-    }
-    return 0;
+    return check_sample_size(o, cfg, w);
 }
 
 int zp_config_load(zp_config_t *cfg, const char *path, char *const *overrides, int n, char *err,

@@ -107,12 +107,12 @@ int zp_idx_read(const char *path, int data_too, zp_idx_t *out, char *err, size_t
             goto out;
         }
         out->dims[i] = ((int64_t)d[0] << 24) | (d[1] << 16) | (d[2] << 8) | d[3];
-        if (out->dims[i] <= 0 || out->dims[i] > (1 << 30) || items > (SIZE_MAX >> 31)) {
+        if (out->dims[i] <= 0 || out->dims[i] > (1 << 30) ||
+            __builtin_mul_overflow(items, (size_t)out->dims[i], &items)) {
             snprintf(err, errlen, "%s: dimension %d is %lld", path, i, (long long)out->dims[i]);
             rc = ZP_EDATA;
             goto out;
         }
-        items *= (size_t)out->dims[i];
     }
     out->bytes = items;
     if (!data_too)
@@ -162,6 +162,12 @@ static int probe_idx(const zp_config_t *cfg, zp_dataset_meta_t *m, char *err, si
             return rc;
         if (img.ndims != 3) {
             snprintf(err, len, "%s: %d dimensions, expected 3 (count, rows, columns)", path, img.ndims);
+            return ZP_EDATA;
+        }
+        if (img.dims[1] * img.dims[2] > ZP_MAX_ELEMS) { /* each at most 2^30: no overflow */
+            snprintf(err, len, "%s: images of %lld x %lld = %lld pixels, more than a message "
+                     "carries (ZP_MAX_ELEMS = %u)", path, (long long)img.dims[1],
+                     (long long)img.dims[2], (long long)(img.dims[1] * img.dims[2]), ZP_MAX_ELEMS);
             return ZP_EDATA;
         }
         zp_dataset_file(cfg, files[s][1], path, sizeof path);

@@ -32,9 +32,9 @@ static uint64_t *u_field(zp_msg_t *m, int f)
     uint64_t *slots[ZP_F_COUNT] = {
         [ZP_F_id] = &m->id,       [ZP_F_credit] = &m->credit, [ZP_F_split] = &m->split,
         [ZP_F_epoch] = &m->epoch, [ZP_F_n] = &m->n,           [ZP_F_offset] = &m->offset,
-        [ZP_F_elems] = &m->elems, [ZP_F_dtype] = &m->dtype, [ZP_F_slot] = &m->slot,     [ZP_F_gen] = &m->gen,
-        [ZP_F_index] = &m->index, [ZP_F_skipped] = &m->skipped, [ZP_F_batches] = &m->batches,
-        [ZP_F_fp] = &m->fp};
+        [ZP_F_elems] = &m->elems, [ZP_F_dtype] = &m->dtype, [ZP_F_slot] = &m->slot,
+        [ZP_F_gen] = &m->gen,     [ZP_F_nonce] = &m->nonce,   [ZP_F_index] = &m->index,
+        [ZP_F_skipped] = &m->skipped, [ZP_F_batches] = &m->batches, [ZP_F_fp] = &m->fp};
     return slots[f];
 }
 
@@ -163,9 +163,9 @@ static int check_payload(zp_msg_t *m, char *why, size_t len)
         (m->n < least || m->n > ZP_MAX_BATCH))
         return reject(why, len, "%s: n = %llu is outside %u..%u", name, (unsigned long long)m->n,
                       least, ZP_MAX_BATCH);
-    if ((m->present & ZP_B(elems)) && (m->elems < 1 || m->elems > (16u << 20)))
+    if ((m->present & ZP_B(elems)) && (m->elems < 1 || m->elems > ZP_MAX_ELEMS))
         return reject(why, len, "%s: elems = %llu is outside 1..%u", name,
-                      (unsigned long long)m->elems, 16u << 20);
+                      (unsigned long long)m->elems, ZP_MAX_ELEMS);
     if ((m->present & ZP_B(dtype)) && m->dtype != ZP_DTYPE_F32 && m->dtype != ZP_DTYPE_U8)
         return reject(why, len, "%s: dtype = %llu is not 1 (float32) or 2 (uint8)", name,
                       (unsigned long long)m->dtype);

@@ -18,6 +18,7 @@
 #define ZP_WIRE_VERSION 1
 #define ZP_MAX_FRAMES 4
 #define ZP_MAX_BATCH (1u << 20) /* indices per task, fetch or batch */
+#define ZP_MAX_ELEMS (16u << 20) /* elements per sample (the config and the dataset probe refuse more) */
 /* A label of -1 in SAMPLES or RESULT: the loader could not load that sample
  * (loader.on_error: skip); its data are zeros and it is trained on nowhere. */
 #define ZP_LABEL_SKIPPED (-1)
@@ -41,6 +42,7 @@ static inline size_t zp_dtype_size(uint64_t dtype) { return dtype == ZP_DTYPE_U8
     F(dtype, U, "element type of the samples: 1 = float32 (when absent), 2 = uint8")             \
     F(slot, U, "ring slot")                                                                        \
     F(gen, U, "generation of the slot; a FREE must echo the BATCH's")                              \
+    F(nonce, U, "the ring's nonce (its header's): a trainer reads no slot of a ring of another")  \
     F(index, U, "batch number inside the epoch")                                                   \
     F(skipped, U, "samples left out because they could not be loaded (loader.on_error: skip)")     \
     F(batches, U, "batches in this epoch")                                                         \
@@ -77,8 +79,8 @@ static inline size_t zp_dtype_size(uint64_t dtype) { return dtype == ZP_DTYPE_U8
       "prefetch -> cache: commit what you hold, then answer SYNCED with the same id")            \
     X(SYNCED, "synced", 1, ZP_B(id),                                                                 \
       "cache -> prefetch: every sample received before the SYNC is committed")                    \
-    X(BATCH, "batch", 1, ZP_B(slot) | ZP_B(gen) | ZP_B(split) | ZP_B(epoch) | ZP_B(index) | ZP_B(batches) | ZP_B(n) | ZP_B(elems), \
-      "prefetch -> trainer: ring slot `slot` holds batch `index` of `batches`")                   \
+    X(BATCH, "batch", 1, ZP_B(slot) | ZP_B(gen) | ZP_B(nonce) | ZP_B(split) | ZP_B(epoch) | ZP_B(index) | ZP_B(batches) | ZP_B(n) | ZP_B(elems), \
+      "prefetch -> trainer: slot `slot` of the ring whose nonce is `nonce` holds batch `index` of `batches`")                   \
     X(FREE, "free", 1, ZP_B(slot) | ZP_B(gen), "trainer -> prefetch: the trainer is done with the slot") \
     X(EPOCH_END, "epoch_end", 1, ZP_B(split) | ZP_B(epoch) | ZP_B(batches) | ZP_B(n),                          \
       "prefetch -> trainer: the epoch's last batch was sent; `n` samples in all, of which "      \
@@ -108,7 +110,8 @@ typedef enum { ZP_MSG_NONE = 0, ZP_MSGS(ZP_MSG_ENUM) ZP_MSG_COUNT } zp_msg_type_
 typedef struct {
     zp_msg_type_t type;
     uint32_t present; /* bit per field seen */
-    uint64_t id, credit, split, epoch, n, offset, elems, dtype, slot, gen, index, skipped, batches, fp;
+    uint64_t id, credit, split, epoch, n, offset, elems, dtype, slot, gen, nonce, index, skipped,
+        batches, fp;
     char error[256], cmd[32];
     msgpack_object body;   /* M field; points into `unpacked` */
     msgpack_unpacked unpacked; /* owned; released by zp_msg_release() */

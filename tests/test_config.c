@@ -148,6 +148,13 @@ static const struct CMUnitTest bad_files[] = {
          "4:8: dataset.std: has 3 values but dataset.mean has 2", true),
     CASE(synthetic_shape_of_four_dimensions_is_rejected, "shape_too_many_dims.yaml",
          "4:12: dataset.synthetic.shape: needs 1 to 3 dimensions (got 4)", true),
+    CASE(image_crop_whose_samples_exceed_the_wire_limit_is_rejected, "image_crop_over_the_wire_limit.yaml",
+         "4:11: dataset.image.crop: 3 x 2365 x 2365 = 16779675 values a sample, more than a message "
+         "carries (ZP_MAX_ELEMS = 16777216): at most 2364", true),
+    CASE(synthetic_shape_whose_samples_exceed_the_wire_limit_is_rejected,
+         "synthetic_shape_over_the_wire_limit.yaml",
+         "4:12: dataset.synthetic.shape: 16779264 values a sample, more than a message carries "
+         "(ZP_MAX_ELEMS = 16777216)", true),
     CASE(augmentation_in_loaders_with_the_cache_on_is_rejected, "augment_in_loader_with_cache.yaml",
          "4:12: dataset.augment.where: loader needs cache.enabled: false (the cache would keep one draw)",
          true),
@@ -390,6 +397,24 @@ typedef struct {
     const char *err; /* exact, whole message */
 } bad_override_t;
 
+/* 3 x crop^2 values a sample: 2364 fits in a message, 2365 does not (and
+ * every SAMPLES would then be refused as malformed: a run that hangs). */
+static void image_crop_is_bounded_by_the_wire_limit(void **state)
+{
+    (void)state;
+    char *ov[] = {"dataset.source=image_folder", "dataset.image.resize=0", "dataset.image.crop=2364"};
+    zp_config_t cfg;
+    assert_int_equal(zp_config_load(&cfg, GOOD "minimal.yaml", ov, 3, err, sizeof err), 0);
+    ov[2] = "dataset.image.crop=16384";
+    assert_int_equal(zp_config_load(&cfg, GOOD "minimal.yaml", ov, 3, err, sizeof err), ZP_ECONFIG);
+    assert_string_equal(err, "override 'dataset.image.crop=16384': dataset.image.crop: 3 x 16384 x "
+                             "16384 = 805306368 values a sample, more than a message carries "
+                             "(ZP_MAX_ELEMS = 16777216): at most 2364");
+    /* the crop of a source without images is not a sample size */
+    ov[0] = "dataset.source=synthetic";
+    assert_int_equal(zp_config_load(&cfg, GOOD "minimal.yaml", ov, 3, err, sizeof err), 0);
+}
+
 static void rejects_bad_override(void **state)
 {
     const bad_override_t *c = *state;
@@ -420,6 +445,7 @@ static const struct CMUnitTest bad_overrides[] = {
         "override 'dataset.source=s3': dataset.source: must be one of idx/synthetic/image_folder/image_list (got 's3')"),
     OVR(override_of_a_section_is_an_unknown_key, "loader=3",
         "override 'loader=3': loader: unknown key"),
+
 };
 
 /* ---- round trip of zeus-pipe config ------------------------------------------------------ */
@@ -516,6 +542,7 @@ int main(void)
         cmocka_unit_test(overrides_apply_after_the_file),
         cmocka_unit_test(overrides_alone_can_supply_the_required_key),
         cmocka_unit_test(one_mean_or_one_std_applies_to_every_channel),
+        cmocka_unit_test(image_crop_is_bounded_by_the_wire_limit),
         cmocka_unit_test(missing_required_key_without_a_file_names_the_command_line),
         cmocka_unit_test(printed_defaults_load_back_identically),
         cmocka_unit_test(printed_full_config_loads_back_identically),

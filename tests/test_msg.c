@@ -222,14 +222,16 @@ static void batch_round_trips_every_field(void **state)
     wire_t w;
     wire_init(&w);
     encode(&w, &(zp_msg_t){.type = ZP_MSG_BATCH, .slot = 3, .gen = 0xfedcba9876543210ull,
-                           .split = 1, .epoch = 14, .index = 233, .batches = 469, .n = 96,
+                           .nonce = 0x8badf00d12345678ull, .split = 1, .epoch = 14, .index = 233, .batches = 469, .n = 96,
                            .elems = 784});
     expect_accepted(&w);
     assert_int_equal(w.m.type, ZP_MSG_BATCH);
-    assert_int_equal(w.m.present, ZP_B(slot) | ZP_B(gen) | ZP_B(split) | ZP_B(epoch) |
-                                      ZP_B(index) | ZP_B(batches) | ZP_B(n) | ZP_B(elems));
+    assert_int_equal(w.m.present, ZP_B(slot) | ZP_B(gen) | ZP_B(nonce) | ZP_B(split) |
+                                      ZP_B(epoch) | ZP_B(index) | ZP_B(batches) | ZP_B(n) |
+                                      ZP_B(elems));
     assert_int_equal(w.m.slot, 3);
     assert_true(w.m.gen == 0xfedcba9876543210ull);
+    assert_true(w.m.nonce == 0x8badf00d12345678ull);
     assert_int_equal(w.m.split, 1);
     assert_int_equal(w.m.epoch, 14);
     assert_int_equal(w.m.index, 233);
@@ -602,6 +604,13 @@ static void missing_required_field_is_refused(void **state)
     wire_init(&w);
     zp_msg_pack_begin(&w.pk, ZP_MSG_CTL, 0);
     expect_refused(&w, "ctl: missing field 'cmd'");
+
+    wire_init(&w); /* a BATCH that does not name its ring's nonce */
+    zp_msg_pack_begin(&w.pk, ZP_MSG_BATCH, 8);
+    const char *keys[] = {"slot", "gen", "split", "epoch", "index", "batches", "n", "elems"};
+    for (int i = 0; i < 8; i++)
+        kv_u(&w, keys[i], 1);
+    expect_refused(&w, "batch: missing field 'nonce'");
 }
 
 static void string_where_an_unsigned_is_expected_is_refused(void **state)

@@ -403,7 +403,7 @@ static int emit_ready(prefetch_t *p, int *rc)
     if (bt->skipped)
         compact(p, bt);
     zp_msg_t m = {.type = ZP_MSG_BATCH, .slot = (uint64_t)bt->slot, .gen = bt->gen,
-                  .split = (uint64_t)p->split, .epoch = (uint64_t)p->epoch,
+                  .nonce = p->ring->nonce, .split = (uint64_t)p->split, .epoch = (uint64_t)p->epoch,
                   .index = (uint64_t)bt->batch, .batches = (uint64_t)p->nbatches,
                   .n = (uint64_t)bt->n, .elems = (uint64_t)p->st->meta.elems,
                   .dtype = (uint64_t)p->st->meta.dtype, .present = ZP_B(dtype)};
@@ -579,6 +579,28 @@ static int run(prefetch_t *p)
     return rc;
 }
 
+/* The ring, its pages allocated: a /dev/shm that filled up since the
+ * supervisor's check is reported here, with what to do, instead of a SIGBUS. */
+static int open_ring(prefetch_t *p, const char *name)
+{
+    zp_stage_t *st = p->st;
+    uint32_t depth = (uint32_t)st->cfg.depth;
+    int rc = zp_batch_layout(&p->lay, st->cfg.batch_size, st->meta.sample_bytes);
+    if (!rc)
+        rc = zp_ring_create(&p->ring, name, depth, p->lay.bytes);
+    if (rc == -ENOSPC || rc == -ENOMEM) {
+        char room[256] = "";
+        zp_shm_room(zp_ring_bytes(depth, p->lay.bytes), room, sizeof room);
+        zp_error("shared memory %s: %u slots of %.1f MiB: posix_fallocate: %s%s%s; %s", name,
+                 (unsigned)depth, p->lay.bytes / 1048576.0, strerror(-rc), room[0] ? ": " : "",
+                 room, ZP_SHM_ADVICE);
+    } else if (rc) {
+        zp_error("shared memory %s (%u slots of %zu bytes): %s", name, (unsigned)depth,
+                 p->lay.bytes, zp_strerror(rc));
+    }
+    return rc;
+}
+
 static int open_all(prefetch_t *p)
 {
     zp_stage_t *st = p->st;
@@ -594,14 +616,10 @@ static int open_all(prefetch_t *p)
                 (unsigned long long)p->start.batch);
     }
     char name[128], ep[ZP_ENDPOINT_MAX + 16];
-    p->lay = zp_batch_layout(st->cfg.batch_size, st->meta.sample_bytes);
     zp_ring_name(name, sizeof name, st->run_dir, st->instance);
-    int rc = zp_ring_create(&p->ring, name, (uint32_t)st->cfg.depth, p->lay.bytes);
-    if (rc) {
-        zp_error("shared memory %s (%u slots of %zu bytes): %s", name, (unsigned)st->cfg.depth,
-                 p->lay.bytes, zp_strerror(rc));
+    int rc = open_ring(p, name);
+    if (rc)
         return rc;
-    }
     p->nflight = (int)(st->cfg.depth + st->cfg.window);
     size_t bs = (size_t)st->cfg.batch_size;
     for (int i = 0; i < p->nflight; i++) {

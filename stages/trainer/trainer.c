@@ -52,6 +52,7 @@ typedef struct {
     int64_t win_correct, win_samples, win_start;
     int64_t bad_msgs;
     zp_frames_t f;
+    int pending;   /* f holds a message received but not handled yet */
     double best;   /* best test accuracy so far; -1 before any */
     uint8_t *ckpt; /* checkpoint payload buffer; owned */
     size_t ckpt_bytes;
@@ -508,9 +509,112 @@ static int gpu_metrics(trainer_t *t, int split, int64_t epoch)
     return 0;
 }
 
+/* Maps this rank's ring, the one whose header carries `nonce` (0: the file of
+ * that name now). A dead run's file of the same name (another nonce) is
+ * refused and looked up again until the prefetch has replaced it. */
+static int map_ring(trainer_t *t, uint64_t nonce)
+{
+    char name[128];
+    zp_ring_name(name, sizeof name, t->st->run_dir, t->rank);
+    zp_ring_destroy(&t->ring);
+    int rc;
+    int64_t give_up = zp_now_ns() + 30000000000ll;
+    while ((rc = zp_ring_open(&t->ring, name, nonce)) == -ENOENT || rc == ZP_EPROTO ||
+           rc == ZP_ESTALE) {
+        if (zp_stop)
+            return ZP_ESTOP;
+        if (zp_now_ns() > give_up)
+            break;
+        usleep(20000); /* the prefetch stage creates it */
+    }
+    if (rc) {
+        zp_error("shared memory %s: %s%s", name, zp_strerror(rc),
+                 rc == ZP_ESTALE ? " (a previous run's ring, not replaced by this run's prefetch "
+                                   "within 30 s)" : "");
+        return rc;
+    }
+    if (t->lay.bytes > t->ring->slot_bytes) {
+        zp_error("shared memory %s: slots of %zu bytes, a batch needs %zu", name,
+                 t->ring->slot_bytes, t->lay.bytes);
+        return ZP_EPROTO;
+    }
+    return 0;
+}
+
+/* The ring a BATCH names: a mapping of another nonce is a dead run's ring,
+ * never read; this run's is mapped instead. The cuda backend page-locked its
+ * mapping for good, so there it is an error. */
+static int ring_for(trainer_t *t, uint64_t nonce)
+{
+    if (t->ring && t->ring->nonce == nonce)
+        return 0;
+    t->st->stats.errors++;
+    zp_warn("a BATCH of ring nonce %016llx, but the mapped ring's is %016llx (a previous run's): "
+            "mapping this run's", (unsigned long long)nonce,
+            (unsigned long long)(t->ring ? t->ring->nonce : 0));
+    if (t->gpu) {
+        zp_error("the cuda backend page-locked the previous ring; restart the run");
+        return ZP_EPROTO;
+    }
+    return map_ring(t, nonce);
+}
+
+/* Waits up to 100 ms for the prefetch's next message, into t->f (or takes
+ * the pending one). Returns 1 when one is there, 0 when none came, or an error. */
+static int next_msg(trainer_t *t)
+{
+    if (t->pending) {
+        t->pending = 0;
+        return 1;
+    }
+    zp_stats_state(&t->st->stats, ZP_ST_WAIT_IN);
+    zmq_pollitem_t it = {t->sock, 0, ZMQ_POLLIN, 0};
+    int n = zmq_poll(&it, 1, 100);
+    zp_stats_tick(t->st);
+    if (n <= 0)
+        return 0;
+    int rc = zp_frames_recv(&t->f, t->sock, 0);
+    return rc ? rc : 1;
+}
+
+/* Connects to the prefetch and maps the ring once the prefetch has spoken:
+ * it creates the ring before it sends anything, so the file of that name is
+ * then this run's, never a dead run's left in /dev/shm (up --resume); a
+ * BATCH's nonce confirms it. The first message stays pending for loop(). */
+static int open_ring(trainer_t *t)
+{
+    char ep[ZP_ENDPOINT_MAX + 16], ring[32];
+    int rc = zp_batch_layout(&t->lay, t->st->cfg.batch_size, t->st->meta.sample_bytes);
+    if (rc) {
+        zp_error("prefetch.batch_size %lld x %zu bytes a sample does not fit in memory",
+                 (long long)t->st->cfg.batch_size, t->st->meta.sample_bytes);
+        return rc;
+    }
+    snprintf(ring, sizeof ring, "ring-%d", t->rank);
+    if (zp_stage_endpoint(t->st, ring, ep, sizeof ep) ||
+        !(t->sock = zp_sock_open(t->st->zctx, ZMQ_PAIR, ep, 0, 1000)))
+        return ZP_EZMQ;
+    while (!(rc = next_msg(t)))
+        if (zp_stop)
+            return ZP_ESTOP;
+    if (rc < 0)
+        return rc;
+    t->pending = 1;
+    zp_msg_t m;
+    char why[256];
+    uint64_t nonce = 0;
+    if (!zp_frames_decode(&t->f, 0, &m, why, sizeof why) && m.type == ZP_MSG_BATCH)
+        nonce = m.nonce;
+    zp_msg_release(&m);
+    return map_ring(t, nonce);
+}
+
 static int on_batch(trainer_t *t, const zp_msg_t *m)
 {
     const zp_config_t *c = &t->st->cfg;
+    int rc = ring_for(t, m->nonce);
+    if (rc)
+        return rc;
     if (m->slot >= t->ring->depth || m->n > (uint64_t)c->batch_size ||
         m->elems != (uint64_t)t->st->meta.elems || m->dtype != (uint64_t)t->st->meta.dtype) {
         t->st->stats.errors++;
@@ -549,7 +653,6 @@ static int on_batch(trainer_t *t, const zp_msg_t *m)
     if (t->batches && split == ZP_SPLIT_TRAIN) /* the cuda backend's uint8 batch: as it came */
         log_batch(t, m, idx, t->gpu ? (const void *)data : x,
                   t->gpu ? t->st->meta.sample_bytes : elems * sizeof *x, t->step + 1);
-    int rc = 0;
     if (n == 0 && t->world > 1 && split == ZP_SPLIT_TRAIN) /* every sample was skipped */
         rc = others_step(t, (int64_t)m->epoch);
     else if (t->gpu && n > 0)
@@ -643,14 +746,11 @@ static int loop(trainer_t *t)
     int rc = 0;
     t->win_start = zp_now_ns();
     while (!rc && !zp_stop) {
-        zp_stats_state(&t->st->stats, ZP_ST_WAIT_IN);
-        zmq_pollitem_t it = {t->sock, 0, ZMQ_POLLIN, 0};
-        int n = zmq_poll(&it, 1, 100);
-        zp_stats_tick(t->st);
-        if (n <= 0)
+        int got = next_msg(t);
+        if (got < 0)
+            rc = got;
+        if (got <= 0)
             continue;
-        if ((rc = zp_frames_recv(&t->f, t->sock, 0)))
-            break;
         zp_msg_t m;
         char why[256];
         if (zp_frames_decode(&t->f, 0, &m, why, sizeof why)) {
@@ -678,35 +778,6 @@ static int loop(trainer_t *t)
         zp_msg_release(&m);
     }
     return rc == ZP_ESTOP ? 0 : rc;
-}
-
-static int open_ring(trainer_t *t)
-{
-    char name[128], ep[ZP_ENDPOINT_MAX + 16];
-    zp_ring_name(name, sizeof name, t->st->run_dir, t->rank);
-    int rc;
-    int64_t give_up = zp_now_ns() + 30000000000ll;
-    while ((rc = zp_ring_open(&t->ring, name)) == -ENOENT || rc == ZP_EPROTO) {
-        if (zp_stop || zp_now_ns() > give_up)
-            break;
-        usleep(20000); /* the prefetch stage creates it */
-    }
-    if (rc) {
-        zp_error("shared memory %s: %s", name, zp_strerror(rc));
-        return rc;
-    }
-    t->lay = zp_batch_layout(t->st->cfg.batch_size, t->st->meta.sample_bytes);
-    if (t->lay.bytes > t->ring->slot_bytes) {
-        zp_error("shared memory %s: slots of %zu bytes, a batch needs %zu", name,
-                 t->ring->slot_bytes, t->lay.bytes);
-        return ZP_EPROTO;
-    }
-    char ring[32];
-    snprintf(ring, sizeof ring, "ring-%d", t->rank);
-    if (zp_stage_endpoint(t->st, ring, ep, sizeof ep) ||
-        !(t->sock = zp_sock_open(t->st->zctx, ZMQ_PAIR, ep, 0, 1000)))
-        return ZP_EZMQ;
-    return 0;
 }
 
 static int init_model(trainer_t *t)
