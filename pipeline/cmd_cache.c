@@ -3,6 +3,7 @@
 #define _GNU_SOURCE
 #include "pipeline/cachedb.h"
 #include "pipeline/cmd.h"
+#include "pipeline/json.h"
 #include "pipeline/log.h"
 
 #include <stdio.h>
@@ -70,14 +71,6 @@ static void fingerprint_of(MDB_txn *txn, const char *db, char *buf, size_t len)
         snprintf(buf, len, "%.*s", (int)(v.mv_size < len ? v.mv_size : len - 1), (char *)v.mv_data);
 }
 
-static void json_str(const char *s)
-{
-    putchar('"');
-    for (; *s; s++)
-        printf(*s == '"' || *s == '\\' ? "\\%c" : *s == '\n' ? "\\n" : "%c", *s);
-    putchar('"');
-}
-
 static int cache_stat(const char *path, int json)
 {
     MDB_env *env;
@@ -97,10 +90,11 @@ static int cache_stat(const char *path, int json)
     char names[64][96], fp[2048];
     int n = list_dbs(txn, names, 64);
     size_t used = (info.me_last_pgno + 1) * (size_t)est.ms_psize;
-    if (json)
-        printf("{\"path\":\"%s\",\"map_bytes\":%zu,\"used_bytes\":%zu,\"databases\":[", path,
-               info.me_mapsize, used);
-    else
+    if (json) {
+        printf("{\"path\":");
+        zp_json_str(stdout, path);
+        printf(",\"map_bytes\":%zu,\"used_bytes\":%zu,\"databases\":[", info.me_mapsize, used);
+    } else
         printf("%s: map %.1f MiB, %.1f MiB used (%.0f%%)\n", path, info.me_mapsize / 1048576.0,
                used / 1048576.0, 100.0 * used / (double)info.me_mapsize);
     for (int i = 0, first = 1; i < n; i++) {
@@ -112,9 +106,9 @@ static int cache_stat(const char *path, int json)
         fingerprint_of(txn, names[i], fp, sizeof fp);
         if (json) {
             printf("%s{\"name\":", first ? "" : ",");
-            json_str(names[i]);
+            zp_json_str(stdout, names[i]);
             printf(",\"entries\":%zu,\"bytes\":%zu,\"fingerprint\":", st.ms_entries, bytes);
-            json_str(fp);
+            zp_json_str(stdout, fp);
             printf("}");
             first = 0;
         } else {

@@ -2,6 +2,7 @@
  * counters of every stage instance, from the logger's latest records. */
 #define _GNU_SOURCE
 #include "pipeline/cmd.h"
+#include "pipeline/json.h"
 #include "pipeline/log.h"
 #include "pipeline/rundir.h"
 #include "pipeline/sock.h"
@@ -93,12 +94,17 @@ static int fetch_rows(const char *dir, row_t *rows, int max)
 
 static void print_json(const char *dir, const row_t *r, int n)
 {
-    printf("{\"run\":\"%s\",\"stages\":[", dir);
-    for (int i = 0; i < n; i++)
-        printf("%s{\"stage\":\"%s\",\"instance\":%d,\"items_per_s\":%.3f,\"bytes_per_s\":%.1f,"
+    printf("{\"run\":");
+    zp_json_str(stdout, dir);
+    printf(",\"stages\":[");
+    for (int i = 0; i < n; i++) {
+        printf("%s{\"stage\":", i ? "," : "");
+        zp_json_str(stdout, r[i].stage); /* from the stage's events: bytes off a socket */
+        printf(",\"instance\":%d,\"items_per_s\":%.3f,\"bytes_per_s\":%.1f,"
                "\"cpu\":%.4f,\"busy\":%.4f,\"wait_in\":%.4f,\"wait_out\":%.4f,\"queue\":%.0f,\"errors\":%.0f,\"hit_rate\":%.4f}",
-               i ? "," : "", r[i].stage, r[i].instance, r[i].items, r[i].bytes, r[i].cpu, r[i].busy,
+               r[i].instance, r[i].items, r[i].bytes, r[i].cpu, r[i].busy,
                r[i].wait_in, r[i].wait_out, r[i].queue, r[i].errors, r[i].hit_rate);
+    }
     printf("]}\n");
 }
 

@@ -392,13 +392,15 @@ static int prepare_resume(sup_t *s, const char *run)
     return 0;
 }
 
-/* The run's key pair RUN/NAME.key and NAME.pub, made once (kept across --resume). */
-static int run_key(const sup_t *s, const char *name)
+/* The run's key pair RUN/NAME.key and NAME.pub, made once (kept across
+ * --resume); with ranks > 1, one pair per rank 1..ranks-1 (keys.h). */
+static int run_key(const sup_t *s, const char *name, int ranks)
 {
     char base[PATH_MAX + 16], path[PATH_MAX + 32], err[PATH_MAX + 200];
     snprintf(base, sizeof base, "%s/%s", s->run_dir, name);
     snprintf(path, sizeof path, "%s.key", base);
-    if (access(path, F_OK) && zp_keys_generate(base, err, sizeof err)) {
+    if (access(path, F_OK) && (ranks > 1 ? zp_keys_generate_ranks(base, ranks, err, sizeof err)
+                                         : zp_keys_generate(base, err, sizeof err))) {
         fprintf(stderr, "zeus-pipe: %s\n", err);
         return ZP_EINVAL;
     }
@@ -407,12 +409,13 @@ static int run_key(const sup_t *s, const char *name)
 
 /* ---- Slurm: every task one rank (pipeline/slurm.h) ------------------------------------------ */
 
-/* Rank 0: the job's ranks key (the other ranks' CURVE pair, let in by every
- * stage that binds tcp) and the rendezvous, written whole and then renamed. */
+/* Rank 0: the ranks' keys (a CURVE pair each; rank 0's stages let a rank's
+ * key in as that rank, pipeline/zap.h) and the rendezvous, written whole
+ * and then renamed. */
 static int slurm_announce(sup_t *s)
 {
     char path[PATH_MAX + 80];
-    if (run_key(s, "ranks"))
+    if (run_key(s, "ranks", s->slurm.world))
         return 2;
     zp_slurm_meet_path(s->meet, sizeof s->meet, s->cfg.run_dir, &s->slurm);
     snprintf(path, sizeof path, "%s.tmp", s->meet);
@@ -599,7 +602,7 @@ static int server_keys(const sup_t *s)
 {
     char base[PATH_MAX + 16];
     snprintf(base, sizeof base, "%s/server", s->run_dir);
-    if (run_key(s, "server"))
+    if (run_key(s, "server", 0))
         return 2;
     fprintf(stderr, "zeus-pipe: remote loaders: zeus-pipe loader --connect HOST:%s --server-key "
                     "%s.pub --key NAME.key CONFIG (NAME.pub in %s)\n",

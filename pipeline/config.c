@@ -625,6 +625,11 @@ static int check_sample_size(origin_t *o, zp_config_t *cfg, walk_t *w)
 static int cross_check(origin_t *o, zp_config_t *cfg, walk_t *w)
 {
     const yaml_mark_t *m;
+    if (strchr(cfg->run_name, '/') || cfg->run_name[0] == '.') { /* "..", "../x": outside run.dir */
+        blame(o, w, "run.name", &m);
+        return fail_at(o, m, "run.name", NULL, "must be one folder name in run.dir: no '/', not "
+                       "starting with '.' (got '%s')", cfg->run_name);
+    }
     if (cfg->mean.n != 1 && cfg->std.n != 1 && cfg->mean.n != cfg->std.n) {
         blame(o, w, "dataset.std", &m);
         return fail_at(o, m, "dataset.std", NULL, "has %d values but dataset.mean has %d",

@@ -3,17 +3,41 @@
 #include <math.h>
 #include <string.h>
 
+/* The length of the well-formed UTF-8 sequence at s (n > 0 bytes left), or
+ * 0: no overlong form, no surrogate, nothing above U+10FFFF. */
+static uint32_t utf8_len(const unsigned char *s, uint32_t n)
+{
+    unsigned c = s[0];
+    uint32_t len = c < 0x80 ? 1 : c < 0xc2 ? 0 : c < 0xe0 ? 2 : c < 0xf0 ? 3 : c < 0xf5 ? 4 : 0;
+    if (!len || len > n)
+        return 0;
+    for (uint32_t i = 1; i < len; i++)
+        if ((s[i] & 0xc0) != 0x80)
+            return 0;
+    if ((c == 0xe0 && s[1] < 0xa0) || (c == 0xed && s[1] > 0x9f) || (c == 0xf0 && s[1] < 0x90) ||
+        (c == 0xf4 && s[1] > 0x8f))
+        return 0;
+    return len;
+}
+
+/* Quoted and escaped; a byte that is no part of well-formed UTF-8 (a path
+ * is bytes) becomes U+FFFD, so the output is always valid JSON. */
 static void write_str(FILE *out, const char *s, uint32_t n)
 {
+    const unsigned char *p = (const unsigned char *)s;
     fputc('"', out);
-    for (uint32_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)s[i];
+    for (uint32_t i = 0; i < n;) {
+        unsigned char c = p[i];
+        uint32_t len = utf8_len(p + i, n - i);
         if (c == '"' || c == '\\')
             fprintf(out, "\\%c", c);
         else if (c < 0x20)
             fprintf(out, "\\u%04x", c);
+        else if (!len)
+            fputs("\\ufffd", out);
         else
-            fputc(c, out);
+            fwrite(p + i, 1, len, out);
+        i += len ? len : 1;
     }
     fputc('"', out);
 }

@@ -6,9 +6,13 @@
 #include <stdio.h>
 
 /* Maps, arrays, strings, integers, floats (non-finite as null), booleans, nil.
- * Binary values become null. Nesting deeper than 8 becomes null. */
+ * Binary values become null. Nesting deeper than 8 becomes null. Strings as
+ * zp_json_str writes them. */
 void zp_json_write(FILE *out, const msgpack_object *o);
-/* A C string as a JSON string, quoted and escaped. */
+/* A C string as a JSON string: quoted, with quotes, backslashes and control
+ * characters escaped and a byte that is not well-formed UTF-8 written as
+ * U+FFFD. Every string a JSON output takes from a path, a peer or the user goes
+ * through it; never a "%s" between quotes. */
 void zp_json_str(FILE *out, const char *s);
 
 #endif

@@ -22,4 +22,25 @@ int zp_keys_read_pair(const char *path, char pub[ZP_Z85_KEY], char sec[ZP_Z85_KE
 /* Reads NAME.pub into pub. */
 int zp_keys_read_public(const char *path, char pub[ZP_Z85_KEY], char *err, size_t errlen);
 
+/* A secret key file (NAME.key, ranks.key) that its owner's group or anyone
+ * else may read or write is refused with -EACCES, err naming the `chmod 600`
+ * to run. */
+
+/* The Slurm job's rank keys, one pair per rank 1..world-1, written by rank 0
+ * into its run directory:
+ *
+ *   ranks.key  "rank R public <Z85> secret <Z85>\n" a line each, mode 0600
+ *   ranks.pub  "rank R <Z85>\n" a line each
+ *
+ * A rank connects with the pair of its own line; rank 0 lets each key in as
+ * that rank and no other (pipeline/zap.h). Writes base.key and base.pub;
+ * refuses to overwrite. */
+int zp_keys_generate_ranks(const char *base, int world, char *err, size_t errlen);
+/* Reads rank `rank`'s pair from ranks.key; ZP_EINVAL when it has none. */
+int zp_keys_read_rank(const char *path, int rank, char pub[ZP_Z85_KEY], char sec[ZP_Z85_KEY],
+                      char *err, size_t errlen);
+/* Reads rank `rank`'s public key from ranks.pub; ZP_EINVAL when it has none. */
+int zp_keys_read_rank_public(const char *path, int rank, char pub[ZP_Z85_KEY], char *err,
+                             size_t errlen);
+
 #endif

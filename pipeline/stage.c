@@ -23,13 +23,13 @@ int zp_stage_world(const zp_stage_t *st)
     return st->slurm.world > 1 ? st->slurm.world : (int)st->cfg.gpus;
 }
 
-/* A client's CURVE keys under Slurm: the job's ranks pair and the run's server key. */
+/* A client's CURVE keys under Slurm: its rank's pair and the run's server key. */
 static int ranks_keys(const zp_stage_t *st, char pub[ZP_Z85_KEY], char sec[ZP_Z85_KEY],
                       char server_pub[ZP_Z85_KEY])
 {
     char path[PATH_MAX + 16], err[PATH_MAX + 200];
     snprintf(path, sizeof path, "%s/ranks.key", st->run0);
-    int rc = zp_keys_read_pair(path, pub, sec, err, sizeof err);
+    int rc = zp_keys_read_rank(path, st->slurm.rank, pub, sec, err, sizeof err);
     snprintf(path, sizeof path, "%s/server.pub", st->run0);
     if (!rc)
         rc = zp_keys_read_public(path, server_pub, err, sizeof err);
@@ -95,29 +95,19 @@ static int shared_port(const zp_stage_t *st, const char *name)
     return 0;
 }
 
-/* CURVE on a tcp socket: the server with the run's secret key (behind this
- * process's ZAP handler), a client with the job's ranks key. */
+/* CURVE on a tcp socket: a server of the ranks' ZAP domain (only the job's
+ * rank keys get in; zap.h), or a client with this rank's key. */
 static int curve(zp_stage_t *st, void *sock, int server)
 {
-    char path[PATH_MAX + 16], pub[ZP_Z85_KEY], sec[ZP_Z85_KEY], spub[ZP_Z85_KEY], err[PATH_MAX + 200];
-    int one = 1, rc;
-    if (server) {
-        snprintf(path, sizeof path, "%s/server.key", st->run0);
-        if ((rc = zp_keys_read_pair(path, pub, sec, err, sizeof err)))
-            zp_error("%s", err);
-    } else {
-        rc = ranks_keys(st, pub, sec, spub);
-    }
+    char pub[ZP_Z85_KEY], sec[ZP_Z85_KEY], spub[ZP_Z85_KEY];
+    if (server)
+        return zp_zap_serve(st, sock, ZP_ZAP_RANKS);
+    int rc = ranks_keys(st, pub, sec, spub);
     if (rc)
         return rc;
-    if (server && !st->zap && zp_zap_start(&st->zap, st))
-        return ZP_EINVAL;
-    if (server ? zmq_setsockopt(sock, ZMQ_CURVE_SERVER, &one, sizeof one) ||
-                     zmq_setsockopt(sock, ZMQ_CURVE_SECRETKEY, sec, 40) ||
-                     zmq_setsockopt(sock, ZMQ_ZAP_DOMAIN, "zeus-pipe", 9)
-               : zmq_setsockopt(sock, ZMQ_CURVE_SERVERKEY, spub, 40) ||
-                     zmq_setsockopt(sock, ZMQ_CURVE_PUBLICKEY, pub, 40) ||
-                     zmq_setsockopt(sock, ZMQ_CURVE_SECRETKEY, sec, 40))
+    if (zmq_setsockopt(sock, ZMQ_CURVE_SERVERKEY, spub, 40) ||
+        zmq_setsockopt(sock, ZMQ_CURVE_PUBLICKEY, pub, 40) ||
+        zmq_setsockopt(sock, ZMQ_CURVE_SECRETKEY, sec, 40))
         return ZP_EZMQ;
     return 0;
 }

@@ -19,7 +19,8 @@
 
 #define ZP_CONFIG_KEYS(X)                                                                          \
     X("run.name", STR, run_name, "", 0, 0,                                                         \
-      "name of the run; its folder is run.dir/run.name (empty: the config file's base name)")     \
+      "name of the run; its folder is run.dir/run.name, so no '/' nor a leading '.' "             \
+      "(empty: the config file's base name)")                                                     \
     X("run.dir", STR, run_dir, "runs", 0, 0, "folder that holds the run folders")                  \
     X("seed", INT, seed, "0", 0, 2147483647, "seed of the sampler and of the model's initial weights") \
     X("dataset.source", ENUM, dataset_source, NULL, "idx|synthetic|image_folder|image_list", 0,    \

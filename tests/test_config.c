@@ -144,6 +144,9 @@ static const struct CMUnitTest bad_files[] = {
          "4:11: (syntax): YAML syntax error: control characters are not allowed", true),
     CASE(invalid_utf8_is_reported_at_its_line_and_column, "invalid_utf8.yaml",
          "3:7: (syntax): YAML syntax error: invalid trailing UTF-8 octet", true),
+    CASE(run_name_outside_run_dir_is_rejected_at_its_line, "run_name_outside_run_dir.yaml",
+         "2:9: run.name: must be one folder name in run.dir: no '/', not starting with '.' (got "
+         "'../../etc')", true),
     CASE(std_with_a_length_other_than_mean_or_one_is_rejected, "std_mean_mismatch.yaml",
          "4:8: dataset.std: has 3 values but dataset.mean has 2", true),
     CASE(synthetic_shape_of_four_dimensions_is_rejected, "shape_too_many_dims.yaml",
@@ -428,6 +431,15 @@ static void rejects_bad_override(void **state)
     {#test_name, rejects_bad_override, NULL, NULL, &(bad_override_t){ov, msg}}
 
 static const struct CMUnitTest bad_overrides[] = {
+    OVR(run_name_that_climbs_out_of_run_dir_is_rejected, "run.name=../elsewhere",
+        "override 'run.name=../elsewhere': run.name: must be one folder name in run.dir: no '/', "
+        "not starting with '.' (got '../elsewhere')"),
+    OVR(run_name_that_is_the_parent_is_rejected, "run.name=..",
+        "override 'run.name=..': run.name: must be one folder name in run.dir: no '/', not "
+        "starting with '.' (got '..')"),
+    OVR(run_name_with_a_slash_is_rejected, "run.name=a/b",
+        "override 'run.name=a/b': run.name: must be one folder name in run.dir: no '/', not "
+        "starting with '.' (got 'a/b')"),
     OVR(override_out_of_range_is_rejected, "loader.workers=0",
         "override 'loader.workers=0': loader.workers: must be 1..256 (got 0)"),
     OVR(override_of_an_unknown_key_suggests_the_close_spelling, "loader.wrkers=2",

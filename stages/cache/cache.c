@@ -525,28 +525,25 @@ static int loop(cache_t *c)
 }
 
 /* transport.kind tcp: a CURVE server socket on transport.bind with the run's
- * key pair (RUN/server.key), behind the ZAP handler. */
+ * key pair (RUN/server.key), in the loaders' ZAP domain (zap.h). */
 static int open_remote(cache_t *c)
 {
-    char path[PATH_MAX + 32], err[PATH_MAX + 200], pub[ZP_Z85_KEY], sec[ZP_Z85_KEY], ep[160];
-    snprintf(path, sizeof path, "%s/server.key", c->st->run_dir);
-    if (zp_keys_read_pair(path, pub, sec, err, sizeof err)) {
-        zp_error("%s", err);
-        return ZP_EINVAL;
-    }
-    if (!c->st->zap && zp_zap_start(&c->st->zap, c->st))
-        return ZP_EINVAL;
-    int one = 1, linger = 0;
+    char ep[160];
+    int linger = 0;
     c->remote = zmq_socket(c->st->zctx, ZMQ_ROUTER);
     snprintf(ep, sizeof ep, "tcp://%s", c->st->cfg.bind);
-    if (!c->remote || zmq_setsockopt(c->remote, ZMQ_CURVE_SERVER, &one, sizeof one) ||
-        zmq_setsockopt(c->remote, ZMQ_CURVE_SECRETKEY, sec, 40) ||
-        zmq_setsockopt(c->remote, ZMQ_ZAP_DOMAIN, "zeus-pipe", 9) ||
-        zmq_setsockopt(c->remote, ZMQ_LINGER, &linger, sizeof linger) || zmq_bind(c->remote, ep)) {
+    if (!c->remote) {
         zp_error("tcp %s: %s", ep, zmq_strerror(errno));
         return ZP_EZMQ;
     }
-    zp_info("tcp: remote loaders connect to %s (server key %s)", ep, pub);
+    int rc = zp_zap_serve(c->st, c->remote, ZP_ZAP_LOADERS);
+    if (rc)
+        return rc;
+    if (zmq_setsockopt(c->remote, ZMQ_LINGER, &linger, sizeof linger) || zmq_bind(c->remote, ep)) {
+        zp_error("tcp %s: %s", ep, zmq_strerror(errno));
+        return ZP_EZMQ;
+    }
+    zp_info("tcp: remote loaders connect to %s", ep);
     return 0;
 }
 

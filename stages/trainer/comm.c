@@ -4,6 +4,7 @@
 #include "pipeline/log.h"
 #include "pipeline/sock.h"
 #include "pipeline/timer.h"
+#include "pipeline/zap.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -115,15 +116,22 @@ static int check(zp_comm_t *c, zp_frames_t *f, int first, size_t n, size_t k, in
     return rc ? ZP_EPROTO : 0;
 }
 
-/* The rank a ROUTER identity frame names ("1" .. "world-1", as the ranks
- * set it), or -1. */
-static int rank_of(const zmq_msg_t *id, int world)
+/* The rank that sent f (routing id, header, ...), or -1. Under Slurm the
+ * ranks come over tcp and a rank is the key it proved (the ZAP User-Id of
+ * its connection, zap.h): the routing id is the peer's own say. Otherwise
+ * they come over the run's ipc socket (sock/, mode 0700) and their routing
+ * id, "1" .. "world-1", names them. */
+static int rank_of(const zp_comm_t *c, zp_frames_t *f)
 {
-    size_t len = zmq_msg_size((zmq_msg_t *)id);
-    for (int r = 1; r < world; r++) {
+    if (c->st->slurm.world > 1)
+        return f->n > 1 ? zp_zap_rank(&f->part[1], c->world) : -1;
+    if (f->n < 1)
+        return -1;
+    size_t len = zmq_msg_size(&f->part[0]);
+    for (int r = 1; r < c->world; r++) {
         char want[8];
         int n = snprintf(want, sizeof want, "%d", r);
-        if (len == (size_t)n && !memcmp(zmq_msg_data((zmq_msg_t *)id), want, len))
+        if (len == (size_t)n && !memcmp(zmq_msg_data(&f->part[0]), want, len))
             return r;
     }
     return -1;
@@ -152,7 +160,7 @@ static int sum_at_root(zp_comm_t *c, float *v, size_t n, double *s, size_t k, in
             if (!have[r])
                 at += snprintf(missing + at, sizeof missing - (size_t)at, " %d", r);
         rc = recv_by(c, &f, deadline, missing);
-        int r = rc || f.n < 1 ? -1 : rank_of(&f.part[0], c->world);
+        int r = rc ? -1 : rank_of(c, &f);
         if (!rc && r < 0) { /* not a rank of this run: dropped, the sum goes on */
             c->st->stats.errors++;
             if (c->foreign++ < 10)

@@ -1,7 +1,9 @@
 /* comm.h — sums over the trainer ranks of a data-parallel run (trainer.gpus > 1).
  *
  * Rank 0 binds a ROUTER at the run's sock/comm.ipc; every other rank connects
- * a DEALER whose routing id is its rank number. In a reduction every rank
+ * a DEALER whose routing id is its rank number. Under Slurm the other ranks
+ * connect over tcp with CURVE, and rank 0 knows each by its key instead
+ * (pipeline/zap.h): a peer cannot take a rank's place by naming it. In a reduction every rank
  * sends REDUCE {id, n, elems} with its float values and double sums; rank 0
  * waits for all of them, adds them up in rank order, in double (so the result
  * does not depend on who arrives first), and sends the totals back: every rank

@@ -1,5 +1,6 @@
 #define _GNU_SOURCE
 #include "stages/trainer/eval.h"
+#include "pipeline/json.h"
 #include "pipeline/log.h"
 
 #include <errno.h>
@@ -81,9 +82,11 @@ static double class_accuracy(const zp_eval_t *e, const zp_eval_model_t *m, int c
 
 static void write_json(const zp_eval_t *e, const zp_eval_model_t *m, FILE *f)
 {
-    fprintf(f, "{\"checkpoint\":\"%s\",\"epoch\":%llu,\"batch\":%llu,\"step\":%llu,\"samples\":%lld,"
+    fprintf(f, "{\"checkpoint\":");
+    zp_json_str(f, m->name); /* a file name in checkpoints/ */
+    fprintf(f, ",\"epoch\":%llu,\"batch\":%llu,\"step\":%llu,\"samples\":%lld,"
                "\"loss\":%.9g,\"accuracy\":%.9g,\"per_class_accuracy\":[",
-            m->name, (unsigned long long)m->pos.epoch, (unsigned long long)m->pos.batch,
+            (unsigned long long)m->pos.epoch, (unsigned long long)m->pos.batch,
             (unsigned long long)m->pos.step, (long long)m->n, m->n ? m->loss_sum / m->n : 0,
             m->n ? (double)m->correct / m->n : 0);
     int64_t total;

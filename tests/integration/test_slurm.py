@@ -5,9 +5,13 @@ sets, so every hop between ranks is the tcp one (CURVE) that nodes use: rank
 trainer connect to it. Two tasks with batches of B train exactly as one
 trainer with batches of 2 x B, and each sample is loaded once (rank 1's
 cached samples come from rank 0's cache stage); a task whose config differs, a rank 0 that
-never comes and a client without the job's key are each named and refused."""
+never comes and a client without the job's key are each named and refused. Each
+socket lets in its own keys: a loader's key gets no further than the loaders'
+port, and a rank is the key it holds, whatever routing id its peer sends."""
+import ctypes
 import json
 import os
+import struct
 import time
 import zp
 from test_ranks import CONFIG, records, same_training
@@ -130,6 +134,93 @@ def a_client_without_the_jobs_key_is_refused():
         zp.check(len(ends) == 2 and all(e["samples"] == e["distinct"] == 1025 for e in ends), ends)
 
 
+class CurvePeer:
+    """A DEALER of the system's libzmq (through ctypes: the tests use the
+    standard library only) connected over tcp with CURVE as `pub`/`sec`, under
+    the routing id it chooses: any peer that knows a port and holds a key."""
+    DEALER, ROUTING_ID, LINGER, SNDMORE = 5, 5, 17, 2
+    CURVE_PUBLICKEY, CURVE_SECRETKEY, CURVE_SERVERKEY = 48, 49, 50
+    lib = None
+
+    def __init__(self, port, server_pub, pub, sec, routing_id):
+        if CurvePeer.lib is None:
+            z = CurvePeer.lib = ctypes.CDLL("libzmq.so.5")
+            z.zmq_ctx_new.restype = z.zmq_socket.restype = ctypes.c_void_p
+            z.zmq_socket.argtypes = [ctypes.c_void_p, ctypes.c_int]
+            z.zmq_setsockopt.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_size_t]
+            z.zmq_connect.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
+            z.zmq_send.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_size_t, ctypes.c_int]
+            z.zmq_close.argtypes = z.zmq_ctx_term.argtypes = [ctypes.c_void_p]
+        z = self.z = CurvePeer.lib
+        self.ctx = z.zmq_ctx_new()
+        self.sock = z.zmq_socket(self.ctx, self.DEALER)
+        opts = [(self.LINGER, struct.pack("i", 0)), (self.ROUTING_ID, routing_id),
+                (self.CURVE_SERVERKEY, server_pub), (self.CURVE_PUBLICKEY, pub), (self.CURVE_SECRETKEY, sec)]
+        for opt, val in opts:
+            zp.check(z.zmq_setsockopt(self.sock, opt, val, len(val)) == 0, "zmq_setsockopt %d" % opt)
+        zp.check(z.zmq_connect(self.sock, b"tcp://127.0.0.1:%d" % port) == 0, "zmq_connect %d" % port)
+
+    def send(self, frames):
+        for i, f in enumerate(frames):
+            zp.check(self.z.zmq_send(self.sock, f, len(f), self.SNDMORE if i < len(frames) - 1 else 0) == len(f),
+                     "zmq_send")
+
+    def close(self):
+        self.z.zmq_close(self.sock)
+        self.z.zmq_ctx_term(self.ctx)
+
+
+def reduce_of_one_value(seq):
+    """A REDUCE {v: 1, t: reduce, id: seq, n: 1, elems: 1} (msgpack by hand) and its two frames."""
+    header = b"\x85\xa1v\x01\xa1t\xa6reduce\xa2id" + bytes([seq]) + b"\xa1n\x01\xa5elems\x01"
+    return [header, struct.pack("<f", 1.0), struct.pack("<d", 1.0)]
+
+
+def a_loader_key_is_refused_on_the_ranks_sockets_and_a_rank_is_its_key():
+    with zp.Workdir() as w:
+        keys = os.path.join(w.path, "keys")
+        os.mkdir(keys)
+        rc, out, err = w.run("keygen", "hostb")
+        zp.check(rc == 0, err)
+        os.rename(os.path.join(w.path, "hostb.pub"), os.path.join(keys, "hostb.pub"))
+        lines = open(os.path.join(w.path, "hostb.key")).read().split()
+        hostb_pub, hostb_sec = lines[1].encode(), lines[3].encode()
+        cfg = config(w, "keyed", 32, "")
+        # rank 0 of 3, alone: its trainer waits in the first sum for ranks 1 and 2, which never come
+        r0 = task(w, 0, 3, cfg, "transport.allowed_keys=" + keys, "trainer.comm_timeout_s=120", job="9191")
+        run = w.run_dir("keyed")
+        zp.wait_for(lambda: os.path.exists(os.path.join(run, "ranks.pub")), 30, "rank 0's keys")
+        server_pub = open(os.path.join(run, "server.pub")).read().strip().encode()
+        # hostb's key is a loader's: let in where loaders connect ...
+        loader = w.start("loader", "--connect", "127.0.0.1:%d" % PORT, "--server-key",
+                         os.path.join(run, "server.pub"), "--key", "hostb.key", cfg)
+        cache_log = os.path.join(run, "logs", "cache-0.log")
+        zp.wait_for(lambda: "connected over tcp" in open(cache_log).read(), 60, "hostb's loader")
+        # ... and nowhere else: fetches (cache), events (logger), the ranks' sum (trainer)
+        logs = {PORT + 1: cache_log, PORT + 2: os.path.join(run, "logs", "logger-0.log"),
+                PORT + 3: os.path.join(run, "logs", "trainer-0.log")}
+        peers = [CurvePeer(port, server_pub, hostb_pub, hostb_sec, b"1") for port in logs]
+        for p in peers:
+            p.send(reduce_of_one_value(0))
+        refusal = "tcp ranks: refused a peer from 127.0.0.1 with key %s" % hostb_pub.decode()
+        for port, log in logs.items():
+            zp.wait_for(lambda: os.path.exists(log) and refusal in open(log).read(), 60,
+                        "the refusal of hostb's key on port %d in %s" % (port, os.path.basename(log)))
+        # rank 2's key, under the routing id "1": rank 0 takes its word for nothing but the key
+        rank2 = [l.split() for l in open(os.path.join(run, "ranks.key")) if l.startswith("rank 2 ")][0]
+        impostor = CurvePeer(PORT + 3, server_pub, rank2[3].encode(), rank2[5].encode(), b"1")
+        impostor.send(reduce_of_one_value(0))
+        rc0, err0 = finish(r0, 180)
+        for p in peers + [impostor]:
+            p.close()
+        log = open(logs[PORT + 3]).read()
+        zp.check(rc0 == 1 and "sum 0 of the trainer ranks: rank 2 sent reduce 0 of 1 values" in log,
+                 "rank 0 exit %s: %s\n%s" % (rc0, err0, log[-3000:]))
+        zp.check("rank 1 sent" not in log, log[-3000:])
+        loader.kill()
+        loader.wait()
+
+
 def the_other_ranks_stop_when_rank_0_is_brought_down():
     with zp.Workdir() as w:
         cfg = config(w, "downed", 32, "")
@@ -151,4 +242,5 @@ if __name__ == "__main__":
              a_task_with_another_config_is_refused_and_rank_0_names_it,
              a_rank_whose_rank_0_never_comes_says_so,
              a_client_without_the_jobs_key_is_refused,
+             a_loader_key_is_refused_on_the_ranks_sockets_and_a_rank_is_its_key,
              the_other_ranks_stop_when_rank_0_is_brought_down])
