@@ -130,8 +130,8 @@ static int supervise(zp_stage_t *st, worker_t *w, int n)
         while ((pid = waitpid(-1, &status, WNOHANG)) > 0)
             for (int i = 0; i < n; i++)
                 if (w[i].pid == pid) {
-                    int st = on_exit_of(&w[i], i, status);
-                    failed = st > failed ? st : failed;
+                    int code = on_exit_of(&w[i], i, status);
+                    failed = code > failed ? code : failed;
                 }
         int64_t now = zp_now_ns();
         for (int i = 0; i < n; i++) {

@@ -71,9 +71,10 @@ static void recv_msg(void *sock, zp_frames_t *f, zp_msg_t *m)
     assert_int_equal(zp_frames_decode(f, 0, m, why, sizeof why), 0);
 }
 
-static zp_msg_t batch(uint32_t slot, uint32_t gen, uint64_t elems)
+static zp_msg_t batch(const zp_ring_t *r, uint32_t slot, uint32_t gen, uint64_t elems)
 {
-    return (zp_msg_t){.type = ZP_MSG_BATCH, .slot = slot, .gen = gen, .split = ZP_SPLIT_TRAIN,
+    return (zp_msg_t){.type = ZP_MSG_BATCH, .slot = slot, .gen = gen, .nonce = r->nonce,
+                      .split = ZP_SPLIT_TRAIN,
                       .epoch = 0, .index = 0, .batches = 8, .n = BATCH, .elems = elems,
                       .dtype = ZP_DTYPE_F32, .present = ZP_B(dtype)};
 }
@@ -88,7 +89,8 @@ static void a_dropped_batch_is_freed_and_the_ring_keeps_its_slots(void **state)
     snprintf(path, sizeof path, "%s/config.yaml", run);
     write_file(path, CONFIG);
 
-    zp_batch_layout_t lay = zp_batch_layout(BATCH, ELEMS * 4);
+    zp_batch_layout_t lay;
+    assert_int_equal(zp_batch_layout(&lay, BATCH, ELEMS * 4), 0);
     zp_ring_t *ring;
     zp_ring_name(name, sizeof name, run, 0);
     assert_int_equal(zp_ring_create(&ring, name, 2, lay.bytes), 0);
@@ -112,7 +114,7 @@ static void a_dropped_batch_is_freed_and_the_ring_keeps_its_slots(void **state)
     uint32_t slot, gen;
     assert_int_equal(zp_ring_acquire(ring, &slot, &gen), 0);
     assert_int_equal(zp_ring_publish(ring, slot), 0);
-    zp_msg_t bad = batch(slot, gen, ELEMS + 1);
+    zp_msg_t bad = batch(ring, slot, gen, ELEMS + 1);
     assert_int_equal(send_msg(sock, &bad), 0);
     recv_msg(sock, &f, &m);
     assert_int_equal(m.type, ZP_MSG_FREE);
@@ -132,7 +134,7 @@ static void a_dropped_batch_is_freed_and_the_ring_keeps_its_slots(void **state)
     }
     memset(base + lay.data, 0, (size_t)BATCH * ELEMS * 4);
     assert_int_equal(zp_ring_publish(ring, slot), 0);
-    zp_msg_t good = batch(slot, gen, ELEMS);
+    zp_msg_t good = batch(ring, slot, gen, ELEMS);
     assert_int_equal(send_msg(sock, &good), 0);
     recv_msg(sock, &f, &m);
     assert_int_equal(m.type, ZP_MSG_FREE);

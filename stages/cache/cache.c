@@ -426,7 +426,7 @@ static int check_fingerprint(cache_t *c, loader_rec_t *l, const zp_msg_t *m)
         return refuse(c, l, why);
     }
     l->fp_ok = 1;
-    l->credit = (int64_t)m->credit > 64 ? 64 : (int64_t)m->credit;
+    l->credit = zp_credit_add(0, m->credit, 64);
     return 0;
 }
 
