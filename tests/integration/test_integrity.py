@@ -145,7 +145,9 @@ def every_checkpoint_rename_is_followed_by_an_fsync_of_its_folder():
         zp.check(renames, "no checkpoint was renamed")
         for i in renames:
             pid = lines[i].split()[0]
-            after = [l for l in lines[i + 1:] if l.split()[0] == pid][:2]
+            # the calls that followed in that thread ("<... resumed>" ends the rename itself
+            # when another thread's line came between its start and its end)
+            after = [l for l in lines[i + 1:] if l.split()[0] == pid and "resumed>" not in l][:2]
             fd = after[0].rsplit("= ", 1)[-1] if after else "?"
             zp.check(len(after) == 2 and 'openat(AT_FDCWD, "%s", O_RDONLY' % folder in after[0] and
                      "O_DIRECTORY" in after[0] and after[1].split()[1] == "fsync(%s)" % fd and
