@@ -14,6 +14,7 @@
 #include "pipeline/keys.h"
 #include "pipeline/log.h"
 #include "pipeline/proc.h"
+#include "pipeline/records.h"
 #include "pipeline/rundir.h"
 #include "pipeline/slurm.h"
 #include "pipeline/sock.h"
@@ -363,6 +364,11 @@ static int prepare_resume(sup_t *s, const char *run)
     if (s->cfg.cache_enabled && zp_cache_prepare(&s->cfg, &meta))
         return 2;
     zp_rundir_cleanup(s->run_dir); /* what its killed supervisor left */
+    int rc = zp_records_start(s->run_dir);
+    if (rc) {
+        fprintf(stderr, "zeus-pipe: %s/resources: cannot write: %s\n", s->run_dir, zp_strerror(rc));
+        return 1;
+    }
     snprintf(path, sizeof path, "%s/supervisor.pid", s->run_dir);
     FILE *f = fopen(path, "w");
     if (f) {
@@ -487,7 +493,9 @@ static int slurm_join(sup_t *s)
     snprintf(s->watch, sizeof s->watch, "%s", path);
     char name[32];
     snprintf(name, sizeof name, "rank-%d", s->slurm.rank);
-    return zp_rundir_make(&s->cfg, run0, name, s->run_dir, sizeof s->run_dir);
+    int rc = zp_rundir_make(&s->cfg, run0, name, s->run_dir, sizeof s->run_dir);
+    /* in rank 0's record: a cleanup of the run reaches this rank's leftovers */
+    return rc ? rc : zp_records_add(run0, "run", s->run_dir) ? 1 : 0;
 }
 
 /* `srun zeus-pipe up CONFIG`: this task's part of the run. */

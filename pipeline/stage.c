@@ -3,6 +3,7 @@
 #include "pipeline/hash.h"
 #include "pipeline/log.h"
 #include "pipeline/keys.h"
+#include "pipeline/records.h"
 #include "pipeline/sock.h"
 #include "pipeline/zap.h"
 
@@ -125,6 +126,8 @@ static int curve(zp_stage_t *st, void *sock, int server)
 /* bind or connect, the endpoint and the error logged */
 static int link_to(void *sock, const char *ep, int bind)
 {
+    if (bind && zp_records_add_endpoint(ep)) /* an ipc file: recorded before it exists */
+        return ZP_EINVAL;
     if (bind ? zmq_bind(sock, ep) == 0 : zmq_connect(sock, ep) == 0)
         return 0;
     zp_error("%s %s: %s", bind ? "bind" : "connect", ep, zmq_strerror(errno));

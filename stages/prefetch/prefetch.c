@@ -11,6 +11,7 @@
 #include "pipeline/cachedb.h"
 #include "pipeline/ckpt.h"
 #include "pipeline/log.h"
+#include "pipeline/records.h"
 #include "pipeline/ring.h"
 #include "pipeline/sampler.h"
 #include "pipeline/sock.h"
@@ -565,7 +566,10 @@ static int open_all(prefetch_t *p)
     char name[128], ep[ZP_ENDPOINT_MAX + 16];
     p->lay = zp_batch_layout(st->cfg.batch_size, st->meta.sample_bytes);
     zp_ring_name(name, sizeof name, st->run_dir, st->instance);
-    int rc = zp_ring_create(&p->ring, name, (uint32_t)st->cfg.depth, p->lay.bytes);
+    int rc = zp_records_add(st->run_dir, "shm", name); /* for the cleanup after a crash */
+    if (rc)
+        return rc;
+    rc = zp_ring_create(&p->ring, name, (uint32_t)st->cfg.depth, p->lay.bytes);
     if (rc) {
         zp_error("shared memory %s (%u slots of %zu bytes): %s", name, (unsigned)st->cfg.depth,
                  p->lay.bytes, zp_strerror(rc));
