@@ -103,7 +103,7 @@ typedef struct {
     int foreign, removed, refused;
 } sweep_t;
 
-static void sweep_run(const char *run_dir, int depth, sweep_t *sw);
+static int sweep_run(const char *run_dir, int depth, sweep_t *sw);
 
 /* Removes what one line names when it belongs to run_dir; counts the rest. */
 static void sweep_line(const char *run_dir, int depth, char *line, sweep_t *sw)
@@ -133,8 +133,10 @@ static void sweep_line(const char *run_dir, int depth, char *line, sweep_t *sw)
     } else if (!strcmp(line, "run")) {
         snprintf(under, sizeof under, "%s/", run_dir);
         if (starts_with(name, under, &rest) && plain_name(rest) && depth < NEST_MAX) {
-            if (!zp_rundir_live_pid(name))
-                sweep_run(name, depth + 1, sw);
+            if (!zp_rundir_live_pid(name) && !sweep_run(name, depth + 1, sw)) {
+                snprintf(under, sizeof under, "%s/supervisor.pid", name); /* dead: its record says so */
+                unlink(under);
+            }
             return;
         }
     }
@@ -159,7 +161,8 @@ static FILE *open_record(const char *run_dir, const char *me, int *foreign)
     return f;
 }
 
-static void sweep_run(const char *run_dir, int depth, sweep_t *sw)
+/* Sweeps one run's record; 0, or -1 when it has none or is another host's. */
+static int sweep_run(const char *run_dir, int depth, sweep_t *sw)
 {
     int foreign;
     FILE *f = open_record(run_dir, sw->host, &foreign);
@@ -167,7 +170,7 @@ static void sweep_run(const char *run_dir, int depth, sweep_t *sw)
         sw->foreign += foreign;
         if (f)
             fclose(f);
-        return;
+        return -1;
     }
     char line[LINE_MAX_BYTES], path[PATH_MAX + 16];
     while (fgets(line, sizeof line, f)) {
@@ -186,6 +189,7 @@ static void sweep_run(const char *run_dir, int depth, sweep_t *sw)
     fclose(f);
     record_path(path, sizeof path, run_dir);
     unlink(path);
+    return 0;
 }
 
 static void my_host(char *buf, size_t len)
