@@ -213,7 +213,9 @@ static int start_all(sup_t *s)
     return rc;
 }
 
-/* Loaders that exited: retired ones are done; dead ones restart after a
+/* Loaders that exited: retired ones are done; one that had delivered samples
+ * (killed at work: the OOM killer, a preempted host) is always restarted, in
+ * 50 ms; one that died before it delivered anything restarts after a
  * back-off (50 ms, doubling with each death of that loader within a minute,
  * to 1.6 s), at most loader.max_restarts_per_min in a minute: a loader that
  * crashes on start is given up on quickly. Returns 1 when no loader is left. */
@@ -233,6 +235,13 @@ static int tend_loaders(sup_t *s)
             if (c->retiring) {
                 fprintf(stderr, "zeus-pipe: loader[%d] retired\n", c->instance);
                 c->retiring = 0;
+                continue;
+            }
+            if (c->delivered) {
+                c->deaths = 0;
+                c->restart_at = now + 50000000ll;
+                fprintf(stderr, "zeus-pipe: loader[%d] %s after delivering samples; restarting it in 50 ms\n",
+                        c->instance, how);
                 continue;
             }
             if (s->restarts >= s->cfg.max_restarts) {

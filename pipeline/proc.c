@@ -136,6 +136,7 @@ zp_child_t *zp_procs_reap(zp_procs_t *s, int *trainer_done)
                 continue;
             c->pid = 0;
             c->status = status;
+            c->delivered = !strcmp(c->stage, "loader") && zp_records_delivered(s->run_dir, c->instance, pid);
             int ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
             int config_error = WIFEXITED(status) && WEXITSTATUS(status) == 2;
             if (ok && !strcmp(c->stage, "trainer"))

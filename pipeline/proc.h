@@ -22,6 +22,7 @@ typedef struct {
     int exited;   /* a loader that exited, until the supervisor handles it */
     int retiring; /* a loader sent SIGUSR1: its exit 0 is expected */
     int deaths;   /* recent deaths (back-off) */
+    int delivered; /* a loader that had returned samples before it exited */
     int64_t last_death, restart_at; /* ns; restart_at 0: none pending */
 } zp_child_t;
 
