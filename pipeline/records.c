@@ -221,8 +221,8 @@ void zp_records_cleanup(const char *run_dir)
                         "run (a segment or file of another run, or a malformed line)\n",
                 run_dir, sw.refused);
     if (sw.foreign)
-        fprintf(stderr, "zeus-pipe: %s: %d run folder(s) of another host left as they are; "
-                        "run the next `zeus-pipe up` there to clean them up\n", run_dir, sw.foreign);
+        fprintf(stderr, "zeus-pipe: %s: left alone %d run folder(s) of another host: only a "
+                        "process there can remove their shared memory\n", run_dir, sw.foreign);
 }
 
 /* ---- loaders' delivery marks ---------------------------------------------------------------- */
