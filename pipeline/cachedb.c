@@ -48,20 +48,61 @@ void zp_cachedb_willneed(zp_cachedb_t *c)
         posix_fadvise(fd, 0, used, POSIX_FADV_WILLNEED);
 }
 
-int zp_cachedb_read_begin(zp_cachedb_t *c, MDB_txn **txn)
+int zp_cachedb_reader_check(zp_cachedb_t *c)
 {
-    int rc = mdb_txn_begin(c->env, NULL, MDB_RDONLY, txn);
-    if (rc == MDB_MAP_RESIZED) { /* the writer grew the map: adopt its size */
-        mdb_env_set_mapsize(c->env, 0);
-        rc = mdb_txn_begin(c->env, NULL, MDB_RDONLY, txn);
+    int dead = 0;
+    int rc = mdb_reader_check(c->env, &dead);
+    if (rc)
+        zp_warn("%s: cannot check the reader table: %s", c->path, mdb_strerror(rc));
+    else if (dead)
+        zp_info("%s: freed %d reader slot(s) of dead processes", c->path, dead);
+    return rc ? 0 : dead;
+}
+
+/* Another process grew the map past ours: take its size (no transaction of
+ * this process may be open). */
+static int adopt_map(zp_cachedb_t *c)
+{
+    MDB_envinfo info;
+    int rc = mdb_env_set_mapsize(c->env, 0);
+    if (rc || (rc = mdb_env_info(c->env, &info)))
+        return rc;
+    if (info.me_mapsize != c->map_bytes)
+        zp_info("%s: the map was grown by another process; now %zu MiB", c->path,
+                (size_t)info.me_mapsize >> 20);
+    c->map_bytes = info.me_mapsize;
+    return 0;
+}
+
+/* Begins a transaction; adopts a map another process grew, and frees the
+ * reader slots of dead processes when the table is full. */
+static int begin(zp_cachedb_t *c, unsigned flags, MDB_txn **txn)
+{
+    int rc = mdb_txn_begin(c->env, NULL, flags, txn);
+    for (int tries = 0; rc && tries < 2; tries++) {
+        if (rc == MDB_MAP_RESIZED && !adopt_map(c))
+            rc = mdb_txn_begin(c->env, NULL, flags, txn);
+        else if (rc == MDB_READERS_FULL && zp_cachedb_reader_check(c) > 0)
+            rc = mdb_txn_begin(c->env, NULL, flags, txn);
+        else
+            break;
     }
+    if (rc)
+        *txn = NULL;
     return rc;
 }
+
+int zp_cachedb_read_begin(zp_cachedb_t *c, MDB_txn **txn) { return begin(c, MDB_RDONLY, txn); }
+
+int zp_cachedb_write_begin(zp_cachedb_t *c, MDB_txn **txn) { return begin(c, 0, txn); }
 
 static int open_dbs(zp_cachedb_t *c, char *err, size_t len)
 {
     MDB_txn *txn;
-    int rc = c->readonly ? zp_cachedb_read_begin(c, &txn) : mdb_txn_begin(c->env, NULL, 0, &txn);
+    int rc = c->readonly ? zp_cachedb_read_begin(c, &txn) : zp_cachedb_write_begin(c, &txn);
+    if (rc == MDB_READERS_FULL)
+        return lmdb_fail(err, len, c->path, "every reader slot is taken by a live process "
+                         "(mdb_stat -r lists them)", rc);
     if (rc)
         return lmdb_fail(err, len, c->path, "begin", rc);
     unsigned flags = c->readonly ? 0 : MDB_CREATE;
@@ -117,6 +158,7 @@ int zp_cachedb_open(zp_cachedb_t *c, const zp_config_t *cfg, const zp_dataset_me
     MDB_envinfo info;
     mdb_env_info(c->env, &info);
     c->map_bytes = info.me_mapsize;
+    zp_cachedb_reader_check(c); /* slots of killed processes pin pages and fill the table */
     if ((rc = open_dbs(c, err, len)))
         zp_cachedb_close(c);
     return rc;
@@ -236,7 +278,7 @@ int zp_cachedb_check(zp_cachedb_t *c, const zp_config_t *cfg, const zp_dataset_m
                      char *err, size_t len)
 {
     MDB_txn *txn;
-    int rc = mdb_txn_begin(c->env, NULL, 0, &txn);
+    int rc = zp_cachedb_write_begin(c, &txn);
     if (rc)
         return lmdb_fail(err, len, c->path, "begin", rc);
     for (int s = 0; !rc && s < ZP_SPLITS; s++)
@@ -309,12 +351,13 @@ int64_t zp_cachedb_present(zp_cachedb_t *c, int split, int64_t n, uint8_t *prese
     memset(present, 0, (size_t)(n + 7) / 8);
     MDB_txn *txn;
     MDB_cursor *cur;
-    if (zp_cachedb_read_begin(c, &txn))
+    if ((c->error = zp_cachedb_read_begin(c, &txn)))
         return 0;
     int64_t count = 0;
-    if (mdb_cursor_open(txn, c->dbi[split], &cur) == 0) {
+    if ((c->error = mdb_cursor_open(txn, c->dbi[split], &cur)) == 0) {
         MDB_val k, v;
-        for (int rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0;
+        int rc;
+        for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0;
              rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
             if (k.mv_size != 4)
                 continue;
@@ -325,6 +368,7 @@ int64_t zp_cachedb_present(zp_cachedb_t *c, int split, int64_t n, uint8_t *prese
                 count++;
             }
         }
+        c->error = rc == MDB_NOTFOUND ? 0 : rc;
         mdb_cursor_close(cur);
     }
     mdb_txn_abort(txn);

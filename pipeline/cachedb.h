@@ -49,6 +49,7 @@ typedef struct {
     size_t map_bytes, max_bytes;
     char name[ZP_SPLITS][96]; /* database names */
     char path[256];
+    int error; /* LMDB's code for the last zp_cachedb_present() (0: it read every key) */
 } zp_cachedb_t;
 
 /* Opens (and for a writer, creates) the environment and the split databases.
@@ -102,7 +103,8 @@ int zp_cache_check_header(const MDB_val *v, const zp_dataset_meta_t *m, uint32_t
 uint64_t zp_cache_sum(const uint8_t *hdr, const void *payload, size_t bytes);
 
 /* Fills `present` (a bitmap of meta->n[split] bits) with the keys stored for a
- * split, and returns how many. One short read transaction, a cursor scan. */
+ * split, and returns how many. One short read transaction, a cursor scan.
+ * On an LMDB error c->error holds its code and `present` what was read. */
 int64_t zp_cachedb_present(zp_cachedb_t *c, int split, int64_t n, uint8_t *present);
 
 /* Asks the kernel to read the used part of the data file into page cache in
@@ -111,7 +113,16 @@ int64_t zp_cachedb_present(zp_cachedb_t *c, int split, int64_t n, uint8_t *prese
  * 4 KiB reads from disk is far slower than one sequential read-ahead. */
 void zp_cachedb_willneed(zp_cachedb_t *c);
 
-/* Begins a read-only transaction, adopting a map the writer has grown. */
+/* Begins a read-only (or write) transaction. A map another process has grown
+ * (MDB_MAP_RESIZED) is adopted, and a full reader table (MDB_READERS_FULL)
+ * is freed of dead processes' slots, before LMDB's error is returned. No
+ * other transaction of this process may be open. */
 int zp_cachedb_read_begin(zp_cachedb_t *c, MDB_txn **txn);
+int zp_cachedb_write_begin(zp_cachedb_t *c, MDB_txn **txn);
+/* Frees the reader slots of dead processes (a SIGKILLed reader keeps its
+ * slot, and the pages of its snapshot, until then): mdb_reader_check. Done
+ * when opening and when the table is full; the writer also does it every
+ * few seconds. Returns how many it freed (logged). */
+int zp_cachedb_reader_check(zp_cachedb_t *c);
 
 #endif

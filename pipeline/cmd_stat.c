@@ -18,7 +18,7 @@
 typedef struct {
     char stage[16];
     int instance;
-    double items, bytes, cpu, busy, wait_in, wait_out, queue, errors, hit_rate;
+    double items, bytes, cpu, busy, wait_in, wait_out, queue, errors, hit_rate, lmdb_errors;
 } row_t;
 
 static const char *ORDER[] = {"loader", "cache", "prefetch", "trainer", "logger"};
@@ -84,6 +84,7 @@ static int fetch_rows(const char *dir, row_t *rows, int max)
         r->queue = zp_map_num(o, "queue", 0);
         r->errors = zp_map_num(o, "errors", 0);
         r->hit_rate = zp_map_num(o, "hit_rate", -1);
+        r->lmdb_errors = zp_map_num(o, "lmdb_errors", 0);
     }
     zp_msg_release(&m);
     zp_frames_close(&f);
@@ -101,9 +102,10 @@ static void print_json(const char *dir, const row_t *r, int n)
         printf("%s{\"stage\":", i ? "," : "");
         zp_json_str(stdout, r[i].stage); /* from the stage's events: bytes off a socket */
         printf(",\"instance\":%d,\"items_per_s\":%.3f,\"bytes_per_s\":%.1f,"
-               "\"cpu\":%.4f,\"busy\":%.4f,\"wait_in\":%.4f,\"wait_out\":%.4f,\"queue\":%.0f,\"errors\":%.0f,\"hit_rate\":%.4f}",
-               r[i].instance, r[i].items, r[i].bytes, r[i].cpu, r[i].busy,
-               r[i].wait_in, r[i].wait_out, r[i].queue, r[i].errors, r[i].hit_rate);
+               "\"cpu\":%.4f,\"busy\":%.4f,\"wait_in\":%.4f,\"wait_out\":%.4f,\"queue\":%.0f,"
+               "\"errors\":%.0f,\"hit_rate\":%.4f,\"lmdb_errors\":%.0f}",
+               r[i].instance, r[i].items, r[i].bytes, r[i].cpu, r[i].busy, r[i].wait_in,
+               r[i].wait_out, r[i].queue, r[i].errors, r[i].hit_rate, r[i].lmdb_errors);
     }
     printf("]}\n");
 }
@@ -126,7 +128,7 @@ static void print_table(const row_t *r, int n)
             snprintf(hit, sizeof hit, "%.0f%%", 100 * r[i].hit_rate);
         printf("%-9s %4d %10s %11s %4.0f%% %5.0f%% %7.0f%% %8.0f%% %6.0f %5s %7.0f%s\n", r[i].stage,
                r[i].instance, items, bytes, 100 * r[i].cpu, 100 * r[i].busy, 100 * r[i].wait_in,
-               100 * r[i].wait_out, r[i].queue, hit, r[i].errors,
+               100 * r[i].wait_out, r[i].queue, hit, r[i].errors + r[i].lmdb_errors,
                i == hot && fmax(r[i].busy, r[i].cpu) > 0.5 ? "  <- bottleneck" : "");
     }
 }

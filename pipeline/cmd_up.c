@@ -15,6 +15,7 @@
 #include "pipeline/log.h"
 #include "pipeline/proc.h"
 #include "pipeline/ring.h"
+#include "pipeline/records.h"
 #include "pipeline/rundir.h"
 #include "pipeline/slurm.h"
 #include "pipeline/sock.h"
@@ -213,7 +214,9 @@ static int start_all(sup_t *s)
     return rc;
 }
 
-/* Loaders that exited: retired ones are done; dead ones restart after a
+/* Loaders that exited: retired ones are done; one that had delivered samples
+ * (killed at work: the OOM killer, a preempted host) is always restarted, in
+ * 50 ms; one that died before it delivered anything restarts after a
  * back-off (50 ms, doubling with each death of that loader within a minute,
  * to 1.6 s), at most loader.max_restarts_per_min in a minute: a loader that
  * crashes on start is given up on quickly. Returns 1 when no loader is left. */
@@ -233,6 +236,13 @@ static int tend_loaders(sup_t *s)
             if (c->retiring) {
                 fprintf(stderr, "zeus-pipe: loader[%d] retired\n", c->instance);
                 c->retiring = 0;
+                continue;
+            }
+            if (c->delivered) {
+                c->deaths = 0;
+                c->restart_at = now + 50000000ll;
+                fprintf(stderr, "zeus-pipe: loader[%d] %s after delivering samples; restarting it in 50 ms\n",
+                        c->instance, how);
                 continue;
             }
             if (s->restarts >= s->cfg.max_restarts) {
@@ -377,6 +387,11 @@ static int prepare_resume(sup_t *s, const char *run)
     if (s->cfg.cache_enabled && zp_cache_prepare(&s->cfg, &meta))
         return 2;
     zp_rundir_cleanup(s->run_dir); /* what its killed supervisor left */
+    int rc = zp_records_start(s->run_dir);
+    if (rc) {
+        fprintf(stderr, "zeus-pipe: %s/resources: cannot write: %s\n", s->run_dir, zp_strerror(rc));
+        return 1;
+    }
     if (shm_room(s, &meta)) /* with the dead run's ring gone */
         return 2;
     snprintf(path, sizeof path, "%s/supervisor.pid", s->run_dir);
@@ -506,7 +521,9 @@ static int slurm_join(sup_t *s)
     snprintf(s->watch, sizeof s->watch, "%s", path);
     char name[32];
     snprintf(name, sizeof name, "rank-%d", s->slurm.rank);
-    return zp_rundir_make(&s->cfg, run0, name, s->run_dir, sizeof s->run_dir);
+    int rc = zp_rundir_make(&s->cfg, run0, name, s->run_dir, sizeof s->run_dir);
+    /* in rank 0's record: a cleanup of the run reaches this rank's leftovers */
+    return rc ? rc : zp_records_add(run0, "run", s->run_dir) ? 1 : 0;
 }
 
 /* `srun zeus-pipe up CONFIG`: this task's part of the run. */

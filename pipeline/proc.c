@@ -3,6 +3,7 @@
 #define _GNU_SOURCE
 #include "pipeline/proc.h"
 #include "pipeline/log.h"
+#include "pipeline/records.h"
 #include "pipeline/rundir.h"
 #include "pipeline/stage.h"
 
@@ -14,7 +15,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -190,6 +190,7 @@ zp_child_t *zp_procs_reap(zp_procs_t *s, int *trainer_done)
                 continue;
             c->pid = 0;
             c->status = status;
+            c->delivered = !strcmp(c->stage, "loader") && zp_records_delivered(s->run_dir, c->instance, pid);
             int ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
             int config_error = WIFEXITED(status) && WEXITSTATUS(status) == 2;
             if (ok && !strcmp(c->stage, "trainer"))
@@ -241,17 +242,14 @@ void zp_procs_stop(zp_procs_t *s, int logger, int ms)
     }
 }
 
-/* Removes what a run's supervisor created: shared memory, sockets, pid file. */
+/* Removes what the run recorded that it created (pipeline/records.h):
+ * every rank's ring, the socket files, nested Slurm ranks; then its pid file. */
 void zp_rundir_cleanup(const char *run_dir)
 {
-    char name[128], path[PATH_MAX + 64];
-    zp_ring_name(name, sizeof name, run_dir, 0);
-    shm_unlink(name);
-    static const char *socks[] = {"work", "fetch", "ring-0", "events", "stat", "control"};
-    for (size_t i = 0; i < sizeof socks / sizeof socks[0]; i++) {
-        snprintf(path, sizeof path, "%s/sock/%s.ipc", run_dir, socks[i]);
-        unlink(path);
-    }
+    char path[PATH_MAX + 64];
+    if (zp_records_foreign(run_dir))
+        return; /* its supervisor's host cleans up after it */
+    zp_records_cleanup(run_dir);
     snprintf(path, sizeof path, "%s/supervisor.pid", run_dir);
     unlink(path);
 }
@@ -270,7 +268,8 @@ void zp_rundir_cleanup_stale(const char *dir)
         snprintf(run, sizeof run, "%s/%s", dir, e->d_name);
         snprintf(pidfile, sizeof pidfile, "%s/supervisor.pid", run);
         char real[PATH_MAX];
-        if (access(pidfile, F_OK) || zp_rundir_live_pid(run) || !realpath(run, real))
+        if (access(pidfile, F_OK) || zp_rundir_live_pid(run) || !realpath(run, real) ||
+            zp_records_foreign(real))
             continue;
         fprintf(stderr, "zeus-pipe: cleaning up after %s, whose supervisor died\n", real);
         zp_rundir_cleanup(real);

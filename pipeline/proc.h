@@ -22,6 +22,7 @@ typedef struct {
     int exited;   /* a loader that exited, until the supervisor handles it */
     int retiring; /* a loader sent SIGUSR1: its exit 0 is expected */
     int deaths;   /* recent deaths (back-off) */
+    int delivered; /* a loader that had returned samples before it exited */
     int64_t last_death, restart_at; /* ns; restart_at 0: none pending */
 } zp_child_t;
 
@@ -50,7 +51,9 @@ void zp_procs_stop(zp_procs_t *s, int logger, int ms);
 void zp_procs_describe(const zp_child_t *c, char *buf, size_t len);
 void zp_procs_log_tail(zp_procs_t *s, const zp_child_t *c);
 
-/* Removes a run's shared memory, socket files and pid file. */
+/* Removes the shared memory, socket files and nested rank folders' leftovers
+ * that the run recorded in RUN/resources (pipeline/records.h), and its pid
+ * file; nothing for a run whose supervisor is on another host. */
 void zp_rundir_cleanup(const char *run_dir);
 /* Does that for every run under `dir` whose supervisor died without it. */
 void zp_rundir_cleanup_stale(const char *dir);

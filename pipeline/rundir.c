@@ -3,6 +3,7 @@
 #include "pipeline/cmd.h"
 #include "pipeline/log.h"
 #include "pipeline/proc.h"
+#include "pipeline/records.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -82,6 +83,10 @@ int zp_rundir_make(const zp_config_t *cfg, const char *dir, const char *name, ch
     }
     zp_config_print(cfg, f);
     fclose(f);
+    if ((rc = zp_records_start(out))) {
+        fprintf(stderr, "zeus-pipe: %s/resources: %s\n", out, zp_strerror(rc));
+        return 1;
+    }
     snprintf(path, sizeof path, "%s/supervisor.pid", out);
     if ((f = fopen(path, "w"))) {
         fprintf(f, "%d\n", (int)getpid());

@@ -1,6 +1,7 @@
 #define _GNU_SOURCE
 #include "pipeline/sock.h"
 #include "pipeline/log.h"
+#include "pipeline/records.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -22,6 +23,10 @@ void *zp_sock_open(void *ctx, int type, const char *endpoint, int bind, int ling
         return NULL;
     }
     zmq_setsockopt(s, ZMQ_LINGER, &linger_ms, sizeof linger_ms);
+    if (bind && zp_records_add_endpoint(endpoint)) { /* recorded before the file exists */
+        zmq_close(s);
+        return NULL;
+    }
     int rc = bind ? zmq_bind(s, endpoint) : zmq_connect(s, endpoint);
     if (rc != 0) {
         zp_error("%s %s: %s", bind ? "bind" : "connect", endpoint, zmq_strerror(errno));

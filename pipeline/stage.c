@@ -3,6 +3,7 @@
 #include "pipeline/hash.h"
 #include "pipeline/log.h"
 #include "pipeline/keys.h"
+#include "pipeline/records.h"
 #include "pipeline/sock.h"
 #include "pipeline/zap.h"
 
@@ -115,6 +116,8 @@ static int curve(zp_stage_t *st, void *sock, int server)
 /* bind or connect, the endpoint and the error logged */
 static int link_to(void *sock, const char *ep, int bind)
 {
+    if (bind && zp_records_add_endpoint(ep)) /* an ipc file: recorded before it exists */
+        return ZP_EINVAL;
     if (bind ? zmq_bind(sock, ep) == 0 : zmq_connect(sock, ep) == 0)
         return 0;
     zp_error("%s %s: %s", bind ? "bind" : "connect", ep, zmq_strerror(errno));
@@ -288,7 +291,7 @@ void zp_stats_tick(zp_stage_t *st)
     int64_t cpu = (int64_t)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000000000 +
                   (int64_t)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1000;
     zp_event_t ev;
-    zp_ev_begin(st, &ev, "stats", 18);
+    zp_ev_begin(st, &ev, "stats", 19);
     int64_t lookups = s->lookups - s->w_lookups;
     zp_ev_num(&ev, "hit_rate", lookups ? (double)(s->hits - s->w_hits) / (double)lookups : -1);
     zp_ev_num(&ev, "cpu", s->w_cpu_ns ? (double)(cpu - s->w_cpu_ns) / dt : 0);
@@ -301,6 +304,7 @@ void zp_stats_tick(zp_stage_t *st)
     zp_ev_int(&ev, "total_items", s->items);
     zp_ev_int(&ev, "total_bytes", s->bytes);
     zp_ev_int(&ev, "errors", s->errors);
+    zp_ev_int(&ev, "lmdb_errors", s->lmdb_errors);
     zp_ev_int(&ev, "events_dropped", st->events_dropped);
     zp_ev_num(&ev, "window_s", dts);
     zp_ev_num(&ev, "uptime_s", (double)(now - s->start) / 1e9);

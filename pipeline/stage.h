@@ -35,6 +35,7 @@ typedef struct {
     int64_t ns[4];                /* time per state, ZP_ST_* */
     int64_t queue;                /* current queue depth, set by the stage */
     int64_t hits, lookups;        /* cache hits among lookups (prefetch) */
+    int64_t lmdb_errors;          /* LMDB errors on the hit path (prefetch): never a silent miss */
     int state, final;
     int64_t since, start;
     /* the last window */

@@ -101,7 +101,7 @@
     X("loader.liveness", INT, liveness, "3", 1, 100,                                               \
       "heartbeats missed before a loader (or, for a loader, the cache stage) counts as dead")     \
     X("loader.max_restarts_per_min", INT, max_restarts, "10", 0, 10000,                            \
-      "dead loaders restarted per minute; past it the run goes on with fewer loaders")            \
+      "loaders that died before delivering samples restarted per minute; past it the run goes on with fewer") \
     X("prefetch.batch_size", INT, batch_size, "256", 1, 65536, "samples per batch")                \
     X("prefetch.depth", INT, depth, "2", 1, 64,                                                    \
       "batch slots in the shared-memory ring (2 = double buffering)")                             \

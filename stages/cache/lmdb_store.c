@@ -15,6 +15,7 @@ struct zp_store {
     int64_t txn_start, pending, pending_bytes;
     int on; /* caching; off after the map filled or an LMDB error */
     int64_t written;
+    int64_t next_reader_check; /* ns */
 };
 
 int zp_store_open(zp_store_t **out, zp_stage_t *st)
@@ -102,7 +103,7 @@ void zp_store_put(zp_store_t *s, int split, uint64_t n, const uint8_t *indices,
     size_t bytes = s->st->meta.sample_bytes;
     make_room(s, n * (bytes + ZP_CACHE_HDR + 64));
     if (!s->txn) {
-        int rc = mdb_txn_begin(s->db.env, NULL, 0, &s->txn);
+        int rc = zp_cachedb_write_begin(&s->db, &s->txn); /* adopts a map another process grew */
         if (rc) {
             s->txn = NULL;
             char why[128];
@@ -156,7 +157,7 @@ int zp_store_get(zp_store_t *s, int split, uint64_t n, const uint8_t *indices, i
     if (!s || !s->on)
         return 0;
     MDB_txn *txn = s->txn; /* one transaction a thread: the pending one, if any */
-    if (!txn && mdb_txn_begin(s->db.env, NULL, MDB_RDONLY, &txn))
+    if (!txn && zp_cachedb_read_begin(&s->db, &txn))
         return 0;
     ZP_TIME_BEGIN(&s->st->timers, ZP_R_LMDB_GET);
     size_t bytes = s->st->meta.sample_bytes;
@@ -188,9 +189,14 @@ void zp_store_commit(zp_store_t *s)
 
 int zp_store_tick(zp_store_t *s)
 {
+    int64_t now = zp_now_ns();
+    if (s && now >= s->next_reader_check) { /* readers SIGKILLed while the writer lives on */
+        zp_cachedb_reader_check(&s->db);
+        s->next_reader_check = now + 5000000000ll;
+    }
     if (!s || !s->txn)
         return 100;
-    int64_t age = zp_now_ns() - s->txn_start;
+    int64_t age = now - s->txn_start;
     if (age >= 100000000) {
         commit(s);
         return 100;

@@ -10,6 +10,7 @@
 #include "pipeline/augment.h"
 #include "pipeline/cachedb.h"
 #include "pipeline/log.h"
+#include "pipeline/records.h"
 #include "pipeline/sock.h"
 #include "pipeline/stage.h"
 #include "stages/loader/source.h"
@@ -41,6 +42,7 @@ typedef struct {
     char ep[ZP_ENDPOINT_MAX + 16];
     int64_t last_send, last_recv; /* ns */
     int retire_sent;
+    int delivered; /* samples went out: the supervisor knows (pipeline/records.h) */
     int64_t skipped;
     zp_augment_t aug; /* dataset.augment.where = loader (cache off) */
     float *scratch;   /* one transformed sample before its augmentation; owned */
@@ -253,6 +255,8 @@ static int run_task(loader_t *l, const zp_msg_t *t)
         rc = zp_send_parts(l->work, &out, parts, 3);
         ZP_TIME_END(&l->st->timers, ZP_R_SEND);
         l->last_send = zp_now_ns();
+        if (!rc && !l->delivered && l->st->run_dir[0]) /* a supervised loader: tell it once */
+            l->delivered = 1, zp_records_mark_delivered(l->st->run_dir, l->st->instance);
         l->st->stats.items += (int64_t)t->n;
         l->st->stats.bytes += (int64_t)bytes;
     }

@@ -11,6 +11,7 @@
 #include "pipeline/cachedb.h"
 #include "pipeline/ckpt.h"
 #include "pipeline/log.h"
+#include "pipeline/records.h"
 #include "pipeline/ring.h"
 #include "pipeline/sampler.h"
 #include "pipeline/sock.h"
@@ -81,10 +82,12 @@ typedef struct {
     int64_t first_batch;           /* where the current phase starts (a resumed epoch) */
     zp_ckpt_pos_t start;           /* where the run goes on from (all 0: the beginning) */
     int unsynced;                  /* fetches sent since the cache last committed them */
-    int64_t corrupt_logged;
+    int64_t corrupt_logged, lmdb_logged;
     int64_t skipped; /* this phase: samples the loaders could not load */
     int64_t last_progress; /* ns: the last sample that arrived or batch sent (prefetch.fetch_timeout_s) */
 } prefetch_t;
+
+static int open_cache(prefetch_t *p);
 
 static void bad_msg(prefetch_t *p, const char *from, const char *why)
 {
@@ -181,6 +184,16 @@ static void corrupt_value(prefetch_t *p, uint32_t index, const char *why)
         zp_warn("%s sample %u in the cache: %s; loading it again", p->db.name[p->split], index, why);
 }
 
+/* An LMDB error on the hit path: counted (stat's lmdb_errors), logged, and
+ * the samples it hid are loaded by the loaders: never a silent miss. */
+static void lmdb_error(prefetch_t *p, const char *what, int rc)
+{
+    int64_t n = ++p->st->stats.lmdb_errors;
+    if (p->lmdb_logged++ < 10 || n % 1000 == 0)
+        zp_warn("%s: %s: %s (%lld LMDB error(s) so far); the loaders load what it hid",
+                p->st->cfg.cache_path, what, mdb_strerror(rc), (long long)n);
+}
+
 /* Reads the batch's hits from LMDB straight into its slot, in one short read
  * transaction; what is absent or corrupt is fetched from loaders instead. */
 static int read_hits(prefetch_t *p, batch_t *bt)
@@ -191,12 +204,13 @@ static int read_hits(prefetch_t *p, batch_t *bt)
     ZP_TIME_BEGIN(&p->st->timers, ZP_R_LMDB_GET);
     /* A short read transaction per batch; its handle is reused (reset/renew). */
     int rc = p->rtxn ? mdb_txn_renew(p->rtxn) : zp_cachedb_read_begin(&p->db, &p->rtxn);
-    if (rc == MDB_MAP_RESIZED || (rc && p->rtxn)) { /* the writer grew the map */
-        if (p->rtxn)
-            mdb_txn_abort(p->rtxn);
+    if (rc && p->rtxn) { /* the writer grew the map (MDB_MAP_RESIZED): a new handle adopts it */
+        mdb_txn_abort(p->rtxn);
         p->rtxn = NULL;
         rc = zp_cachedb_read_begin(&p->db, &p->rtxn);
     }
+    if (rc)
+        lmdb_error(p, "cannot begin a read transaction", rc);
     MDB_txn *txn = rc ? NULL : p->rtxn;
     /* Read in key order (nearby keys share B-tree pages), write in batch order. */
     int64_t nread = 0;
@@ -213,8 +227,11 @@ static int read_hits(prefetch_t *p, batch_t *bt)
         uint8_t kb[4];
         zp_cache_key((uint32_t)(p->order[j] >> 32), kb);
         MDB_val k = {4, kb};
-        if (rc || mdb_get(txn, p->db.dbi[p->split], &k, &vals[j]))
+        int got = rc ? rc : mdb_get(txn, p->db.dbi[p->split], &k, &vals[j]);
+        if (got)
             vals[j].mv_data = NULL;
+        if (got && !rc && got != MDB_NOTFOUND)
+            lmdb_error(p, "get", got);
     }
     zp_copy_job_t job = {.vals = vals, .order = p->order, .n = nread, .meta = &p->st->meta,
                          .labels = labels, .data = data, .status = p->status, .why = p->why};
@@ -508,10 +525,15 @@ static int run_phase(prefetch_t *p)
     p->last_progress = zp_now_ns();
     int64_t cached = 0;
     int rc = sync_cache(p);
+    if (!rc)
+        rc = open_cache(p);
     if (rc)
         return rc;
-    if (p->cache_on)
+    if (p->cache_on) {
         cached = zp_cachedb_present(&p->db, p->split, p->st->meta.n[p->split], p->present[p->split]);
+        if (p->db.error)
+            lmdb_error(p, "cannot list the cached samples", p->db.error);
+    }
     while (!rc && !zp_stop && p->next_emit < p->nbatches) {
         while (!rc && p->next_fetch < p->nbatches && p->next_fetch < p->next_emit + p->nflight)
             rc = start_batch(p);
@@ -601,6 +623,35 @@ static int open_ring(prefetch_t *p, const char *name)
     return rc;
 }
 
+/* Opens the cache's hit path. Under Slurm only rank 0 shares a host with the
+ * cache's LMDB; the other ranks' samples, cached or not, come through the
+ * cache stage. An LMDB error is counted and logged, and the next phase tries
+ * again (a reader table full of live readers frees up); 0 or a fatal error. */
+static int open_cache(prefetch_t *p)
+{
+    zp_stage_t *st = p->st;
+    if (p->cache_on || !st->cfg.cache_enabled || st->slurm.rank != 0)
+        return 0;
+    char err[512];
+    int rc = zp_cachedb_open(&p->db, &st->cfg, &st->meta, 1, err, sizeof err);
+    if (rc) {
+        int64_t n = ++st->stats.lmdb_errors;
+        if (p->lmdb_logged++ < 10 || n % 1000 == 0)
+            zp_warn("%s; reading no samples from the cache until it opens (tried again every epoch)", err);
+        return 0;
+    }
+    if (!p->readers && (rc = zp_readers_start(&p->readers, (int)st->cfg.readers)))
+        return rc;
+    for (int s = 0; s < ZP_SPLITS; s++)
+        if (!p->present[s] && !(p->present[s] = malloc((size_t)(st->meta.n[s] + 8) / 8)))
+            return ZP_ENOMEM;
+    if (p->lmdb_logged)
+        zp_info("%s: open; reading hits from the cache again", st->cfg.cache_path);
+    p->cache_on = 1;
+    zp_cachedb_willneed(&p->db);
+    return 0;
+}
+
 static int open_all(prefetch_t *p)
 {
     zp_stage_t *st = p->st;
@@ -617,7 +668,9 @@ static int open_all(prefetch_t *p)
     }
     char name[128], ep[ZP_ENDPOINT_MAX + 16];
     zp_ring_name(name, sizeof name, st->run_dir, st->instance);
-    int rc = open_ring(p, name);
+    int rc = zp_records_add(st->run_dir, "shm", name); /* for the cleanup after a crash */
+    if (!rc)
+        rc = open_ring(p, name);
     if (rc)
         return rc;
     p->nflight = (int)(st->cfg.depth + st->cfg.window);
@@ -636,23 +689,8 @@ static int open_all(prefetch_t *p)
         !(p->vals = malloc(bs * sizeof(MDB_val))) || !(p->status = malloc(bs)) ||
         !(p->why = malloc(bs * sizeof(char *))))
         return ZP_ENOMEM;
-    /* Under Slurm only rank 0 shares a host with the cache's LMDB; the other
-     * ranks' samples, cached or not, come through the cache stage. */
-    if (st->cfg.cache_enabled && st->slurm.rank == 0) {
-        char err[512];
-        rc = zp_cachedb_open(&p->db, &st->cfg, &st->meta, 1, err, sizeof err);
-        if (rc) {
-            zp_warn("%s; reading no samples from the cache", err);
-        } else if ((rc = zp_readers_start(&p->readers, (int)st->cfg.readers))) {
-            return rc;
-        } else {
-            p->cache_on = 1;
-            zp_cachedb_willneed(&p->db);
-            for (int s = 0; s < ZP_SPLITS; s++)
-                if (!(p->present[s] = malloc((size_t)(st->meta.n[s] + 8) / 8)))
-                    return ZP_ENOMEM;
-        }
-    }
+    if ((rc = open_cache(p)))
+        return rc;
     for (int s = 0; s < ZP_SPLITS; s++)
         if ((rc = zp_sampler_init(&p->sampler[s], st->meta.n[s])))
             return rc;

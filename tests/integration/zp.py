@@ -145,12 +145,12 @@ def order_digest(indices):
     return "%016x" % d
 
 
-def ring_path(run_dir):
-    """/dev/shm file of a run's ring, named as zp_ring_name() does."""
+def ring_path(run_dir, rank=0):
+    """/dev/shm file of a run's ring of `rank`, named as zp_ring_name() does."""
     h = 0xCBF29CE484222325
     for b in os.path.realpath(run_dir).encode():
         h = ((h ^ mix64(b)) * 0x100000001B3) & MASK
-    return "/dev/shm/zp-%016x-ring0" % h
+    return "/dev/shm/zp-%016x-ring%d" % (h, rank)
 
 
 def mp_pack(obj):

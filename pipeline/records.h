@@ -1,0 +1,48 @@
+/* records.h — what a run writes into its own directory about itself, so
+ * that whoever comes after a crash knows what it left.
+ *
+ * RUN/resources: every shared-memory segment, socket file and nested run
+ * folder the run creates, one line each, appended by the process that
+ * creates it, before it creates it (O_APPEND, one write(2) a line):
+ *
+ *   host NAME        the host the run's supervisor runs on (written first)
+ *   shm /zp-...      a shared-memory segment (a rank's ring)
+ *   sock PATH        a bound ipc socket file, RUN/sock/NAME.ipc
+ *   run PATH         a nested run folder (a Slurm rank's RUN/rank-<r>)
+ *
+ * Cleanup removes exactly those, and only names that belong to the run: a
+ * segment named after the run directory's hash, a file in its sock/, a
+ * folder directly inside it (whose own supervisor is dead).
+ *
+ * RUN/logs/loader-<i>.delivered: the pid of loader i once it has returned
+ * samples, so that the supervisor tells a loader killed at work from one
+ * that dies before it delivers anything (a crash loop). */
+#ifndef ZP_RECORDS_H
+#define ZP_RECORDS_H
+
+#include <sys/types.h>
+
+/* Starts the run's record with this host's name. 0 or a negative errno. */
+int zp_records_start(const char *run_dir);
+/* Appends "KIND NAME" (kind: "shm", "sock" or "run"). 0, or a negative
+ * errno / ZP_EINVAL with the file and the reason logged. */
+int zp_records_add(const char *run_dir, const char *kind, const char *name);
+/* For an endpoint "ipc://RUN/sock/NAME.ipc": appends "sock RUN/sock/NAME.ipc"
+ * to RUN/resources. Other endpoints (tcp, inproc) need no record: 0. */
+int zp_records_add_endpoint(const char *endpoint);
+/* 1 when the record says that the run belongs to another host (its
+ * resources are out of reach from here), else 0. */
+int zp_records_foreign(const char *run_dir);
+/* Removes what RUN/resources lists and belongs to the run (nested runs
+ * included, when their supervisor is dead), then the record itself. Lines
+ * that name something else are left alone, counted and reported. Does
+ * nothing for a run of another host. */
+void zp_records_cleanup(const char *run_dir);
+
+/* Loader `instance` of the run has delivered samples: writes its pid. */
+int zp_records_mark_delivered(const char *run_dir, int instance);
+/* 1 when loader `instance`, process `pid`, had delivered samples before it
+ * ended; removes the mark. */
+int zp_records_delivered(const char *run_dir, int instance, pid_t pid);
+
+#endif

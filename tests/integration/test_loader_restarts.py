@@ -1,0 +1,124 @@
+"""The supervisor's restart policy for loaders: a loader killed at work (one
+that had delivered samples: the OOM killer, a preempted host) is always
+restarted, so a run killed at every turn still completes with every sample
+exactly once, however many kills outnumber loader.max_restarts_per_min; a
+loader that dies before it delivers anything (a crash loop) is still capped."""
+import gzip
+import json
+import os
+import random
+import signal
+import struct
+import time
+import zp
+from test_faults import CONFIG, check_coverage, loader_pids
+
+
+class Delivered:
+    """Loader pids that the logger has seen deliver samples (stats.jsonl:
+    total_items > 0 in a record of that pid), read as the file grows."""
+
+    def __init__(self, run):
+        self.path, self.offset, self.pids = os.path.join(run, "stats.jsonl"), 0, set()
+
+    def __call__(self):
+        if os.path.exists(self.path):
+            with open(self.path) as f:
+                f.seek(self.offset)
+                for line in f:
+                    if not line.endswith("\n"):
+                        break
+                    self.offset += len(line.encode())
+                    r = json.loads(line)
+                    if r.get("stage") == "loader" and r.get("total_items", 0) > 0:
+                        self.pids.add(r["pid"])
+        return self.pids
+
+
+def training(run):
+    return os.path.exists(os.path.join(run, "metrics.jsonl")) and \
+        any(m.get("event") == "step" for m in zp.metrics(run))
+
+
+def loaders_killed_at_work_every_300ms_are_always_restarted():
+    with zp.Workdir() as w:
+        cfg = w.write("k.yaml", CONFIG.format(name="kills", train=2000, cost=500, workers=2, epochs=40))
+        p = w.start("up", cfg, "loader.max_restarts_per_min=3")
+        run = w.run_dir("kills")
+        zp.wait_for(lambda: training(run), 30, "training to start")
+        kills, rng, delivered = 0, random.Random(7), Delivered(run)
+        while p.poll() is None and kills < 30:
+            time.sleep(0.3)
+            # at work: the logger has seen it deliver samples
+            pids = [x for x in loader_pids(w) if x in delivered()]
+            if pids:
+                try:
+                    os.kill(rng.choice(pids), signal.SIGKILL)
+                    kills += 1
+                except ProcessLookupError:
+                    pass
+        out, err = p.communicate(timeout=240)
+        zp.check(p.returncode == 0, "exit %d after %d kills\n%s" % (p.returncode, kills, err[-3000:]))
+        zp.check(kills >= 30, "the run ended after %d kills; make it longer" % kills)
+        zp.check("not restarted" not in err and "no loader left" not in err, err[-3000:])
+        zp.check(err.count("after delivering samples; restarting it in 50 ms") == kills, err[-3000:])
+        check_coverage(run, 2000)
+        zp.check(len(zp.epoch_ends(run, "train")) == 40, "epochs")
+
+
+def idx(path, magic, dims, data):
+    with gzip.open(path, "wb") as f:
+        f.write(struct.pack(">I", magic) + b"".join(struct.pack(">I", d) for d in dims) + data)
+
+
+def a_loader_that_dies_before_delivering_is_capped():
+    with zp.Workdir() as w:
+        data = os.path.join(w.path, "data")
+        os.mkdir(data)
+        rng = random.Random(3)
+        for split, n in (("train", 512), ("t10k", 64)):
+            idx(os.path.join(data, "%s-images-idx3-ubyte.gz" % split), 0x803, (n, 28, 28),
+                bytes(rng.randrange(256) for _ in range(n * 784)))
+            idx(os.path.join(data, "%s-labels-idx1-ubyte.gz" % split), 0x801, (n,),
+                bytes(rng.randrange(10) for _ in range(n)))
+        cfg = w.write("c.yaml", """
+run: {name: crash}
+dataset: {source: idx, path: %s}
+loader: {workers: 2, task_size: 16, max_restarts_per_min: 3}
+prefetch: {batch_size: 64}
+trainer: {backend: cpu, model: {hidden: [8]}, epochs: 100000, log_every_steps: 1}
+logger: {stat_interval_ms: 100}
+""" % data)
+        p = w.start("up", cfg)
+        run = w.run_dir("crash")
+
+        def both_delivered():
+            if not os.path.exists(os.path.join(run, "stats.jsonl")):
+                return False
+            done = set()
+            for line in open(os.path.join(run, "stats.jsonl")):
+                r = json.loads(line)
+                if r.get("stage") == "loader" and r.get("total_items", 0) > 0:
+                    done.add(r["instance"])
+            return done == {0, 1}
+
+        zp.wait_for(both_delivered, 30, "both loaders to deliver samples")
+        # from now on a loader dies at start: its dataset is gone
+        os.rename(os.path.join(data, "train-images-idx3-ubyte.gz"), os.path.join(data, "gone.gz"))
+        for pid in loader_pids(w):
+            os.kill(pid, signal.SIGKILL)
+        out, err = p.communicate(timeout=60)
+        zp.check(p.returncode == 1, "exit %d\n%s" % (p.returncode, err))
+        zp.check(err.count("after delivering samples; restarting it in 50 ms") == 2, err)
+        zp.check(err.count("exited with status 1; restarting it in") == 3, err)
+        zp.check("not restarted: 3 restart(s) in the last minute (loader.max_restarts_per_min)" in err, err)
+        zp.check("no loader left; stopping the run" in err, err)
+        logs = "".join(open(os.path.join(run, "logs", f)).read() for f in os.listdir(os.path.join(run, "logs"))
+                       if f.startswith("loader-") and f.endswith(".log"))
+        zp.check("train-images-idx3-ubyte.gz" in logs, "the loaders' logs do not name the missing file:\n" +
+                 logs[-2000:])
+
+
+if __name__ == "__main__":
+    zp.main([loaders_killed_at_work_every_300ms_are_always_restarted,
+             a_loader_that_dies_before_delivering_is_capped])
