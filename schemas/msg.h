@@ -54,8 +54,8 @@ static inline size_t zp_dtype_size(uint64_t dtype) { return dtype == ZP_DTYPE_U8
 /* Messages: X(NAME, "wire name", frames, required fields, direction and meaning). */
 #define ZP_MSGS(X)                                                                                 \
     X(READY, "ready", 1, ZP_B(credit),                                                              \
-      "loader -> cache: I can take `credit` more tasks; the first READY of a connection carries " \
-      "`fp`, which must be the run's")                                                            \
+      "loader -> cache: I can take `credit` more tasks; `fp` (optional on the wire, refused "    \
+      "when absent) must be the run's")                                                           \
     X(REFUSED, "refused", 1, ZP_B(error),                                                            \
       "cache -> loader: no task will come to you because of `error` (another dataset or "       \
       "transform, samples of another size, not matching their task); exit with status 2")       \

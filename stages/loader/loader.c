@@ -262,7 +262,9 @@ static int run_task(loader_t *l, const zp_msg_t *t)
     }
     for (int i = 0; i < 3; i++)
         zmq_msg_close(&parts[i]);
-    zp_msg_t ready = {.type = ZP_MSG_READY, .credit = 1};
+    /* every READY carries the fingerprint: a loader declared dead whose record
+     * went to another is taken back by its next READY alone */
+    zp_msg_t ready = {.type = ZP_MSG_READY, .credit = 1, .fp = l->fp, .present = ZP_B(fp)};
     return rc || l->retire_sent ? rc : send_msg(l, &ready);
 }
 

@@ -132,26 +132,29 @@ def every_checkpoint_rename_is_followed_by_an_fsync_of_its_folder():
         return
     with zp.Workdir() as w:
         trace = os.path.join(w.path, "trace")
-        r = subprocess.run([strace, "-f", "-qq", "-e", "trace=rename,openat,fsync", "-o", trace,
+        # -ff: one file per thread, so no call of another thread comes between a
+        # call's start and its end
+        r = subprocess.run([strace, "-ff", "-qq", "-e", "trace=rename,openat,fsync", "-o", trace,
                             zp.BIN, "up", synth(w, "f")], cwd=w.path, capture_output=True,
                            text=True, timeout=240)
         if r.returncode != 0 and "ptrace" in r.stderr:
             print("SKIP: strace cannot trace here: " + r.stderr.strip()[-200:])
             return
         zp.check(r.returncode == 0, r.stderr[-1500:])
-        lines = open(trace).read().splitlines()
         folder = os.path.join(w.run_dir("f"), "checkpoints")
-        renames = [i for i, l in enumerate(lines) if "rename(" in l and ".ckpt.tmp" in l]
-        zp.check(renames, "no checkpoint was renamed")
-        for i in renames:
-            pid = lines[i].split()[0]
-            # the calls that followed in that thread ("<... resumed>" ends the rename itself
-            # when another thread's line came between its start and its end)
-            after = [l for l in lines[i + 1:] if l.split()[0] == pid and "resumed>" not in l][:2]
-            fd = after[0].rsplit("= ", 1)[-1] if after else "?"
-            zp.check(len(after) == 2 and 'openat(AT_FDCWD, "%s", O_RDONLY' % folder in after[0] and
-                     "O_DIRECTORY" in after[0] and after[1].split()[1] == "fsync(%s)" % fd and
-                     after[1].endswith("= 0"), "after %s: %s" % (lines[i], after))
+        renamed = 0
+        for path in glob.glob(trace + ".*"):
+            lines = open(path).read().splitlines()
+            for i, line in enumerate(lines):
+                if "rename(" not in line or ".ckpt.tmp" not in line:
+                    continue
+                renamed += 1
+                after = lines[i + 1:i + 3]
+                fd = after[0].rsplit("= ", 1)[-1] if after else "?"
+                zp.check(len(after) == 2 and 'openat(AT_FDCWD, "%s", O_RDONLY' % folder in after[0] and
+                         "O_DIRECTORY" in after[0] and after[1].startswith("fsync(%s)" % fd) and
+                         after[1].endswith("= 0"), "after %s: %s" % (line, after))
+        zp.check(renamed, "no checkpoint was renamed")
 
 
 RECORD = b"\x83\xa1v\x01\xa1t\xa5event"  # the start of every EVENT header (schemas/msg.c)
