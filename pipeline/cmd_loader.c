@@ -84,9 +84,7 @@ static int on_exit_of(worker_t *w, int i, int status)
         return WEXITSTATUS(status); /* 2: the command exits 2 too */
     }
     int64_t now = zp_now_ns();
-    w->deaths = now - w->last_death < 60000000000ll ? w->deaths + 1 : 1;
-    w->last_death = now;
-    int64_t delay = 50000000ll << (w->deaths - 1 < 5 ? w->deaths - 1 : 5);
+    int64_t delay = zp_restart_backoff(&w->deaths, &w->last_death, now);
     w->restart_at = now + delay;
     fprintf(stderr, "zeus-pipe: loader[%d] %s; restarting it in %lld ms\n", i, how,
             (long long)(delay / 1000000));

@@ -251,9 +251,7 @@ static int tend_loaders(sup_t *s)
                         c->instance, how, (long long)s->restarts, loaders_running(s));
                 continue;
             }
-            c->deaths = now - c->last_death < 60000000000ll ? c->deaths + 1 : 1;
-            c->last_death = now;
-            int64_t delay = 50000000ll << (c->deaths - 1 < 5 ? c->deaths - 1 : 5);
+            int64_t delay = zp_restart_backoff(&c->deaths, &c->last_death, now);
             c->restart_at = now + delay;
             s->restarts++;
             fprintf(stderr, "zeus-pipe: loader[%d] %s; restarting it in %lld ms\n", c->instance, how,

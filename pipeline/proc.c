@@ -150,6 +150,13 @@ int zp_procs_spawn(zp_procs_t *s, const char *stage, int instance, int keep_stdo
     return 0;
 }
 
+int64_t zp_restart_backoff(int *deaths, int64_t *last_death, int64_t now)
+{
+    *deaths = now - *last_death < 60000000000ll ? *deaths + 1 : 1;
+    *last_death = now;
+    return 50000000ll << (*deaths - 1 < 5 ? *deaths - 1 : 5);
+}
+
 void zp_procs_describe(const zp_child_t *c, char *buf, size_t len)
 {
     if (WIFEXITED(c->status))

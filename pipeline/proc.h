@@ -26,6 +26,11 @@ typedef struct {
     int64_t last_death, restart_at; /* ns; restart_at 0: none pending */
 } zp_child_t;
 
+/* A restart's back-off after a death at `now`: 50 ms, doubling with each
+ * death within a minute of the previous one, to 1.6 s. Updates the count and
+ * time of the deaths; returns the delay in ns. */
+int64_t zp_restart_backoff(int *deaths, int64_t *last_death, int64_t now);
+
 typedef struct {
     char run_dir[PATH_MAX];
     char exe[PATH_MAX];
