@@ -72,6 +72,20 @@ void zp_log(int level, const char *fmt, ...)
     errno = saved;
 }
 
+void zp_warn_limited(int64_t *count, const char *fmt, ...)
+{
+    int64_t n = ++*count;
+    if ((n > 10 && n % 1000) || !zp_log_enabled(ZP_LOG_WARN))
+        return;
+    char msg[1536];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    zp_log(ZP_LOG_WARN, "%s (%lld so far%s)", msg, (long long)n,
+           n == 10 ? "; from now on every 1000th is logged" : "");
+}
+
 int64_t zp_now_ns(void)
 {
     struct timespec ts;

@@ -20,7 +20,15 @@
 #ifndef ZP_RECORDS_H
 #define ZP_RECORDS_H
 
-#include <sys/types.h>
+#include <limits.h>
+#include <stddef.h>
+
+/* The longest line of RUN/resources. */
+#define ZP_RECORDS_LINE_MAX (PATH_MAX + 16)
+
+/* RUN/resources, and RUN/logs/loader-<instance>.delivered. */
+void zp_records_path(char *buf, size_t len, const char *run_dir);
+void zp_records_mark_path(char *buf, size_t len, const char *run_dir, int instance);
 
 /* Starts the run's record with this host's name. 0 or a negative errno. */
 int zp_records_start(const char *run_dir);
@@ -30,19 +38,6 @@ int zp_records_add(const char *run_dir, const char *kind, const char *name);
 /* For an endpoint "ipc://RUN/sock/NAME.ipc": appends "sock RUN/sock/NAME.ipc"
  * to RUN/resources. Other endpoints (tcp, inproc) need no record: 0. */
 int zp_records_add_endpoint(const char *endpoint);
-/* 1 when the record says that the run belongs to another host (its
- * resources are out of reach from here), else 0. */
-int zp_records_foreign(const char *run_dir);
-/* Removes what RUN/resources lists and belongs to the run (nested runs
- * included, when their supervisor is dead), then the record itself. Lines
- * that name something else are left alone, counted and reported. Does
- * nothing for a run of another host. */
-void zp_records_cleanup(const char *run_dir);
-
 /* Loader `instance` of the run has delivered samples: writes its pid. */
 int zp_records_mark_delivered(const char *run_dir, int instance);
-/* 1 when loader `instance`, process `pid`, had delivered samples before it
- * ended; removes the mark. */
-int zp_records_delivered(const char *run_dir, int instance, pid_t pid);
-
 #endif

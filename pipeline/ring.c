@@ -1,5 +1,6 @@
 #define _GNU_SOURCE
 #include "pipeline/ring.h"
+#include "pipeline/hash.h"
 #include "pipeline/log.h"
 #include "schemas/msg.h"
 
@@ -266,4 +267,12 @@ uint32_t zp_ring_free_count(const zp_ring_t *r)
 void *zp_ring_slot(const zp_ring_t *r, uint32_t slot)
 {
     return r->base + HDR_BYTES + (size_t)slot * r->slot_bytes;
+}
+
+void zp_ring_name(char *buf, size_t len, const char *run_dir, int rank)
+{
+    uint64_t h = ZP_ORDER_INIT;
+    for (const char *p = run_dir; *p; p++)
+        h = zp_order_step(h, (uint8_t)*p);
+    snprintf(buf, len, "/zp-%016llx-ring%d", (unsigned long long)h, rank);
 }

@@ -94,4 +94,8 @@ int zp_shm_room(size_t need, char *err, size_t len);
 int zp_ring_check_room(int rings, uint32_t depth, int64_t batch_size, size_t sample_bytes,
                        char *err, size_t len);
 
+/* Name of the shared-memory ring of `rank` of the run in run_dir:
+ * "/zp-<hash of run_dir>-ring<rank>". */
+void zp_ring_name(char *buf, size_t len, const char *run_dir, int rank);
+
 #endif

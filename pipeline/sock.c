@@ -105,6 +105,39 @@ int zp_frames_decode(zp_frames_t *f, int first, zp_msg_t *m, char *why, size_t l
     return zp_msg_decode(m, data, sizes, n, why, len);
 }
 
+void zp_inbox_drop(const zp_inbox_t *in, const char *why)
+{
+    zp_warn_limited(in->dropped, "dropped a message from %s: %s", in->from, why);
+}
+
+int zp_inbox_recv(const zp_inbox_t *in, void *sock, int flags, zp_frames_t *f, void *ctx)
+{
+    int rc = zp_frames_recv(f, sock, flags);
+    if (rc)
+        return rc == -EAGAIN ? 0 : rc;
+    zp_msg_t m;
+    char why[256];
+    if (f->n <= in->first) {
+        zp_inbox_drop(in, "no header frame");
+        return 0;
+    }
+    if (zp_frames_decode(f, in->first, &m, why, sizeof why)) {
+        zp_inbox_drop(in, why);
+        zp_msg_release(&m);
+        return 0;
+    }
+    rc = 0;
+    int i = 0;
+    while (i < in->nroutes && in->routes[i].type != (int)m.type)
+        i++;
+    if (i < in->nroutes)
+        rc = in->routes[i].on(ctx, &m, f);
+    else
+        zp_inbox_drop(in, zp_msg_name(m.type));
+    zp_msg_release(&m);
+    return rc;
+}
+
 int zp_send_raw(void *sock, const zmq_msg_t *identity, const void *hdr, size_t hdr_len,
                 const void *const *parts, const size_t *sizes, int nparts, int flags)
 {

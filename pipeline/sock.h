@@ -35,6 +35,36 @@ void zp_frames_close(zp_frames_t *f);
 /* Decodes frames [first, n) as a message; counts nothing, logs nothing. */
 int zp_frames_decode(zp_frames_t *f, int first, zp_msg_t *m, char *why, size_t len);
 
+/* What a stage does with one type of message it receives: ctx is the stage's
+ * own state; m and the frames behind it are valid during the call. Returns
+ * 0 or an error code that ends the stage's loop. */
+typedef int (*zp_on_msg_fn)(void *ctx, const zp_msg_t *m, zp_frames_t *f);
+typedef struct {
+    int type; /* ZP_MSG_* */
+    zp_on_msg_fn on;
+} zp_route_t;
+
+/* Where a socket's messages go: the routes by type, the frame the message
+ * starts at (1 after a ROUTER's identity frame), who sends them (for the
+ * warning) and the count of those dropped. */
+typedef struct {
+    const zp_route_t *routes;
+    int nroutes;
+    int first;
+    const char *from; /* "the cache stage", "a loader", ... */
+    int64_t *dropped; /* malformed or unexpected messages, dropped and counted */
+} zp_inbox_t;
+
+/* Receives one message from sock into f (flags: 0 or ZMQ_DONTWAIT), decodes
+ * it and calls the route for its type. A message that does not decode, or of
+ * a type with no route, is dropped: counted in *in->dropped and warned about
+ * (zp_warn_limited), naming in->from. Returns the route's result; 0 when
+ * nothing was waiting (ZMQ_DONTWAIT) or the message was dropped; ZP_ESTOP or
+ * ZP_EZMQ when the socket failed. */
+int zp_inbox_recv(const zp_inbox_t *in, void *sock, int flags, zp_frames_t *f, void *ctx);
+/* Counts and warns about a message dropped for a reason its route found. */
+void zp_inbox_drop(const zp_inbox_t *in, const char *why);
+
 /* Sends an optional routing identity, the header `m` encodes, and `nparts`
  * payload buffers (copied by zmq). Returns 0 or ZP_EZMQ / -EAGAIN. */
 int zp_send(void *sock, const zmq_msg_t *identity, const zp_msg_t *m, const void *const *parts,

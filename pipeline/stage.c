@@ -65,14 +65,6 @@ int zp_stage_slurm(zp_stage_t *st)
     return ranks_keys(st, st->pub, st->sec, st->server_pub);
 }
 
-void zp_ring_name(char *buf, size_t len, const char *run_dir, int rank)
-{
-    uint64_t h = ZP_ORDER_INIT;
-    for (const char *p = run_dir; *p; p++)
-        h = zp_order_step(h, (uint8_t)*p);
-    snprintf(buf, len, "/zp-%016llx-ring%d", (unsigned long long)h, rank);
-}
-
 int zp_stage_endpoint(const zp_stage_t *st, const char *name, char *buf, size_t len)
 {
     int rc = zp_endpoint(buf, len, st->run_dir, name);

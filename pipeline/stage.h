@@ -106,18 +106,9 @@ int zp_stage_attach(zp_stage_t *st, void *sock, const char *name, int bind);
  * up`): 0, or ZP_EINVAL with the error logged. */
 int zp_stage_slurm(zp_stage_t *st);
 
-/* Stage entry points (the only table that names stages lives in cmd_stage.c). */
-int zp_loader_main(zp_stage_t *st);
-int zp_cache_main(zp_stage_t *st);
-int zp_prefetch_main(zp_stage_t *st);
-int zp_trainer_main(zp_stage_t *st);
-int zp_logger_main(zp_stage_t *st);
-
 /* Data-parallel ranks of the run (trainer.gpus when training, or the Slurm
  * tasks; eval and overfit run one), and this prefetch's or trainer's rank:
  * its instance. */
 int zp_stage_world(const zp_stage_t *st);
-/* Name of the shared-memory ring of `rank` of the run whose supervisor has `pid`. */
-void zp_ring_name(char *buf, size_t len, const char *run_dir, int rank);
 
 #endif

@@ -1,7 +1,8 @@
 /* msg.c — encoder, decoder and validator generated from the lists in msg.h. */
 #include "schemas/msg.h"
-#include "pipeline/log.h"
+#include "schemas/errors.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 

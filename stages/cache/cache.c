@@ -11,6 +11,7 @@
  * loader that holds it now is a late duplicate and dropped. A loader declared
  * dead that speaks again (it was stopped, not killed) is taken back. */
 #define _GNU_SOURCE
+#include "stages/cache/cache.h"
 #include "pipeline/cachedb.h"
 #include "pipeline/log.h"
 #include "pipeline/sock.h"

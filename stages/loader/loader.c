@@ -7,6 +7,7 @@
  * offers its credit again (Paranoid Pirate). SIGUSR1 (`zeus-pipe scale`)
  * retires it: RETIRE, finish what was sent before RETIRED, exit 0. */
 #define _GNU_SOURCE
+#include "stages/loader/loader.h"
 #include "pipeline/augment.h"
 #include "pipeline/cachedb.h"
 #include "pipeline/log.h"

@@ -4,6 +4,7 @@
  * progress line on the terminal, and at the end the run's report (report.txt,
  * report.json; see pipeline/report.h). */
 #define _GNU_SOURCE
+#include "stages/logger/logger.h"
 #include "pipeline/log.h"
 #include "pipeline/report.h"
 #include "pipeline/sock.h"

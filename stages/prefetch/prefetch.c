@@ -8,6 +8,7 @@
  * `depth` slots. A full slot goes to the trainer as BATCH{slot, gen}; the
  * trainer answers FREE{slot, gen}. Phases: every epoch, train then test. */
 #define _GNU_SOURCE
+#include "stages/prefetch/prefetch.h"
 #include "pipeline/cachedb.h"
 #include "pipeline/ckpt.h"
 #include "pipeline/log.h"

@@ -4,6 +4,7 @@
  * sample indices seen, an order-independent checksum of them, and an
  * order-dependent digest of the batch sequence. */
 #define _GNU_SOURCE
+#include "stages/trainer/trainer.h"
 #include "pipeline/augment.h"
 #include "pipeline/ckpt.h"
 #include "pipeline/hash.h"

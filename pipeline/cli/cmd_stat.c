@@ -1,10 +1,10 @@
 /* cmd_stat.c — `zeus-pipe stat [RUN] [--watch SECONDS] [--json]`: the live
  * counters of every stage instance, from the logger's latest records. */
 #define _GNU_SOURCE
-#include "pipeline/cmd.h"
+#include "pipeline/cli/cmd.h"
 #include "pipeline/json.h"
 #include "pipeline/log.h"
-#include "pipeline/rundir.h"
+#include "pipeline/supervisor/rundir.h"
 #include "pipeline/sock.h"
 
 #include <limits.h>

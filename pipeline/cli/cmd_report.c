@@ -1,6 +1,7 @@
 /* cmd_report.c — `zeus-pipe report RUN [--json]`: the report of a run, from
  * its events.msgpack, finished or still running. */
-#include "pipeline/cmd.h"
+#include "pipeline/cli/cmd.h"
+#include "pipeline/supervisor/rundir.h"
 #include "pipeline/report.h"
 
 #include <limits.h>

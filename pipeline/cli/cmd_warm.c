@@ -5,12 +5,12 @@
  * them. Resumable: what an earlier (even killed) warm committed is skipped. */
 #define _GNU_SOURCE
 #include "pipeline/cachedb.h"
-#include "pipeline/cmd.h"
+#include "pipeline/cli/cmd.h"
 #include "pipeline/config.h"
 #include "pipeline/dataset.h"
 #include "pipeline/log.h"
-#include "pipeline/proc.h"
-#include "pipeline/rundir.h"
+#include "pipeline/supervisor/proc.h"
+#include "pipeline/supervisor/rundir.h"
 #include "pipeline/sock.h"
 
 #include <errno.h>

@@ -5,8 +5,8 @@
 #define _GNU_SOURCE
 #include "pipeline/cachedb.h"
 #include "pipeline/ckpt.h"
-#include "pipeline/cmd.h"
-#include "pipeline/rundir.h"
+#include "pipeline/cli/cmd.h"
+#include "pipeline/supervisor/rundir.h"
 #include "pipeline/stage.h"
 
 #include <dirent.h>

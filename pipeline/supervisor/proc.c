@@ -1,11 +1,10 @@
 /* proc.c — starting, watching and stopping stage processes (used by `up` and
  * `warm`), and removing what a run leaves in /dev/shm and sock/. */
 #define _GNU_SOURCE
-#include "pipeline/proc.h"
+#include "pipeline/supervisor/proc.h"
 #include "pipeline/log.h"
-#include "pipeline/records.h"
-#include "pipeline/rundir.h"
 #include "pipeline/stage.h"
+#include "pipeline/supervisor/rundir.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -248,39 +247,3 @@ void zp_procs_stop(zp_procs_t *s, int logger, int ms)
         }
     }
 }
-
-/* Removes what the run recorded that it created (pipeline/records.h):
- * every rank's ring, the socket files, nested Slurm ranks; then its pid file. */
-void zp_rundir_cleanup(const char *run_dir)
-{
-    char path[PATH_MAX + 64];
-    if (zp_records_foreign(run_dir))
-        return; /* its supervisor's host cleans up after it */
-    zp_records_cleanup(run_dir);
-    snprintf(path, sizeof path, "%s/supervisor.pid", run_dir);
-    unlink(path);
-}
-
-/* A supervisor killed with SIGKILL cannot clean up; its stages die with it
- * (PR_SET_PDEATHSIG), and the next `up` removes what it left behind. */
-void zp_rundir_cleanup_stale(const char *dir)
-{
-    DIR *d = opendir(dir);
-    if (!d)
-        return;
-    char run[PATH_MAX], pidfile[PATH_MAX + 32];
-    for (struct dirent *e; (e = readdir(d));) {
-        if (e->d_name[0] == '.')
-            continue;
-        snprintf(run, sizeof run, "%s/%s", dir, e->d_name);
-        snprintf(pidfile, sizeof pidfile, "%s/supervisor.pid", run);
-        char real[PATH_MAX];
-        if (access(pidfile, F_OK) || zp_rundir_live_pid(run) || !realpath(run, real) ||
-            zp_records_foreign(real))
-            continue;
-        fprintf(stderr, "zeus-pipe: cleaning up after %s, whose supervisor died\n", real);
-        zp_rundir_cleanup(real);
-    }
-    closedir(d);
-}
-

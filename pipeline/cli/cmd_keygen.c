@@ -1,5 +1,5 @@
 /* cmd_keygen.c — `zeus-pipe keygen NAME`: a CURVE key pair for a loader host. */
-#include "pipeline/cmd.h"
+#include "pipeline/cli/cmd.h"
 #include "pipeline/keys.h"
 
 #include <stdio.h>

@@ -5,11 +5,12 @@
  * The process that starts supervises: one child per loader, each reaped when
  * it exits and restarted unless it was retired or its config is wrong. */
 #define _GNU_SOURCE
-#include "pipeline/cmd.h"
+#include "pipeline/cli/cmd.h"
 #include "pipeline/keys.h"
 #include "pipeline/log.h"
-#include "pipeline/proc.h"
+#include "pipeline/supervisor/proc.h"
 #include "pipeline/stage.h"
+#include "stages/loader/loader.h"
 
 #include <errno.h>
 #include <signal.h>

@@ -4,8 +4,8 @@
  * shuffled against images, a broken transform, a learning rate far off)
  * shows it here in seconds instead of after an epoch. */
 #define _GNU_SOURCE
-#include "pipeline/cmd.h"
-#include "pipeline/rundir.h"
+#include "pipeline/cli/cmd.h"
+#include "pipeline/supervisor/rundir.h"
 #include "pipeline/stage.h"
 
 #include <limits.h>

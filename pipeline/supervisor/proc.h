@@ -56,11 +56,4 @@ void zp_procs_stop(zp_procs_t *s, int logger, int ms);
 void zp_procs_describe(const zp_child_t *c, char *buf, size_t len);
 void zp_procs_log_tail(zp_procs_t *s, const zp_child_t *c);
 
-/* Removes the shared memory, socket files and nested rank folders' leftovers
- * that the run recorded in RUN/resources (pipeline/records.h), and its pid
- * file; nothing for a run whose supervisor is on another host. */
-void zp_rundir_cleanup(const char *run_dir);
-/* Does that for every run under `dir` whose supervisor died without it. */
-void zp_rundir_cleanup_stale(const char *dir);
-
 #endif

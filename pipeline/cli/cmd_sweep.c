@@ -3,9 +3,9 @@
  * then a table of every run's final metrics, best first. Every point is
  * validated before the first run starts. */
 #define _GNU_SOURCE
-#include "pipeline/cmd.h"
+#include "pipeline/cli/cmd.h"
 #include "pipeline/report.h"
-#include "pipeline/rundir.h"
+#include "pipeline/supervisor/rundir.h"
 #include "pipeline/stage.h"
 
 #include <limits.h>

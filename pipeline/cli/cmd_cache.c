@@ -2,7 +2,7 @@
  * seen from outside a run. Works on the environment alone, without a config. */
 #define _GNU_SOURCE
 #include "pipeline/cachedb.h"
-#include "pipeline/cmd.h"
+#include "pipeline/cli/cmd.h"
 #include "pipeline/json.h"
 #include "pipeline/log.h"
 

@@ -1,8 +1,13 @@
 /* cmd_stage.c — `zeus-pipe stage NAME --run DIR --instance I`: one stage process. */
 #define _GNU_SOURCE
-#include "pipeline/cmd.h"
+#include "pipeline/cli/cmd.h"
 #include "pipeline/log.h"
 #include "pipeline/stage.h"
+#include "stages/cache/cache.h"
+#include "stages/loader/loader.h"
+#include "stages/logger/logger.h"
+#include "stages/prefetch/prefetch.h"
+#include "stages/trainer/trainer.h"
 
 #include <signal.h>
 #include <stdio.h>

@@ -2,9 +2,9 @@
  * loaders of a running pipeline. A retiring loader finishes the tasks it was
  * given first, so no sample is lost or loaded twice. */
 #define _GNU_SOURCE
-#include "pipeline/cmd.h"
+#include "pipeline/cli/cmd.h"
 #include "pipeline/log.h"
-#include "pipeline/rundir.h"
+#include "pipeline/supervisor/rundir.h"
 #include "pipeline/sock.h"
 
 #include <limits.h>

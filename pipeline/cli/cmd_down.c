@@ -1,8 +1,8 @@
 /* cmd_down.c — `zeus-pipe down [RUN]`: asks a run's supervisor to stop. */
 #define _GNU_SOURCE
-#include "pipeline/cmd.h"
+#include "pipeline/cli/cmd.h"
 #include "pipeline/log.h"
-#include "pipeline/rundir.h"
+#include "pipeline/supervisor/rundir.h"
 #include "pipeline/sock.h"
 
 #include <limits.h>

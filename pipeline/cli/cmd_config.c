@@ -1,5 +1,5 @@
 /* cmd_config.c — `zeus-pipe config FILE [KEY=VALUE ...]` and `config --keys`. */
-#include "pipeline/cmd.h"
+#include "pipeline/cli/cmd.h"
 #include "pipeline/config.h"
 #include "pipeline/dataset.h"
 #include "pipeline/log.h"

@@ -45,11 +45,6 @@ int zp_wants_help(int argc, char **argv);
 int zp_cli_load(int argc, char **argv, const char *force, zp_config_t *cfg,
                 zp_dataset_meta_t *meta);
 
-/* Resolves RUN (a run directory or a name under runs/) into an absolute run
- * directory; with RUN NULL picks the only running run under `runs/`. Prints
- * what went wrong and returns 2 on failure. */
-int zp_find_run(const char *run, char *dir, size_t len);
-
 /* Creates the LMDB cache or checks its fingerprints (cache.on_mismatch);
  * prints the error and returns non-zero when the run must not start. */
 int zp_cache_prepare(const zp_config_t *cfg, const zp_dataset_meta_t *meta);

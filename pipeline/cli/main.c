@@ -1,5 +1,5 @@
 /* main.c — the zeus-pipe command table. */
-#include "pipeline/cmd.h"
+#include "pipeline/cli/cmd.h"
 
 #include <stdio.h>
 #include <string.h>

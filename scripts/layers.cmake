@@ -1,0 +1,30 @@
+# layers.cmake — the build's check of who may include whom (CMakeLists.txt
+# runs it before each library compiles; a forbidden include fails the build).
+#
+#   cmake -DLAYER=NAME -DALLOW=REGEX -DFILES=a.c;b.h -DSTAMP=FILE -P layers.cmake
+#
+# Every `#include "..."` in FILES must match ALLOW (a regular expression for
+# the path, from the repository root), and none may climb with "..". System
+# headers in <...> are free, except the repository's own folders.
+foreach(file IN LISTS FILES)
+  file(STRINGS "${file}" lines REGEX "^[ \t]*#[ \t]*include")
+  foreach(line IN LISTS lines)
+    set(bad "")
+    if(line MATCHES "#[ \t]*include[ \t]*\"([^\"]*)\"")
+      set(path "${CMAKE_MATCH_1}")
+      if(path MATCHES "\\.\\." OR NOT path MATCHES "${ALLOW}")
+        set(bad "${path}")
+      endif()
+    elseif(line MATCHES "#[ \t]*include[ \t]*<((pipeline|stages|schemas)/[^>]*)>")
+      set(bad "${CMAKE_MATCH_1}")
+    endif()
+    if(bad)
+      message(FATAL_ERROR "zeus-pipe layers: ${file} includes \"${bad}\", which the ${LAYER} "
+        "layer may not see. Allowed: ${ALLOW}. The floors (each folder's README.md): "
+        "schemas/ includes nothing; pipeline/ (the runtime) only itself and schemas/; "
+        "a stage only the runtime, schemas/ and its own folder; pipeline/supervisor/ only "
+        "the runtime and itself; pipeline/cli/ anything.")
+    endif()
+  endforeach()
+endforeach()
+file(WRITE "${STAMP}" "ok\n")
