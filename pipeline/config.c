@@ -1,7 +1,8 @@
 /* config.c — libyaml into zp_config_t, driven by the key table in
- * schemas/config_keys.h. */
+ * schemas/config_keys.h (config_print.c prints a config and the keys). */
 #define _GNU_SOURCE
 #include "pipeline/config.h"
+#include "pipeline/config_table.h"
 #include "pipeline/log.h"
 #include "schemas/config_keys.h"
 #include "schemas/msg.h"
@@ -15,25 +16,15 @@
 #include <strings.h>
 #include <yaml.h>
 
-typedef enum { KT_INT, KT_FLOAT, KT_BOOL, KT_STR, KT_ENUM, KT_INTS, KT_FLOATS, KT_SIZE } kt_t;
-
-typedef struct {
-    const char *key;
-    kt_t type;
-    size_t off, size;
-    const char *def; /* NULL: required */
-    double lo, hi;
-    const char *choices;
-    const char *help;
-} key_t_;
-
 #define LO_NUM(lo) _Generic((lo), char *: 0.0, const char *: 0.0, default: (lo))
 #define LO_STR(lo) _Generic((lo), char *: (lo), const char *: (lo), default: NULL)
 #define ROW(k, t, f, d, lo, hi, h)                                                                 \
     {k, KT_##t, offsetof(zp_config_t, f), sizeof(((zp_config_t *)0)->f), d, LO_NUM(lo), hi, LO_STR(lo), h},
-static const key_t_ KEYS[] = {ZP_CONFIG_KEYS(ROW)};
+const zp_config_key_t zp_config_keys[] = {ZP_CONFIG_KEYS(ROW)};
 #undef ROW
-#define NKEYS ((int)(sizeof KEYS / sizeof KEYS[0]))
+const int zp_config_nkeys = (int)(sizeof zp_config_keys / sizeof zp_config_keys[0]);
+#define KEYS zp_config_keys
+#define NKEYS ((int)(sizeof zp_config_keys / sizeof zp_config_keys[0]))
 
 /* Where the value being applied came from, for error messages. */
 typedef struct {
@@ -219,7 +210,7 @@ static int enum_index(const char *choices, const char *s)
     return -1;
 }
 
-static const char *enum_name(const char *choices, int idx, char *buf, size_t len)
+const char *zp_config_enum_name(const char *choices, int idx, char *buf, size_t len)
 {
     const char *p = choices;
     for (int i = 0; i < idx && *p; i++) {
@@ -244,7 +235,7 @@ static const char *scalar_of(yaml_node_t *n) { return (const char *)n->data.scal
 
 static int is_plain(yaml_node_t *n) { return n->data.scalar.style == YAML_PLAIN_SCALAR_STYLE; }
 
-static int check_range(origin_t *o, const key_t_ *k, yaml_node_t *n, double v, const char *text)
+static int check_range(origin_t *o, const zp_config_key_t *k, yaml_node_t *n, double v, const char *text)
 {
     if (v < k->lo || v > k->hi) {
         if (k->type == KT_INT || k->type == KT_INTS)
@@ -256,7 +247,7 @@ static int check_range(origin_t *o, const key_t_ *k, yaml_node_t *n, double v, c
     return 0;
 }
 
-static int set_list(origin_t *o, const key_t_ *k, yaml_document_t *doc, yaml_node_t *n, void *dst)
+static int set_list(origin_t *o, const zp_config_key_t *k, yaml_document_t *doc, yaml_node_t *n, void *dst)
 {
     yaml_node_t *items[ZP_LIST_MAX];
     int count = 0;
@@ -300,7 +291,7 @@ static int set_list(origin_t *o, const key_t_ *k, yaml_document_t *doc, yaml_nod
 }
 
 /* Validates node `n` against key `k` and stores it into cfg. */
-static int set_value(origin_t *o, zp_config_t *cfg, const key_t_ *k, yaml_document_t *doc,
+static int set_value(origin_t *o, zp_config_t *cfg, const zp_config_key_t *k, yaml_document_t *doc,
                      yaml_node_t *n)
 {
     void *dst = (char *)cfg + k->off;
@@ -701,110 +692,4 @@ int zp_config_load(zp_config_t *cfg, const char *path, char *const *overrides, i
         snprintf(cfg->run_name, sizeof cfg->run_name, "%.*s", len, base);
     }
     return cross_check(&o, cfg, &w);
-}
-
-/* ---- printing ------------------------------------------------------------------------------ */
-
-static void print_double(FILE *out, double v)
-{
-    char buf[64];
-    snprintf(buf, sizeof buf, "%.15g", v);
-    if (strtod(buf, NULL) != v)
-        snprintf(buf, sizeof buf, "%.17g", v);
-    if (!strpbrk(buf, ".eEn"))
-        strcat(buf, ".0");
-    fputs(buf, out);
-}
-
-static void print_value(FILE *out, const zp_config_t *cfg, const key_t_ *k)
-{
-    const void *src = (const char *)cfg + k->off;
-    char buf[64];
-    switch (k->type) {
-    case KT_INT:
-    case KT_SIZE: fprintf(out, "%lld", (long long)*(const int64_t *)src); break;
-    case KT_FLOAT: print_double(out, *(const double *)src); break;
-    case KT_BOOL: fputs(*(const bool *)src ? "true" : "false", out); break;
-    case KT_ENUM: fputs(enum_name(k->choices, *(const int *)src, buf, sizeof buf), out); break;
-    case KT_STR:
-        fputc('"', out);
-        for (const unsigned char *p = src; *p; p++) {
-            if (*p == '"' || *p == '\\')
-                fprintf(out, "\\%c", *p);
-            else if (*p < 0x20 || *p == 0x7f) /* a raw newline would fold into a space */
-                fprintf(out, "\\x%02x", *p);
-            else
-                fputc(*p, out);
-        }
-        fputc('"', out);
-        break;
-    case KT_INTS: {
-        const zp_ints_t *l = src;
-        fputc('[', out);
-        for (int i = 0; i < l->n; i++)
-            fprintf(out, "%s%lld", i ? ", " : "", (long long)l->v[i]);
-        fputc(']', out);
-        break;
-    }
-    case KT_FLOATS: {
-        const zp_floats_t *l = src;
-        fputc('[', out);
-        for (int i = 0; i < l->n; i++) {
-            fputs(i ? ", " : "", out);
-            print_double(out, l->v[i]);
-        }
-        fputc(']', out);
-        break;
-    }
-    }
-}
-
-void zp_config_print(const zp_config_t *cfg, FILE *out)
-{
-    char prev[160] = "";
-    for (int i = 0; i < NKEYS; i++) {
-        const char *key = KEYS[i].key;
-        /* Length of the section prefix shared with the previous key. */
-        size_t common = 0;
-        for (size_t j = 0; key[j] && key[j] == prev[j]; j++)
-            if (key[j] == '.')
-                common = j + 1;
-        int depth = 0;
-        for (size_t j = 0; j < common; j++)
-            depth += key[j] == '.';
-        const char *p = key + common;
-        for (const char *dot; (dot = strchr(p, '.')); p = dot + 1, depth++)
-            fprintf(out, "%*s%.*s:\n", depth * 2, "", (int)(dot - p), p);
-        fprintf(out, "%*s%s: ", depth * 2, "", p);
-        print_value(out, cfg, &KEYS[i]);
-        fputc('\n', out);
-        snprintf(prev, sizeof prev, "%s", key);
-    }
-}
-
-void zp_config_print_keys(FILE *out, bool markdown)
-{
-    static const char *tn[] = {"int", "float", "bool", "string", "enum", "int list", "float list", "size"};
-    if (markdown)
-        fprintf(out, "| key | type | default | range | meaning |\n| --- | --- | --- | --- | --- |\n");
-    for (int i = 0; i < NKEYS; i++) {
-        const key_t_ *k = &KEYS[i];
-        char range[96] = "";
-        if (k->type == KT_ENUM) {
-            snprintf(range, sizeof range, "%s", k->choices);
-            for (char *p = range; markdown && *p; p++)
-                if (*p == '|')
-                    *p = '/';
-        }
-        else if (k->type == KT_INT || k->type == KT_INTS || k->type == KT_SIZE)
-            snprintf(range, sizeof range, "%.0f..%.0f", k->lo, k->hi);
-        else if (k->type == KT_FLOAT || k->type == KT_FLOATS)
-            snprintf(range, sizeof range, "%g..%g", k->lo, k->hi);
-        const char *def = k->def ? (*k->def ? k->def : "\"\"") : "(required)";
-        if (markdown)
-            fprintf(out, "| `%s` | %s | `%s` | %s | %s |\n", k->key, tn[k->type], def,
-                    range, k->help);
-        else
-            fprintf(out, "%-34s %-10s %-22s %-18s %s\n", k->key, tn[k->type], def, range, k->help);
-    }
 }

@@ -13,7 +13,7 @@ flags="-g -O1 -std=gnu11 -I. -fsanitize=fuzzer,address,undefined -fno-sanitize-r
 $(pkg-config --cflags msgpack yaml-0.1 libzmq)"
 libs="$(pkg-config --libs msgpack yaml-0.1 libzmq) -lm"
 clang $flags -o "$out/fuzz_msg" tests/fuzz/fuzz_msg.c schemas/msg.c $libs
-clang $flags -o "$out/fuzz_config" tests/fuzz/fuzz_config.c pipeline/config.c pipeline/log.c $libs
+clang $flags -o "$out/fuzz_config" tests/fuzz/fuzz_config.c pipeline/config.c pipeline/config_print.c pipeline/log.c $libs
 rm -rf "$out/corpus" && mkdir -p "$out/corpus/msg" "$out/corpus/config" "$out/seeds-msg"
 "$out/fuzz_msg" --write-seeds="$out/seeds-msg"
 cp tests/configs/good/*.yaml tests/configs/bad/*.yaml "$out/corpus/config/"
