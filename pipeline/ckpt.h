@@ -35,13 +35,16 @@ typedef struct {
     uint64_t step, epoch, batch, seed;
 } zp_ckpt_pos_t;
 
-/* Writes header + payload atomically to `path`. */
+/* Writes header + payload atomically to `path` (a temporary file, fsynced,
+ * renamed over it). 0, or -errno (-ENOSPC on a full disk); the old file is
+ * then left as it was. */
 int zp_ckpt_write(const char *path, const zp_ckpt_pos_t *pos, const void *payload, size_t bytes);
 
 /* Reads `path`: checks magic, version, the header's checksum, sizes and
  * (reading the payload) the payload's checksum. On success the
  * payload is malloc'ed into *payload (owned by the caller; NULL to read the
- * header only). Errors say what is wrong with the file in err. */
+ * header only). 0, or -errno / ZP_EDATA with what is wrong with the file in
+ * err. */
 int zp_ckpt_read(const char *path, zp_ckpt_pos_t *pos, void **payload, size_t *bytes, char *err,
                  size_t errlen);
 

@@ -14,7 +14,8 @@
 
 #define ZP_Z85_KEY 41 /* 40 characters and the terminating NUL */
 
-/* Writes base.key and base.pub (a new pair); refuses to overwrite. */
+/* Writes base.key and base.pub (a new pair); refuses to overwrite. 0, or a
+ * ZP_E* code / -errno with the reason in err (as for every function here). */
 int zp_keys_generate(const char *base, char *err, size_t errlen);
 /* Reads NAME.key into pub and sec. */
 int zp_keys_read_pair(const char *path, char pub[ZP_Z85_KEY], char sec[ZP_Z85_KEY], char *err,

@@ -18,7 +18,8 @@ typedef struct {
     int64_t count;   /* entries of `order` used */
 } zp_sampler_t;
 
-/* Allocates the buffers once for a split of n samples (n <= UINT32_MAX). */
+/* Allocates the buffers once for a split of n samples: 0, ZP_EINVAL when n
+ * is not 0..UINT32_MAX, ZP_ENOMEM. zp_sampler_free() releases them. */
 int zp_sampler_init(zp_sampler_t *s, int64_t n);
 void zp_sampler_free(zp_sampler_t *s);
 
