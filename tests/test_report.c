@@ -1,14 +1,26 @@
-/* Unit tests of the report's bottleneck rule on known figures: the sentence a
- * run ends with is a function of the trainer's data wait and the data stages'
- * busy shares, whatever the machine's timings were. */
+/* Unit tests of the report: the bottleneck rule on known figures (the
+ * sentence a run ends with is a function of the trainer's data wait and the
+ * data stages' busy shares, whatever the machine's timings were), and
+ * zp_report / zp_run_summary on a run directory whose events.msgpack the
+ * test writes as the logger does — each record sent by the stages' own
+ * zp_ev_* calls, received and appended as it came off the wire — including
+ * a missing, empty, garbled or torn file. */
+#define _GNU_SOURCE
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+#include <zmq.h>
 
+#include "pipeline/log.h"
 #include "pipeline/report.h"
+#include "pipeline/stage.h"
 
 static int name(double wait, double loader, double cache, double prefetch, int loaders,
                 char *stage, char *advice)
@@ -55,12 +67,299 @@ static void waiting_with_no_busy_stage_is_latency_and_no_timings_are_unknown(voi
     assert_non_null(strstr(advice, "has not finished an epoch"));
 }
 
+/* ---- a run directory written as the stages and the logger write it ---------------------- */
+
+static char dir[64], path[128], err[512];
+static zp_stage_t *st; /* the sender; name and instance set per record */
+static void *zctx, *pull;
+
+static int setup(void **state)
+{
+    (void)state;
+    snprintf(dir, sizeof dir, "/tmp/zp-test-report-XXXXXX");
+    if (!mkdtemp(dir) || !(st = calloc(1, sizeof *st)) || !(zctx = zmq_ctx_new()))
+        return -1;
+    snprintf(path, sizeof path, "%s/events.msgpack", dir);
+    pull = zmq_socket(zctx, ZMQ_PULL);
+    st->events = zmq_socket(zctx, ZMQ_PUSH);
+    if (zmq_bind(pull, "inproc://events") || zmq_connect(st->events, "inproc://events"))
+        return -1;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    zmq_close(st->events);
+    zmq_close(pull);
+    zmq_ctx_term(zctx);
+    free(st);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    return system(cmd);
+}
+
+/* Starts a record of `stage`[instance] with n fields to come. */
+static void begin(zp_event_t *ev, const char *stage, int instance, const char *kind, int n)
+{
+    st->name = stage;
+    st->instance = instance;
+    zp_ev_begin(st, ev, kind, n);
+}
+
+/* Sends the record and appends it to events.msgpack as the logger does. */
+static void deliver(zp_event_t *ev)
+{
+    zp_ev_send(st, ev);
+    assert_int_equal(st->events_dropped, 0);
+    char buf[4096];
+    int n = zmq_recv(pull, buf, sizeof buf, 0);
+    assert_true(n > 0 && n < (int)sizeof buf);
+    FILE *f = fopen(path, "ab");
+    assert_non_null(f);
+    assert_int_equal(fwrite(buf, 1, (size_t)n, f), (size_t)n);
+    fclose(f);
+}
+
+static void epoch_end(int epoch, const char *split, double loss, double acc, double seconds)
+{
+    zp_event_t ev;
+    begin(&ev, "trainer", 0, "metric", 7);
+    zp_ev_str(&ev, "event", "epoch_end");
+    zp_ev_str(&ev, "split", split);
+    zp_ev_int(&ev, "epoch", epoch);
+    zp_ev_num(&ev, "samples_per_s", 1000);
+    zp_ev_num(&ev, "seconds", seconds);
+    zp_ev_num(&ev, "loss", loss);
+    zp_ev_num(&ev, "accuracy", acc);
+    deliver(&ev);
+}
+
+static void stats(const char *stage, int instance, double items, double uptime, double busy)
+{
+    zp_event_t ev;
+    begin(&ev, stage, instance, "stats", 6);
+    zp_ev_int(&ev, "total_items", (int64_t)items);
+    zp_ev_int(&ev, "errors", 0);
+    zp_ev_num(&ev, "uptime_s", uptime);
+    zp_ev_num(&ev, "total_busy_s", busy);
+    zp_ev_num(&ev, "total_wait_in_s", uptime - busy);
+    zp_ev_num(&ev, "total_wait_out_s", 0);
+    deliver(&ev);
+}
+
+static void timer(const char *stage, const char *region, const int64_t *ns, int n)
+{
+    zp_event_t ev;
+    begin(&ev, stage, 0, "timer", 2);
+    zp_ev_str(&ev, "region", region);
+    zp_ev_ints(&ev, "ns", ns, n);
+    deliver(&ev);
+}
+
+static void skipped(int64_t index)
+{
+    zp_event_t ev;
+    begin(&ev, "loader", 1, "metric", 4);
+    zp_ev_str(&ev, "event", "sample_skipped");
+    zp_ev_str(&ev, "split", "train");
+    zp_ev_int(&ev, "index", index);
+    zp_ev_str(&ev, "error", "broken.jpg: not a JPEG");
+    deliver(&ev);
+}
+
+/* Two epochs of a run whose two loaders were busy 90% while the trainer
+ * waited for data 30% of its time; one sample skipped twice, one loader lost. */
+static void a_run(void)
+{
+    epoch_end(0, "train", 0.9, 0.7, 2.5);
+    epoch_end(0, "test", 0.6, 0.86, 0.5);
+    epoch_end(1, "train", 0.5, 0.85, 2.0);
+    epoch_end(1, "test", 0.45, 0.84, 0.5);
+    stats("loader", 0, 500, 10, 9);
+    stats("loader", 1, 300, 10, 9);
+    stats("loader", 0, 1000, 20, 18); /* a later record of the same instance replaces the first */
+    stats("cache", 0, 2000, 20, 2);
+    stats("prefetch", 0, 2000, 20, 4);
+    stats("trainer", 0, 2000, 20, 14);
+    timer("trainer", "io", (const int64_t[]){100000000, 200000000, 300000000}, 3);
+    timer("trainer", "epoch", (const int64_t[]){1000000000, 1000000000}, 2);
+    skipped(17);
+    skipped(17); /* the next epoch's skip of the same sample */
+    zp_event_t ev;
+    begin(&ev, "cache", 0, "metric", 2);
+    zp_ev_str(&ev, "event", "loader_lost");
+    zp_ev_int(&ev, "requeued", 3);
+    deliver(&ev);
+}
+
+/* zp_report into two strings (freed by the caller). */
+static int report(char **text, char **json)
+{
+    size_t tn, jn;
+    FILE *t = open_memstream(text, &tn), *j = open_memstream(json, &jn);
+    err[0] = 0;
+    int rc = zp_report(dir, t, j, err, sizeof err);
+    fclose(t);
+    fclose(j);
+    return rc;
+}
+
+static void the_report_of_a_run_has_its_epochs_stages_and_bottleneck(void **state)
+{
+    (void)state;
+    a_run();
+    char *text, *json;
+    assert_int_equal(report(&text, &json), 0);
+    assert_non_null(strstr(text, "run zp-test-report-"));
+    assert_non_null(strstr(text, "    1      0.9000     0.7000     0.6000     0.8600       1000/s     2.5s\n"));
+    assert_non_null(strstr(text, "    2      0.5000     0.8500     0.4500     0.8400       1000/s     2.0s\n"));
+    /* io: 100, 200, 300 ms */
+    assert_non_null(strstr(text, "trainer   io                3   100.000   200.000   200.000   300.000   100.000       0.60\n"));
+    assert_non_null(strstr(text, "loader        2         1300"));
+    assert_non_null(strstr(text, "Skipped samples (loader.on_error: skip): 1 distinct, 2 skips in all:\n"
+                                 "  train 17: broken.jpg: not a JPEG\n"));
+    assert_non_null(strstr(text, "Loaders lost (dead or silent past loader.liveness): 1; tasks re-queued: 3."));
+    assert_non_null(strstr(text, "The trainer waited for data 30.0% of its time."));
+    assert_non_null(strstr(text, "the 2 loader(s) were busy 90% of theirs"));
+    assert_null(strstr(text, "skipped")); /* nothing torn, nothing unknown */
+
+    assert_non_null(strstr(json, "\"skipped_bytes\":0,\"skipped_records\":0,\"epochs\":[{\"epoch\":1,"
+                                 "\"train_loss\":0.9,\"train_accuracy\":0.7,\"test_loss\":0.6,"
+                                 "\"test_accuracy\":0.86,\"samples_per_s\":1000,\"seconds\":2.5}"));
+    assert_non_null(strstr(json, "{\"stage\":\"loader\",\"instances\":2,\"items\":1300,"));
+    assert_non_null(strstr(json, "\"loaders_lost\":1,\"tasks_requeued\":3,\"skips\":2,\"skipped_samples\":"
+                                 "[{\"split\":\"train\",\"index\":17,\"error\":\"broken.jpg: not a JPEG\"}]"));
+    assert_non_null(strstr(json, "\"trainer_wait_share\":0.3,\"bottleneck\":{\"stage\":\"loader\","));
+    free(text);
+    free(json);
+}
+
+static void the_summary_has_the_last_and_the_best_epoch(void **state)
+{
+    (void)state;
+    a_run();
+    zp_run_summary_t s;
+    assert_int_equal(zp_run_summary(dir, &s, err, sizeof err), 0);
+    assert_int_equal(s.epochs, 2);
+    assert_float_equal(s.train_loss, 0.5, 1e-12);
+    assert_float_equal(s.test_loss, 0.45, 1e-12);
+    assert_float_equal(s.test_acc, 0.84, 1e-12);
+    assert_float_equal(s.best_test_acc, 0.86, 1e-12);
+    assert_float_equal(s.seconds, 4.5, 1e-12);
+}
+
+static void a_missing_events_file_is_enoent_naming_it(void **state)
+{
+    (void)state;
+    char *text, *json;
+    assert_int_equal(report(&text, &json), -ENOENT);
+    assert_non_null(strstr(err, path));
+    free(text);
+    free(json);
+    zp_run_summary_t s;
+    assert_int_equal(zp_run_summary(dir, &s, err, sizeof err), -ENOENT);
+    assert_int_equal(s.epochs, 0);
+    assert_true(s.test_acc == -1 && s.best_test_acc == -1);
+    assert_int_equal(zp_report_write(dir, NULL), -ENOENT);
+}
+
+static void an_empty_events_file_is_a_run_without_epochs(void **state)
+{
+    (void)state;
+    fclose(fopen(path, "wb"));
+    char *text, *json;
+    assert_int_equal(report(&text, &json), 0);
+    assert_non_null(strstr(text, "No trainer timings yet: the run has not finished an epoch."));
+    assert_non_null(strstr(json, "\"epochs\":[],"));
+    free(text);
+    free(json);
+    zp_run_summary_t s;
+    assert_int_equal(zp_run_summary(dir, &s, err, sizeof err), 0);
+    assert_int_equal(s.epochs, 0);
+    assert_true(s.train_loss == -1 && s.best_test_acc == -1);
+}
+
+static void a_file_of_no_events_is_refused(void **state)
+{
+    (void)state;
+    FILE *f = fopen(path, "wb");
+    fputs("{\"this\": \"is json, not msgpack\"}\n", f);
+    fclose(f);
+    char *text, *json;
+    assert_int_equal(report(&text, &json), ZP_EPROTO);
+    assert_non_null(strstr(err, "not a stream of msgpack records: no zeus-pipe event in its 33 bytes"));
+    free(text);
+    free(json);
+}
+
+static void torn_garbled_and_unknown_records_are_skipped_and_counted(void **state)
+{
+    (void)state;
+    epoch_end(0, "train", 0.9, 0.7, 2.5);
+    FILE *f = fopen(path, "ab");
+    fputs("GARBAGE", f); /* glued to the end of the first record: that span is not one object */
+    fclose(f);
+    epoch_end(1, "train", 0.5, 0.85, 2.0);
+    zp_event_t ev;
+    begin(&ev, "martian", 0, "stats", 1); /* a stage this version does not know */
+    zp_ev_int(&ev, "total_items", 1);
+    deliver(&ev);
+    epoch_end(2, "train", 0.4, 0.9, 2.0);
+    f = fopen(path, "rb");
+    fseek(f, 0, SEEK_END);
+    long whole = ftell(f);
+    fclose(f);
+    assert_int_equal(truncate(path, whole - 5), 0); /* the last record torn by a kill */
+    char *text, *json;
+    assert_int_equal(report(&text, &json), 0);
+    assert_null(strstr(text, "\n    1  ")); /* the garbled one is gone */
+    assert_non_null(strstr(text, "\n    2      0.5000"));
+    assert_null(strstr(text, "\n    3  "));
+    assert_non_null(strstr(text, "(1 records of events.msgpack were not understood and skipped)"));
+    assert_non_null(strstr(text, "torn or garbled records); this report is of the rest)"));
+    assert_non_null(strstr(json, "\"skipped_records\":2"));
+    free(text);
+    free(json);
+    zp_run_summary_t s;
+    assert_int_equal(zp_run_summary(dir, &s, err, sizeof err), 0);
+    assert_int_equal(s.epochs, 1);
+    assert_float_equal(s.train_loss, 0.5, 1e-12);
+}
+
+static void report_write_leaves_text_and_json_in_the_run(void **state)
+{
+    (void)state;
+    a_run();
+    assert_int_equal(zp_report_write(dir, NULL), 0);
+    char p[160], buf[8192];
+    snprintf(p, sizeof p, "%s/report.json", dir);
+    FILE *f = fopen(p, "r");
+    assert_non_null(f);
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    assert_non_null(strstr(buf, "\"bottleneck\":{\"stage\":\"loader\""));
+    assert_int_equal(buf[n - 1], '\n');
+    snprintf(p, sizeof p, "%s/report.txt", dir);
+    assert_int_equal(access(p, R_OK), 0);
+}
+
 int main(void)
 {
+    zp_log_set_level(ZP_LOG_ERROR);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(a_trainer_that_waits_under_a_tenth_is_the_bottleneck),
         cmocka_unit_test(the_busiest_data_stage_is_named_with_its_advice),
         cmocka_unit_test(waiting_with_no_busy_stage_is_latency_and_no_timings_are_unknown),
+#define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
+        T(the_report_of_a_run_has_its_epochs_stages_and_bottleneck),
+        T(the_summary_has_the_last_and_the_best_epoch),
+        T(a_missing_events_file_is_enoent_naming_it),
+        T(an_empty_events_file_is_a_run_without_epochs),
+        T(a_file_of_no_events_is_refused),
+        T(torn_garbled_and_unknown_records_are_skipped_and_counted),
+        T(report_write_leaves_text_and_json_in_the_run),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
