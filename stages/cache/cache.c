@@ -70,11 +70,13 @@ typedef struct {
     uint32_t *queue; /* FIFO of pool indices waiting for a loader */
     size_t qhead, qlen;
     uint64_t seq;
-    int64_t bad_msgs, late, deaths, requeued, refusals;
+    int64_t dropped, late, deaths, requeued, refusals;
     uint64_t fp; /* zp_cachedb_fingerprint_hash of the run: a loader's READY must carry it */
     int64_t next_beat; /* ns: when the broker sends its next heartbeats */
     int64_t last_loop; /* ns: the previous pass of the loop */
     zp_frames_t f;
+    zp_inbox_t work_in, fetch_in; /* loaders' messages (work and remote), prefetchers' */
+    void *in_sock;                /* the socket work_in's message came through */
     zp_store_t *store; /* NULL: a pure broker */
     int32_t *hit_labels; /* one task's samples read from the store; owned, task_size */
     uint8_t *hit_data;   /* owned, task_size x sample_bytes */
@@ -356,16 +358,8 @@ static int dispatch(cache_t *c)
     return 0;
 }
 
-static void bad_msg(cache_t *c, const char *from, const char *why)
-{
-    c->st->stats.errors++;
-    if (c->bad_msgs++ < 10 || c->bad_msgs % 1000 == 0)
-        zp_warn("dropped a malformed message from a %s (%lld so far): %s", from,
-                (long long)c->bad_msgs, why);
-}
-
 /* SAMPLES or FAIL from a loader: forward to the prefetch that asked. */
-static int on_result(cache_t *c, zp_msg_t *m, loader_rec_t *from)
+static int on_result(cache_t *c, const zp_msg_t *m, zp_frames_t *f, loader_rec_t *from)
 {
     task_t *t = task_lookup(c, m->id);
     if (!t || t->loader < 0 || !from || t->loader != (int)(from - c->loaders)) {
@@ -404,7 +398,7 @@ static int on_result(cache_t *c, zp_msg_t *m, loader_rec_t *from)
     int rc = zmq_send(c->fetch, t->prefetch.id, t->prefetch.idlen, ZMQ_SNDMORE) < 0 ? ZP_EZMQ : 0;
     ZP_TIME_BEGIN(&c->st->timers, ZP_R_SEND);
     if (!rc)
-        rc = zp_send_parts(c->fetch, &out, c->f.part + 2, m->nframes - 1);
+        rc = zp_send_parts(c->fetch, &out, f->part + 2, m->nframes - 1);
     ZP_TIME_END(&c->st->timers, ZP_R_SEND);
     task_free(c, t);
     return rc;
@@ -431,65 +425,94 @@ static int check_fingerprint(cache_t *c, loader_rec_t *l, const zp_msg_t *m)
     return 0;
 }
 
-static int on_work(cache_t *c, void *sock)
+/* ---- the loaders' socket(s) ---- */
+
+/* The record of the loader that sent the message in f (through c->in_sock);
+ * with `add`, a new one for a loader not known yet. NULL: none. */
+static loader_rec_t *sender(cache_t *c, zp_frames_t *f, int add)
 {
-    int rc = zp_frames_recv(&c->f, sock, ZMQ_DONTWAIT);
-    if (rc)
-        return rc == -EAGAIN ? 0 : rc;
-    zp_msg_t m;
-    char why[256];
-    if (c->f.n < 2 || zp_frames_decode(&c->f, 1, &m, why, sizeof why)) {
-        bad_msg(c, "loader", c->f.n < 2 ? "no header" : why);
-        zp_msg_release(&m);
-        return 0;
-    }
-    loader_rec_t *l = loader_find(c, sock, &c->f.part[0], m.type == ZP_MSG_READY);
-    if (l && l->refused) {
-        /* nothing it sends is used; it was told why */
-    } else if (m.type == ZP_MSG_READY && l && !l->fp_ok) {
-        rc = check_fingerprint(c, l, &m);
-    } else if (m.type == ZP_MSG_READY && l && l->retiring) {
-        /* no more tasks for it */
-    } else if (m.type == ZP_MSG_READY && l) {
-        l->credit = zp_credit_add(l->credit, m.credit, 64);
-    } else if (m.type == ZP_MSG_SAMPLES || m.type == ZP_MSG_FAIL) {
-        rc = on_result(c, &m, l);
-    } else if (m.type == ZP_MSG_RETIRE && l) {
-        l->credit = 0; /* no more tasks; those already sent precede the answer */
-        l->retiring = 1;
-        zp_msg_t rep = {.type = ZP_MSG_RETIRED};
-        rc = send_to(l->sock, &l->peer, &rep, NULL, NULL, 0);
-        zp_info("loader %d retires", (int)(l - c->loaders));
-    } else if (m.type != ZP_MSG_HEARTBEAT) {
-        bad_msg(c, "loader", zp_msg_name(m.type));
-    }
-    zp_msg_release(&m);
-    return rc;
+    return loader_find(c, c->in_sock, &f->part[0], add);
 }
 
-static int on_fetch_sock(cache_t *c)
+static int on_ready(void *ctx, const zp_msg_t *m, zp_frames_t *f)
 {
-    int rc = zp_frames_recv(&c->f, c->fetch, ZMQ_DONTWAIT);
-    if (rc)
-        return rc == -EAGAIN ? 0 : rc;
-    zp_msg_t m;
-    char why[256];
-    if (c->f.n < 2 || zp_frames_decode(&c->f, 1, &m, why, sizeof why)) {
-        bad_msg(c, "prefetch", c->f.n < 2 ? "no header" : why);
-    } else if (m.type == ZP_MSG_FETCH) {
-        rc = on_fetch(c, &c->f.part[0], &m);
-    } else if (m.type == ZP_MSG_SYNC) {
-        zp_store_commit(c->store);
-        zp_msg_t rep = {.type = ZP_MSG_SYNCED, .id = m.id};
-        peer_t who;
-        peer_set(&who, &c->f.part[0]);
-        rc = send_to(c->fetch, &who, &rep, NULL, NULL, 0);
-    } else {
-        bad_msg(c, "prefetch", zp_msg_name(m.type));
+    cache_t *c = ctx;
+    loader_rec_t *l = sender(c, f, 1);
+    if (!l) {
+        zp_inbox_drop(&c->work_in, "READY of a loader the table has no room for");
+        return 0;
     }
-    zp_msg_release(&m);
-    return rc;
+    if (l->refused)
+        return 0; /* nothing it sends is used; it was told why */
+    if (!l->fp_ok)
+        return check_fingerprint(c, l, m);
+    if (!l->retiring) /* a retiring loader gets no more tasks */
+        l->credit = zp_credit_add(l->credit, m->credit, 64);
+    return 0;
 }
+
+static int on_loader_result(void *ctx, const zp_msg_t *m, zp_frames_t *f)
+{
+    cache_t *c = ctx;
+    loader_rec_t *l = sender(c, f, 0);
+    return l && l->refused ? 0 : on_result(c, m, f, l);
+}
+
+static int on_retire(void *ctx, const zp_msg_t *m, zp_frames_t *f)
+{
+    (void)m;
+    cache_t *c = ctx;
+    loader_rec_t *l = sender(c, f, 0);
+    if (!l) {
+        zp_inbox_drop(&c->work_in, "RETIRE of an unknown loader");
+        return 0;
+    }
+    if (l->refused)
+        return 0;
+    l->credit = 0; /* no more tasks; those already sent precede the answer */
+    l->retiring = 1;
+    zp_msg_t rep = {.type = ZP_MSG_RETIRED};
+    zp_info("loader %d retires", (int)(l - c->loaders));
+    return send_to(l->sock, &l->peer, &rep, NULL, NULL, 0);
+}
+
+static int on_heartbeat(void *ctx, const zp_msg_t *m, zp_frames_t *f)
+{
+    (void)m;
+    sender(ctx, f, 0); /* heard from now */
+    return 0;
+}
+
+static const zp_route_t WORK_ROUTES[] = {
+    {ZP_MSG_READY, on_ready},       {ZP_MSG_SAMPLES, on_loader_result},
+    {ZP_MSG_FAIL, on_loader_result}, {ZP_MSG_RETIRE, on_retire},
+    {ZP_MSG_HEARTBEAT, on_heartbeat},
+};
+
+static int on_work(cache_t *c, void *sock)
+{
+    c->in_sock = sock;
+    return zp_inbox_recv(&c->work_in, sock, ZMQ_DONTWAIT, &c->f, c);
+}
+
+/* ---- the prefetchers' socket ---- */
+
+static int on_fetch_msg(void *ctx, const zp_msg_t *m, zp_frames_t *f)
+{
+    return on_fetch(ctx, &f->part[0], m);
+}
+
+static int on_sync(void *ctx, const zp_msg_t *m, zp_frames_t *f)
+{
+    cache_t *c = ctx;
+    zp_store_commit(c->store);
+    zp_msg_t rep = {.type = ZP_MSG_SYNCED, .id = m->id};
+    peer_t who;
+    peer_set(&who, &f->part[0]);
+    return send_to(c->fetch, &who, &rep, NULL, NULL, 0);
+}
+
+static const zp_route_t FETCH_ROUTES[] = {{ZP_MSG_FETCH, on_fetch_msg}, {ZP_MSG_SYNC, on_sync}};
 
 static int loop(cache_t *c)
 {
@@ -508,7 +531,7 @@ static int loop(cache_t *c)
         if (!rc && n > 0 && c->remote && (items[2].revents & ZMQ_POLLIN))
             rc = on_work(c, c->remote);
         if (!rc && n > 0 && (items[1].revents & ZMQ_POLLIN))
-            rc = on_fetch_sock(c);
+            rc = zp_inbox_recv(&c->fetch_in, c->fetch, ZMQ_DONTWAIT, &c->f, c);
         int64_t now = zp_now_ns();
         if (c->last_loop && now - c->last_loop > c->st->cfg.heartbeat_ms * 1000000)
             for (int i = 0; i < c->nloaders; i++) /* our own stall is not their silence */
@@ -553,6 +576,10 @@ int zp_cache_main(zp_stage_t *st)
     static cache_t c;
     c.st = st;
     zp_frames_init(&c.f);
+    c.work_in = (zp_inbox_t){WORK_ROUTES, ZP_COUNT(WORK_ROUTES), 1, "a loader", &c.dropped,
+                             &st->stats.errors};
+    c.fetch_in = (zp_inbox_t){FETCH_ROUTES, ZP_COUNT(FETCH_ROUTES), 1, "a prefetch", &c.dropped,
+                              &st->stats.errors};
     char ep[ZP_ENDPOINT_MAX + 16];
     int rc = 1;
     if (zp_stage_endpoint(st, "work", ep, sizeof ep) ||

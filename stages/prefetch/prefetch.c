@@ -65,8 +65,9 @@ typedef struct {
     uint64_t fetch_seq;
     int split;
     int64_t epoch, nbatches, next_fetch, next_slot, next_emit;
-    int64_t bad_msgs;
+    int64_t dropped; /* messages dropped, from either socket */
     zp_frames_t f;
+    zp_inbox_t fetch_in, ring_in; /* the cache stage's messages, the trainer's */
     /* the cache's hit path */
     int cache_on;
     zp_cachedb_t db;
@@ -83,20 +84,13 @@ typedef struct {
     int64_t first_batch;           /* where the current phase starts (a resumed epoch) */
     zp_ckpt_pos_t start;           /* where the run goes on from (all 0: the beginning) */
     int unsynced;                  /* fetches sent since the cache last committed them */
-    int64_t corrupt_logged, lmdb_logged;
+    int64_t corrupt_warned; /* zp_warn_limited's count */
+    int cache_failed;       /* the cache did not open once: say when it does */
     int64_t skipped; /* this phase: samples the loaders could not load */
     int64_t last_progress; /* ns: the last sample that arrived or batch sent (prefetch.fetch_timeout_s) */
 } prefetch_t;
 
 static int open_cache(prefetch_t *p);
-
-static void bad_msg(prefetch_t *p, const char *from, const char *why)
-{
-    p->st->stats.errors++;
-    if (p->bad_msgs++ < 10 || p->bad_msgs % 1000 == 0)
-        zp_warn("dropped a malformed message from the %s (%lld so far): %s", from,
-                (long long)p->bad_msgs, why);
-}
 
 static batch_t *batch_of(prefetch_t *p, int64_t b) { return &p->inflight[b % p->nflight]; }
 
@@ -181,18 +175,16 @@ static int cmp_u64(const void *a, const void *b)
 static void corrupt_value(prefetch_t *p, uint32_t index, const char *why)
 {
     p->corrupt++;
-    if (p->corrupt_logged++ < 10)
-        zp_warn("%s sample %u in the cache: %s; loading it again", p->db.name[p->split], index, why);
+    zp_warn_limited(&p->corrupt_warned, "%s sample %u in the cache: %s; loading it again",
+                    p->db.name[p->split], index, why);
 }
 
 /* An LMDB error on the hit path: counted (stat's lmdb_errors), logged, and
  * the samples it hid are loaded by the loaders: never a silent miss. */
 static void lmdb_error(prefetch_t *p, const char *what, int rc)
 {
-    int64_t n = ++p->st->stats.lmdb_errors;
-    if (p->lmdb_logged++ < 10 || n % 1000 == 0)
-        zp_warn("%s: %s: %s (%lld LMDB error(s) so far); the loaders load what it hid",
-                p->st->cfg.cache_path, what, mdb_strerror(rc), (long long)n);
+    zp_warn_limited(&p->st->stats.lmdb_errors, "%s: %s: %s (LMDB errors); the loaders load what it hid",
+                    p->st->cfg.cache_path, what, mdb_strerror(rc));
 }
 
 /* Reads the batch's hits from LMDB straight into its slot, in one short read
@@ -319,12 +311,13 @@ static int hold(batch_t *bt, const zp_msg_t *m, zp_frames_t *f)
 }
 
 /* A RESULT: checked against the indices its fetch asked for, then copied or held. */
-static int on_result(prefetch_t *p, const zp_msg_t *m)
+static int on_result(void *ctx, const zp_msg_t *m, zp_frames_t *fr)
 {
+    prefetch_t *p = ctx;
     fetch_t *f;
     batch_t *bt = batch_of_fetch(p, m->id, &f);
     if (!bt) {
-        bad_msg(p, "cache stage", "result for a fetch that is not in flight");
+        zp_inbox_drop(&p->fetch_in, "result for a fetch that is not in flight");
         return 0;
     }
     int match = zp_span_fits(m->offset, m->n, (uint64_t)f->n) &&
@@ -337,7 +330,7 @@ static int on_result(prefetch_t *p, const zp_msg_t *m)
         match = idx == bt->indices[f->pos[m->offset + i]];
     }
     if (!match) {
-        bad_msg(p, "cache stage", "result does not match its fetch (offset, indices or shape)");
+        zp_inbox_drop(&p->fetch_in, "result does not match its fetch (offset, indices or shape)");
         return 0;
     }
     p->last_progress = zp_now_ns();
@@ -345,49 +338,50 @@ static int on_result(prefetch_t *p, const zp_msg_t *m)
         copy_in(p, bt, f, m->offset, m->n, m->frame[2], m->frame[3]);
         return 0;
     }
-    return hold(bt, m, &p->f);
+    return hold(bt, m, fr);
 }
 
-static int on_fetch_sock(prefetch_t *p)
+static int on_synced(void *ctx, const zp_msg_t *m, zp_frames_t *f)
 {
-    int rc = zp_frames_recv(&p->f, p->fetch, ZMQ_DONTWAIT);
-    if (rc)
-        return rc == -EAGAIN ? 0 : rc;
-    zp_msg_t m;
-    char why[256];
-    rc = 0;
-    if (zp_frames_decode(&p->f, 0, &m, why, sizeof why)) {
-        bad_msg(p, "cache stage", why);
-    } else if (m.type == ZP_MSG_RESULT) {
-        rc = on_result(p, &m);
-    } else if (m.type == ZP_MSG_SYNCED) {
-        p->synced = m.id;
-    } else if (m.type == ZP_MSG_FAIL) {
-        zp_error("a loader could not load a %s batch: %s", zp_split_name(p->split), m.error);
-        rc = ZP_EDATA;
-    } else {
-        bad_msg(p, "cache stage", zp_msg_name(m.type));
-    }
-    zp_msg_release(&m);
-    return rc;
-}
-
-static int on_ring_sock(prefetch_t *p)
-{
-    int rc = zp_frames_recv(&p->f, p->ring_sock, ZMQ_DONTWAIT);
-    if (rc)
-        return rc == -EAGAIN ? 0 : rc;
-    zp_msg_t m;
-    char why[256];
-    if (zp_frames_decode(&p->f, 0, &m, why, sizeof why) || m.type != ZP_MSG_FREE)
-        bad_msg(p, "trainer", m.type ? zp_msg_name(m.type) : why);
-    else if (m.slot >= p->ring->depth || zp_ring_release(p->ring, (uint32_t)m.slot, (uint32_t)m.gen))
-        bad_msg(p, "trainer", "FREE of a slot it does not hold (stale generation)");
-    zp_msg_release(&m);
+    (void)f;
+    ((prefetch_t *)ctx)->synced = m->id;
     return 0;
 }
 
-/* Sends the next batch when it is complete. Returns 1 when one was sent. */
+static int on_fail(void *ctx, const zp_msg_t *m, zp_frames_t *f)
+{
+    (void)f;
+    zp_error("a loader could not load a %s batch: %s", zp_split_name(((prefetch_t *)ctx)->split),
+             m->error);
+    return ZP_EDATA;
+}
+
+static const zp_route_t FETCH_ROUTES[] = {
+    {ZP_MSG_RESULT, on_result}, {ZP_MSG_SYNCED, on_synced}, {ZP_MSG_FAIL, on_fail}};
+
+static int on_fetch_sock(prefetch_t *p)
+{
+    return zp_inbox_recv(&p->fetch_in, p->fetch, ZMQ_DONTWAIT, &p->f, p);
+}
+
+static int on_free(void *ctx, const zp_msg_t *m, zp_frames_t *f)
+{
+    (void)f;
+    prefetch_t *p = ctx;
+    if (m->slot >= p->ring->depth || zp_ring_release(p->ring, (uint32_t)m->slot, (uint32_t)m->gen))
+        zp_inbox_drop(&p->ring_in, "FREE of a slot it does not hold (stale generation)");
+    return 0;
+}
+
+static const zp_route_t RING_ROUTES[] = {{ZP_MSG_FREE, on_free}};
+
+/* The trainer's FREEs; nothing it sends stops the prefetch. */
+static int on_ring_sock(prefetch_t *p)
+{
+    int rc = zp_inbox_recv(&p->ring_in, p->ring_sock, ZMQ_DONTWAIT, &p->f, p);
+    return rc == ZP_ESTOP || rc == ZP_EZMQ ? 0 : rc;
+}
+
 /* Closes the gaps the skipped samples left in the slot; the batch shrinks. */
 static void compact(prefetch_t *p, batch_t *bt)
 {
@@ -411,6 +405,7 @@ static void compact(prefetch_t *p, batch_t *bt)
     bt->n = k;
 }
 
+/* Sends the next batch when it is complete. Returns 1 when one was sent. */
 static int emit_ready(prefetch_t *p, int *rc)
 {
     if (p->next_emit >= p->next_slot)
@@ -636,9 +631,9 @@ static int open_cache(prefetch_t *p)
     char err[512];
     int rc = zp_cachedb_open(&p->db, &st->cfg, &st->meta, 1, err, sizeof err);
     if (rc) {
-        int64_t n = ++st->stats.lmdb_errors;
-        if (p->lmdb_logged++ < 10 || n % 1000 == 0)
-            zp_warn("%s; reading no samples from the cache until it opens (tried again every epoch)", err);
+        p->cache_failed = 1;
+        zp_warn_limited(&st->stats.lmdb_errors, "%s; reading no samples from the cache until it "
+                        "opens (tried again every epoch)", err);
         return 0;
     }
     if (!p->readers && (rc = zp_readers_start(&p->readers, (int)st->cfg.readers)))
@@ -646,7 +641,7 @@ static int open_cache(prefetch_t *p)
     for (int s = 0; s < ZP_SPLITS; s++)
         if (!p->present[s] && !(p->present[s] = malloc((size_t)(st->meta.n[s] + 8) / 8)))
             return ZP_ENOMEM;
-    if (p->lmdb_logged)
+    if (p->cache_failed)
         zp_info("%s: open; reading hits from the cache again", st->cfg.cache_path);
     p->cache_on = 1;
     zp_cachedb_willneed(&p->db);
@@ -743,6 +738,10 @@ int zp_prefetch_main(zp_stage_t *st)
     static prefetch_t p;
     p.st = st;
     zp_frames_init(&p.f);
+    p.fetch_in = (zp_inbox_t){FETCH_ROUTES, ZP_COUNT(FETCH_ROUTES), 0, "the cache stage",
+                              &p.dropped, &st->stats.errors};
+    p.ring_in = (zp_inbox_t){RING_ROUTES, ZP_COUNT(RING_ROUTES), 0, "the trainer", &p.dropped,
+                             &st->stats.errors};
     int rc = open_all(&p);
     if (!rc) {
         zp_info("ring of %u slots x %zu bytes, %d batches in flight; %lld train, %lld test samples",
