@@ -18,6 +18,7 @@
 #include "pipeline/stage.h"
 #include "pipeline/keys.h"
 #include "stages/cache/lmdb_store.h"
+#include "stages/cache/tasks.h"
 #include "pipeline/zap.h"
 
 #include <errno.h>
@@ -25,13 +26,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define ID_MAX 64
 #define LOADERS_MAX 1024
 
-typedef struct {
-    uint8_t id[ID_MAX];
-    size_t idlen;
-} peer_t;
+typedef zp_peer_t peer_t;
 
 typedef struct {
     peer_t peer;
@@ -45,31 +42,13 @@ typedef struct {
     int fp_ok;         /* its READY carried the run's fingerprint */
 } loader_rec_t;
 
-/* A task: a contiguous range of one fetch. `indices` is owned (reused). */
-typedef struct {
-    uint64_t id;       /* task id: (sequence << 20) | pool index; 0 = unused */
-    peer_t prefetch;   /* who asked */
-    uint64_t fetch_id;
-    uint64_t split, offset, n;
-    uint64_t epoch, has_epoch; /* passed on to loaders that augment */
-    uint32_t *indices;
-    size_t cap;
-    int loader;        /* index into loaders[], -1 while queued */
-} task_t;
-
 typedef struct {
     zp_stage_t *st;
     void *work, *fetch;
     void *remote;   /* transport.kind tcp: CURVE ROUTER on transport.bind; NULL for ipc */
     loader_rec_t loaders[LOADERS_MAX];
     int nloaders, next_loader;
-    task_t *pool;
-    size_t pool_cap;
-    uint32_t *free_list;
-    size_t nfree;
-    uint32_t *queue; /* FIFO of pool indices waiting for a loader */
-    size_t qhead, qlen;
-    uint64_t seq;
+    zp_tasks_t *tasks; /* every task from its FETCH until its result is forwarded; owned */
     int64_t dropped, late, deaths, requeued, refusals;
     uint64_t fp; /* zp_cachedb_fingerprint_hash of the run: a loader's READY must carry it */
     int64_t next_beat; /* ns: when the broker sends its next heartbeats */
@@ -85,7 +64,7 @@ typedef struct {
 
 static void peer_set(peer_t *p, zmq_msg_t *m)
 {
-    p->idlen = zmq_msg_size(m) < ID_MAX ? zmq_msg_size(m) : ID_MAX;
+    p->idlen = zmq_msg_size(m) < ZP_PEER_MAX ? zmq_msg_size(m) : ZP_PEER_MAX;
     memcpy(p->id, zmq_msg_data(m), p->idlen);
 }
 
@@ -95,46 +74,6 @@ static int send_to(void *sock, const peer_t *p, const zp_msg_t *m, const void *c
     if (zmq_send(sock, p->id, p->idlen, ZMQ_SNDMORE) < 0)
         return ZP_EZMQ;
     return zp_send(sock, NULL, m, parts, sizes, nparts, 0);
-}
-
-static int pool_grow(cache_t *c)
-{
-    size_t cap = c->pool_cap ? c->pool_cap * 2 : 256;
-    if (cap > (1u << 20))
-        return ZP_EFULL;
-    task_t *p = realloc(c->pool, cap * sizeof *p);
-    uint32_t *fl = p ? realloc(c->free_list, cap * sizeof *fl) : NULL;
-    uint32_t *q = fl ? malloc(cap * sizeof *q) : NULL;
-    if (p)
-        c->pool = p;
-    if (fl)
-        c->free_list = fl;
-    if (!q)
-        return ZP_ENOMEM;
-    for (size_t i = 0; i < c->qlen; i++) /* unwrap the FIFO into the new array */
-        q[i] = c->queue[(c->qhead + i) % c->pool_cap];
-    free(c->queue);
-    c->queue = q;
-    c->qhead = 0;
-    memset(c->pool + c->pool_cap, 0, (cap - c->pool_cap) * sizeof *p);
-    for (size_t i = cap; i > c->pool_cap; i--)
-        c->free_list[c->nfree++] = (uint32_t)(i - 1);
-    c->pool_cap = cap;
-    return 0;
-}
-
-static task_t *task_lookup(cache_t *c, uint64_t id)
-{
-    uint64_t i = id & ((1u << 20) - 1);
-    if (i >= c->pool_cap || c->pool[i].id != id || id == 0)
-        return NULL;
-    return &c->pool[i];
-}
-
-static void task_free(cache_t *c, task_t *t)
-{
-    t->id = 0;
-    c->free_list[c->nfree++] = (uint32_t)(t - c->pool);
 }
 
 /* Answers samples [off, off + n) of a fetch from the store when it holds
@@ -169,37 +108,21 @@ static int on_fetch(cache_t *c, zmq_msg_t *who, const zp_msg_t *m)
     uint64_t step = (uint64_t)c->st->cfg.task_size;
     for (uint64_t off = 0; off < m->n; off += step) {
         int rc = 0;
-        if (serve_from_store(c, who, m, off, m->n - off < step ? m->n - off : step, &rc)) {
+        uint64_t n = m->n - off < step ? m->n - off : step;
+        if (serve_from_store(c, who, m, off, n, &rc)) {
             if (rc)
                 return rc;
             continue;
         }
-        if (!c->nfree) {
-            rc = pool_grow(c);
-            if (rc)
-                return rc;
-        }
-        uint32_t i = c->free_list[--c->nfree];
-        task_t *t = &c->pool[i];
-        uint64_t n = m->n - off < step ? m->n - off : step;
-        if (t->cap < n) {
-            uint32_t *p = realloc(t->indices, n * sizeof *p);
-            if (!p)
-                return ZP_ENOMEM;
-            t->indices = p;
-            t->cap = n;
-        }
-        memcpy(t->indices, idx + 4 * off, n * 4);
+        zp_task_t *t;
+        if ((rc = zp_tasks_add(c->tasks, idx + 4 * off, n, &t)))
+            return rc;
         peer_set(&t->prefetch, who);
-        t->id = (++c->seq << 20) | i;
         t->fetch_id = m->id;
         t->split = m->split;
         t->epoch = m->epoch;
         t->has_epoch = m->present & ZP_B(epoch);
         t->offset = off;
-        t->n = n;
-        t->loader = -1;
-        c->queue[(c->qhead + c->qlen++) % c->pool_cap] = i;
     }
     return 0;
 }
@@ -217,7 +140,7 @@ static int alive_count(const cache_t *c)
 static loader_rec_t *loader_find(cache_t *c, void *sock, zmq_msg_t *who, int add)
 {
     loader_rec_t *l = NULL;
-    if (zmq_msg_size(who) > ID_MAX)
+    if (zmq_msg_size(who) > ZP_PEER_MAX)
         return NULL; /* a routing id we could not answer: the peer gets nothing */
     for (int i = 0; i < c->nloaders && !l; i++)
         if (c->loaders[i].sock == sock && c->loaders[i].peer.idlen == zmq_msg_size(who) &&
@@ -246,29 +169,12 @@ static loader_rec_t *loader_find(cache_t *c, void *sock, zmq_msg_t *who, int add
     return l;
 }
 
-/* Puts every task loader i holds back at the front of the queue; how many. */
-static int64_t requeue_tasks(cache_t *c, int i)
-{
-    int64_t n = 0;
-    for (size_t k = 0; k < c->pool_cap; k++) {
-        task_t *t = &c->pool[k];
-        if (t->id && t->loader == i) {
-            t->loader = -1;
-            c->qhead = (c->qhead + c->pool_cap - 1) % c->pool_cap;
-            c->queue[c->qhead] = (uint32_t)k;
-            c->qlen++;
-            n++;
-        }
-    }
-    return n;
-}
-
 /* A loader whose samples cannot be used: its tasks go back to the queue now,
  * it gets no more, and it is told why (it logs the reason and exits 2). */
 static int refuse(cache_t *c, loader_rec_t *l, const char *why)
 {
     int i = (int)(l - c->loaders);
-    int64_t n = requeue_tasks(c, i);
+    int64_t n = zp_tasks_requeue(c->tasks, i);
     l->refused = 1;
     l->credit = 0;
     c->refusals++;
@@ -296,7 +202,7 @@ static void expire_loaders(cache_t *c, int64_t now)
         if (!l->alive || now - l->last_seen <= limit)
             continue;
         l->alive = 0;
-        int64_t n = requeue_tasks(c, i);
+        int64_t n = zp_tasks_requeue(c->tasks, i);
         if ((l->retiring || l->refused) && !n)
             continue; /* it finished and left */
         c->deaths++;
@@ -329,7 +235,7 @@ static int heartbeats(cache_t *c, int64_t now)
 /* Hands queued tasks to loaders with credit, round robin. */
 static int dispatch(cache_t *c)
 {
-    while (c->qlen) {
+    while (zp_tasks_queued(c->tasks)) {
         int pick = -1;
         for (int k = 0; k < c->nloaders; k++) {
             int i = (c->next_loader + k) % c->nloaders;
@@ -342,9 +248,7 @@ static int dispatch(cache_t *c)
         if (pick < 0)
             return 0;
         c->next_loader = (pick + 1) % c->nloaders;
-        task_t *t = &c->pool[c->queue[c->qhead]];
-        c->qhead = (c->qhead + 1) % c->pool_cap;
-        c->qlen--;
+        zp_task_t *t = zp_tasks_next(c->tasks);
         zp_msg_t m = {.type = ZP_MSG_TASK, .id = t->id, .split = t->split, .n = t->n,
                       .epoch = t->epoch, .present = t->has_epoch ? ZP_B(epoch) : 0};
         const void *parts[1] = {t->indices};
@@ -361,7 +265,7 @@ static int dispatch(cache_t *c)
 /* SAMPLES or FAIL from a loader: forward to the prefetch that asked. */
 static int on_result(cache_t *c, const zp_msg_t *m, zp_frames_t *f, loader_rec_t *from)
 {
-    task_t *t = task_lookup(c, m->id);
+    zp_task_t *t = zp_tasks_lookup(c->tasks, m->id);
     if (!t || t->loader < 0 || !from || t->loader != (int)(from - c->loaders)) {
         c->late++; /* done already, waiting to be sent again, or now someone else's */
         return 0;
@@ -400,7 +304,7 @@ static int on_result(cache_t *c, const zp_msg_t *m, zp_frames_t *f, loader_rec_t
     if (!rc)
         rc = zp_send_parts(c->fetch, &out, f->part + 2, m->nframes - 1);
     ZP_TIME_END(&c->st->timers, ZP_R_SEND);
-    task_free(c, t);
+    zp_tasks_done(c->tasks, t);
     return rc;
 }
 
@@ -542,7 +446,7 @@ static int loop(cache_t *c)
             rc = heartbeats(c, now);
         if (!rc)
             rc = dispatch(c);
-        c->st->stats.queue = (int64_t)c->qlen;
+        c->st->stats.queue = (int64_t)zp_tasks_queued(c->tasks);
         zp_stats_tick(c->st);
     }
     return rc == ZP_ESTOP ? 0 : rc;
@@ -589,7 +493,7 @@ int zp_cache_main(zp_stage_t *st)
         goto out;
     if (st->cfg.transport == ZP_TRANSPORT_TCP && open_remote(&c))
         goto out;
-    if (pool_grow(&c))
+    if (zp_tasks_create(&c.tasks))
         goto out;
     if (st->cfg.cache_enabled && zp_store_open(&c.store, st))
         goto out;
@@ -611,12 +515,8 @@ out:
     zp_sock_close(&c.work);
     zp_sock_close(&c.fetch);
     zp_sock_close(&c.remote);
-    for (size_t i = 0; i < c.pool_cap; i++)
-        free(c.pool[i].indices);
     free(c.hit_labels);
     free(c.hit_data);
-    free(c.pool);
-    free(c.free_list);
-    free(c.queue);
+    zp_tasks_destroy(&c.tasks);
     return rc;
 }
