@@ -14,6 +14,7 @@
 #include "stages/cache/cache.h"
 #include "pipeline/cachedb.h"
 #include "pipeline/log.h"
+#include "pipeline/names.h"
 #include "pipeline/sock.h"
 #include "pipeline/stage.h"
 #include "pipeline/keys.h"
@@ -486,10 +487,10 @@ int zp_cache_main(zp_stage_t *st)
                               &st->stats.errors};
     char ep[ZP_ENDPOINT_MAX + 16];
     int rc = 1;
-    if (zp_stage_endpoint(st, "work", ep, sizeof ep) ||
+    if (zp_stage_endpoint(st, zp_sock_name(ZP_SOCK_WORK), ep, sizeof ep) ||
         !(c.work = zp_sock_open(st->zctx, ZMQ_ROUTER, ep, 1, 0)))
         goto out;
-    if (!(c.fetch = zp_stage_socket(st, ZMQ_ROUTER, "fetch", 1, 0)))
+    if (!(c.fetch = zp_stage_socket(st, ZMQ_ROUTER, zp_sock_name(ZP_SOCK_FETCH), 1, 0)))
         goto out;
     if (st->cfg.transport == ZP_TRANSPORT_TCP && open_remote(&c))
         goto out;

@@ -11,6 +11,7 @@
 #include "pipeline/augment.h"
 #include "pipeline/cachedb.h"
 #include "pipeline/log.h"
+#include "pipeline/names.h"
 #include "pipeline/records.h"
 #include "pipeline/sock.h"
 #include "pipeline/stage.h"
@@ -360,7 +361,7 @@ int zp_loader_main(zp_stage_t *st)
         rc = 1;
         goto out;
     }
-    if (!l.pixels || !l.lut || (!st->connect[0] && zp_stage_endpoint(st, "work", l.ep, sizeof l.ep))) {
+    if (!l.pixels || !l.lut || (!st->connect[0] && zp_stage_endpoint(st, zp_sock_name(ZP_SOCK_WORK), l.ep, sizeof l.ep))) {
         rc = 1;
         goto out;
     }

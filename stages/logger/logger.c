@@ -6,6 +6,7 @@
 #define _GNU_SOURCE
 #include "stages/logger/logger.h"
 #include "pipeline/log.h"
+#include "pipeline/names.h"
 #include "pipeline/report.h"
 #include "pipeline/sock.h"
 #include "pipeline/stage.h"
@@ -241,11 +242,11 @@ static int open_all(logger_t *l)
         zp_error("%s: %s", path, strerror(errno));
         return 1;
     }
-    if (!(l->pull = zp_stage_socket(st, ZMQ_PULL, "events", 1, 0)))
+    if (!(l->pull = zp_stage_socket(st, ZMQ_PULL, zp_sock_name(ZP_SOCK_EVENTS), 1, 0)))
         return 1;
     int hwm = 100000;
     zmq_setsockopt(l->pull, ZMQ_RCVHWM, &hwm, sizeof hwm);
-    if (zp_stage_endpoint(st, "stat", ep, sizeof ep) ||
+    if (zp_stage_endpoint(st, zp_sock_name(ZP_SOCK_STAT), ep, sizeof ep) ||
         !(l->rep = zp_sock_open(st->zctx, ZMQ_REP, ep, 1, 0)))
         return 1;
     return 0;

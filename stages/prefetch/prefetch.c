@@ -12,6 +12,7 @@
 #include "pipeline/cachedb.h"
 #include "pipeline/ckpt.h"
 #include "pipeline/log.h"
+#include "pipeline/names.h"
 #include "pipeline/records.h"
 #include "pipeline/ring.h"
 #include "pipeline/sampler.h"
@@ -60,7 +61,7 @@ typedef struct {
     int64_t corrupt_warned; /* zp_warn_limited's count */
     int cache_failed;       /* the cache did not open once: say when it does */
     int64_t skipped; /* this phase: samples the loaders could not load */
-    int64_t last_progress; /* ns: the last sample that arrived or batch sent (prefetch.zp_fetch_timeout_s) */
+    int64_t last_progress; /* ns: the last sample that arrived or batch sent (prefetch.fetch_timeout_s) */
 } prefetch_t;
 
 static int open_cache(prefetch_t *p);
@@ -387,7 +388,7 @@ static int sync_cache(prefetch_t *p)
     return rc;
 }
 
-/* The next batch has waited prefetch.zp_fetch_timeout_s with no sample arriving
+/* The next batch has waited prefetch.fetch_timeout_s with no sample arriving
  * from the cache stage: names it and what it lacks, and stops the run (every
  * loader stuck, refused or gone; a cache stage that no longer answers). */
 static int stalled(prefetch_t *p)
@@ -400,7 +401,7 @@ static int stalled(prefetch_t *p)
             missing++;
         }
     zp_error("%s epoch %lld, batch %lld of %lld: %lld of its %lld samples (sample %lld first) not "
-             "answered by the cache stage for %lld s (prefetch.zp_fetch_timeout_s), and no other "
+             "answered by the cache stage for %lld s (prefetch.fetch_timeout_s), and no other "
              "sample came meanwhile: no loader delivers. See `zeus-pipe stat` (are loaders alive, "
              "busy, refused?) and logs/cache-0.log and logs/loader-*.log",
              zp_split_name(p->split), (long long)p->epoch + 1, (long long)p->next_emit + 1,
@@ -602,10 +603,10 @@ static int open_all(prefetch_t *p)
     for (int s = 0; s < ZP_SPLITS; s++)
         if ((rc = zp_sampler_init(&p->sampler[s], st->meta.n[s])))
             return rc;
-    if (!(p->fetch = zp_stage_socket(st, ZMQ_DEALER, "fetch", 0, 0)))
+    if (!(p->fetch = zp_stage_socket(st, ZMQ_DEALER, zp_sock_name(ZP_SOCK_FETCH), 0, 0)))
         return ZP_EZMQ;
     char ring[32];
-    snprintf(ring, sizeof ring, "ring-%d", st->instance);
+    zp_ring_sock_name(ring, sizeof ring, st->instance);
     if (zp_stage_endpoint(st, ring, ep, sizeof ep) ||
         !(p->ring_sock = zp_sock_open(st->zctx, ZMQ_PAIR, ep, 1, 1000)))
         return ZP_EZMQ;
