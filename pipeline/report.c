@@ -2,6 +2,7 @@
 #include "pipeline/report.h"
 #include "pipeline/json.h"
 #include "pipeline/log.h"
+#include "pipeline/names.h"
 #include "pipeline/timer.h"
 #include "schemas/msg.h"
 
@@ -15,8 +16,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define STAGES 5
-static const char *const STAGE[STAGES] = {"loader", "cache", "prefetch", "trainer", "logger"};
+#define STAGES ZP_STAGE_COUNT
 
 typedef struct {
     double *v; /* milliseconds; owned */
@@ -66,14 +66,6 @@ typedef struct { /* per stage, from its instances */
 static int64_t to_i64(double v)
 {
     return v >= -1e15 && v <= 1e15 ? (int64_t)v : -1;
-}
-
-static int stage_of(const char *name)
-{
-    for (int s = 0; s < STAGES; s++)
-        if (!strcmp(STAGE[s], name))
-            return s;
-    return -1;
 }
 
 static int push(series_t *s, double v)
@@ -186,7 +178,7 @@ static int on_record(report_t *r, const msgpack_object *o)
         return ZP_EPROTO;
     char kind[16], name[16], event[24];
     zp_map_str(b, "kind", kind, sizeof kind);
-    int stage = stage_of(zp_map_str(b, "stage", name, sizeof name));
+    int stage = zp_stage_of(zp_map_str(b, "stage", name, sizeof name));
     if (stage < 0)
         return ZP_EPROTO;
     if (!strcmp(kind, "timer"))
@@ -316,7 +308,8 @@ static void sum_stages(const report_t *r, stage_sum_t *out)
 /* The share of the trainer's epoch time spent in io (waiting for a batch); -1 without samples. */
 static double wait_share(const report_t *r)
 {
-    const series_t *io = &r->series[3][ZP_R_IO], *ep = &r->series[3][ZP_R_EPOCH];
+    const series_t *io = &r->series[ZP_STAGE_TRAINER][ZP_R_IO],
+                   *ep = &r->series[ZP_STAGE_TRAINER][ZP_R_EPOCH];
     double a = 0, b = 0;
     for (size_t i = 0; i < io->n; i++)
         a += io->v[i];
@@ -328,14 +321,13 @@ static double wait_share(const report_t *r)
 int zp_report_bottleneck(const zp_data_stages_t *d, double wait, char *stage, size_t slen,
                          char *buf, size_t len)
 {
-    static const char *const NAME[3] = {"loader", "cache", "prefetch"};
     snprintf(stage, slen, "%s", "unknown");
     if (wait < 0) {
         snprintf(buf, len, "No trainer timings yet: the run has not finished an epoch.");
         return -1;
     }
     if (wait < 0.10) {
-        snprintf(stage, slen, "trainer");
+        snprintf(stage, slen, "%s", zp_stage_name(ZP_STAGE_TRAINER));
         snprintf(buf, len, "The trainer is the bottleneck: it waited for data %.1f%% of its time, so "
                  "the data pipeline keeps up; a faster step (trainer.threads, a GPU backend) "
                  "speeds the run up.", 100 * wait);
@@ -351,7 +343,7 @@ int zp_report_bottleneck(const zp_data_stages_t *d, double wait, char *stage, si
                  "prefetch.depth and prefetch.window.", 100 * wait);
         return -1;
     }
-    snprintf(stage, slen, "%s", NAME[hot]);
+    snprintf(stage, slen, "%s", zp_stage_name(hot)); /* the data stages lead names.h */
     if (hot == 0)
         snprintf(buf, len, "The loaders are the bottleneck: the trainer waited for data %.1f%% of "
                  "its time while the %d loader(s) were busy %.0f%% of theirs; try more loaders "
@@ -414,7 +406,7 @@ static void text_regions(report_t *r, FILE *out)
                 continue;
             zp_region_stats_t st;
             zp_region_stats(x->v, x->n, &st);
-            fprintf(out, "%-9s %-9s %9lld %9.3f %9.3f %9.3f %9.3f %9.3f %10.2f\n", STAGE[s],
+            fprintf(out, "%-9s %-9s %9lld %9.3f %9.3f %9.3f %9.3f %9.3f %10.2f\n", zp_stage_name(s),
                     zp_region_name(g), (long long)st.count, st.min, st.mean, st.median, st.max,
                     st.stdev, st.total / 1e3);
         }
@@ -426,7 +418,7 @@ static void text_stages(const stage_sum_t *s, FILE *out)
             "busy", "wait-in", "wait-out", "errors");
     for (int i = 0; i < STAGES; i++)
         if (s[i].instances)
-            fprintf(out, "%-9s %5d %12.0f %12.1f %5.1f%% %7.1f%% %8.1f%% %7.0f\n", STAGE[i],
+            fprintf(out, "%-9s %5d %12.0f %12.1f %5.1f%% %7.1f%% %8.1f%% %7.0f\n", zp_stage_name(i),
                     s[i].instances, s[i].items, s[i].items_per_s, 100 * s[i].busy,
                     100 * s[i].wait_in, 100 * s[i].wait_out, s[i].errors);
 }
@@ -472,7 +464,7 @@ static void json_report(report_t *r, const stage_sum_t *s, double wait, const ch
             zp_region_stats_t st;
             zp_region_stats(x->v, x->n, &st);
             fprintf(out, "%s{\"stage\":\"%s\",\"region\":\"%s\",\"count\":%lld,", first ? "" : ",",
-                    STAGE[i], zp_region_name(g), (long long)st.count);
+                    zp_stage_name(i), zp_region_name(g), (long long)st.count);
             first = 0;
             json_num(out, "min_ms", st.min, 1);
             json_num(out, "mean_ms", st.mean, 1);
@@ -487,7 +479,7 @@ static void json_report(report_t *r, const stage_sum_t *s, double wait, const ch
     for (int i = 0; i < STAGES; i++) {
         if (!s[i].instances)
             continue;
-        fprintf(out, "%s{\"stage\":\"%s\",\"instances\":%d,", first ? "" : ",", STAGE[i],
+        fprintf(out, "%s{\"stage\":\"%s\",\"instances\":%d,", first ? "" : ",", zp_stage_name(i),
                 s[i].instances);
         first = 0;
         json_num(out, "items", s[i].items, 1);

@@ -107,6 +107,8 @@ int zp_frames_decode(zp_frames_t *f, int first, zp_msg_t *m, char *why, size_t l
 
 void zp_inbox_drop(const zp_inbox_t *in, const char *why)
 {
+    if (in->errors)
+        ++*in->errors;
     zp_warn_limited(in->dropped, "dropped a message from %s: %s", in->from, why);
 }
 

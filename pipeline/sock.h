@@ -43,6 +43,8 @@ typedef struct {
     int type; /* ZP_MSG_* */
     zp_on_msg_fn on;
 } zp_route_t;
+/* Entries of a static array (a route table). */
+#define ZP_COUNT(a) ((int)(sizeof(a) / sizeof *(a)))
 
 /* Where a socket's messages go: the routes by type, the frame the message
  * starts at (1 after a ROUTER's identity frame), who sends them (for the
@@ -53,16 +55,19 @@ typedef struct {
     int first;
     const char *from; /* "the cache stage", "a loader", ... */
     int64_t *dropped; /* malformed or unexpected messages, dropped and counted */
+    int64_t *errors;  /* also counted here when not NULL: the stage's stats.errors */
 } zp_inbox_t;
 
 /* Receives one message from sock into f (flags: 0 or ZMQ_DONTWAIT), decodes
  * it and calls the route for its type. A message that does not decode, or of
  * a type with no route, is dropped: counted in *in->dropped and warned about
- * (zp_warn_limited), naming in->from. Returns the route's result; 0 when
+ * (zp_warn_limited), naming in->from; counted in *in->errors too when set.
+ * Returns the route's result; 0 when
  * nothing was waiting (ZMQ_DONTWAIT) or the message was dropped; ZP_ESTOP or
  * ZP_EZMQ when the socket failed. */
 int zp_inbox_recv(const zp_inbox_t *in, void *sock, int flags, zp_frames_t *f, void *ctx);
-/* Counts and warns about a message dropped for a reason its route found. */
+/* Counts and warns about a message dropped for a reason its route found
+ * (in->errors too when set). */
 void zp_inbox_drop(const zp_inbox_t *in, const char *why);
 
 /* Sends an optional routing identity, the header `m` encodes, and `nparts`

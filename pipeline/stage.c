@@ -2,6 +2,7 @@
 #include "pipeline/stage.h"
 #include "pipeline/hash.h"
 #include "pipeline/log.h"
+#include "pipeline/names.h"
 #include "pipeline/keys.h"
 #include "pipeline/records.h"
 #include "pipeline/sock.h"
@@ -57,7 +58,7 @@ int zp_stage_slurm(zp_stage_t *st)
     char *slash = strrchr(st->run0, '/'); /* RUN/rank-<r> */
     if (slash && slash != st->run0)
         *slash = 0;
-    if (strcmp(st->name, "loader"))
+    if (strcmp(st->name, zp_stage_name(ZP_STAGE_LOADER)))
         return 0;
     /* rank 0's cache stage takes this host's loaders as remote ones */
     const char *colon = strrchr(st->cfg.bind, ':');
@@ -80,11 +81,10 @@ int zp_stage_endpoint(const zp_stage_t *st, const char *name, char *buf, size_t 
  * CURVE, for the other ranks'. */
 static int shared_port(const zp_stage_t *st, const char *name)
 {
-    static const char *shared[] = {"fetch", "events", "comm"};
     const char *colon = strrchr(st->cfg.bind, ':');
-    for (int i = 0; st->slurm.world > 1 && colon && i < 3; i++)
-        if (!strcmp(name, shared[i]))
-            return atoi(colon + 1) + 1 + i;
+    for (int i = 0; st->slurm.world > 1 && colon && i < ZP_SOCK_COUNT; i++)
+        if (zp_sock_slurm_port(i) && !strcmp(name, zp_sock_name(i)))
+            return atoi(colon + 1) + zp_sock_slurm_port(i);
     return 0;
 }
 
@@ -182,7 +182,7 @@ int zp_stage_open(zp_stage_t *st)
     zmq_setsockopt(st->events, ZMQ_SNDHWM, &hwm, sizeof hwm);
     zmq_setsockopt(st->events, ZMQ_RECONNECT_IVL, &ivl, sizeof ivl);
     zmq_setsockopt(st->events, ZMQ_LINGER, &linger, sizeof linger);
-    int rc = zp_stage_attach(st, st->events, "events", 0);
+    int rc = zp_stage_attach(st, st->events, zp_sock_name(ZP_SOCK_EVENTS), 0);
     if (rc)
         return rc;
     int64_t now = zp_now_ns();

@@ -4,6 +4,7 @@
 #include "pipeline/cli/cmd.h"
 #include "pipeline/json.h"
 #include "pipeline/log.h"
+#include "pipeline/names.h"
 #include "pipeline/supervisor/rundir.h"
 #include "pipeline/sock.h"
 
@@ -21,14 +22,11 @@ typedef struct {
     double items, bytes, cpu, busy, wait_in, wait_out, queue, errors, hit_rate, lmdb_errors;
 } row_t;
 
-static const char *ORDER[] = {"loader", "cache", "prefetch", "trainer", "logger"};
-
+/* Rows in data-path order (names.h); an unknown stage last. */
 static int rank_of(const char *stage)
 {
-    for (int i = 0; i < 5; i++)
-        if (!strcmp(stage, ORDER[i]))
-            return i;
-    return 5;
+    int s = zp_stage_of(stage);
+    return s < 0 ? ZP_STAGE_COUNT : s;
 }
 
 static int cmp_rows(const void *a, const void *b)
@@ -52,7 +50,7 @@ static int fetch_rows(const char *dir, row_t *rows, int max)
     zp_msg_t req = {.type = ZP_MSG_STAT_REQ};
     zp_frames_t f;
     zp_frames_init(&f);
-    int rc = zp_request(dir, "stat", &req, &f, 2000);
+    int rc = zp_request(dir, zp_sock_name(ZP_SOCK_STAT), &req, &f, 2000);
     if (rc) {
         const char *base = strrchr(dir, '/');
         if (base && !strncmp(base + 1, "rank-", 5)) /* RUN/rank-<r> of a Slurm run: no logger there */
@@ -114,7 +112,7 @@ static void print_table(const row_t *r, int n)
 {
     int hot = -1;
     for (int i = 0; i < n; i++)
-        if (strcmp(r[i].stage, "logger") &&
+        if (zp_stage_of(r[i].stage) != ZP_STAGE_LOGGER &&
             (hot < 0 || fmax(r[i].busy, r[i].cpu) > fmax(r[hot].busy, r[hot].cpu)))
             hot = i;
     printf("%-9s %4s %10s %11s %5s %6s %8s %9s %6s %5s %7s\n", "STAGE", "INST", "ITEMS/S", "BYTES/S",

@@ -14,10 +14,12 @@
 #include "stages/cache/cache.h"
 #include "pipeline/cachedb.h"
 #include "pipeline/log.h"
+#include "pipeline/names.h"
 #include "pipeline/sock.h"
 #include "pipeline/stage.h"
 #include "pipeline/keys.h"
 #include "stages/cache/lmdb_store.h"
+#include "stages/cache/tasks.h"
 #include "pipeline/zap.h"
 
 #include <errno.h>
@@ -25,13 +27,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define ID_MAX 64
 #define LOADERS_MAX 1024
 
-typedef struct {
-    uint8_t id[ID_MAX];
-    size_t idlen;
-} peer_t;
+typedef zp_peer_t peer_t;
 
 typedef struct {
     peer_t peer;
@@ -45,36 +43,20 @@ typedef struct {
     int fp_ok;         /* its READY carried the run's fingerprint */
 } loader_rec_t;
 
-/* A task: a contiguous range of one fetch. `indices` is owned (reused). */
-typedef struct {
-    uint64_t id;       /* task id: (sequence << 20) | pool index; 0 = unused */
-    peer_t prefetch;   /* who asked */
-    uint64_t fetch_id;
-    uint64_t split, offset, n;
-    uint64_t epoch, has_epoch; /* passed on to loaders that augment */
-    uint32_t *indices;
-    size_t cap;
-    int loader;        /* index into loaders[], -1 while queued */
-} task_t;
-
 typedef struct {
     zp_stage_t *st;
     void *work, *fetch;
     void *remote;   /* transport.kind tcp: CURVE ROUTER on transport.bind; NULL for ipc */
     loader_rec_t loaders[LOADERS_MAX];
     int nloaders, next_loader;
-    task_t *pool;
-    size_t pool_cap;
-    uint32_t *free_list;
-    size_t nfree;
-    uint32_t *queue; /* FIFO of pool indices waiting for a loader */
-    size_t qhead, qlen;
-    uint64_t seq;
-    int64_t bad_msgs, late, deaths, requeued, refusals;
+    zp_tasks_t *tasks; /* every task from its FETCH until its result is forwarded; owned */
+    int64_t dropped, late, deaths, requeued, refusals;
     uint64_t fp; /* zp_cachedb_fingerprint_hash of the run: a loader's READY must carry it */
     int64_t next_beat; /* ns: when the broker sends its next heartbeats */
     int64_t last_loop; /* ns: the previous pass of the loop */
     zp_frames_t f;
+    zp_inbox_t work_in, fetch_in; /* loaders' messages (work and remote), prefetchers' */
+    void *in_sock;                /* the socket work_in's message came through */
     zp_store_t *store; /* NULL: a pure broker */
     int32_t *hit_labels; /* one task's samples read from the store; owned, task_size */
     uint8_t *hit_data;   /* owned, task_size x sample_bytes */
@@ -83,7 +65,7 @@ typedef struct {
 
 static void peer_set(peer_t *p, zmq_msg_t *m)
 {
-    p->idlen = zmq_msg_size(m) < ID_MAX ? zmq_msg_size(m) : ID_MAX;
+    p->idlen = zmq_msg_size(m) < ZP_PEER_MAX ? zmq_msg_size(m) : ZP_PEER_MAX;
     memcpy(p->id, zmq_msg_data(m), p->idlen);
 }
 
@@ -93,46 +75,6 @@ static int send_to(void *sock, const peer_t *p, const zp_msg_t *m, const void *c
     if (zmq_send(sock, p->id, p->idlen, ZMQ_SNDMORE) < 0)
         return ZP_EZMQ;
     return zp_send(sock, NULL, m, parts, sizes, nparts, 0);
-}
-
-static int pool_grow(cache_t *c)
-{
-    size_t cap = c->pool_cap ? c->pool_cap * 2 : 256;
-    if (cap > (1u << 20))
-        return ZP_EFULL;
-    task_t *p = realloc(c->pool, cap * sizeof *p);
-    uint32_t *fl = p ? realloc(c->free_list, cap * sizeof *fl) : NULL;
-    uint32_t *q = fl ? malloc(cap * sizeof *q) : NULL;
-    if (p)
-        c->pool = p;
-    if (fl)
-        c->free_list = fl;
-    if (!q)
-        return ZP_ENOMEM;
-    for (size_t i = 0; i < c->qlen; i++) /* unwrap the FIFO into the new array */
-        q[i] = c->queue[(c->qhead + i) % c->pool_cap];
-    free(c->queue);
-    c->queue = q;
-    c->qhead = 0;
-    memset(c->pool + c->pool_cap, 0, (cap - c->pool_cap) * sizeof *p);
-    for (size_t i = cap; i > c->pool_cap; i--)
-        c->free_list[c->nfree++] = (uint32_t)(i - 1);
-    c->pool_cap = cap;
-    return 0;
-}
-
-static task_t *task_lookup(cache_t *c, uint64_t id)
-{
-    uint64_t i = id & ((1u << 20) - 1);
-    if (i >= c->pool_cap || c->pool[i].id != id || id == 0)
-        return NULL;
-    return &c->pool[i];
-}
-
-static void task_free(cache_t *c, task_t *t)
-{
-    t->id = 0;
-    c->free_list[c->nfree++] = (uint32_t)(t - c->pool);
 }
 
 /* Answers samples [off, off + n) of a fetch from the store when it holds
@@ -167,37 +109,21 @@ static int on_fetch(cache_t *c, zmq_msg_t *who, const zp_msg_t *m)
     uint64_t step = (uint64_t)c->st->cfg.task_size;
     for (uint64_t off = 0; off < m->n; off += step) {
         int rc = 0;
-        if (serve_from_store(c, who, m, off, m->n - off < step ? m->n - off : step, &rc)) {
+        uint64_t n = m->n - off < step ? m->n - off : step;
+        if (serve_from_store(c, who, m, off, n, &rc)) {
             if (rc)
                 return rc;
             continue;
         }
-        if (!c->nfree) {
-            rc = pool_grow(c);
-            if (rc)
-                return rc;
-        }
-        uint32_t i = c->free_list[--c->nfree];
-        task_t *t = &c->pool[i];
-        uint64_t n = m->n - off < step ? m->n - off : step;
-        if (t->cap < n) {
-            uint32_t *p = realloc(t->indices, n * sizeof *p);
-            if (!p)
-                return ZP_ENOMEM;
-            t->indices = p;
-            t->cap = n;
-        }
-        memcpy(t->indices, idx + 4 * off, n * 4);
+        zp_task_t *t;
+        if ((rc = zp_tasks_add(c->tasks, idx + 4 * off, n, &t)))
+            return rc;
         peer_set(&t->prefetch, who);
-        t->id = (++c->seq << 20) | i;
         t->fetch_id = m->id;
         t->split = m->split;
         t->epoch = m->epoch;
         t->has_epoch = m->present & ZP_B(epoch);
         t->offset = off;
-        t->n = n;
-        t->loader = -1;
-        c->queue[(c->qhead + c->qlen++) % c->pool_cap] = i;
     }
     return 0;
 }
@@ -215,7 +141,7 @@ static int alive_count(const cache_t *c)
 static loader_rec_t *loader_find(cache_t *c, void *sock, zmq_msg_t *who, int add)
 {
     loader_rec_t *l = NULL;
-    if (zmq_msg_size(who) > ID_MAX)
+    if (zmq_msg_size(who) > ZP_PEER_MAX)
         return NULL; /* a routing id we could not answer: the peer gets nothing */
     for (int i = 0; i < c->nloaders && !l; i++)
         if (c->loaders[i].sock == sock && c->loaders[i].peer.idlen == zmq_msg_size(who) &&
@@ -244,29 +170,12 @@ static loader_rec_t *loader_find(cache_t *c, void *sock, zmq_msg_t *who, int add
     return l;
 }
 
-/* Puts every task loader i holds back at the front of the queue; how many. */
-static int64_t requeue_tasks(cache_t *c, int i)
-{
-    int64_t n = 0;
-    for (size_t k = 0; k < c->pool_cap; k++) {
-        task_t *t = &c->pool[k];
-        if (t->id && t->loader == i) {
-            t->loader = -1;
-            c->qhead = (c->qhead + c->pool_cap - 1) % c->pool_cap;
-            c->queue[c->qhead] = (uint32_t)k;
-            c->qlen++;
-            n++;
-        }
-    }
-    return n;
-}
-
 /* A loader whose samples cannot be used: its tasks go back to the queue now,
  * it gets no more, and it is told why (it logs the reason and exits 2). */
 static int refuse(cache_t *c, loader_rec_t *l, const char *why)
 {
     int i = (int)(l - c->loaders);
-    int64_t n = requeue_tasks(c, i);
+    int64_t n = zp_tasks_requeue(c->tasks, i);
     l->refused = 1;
     l->credit = 0;
     c->refusals++;
@@ -294,7 +203,7 @@ static void expire_loaders(cache_t *c, int64_t now)
         if (!l->alive || now - l->last_seen <= limit)
             continue;
         l->alive = 0;
-        int64_t n = requeue_tasks(c, i);
+        int64_t n = zp_tasks_requeue(c->tasks, i);
         if ((l->retiring || l->refused) && !n)
             continue; /* it finished and left */
         c->deaths++;
@@ -327,7 +236,7 @@ static int heartbeats(cache_t *c, int64_t now)
 /* Hands queued tasks to loaders with credit, round robin. */
 static int dispatch(cache_t *c)
 {
-    while (c->qlen) {
+    while (zp_tasks_queued(c->tasks)) {
         int pick = -1;
         for (int k = 0; k < c->nloaders; k++) {
             int i = (c->next_loader + k) % c->nloaders;
@@ -340,9 +249,7 @@ static int dispatch(cache_t *c)
         if (pick < 0)
             return 0;
         c->next_loader = (pick + 1) % c->nloaders;
-        task_t *t = &c->pool[c->queue[c->qhead]];
-        c->qhead = (c->qhead + 1) % c->pool_cap;
-        c->qlen--;
+        zp_task_t *t = zp_tasks_next(c->tasks);
         zp_msg_t m = {.type = ZP_MSG_TASK, .id = t->id, .split = t->split, .n = t->n,
                       .epoch = t->epoch, .present = t->has_epoch ? ZP_B(epoch) : 0};
         const void *parts[1] = {t->indices};
@@ -356,18 +263,10 @@ static int dispatch(cache_t *c)
     return 0;
 }
 
-static void bad_msg(cache_t *c, const char *from, const char *why)
-{
-    c->st->stats.errors++;
-    if (c->bad_msgs++ < 10 || c->bad_msgs % 1000 == 0)
-        zp_warn("dropped a malformed message from a %s (%lld so far): %s", from,
-                (long long)c->bad_msgs, why);
-}
-
 /* SAMPLES or FAIL from a loader: forward to the prefetch that asked. */
-static int on_result(cache_t *c, zp_msg_t *m, loader_rec_t *from)
+static int on_result(cache_t *c, const zp_msg_t *m, zp_frames_t *f, loader_rec_t *from)
 {
-    task_t *t = task_lookup(c, m->id);
+    zp_task_t *t = zp_tasks_lookup(c->tasks, m->id);
     if (!t || t->loader < 0 || !from || t->loader != (int)(from - c->loaders)) {
         c->late++; /* done already, waiting to be sent again, or now someone else's */
         return 0;
@@ -404,9 +303,9 @@ static int on_result(cache_t *c, zp_msg_t *m, loader_rec_t *from)
     int rc = zmq_send(c->fetch, t->prefetch.id, t->prefetch.idlen, ZMQ_SNDMORE) < 0 ? ZP_EZMQ : 0;
     ZP_TIME_BEGIN(&c->st->timers, ZP_R_SEND);
     if (!rc)
-        rc = zp_send_parts(c->fetch, &out, c->f.part + 2, m->nframes - 1);
+        rc = zp_send_parts(c->fetch, &out, f->part + 2, m->nframes - 1);
     ZP_TIME_END(&c->st->timers, ZP_R_SEND);
-    task_free(c, t);
+    zp_tasks_done(c->tasks, t);
     return rc;
 }
 
@@ -431,65 +330,94 @@ static int check_fingerprint(cache_t *c, loader_rec_t *l, const zp_msg_t *m)
     return 0;
 }
 
-static int on_work(cache_t *c, void *sock)
+/* ---- the loaders' socket(s) ---- */
+
+/* The record of the loader that sent the message in f (through c->in_sock);
+ * with `add`, a new one for a loader not known yet. NULL: none. */
+static loader_rec_t *sender(cache_t *c, zp_frames_t *f, int add)
 {
-    int rc = zp_frames_recv(&c->f, sock, ZMQ_DONTWAIT);
-    if (rc)
-        return rc == -EAGAIN ? 0 : rc;
-    zp_msg_t m;
-    char why[256];
-    if (c->f.n < 2 || zp_frames_decode(&c->f, 1, &m, why, sizeof why)) {
-        bad_msg(c, "loader", c->f.n < 2 ? "no header" : why);
-        zp_msg_release(&m);
-        return 0;
-    }
-    loader_rec_t *l = loader_find(c, sock, &c->f.part[0], m.type == ZP_MSG_READY);
-    if (l && l->refused) {
-        /* nothing it sends is used; it was told why */
-    } else if (m.type == ZP_MSG_READY && l && !l->fp_ok) {
-        rc = check_fingerprint(c, l, &m);
-    } else if (m.type == ZP_MSG_READY && l && l->retiring) {
-        /* no more tasks for it */
-    } else if (m.type == ZP_MSG_READY && l) {
-        l->credit = zp_credit_add(l->credit, m.credit, 64);
-    } else if (m.type == ZP_MSG_SAMPLES || m.type == ZP_MSG_FAIL) {
-        rc = on_result(c, &m, l);
-    } else if (m.type == ZP_MSG_RETIRE && l) {
-        l->credit = 0; /* no more tasks; those already sent precede the answer */
-        l->retiring = 1;
-        zp_msg_t rep = {.type = ZP_MSG_RETIRED};
-        rc = send_to(l->sock, &l->peer, &rep, NULL, NULL, 0);
-        zp_info("loader %d retires", (int)(l - c->loaders));
-    } else if (m.type != ZP_MSG_HEARTBEAT) {
-        bad_msg(c, "loader", zp_msg_name(m.type));
-    }
-    zp_msg_release(&m);
-    return rc;
+    return loader_find(c, c->in_sock, &f->part[0], add);
 }
 
-static int on_fetch_sock(cache_t *c)
+static int on_ready(void *ctx, const zp_msg_t *m, zp_frames_t *f)
 {
-    int rc = zp_frames_recv(&c->f, c->fetch, ZMQ_DONTWAIT);
-    if (rc)
-        return rc == -EAGAIN ? 0 : rc;
-    zp_msg_t m;
-    char why[256];
-    if (c->f.n < 2 || zp_frames_decode(&c->f, 1, &m, why, sizeof why)) {
-        bad_msg(c, "prefetch", c->f.n < 2 ? "no header" : why);
-    } else if (m.type == ZP_MSG_FETCH) {
-        rc = on_fetch(c, &c->f.part[0], &m);
-    } else if (m.type == ZP_MSG_SYNC) {
-        zp_store_commit(c->store);
-        zp_msg_t rep = {.type = ZP_MSG_SYNCED, .id = m.id};
-        peer_t who;
-        peer_set(&who, &c->f.part[0]);
-        rc = send_to(c->fetch, &who, &rep, NULL, NULL, 0);
-    } else {
-        bad_msg(c, "prefetch", zp_msg_name(m.type));
+    cache_t *c = ctx;
+    loader_rec_t *l = sender(c, f, 1);
+    if (!l) {
+        zp_inbox_drop(&c->work_in, "READY of a loader the table has no room for");
+        return 0;
     }
-    zp_msg_release(&m);
-    return rc;
+    if (l->refused)
+        return 0; /* nothing it sends is used; it was told why */
+    if (!l->fp_ok)
+        return check_fingerprint(c, l, m);
+    if (!l->retiring) /* a retiring loader gets no more tasks */
+        l->credit = zp_credit_add(l->credit, m->credit, 64);
+    return 0;
 }
+
+static int on_loader_result(void *ctx, const zp_msg_t *m, zp_frames_t *f)
+{
+    cache_t *c = ctx;
+    loader_rec_t *l = sender(c, f, 0);
+    return l && l->refused ? 0 : on_result(c, m, f, l);
+}
+
+static int on_retire(void *ctx, const zp_msg_t *m, zp_frames_t *f)
+{
+    (void)m;
+    cache_t *c = ctx;
+    loader_rec_t *l = sender(c, f, 0);
+    if (!l) {
+        zp_inbox_drop(&c->work_in, "RETIRE of an unknown loader");
+        return 0;
+    }
+    if (l->refused)
+        return 0;
+    l->credit = 0; /* no more tasks; those already sent precede the answer */
+    l->retiring = 1;
+    zp_msg_t rep = {.type = ZP_MSG_RETIRED};
+    zp_info("loader %d retires", (int)(l - c->loaders));
+    return send_to(l->sock, &l->peer, &rep, NULL, NULL, 0);
+}
+
+static int on_heartbeat(void *ctx, const zp_msg_t *m, zp_frames_t *f)
+{
+    (void)m;
+    sender(ctx, f, 0); /* heard from now */
+    return 0;
+}
+
+static const zp_route_t WORK_ROUTES[] = {
+    {ZP_MSG_READY, on_ready},       {ZP_MSG_SAMPLES, on_loader_result},
+    {ZP_MSG_FAIL, on_loader_result}, {ZP_MSG_RETIRE, on_retire},
+    {ZP_MSG_HEARTBEAT, on_heartbeat},
+};
+
+static int on_work(cache_t *c, void *sock)
+{
+    c->in_sock = sock;
+    return zp_inbox_recv(&c->work_in, sock, ZMQ_DONTWAIT, &c->f, c);
+}
+
+/* ---- the prefetchers' socket ---- */
+
+static int on_fetch_msg(void *ctx, const zp_msg_t *m, zp_frames_t *f)
+{
+    return on_fetch(ctx, &f->part[0], m);
+}
+
+static int on_sync(void *ctx, const zp_msg_t *m, zp_frames_t *f)
+{
+    cache_t *c = ctx;
+    zp_store_commit(c->store);
+    zp_msg_t rep = {.type = ZP_MSG_SYNCED, .id = m->id};
+    peer_t who;
+    peer_set(&who, &f->part[0]);
+    return send_to(c->fetch, &who, &rep, NULL, NULL, 0);
+}
+
+static const zp_route_t FETCH_ROUTES[] = {{ZP_MSG_FETCH, on_fetch_msg}, {ZP_MSG_SYNC, on_sync}};
 
 static int loop(cache_t *c)
 {
@@ -508,7 +436,7 @@ static int loop(cache_t *c)
         if (!rc && n > 0 && c->remote && (items[2].revents & ZMQ_POLLIN))
             rc = on_work(c, c->remote);
         if (!rc && n > 0 && (items[1].revents & ZMQ_POLLIN))
-            rc = on_fetch_sock(c);
+            rc = zp_inbox_recv(&c->fetch_in, c->fetch, ZMQ_DONTWAIT, &c->f, c);
         int64_t now = zp_now_ns();
         if (c->last_loop && now - c->last_loop > c->st->cfg.heartbeat_ms * 1000000)
             for (int i = 0; i < c->nloaders; i++) /* our own stall is not their silence */
@@ -519,7 +447,7 @@ static int loop(cache_t *c)
             rc = heartbeats(c, now);
         if (!rc)
             rc = dispatch(c);
-        c->st->stats.queue = (int64_t)c->qlen;
+        c->st->stats.queue = (int64_t)zp_tasks_queued(c->tasks);
         zp_stats_tick(c->st);
     }
     return rc == ZP_ESTOP ? 0 : rc;
@@ -553,16 +481,20 @@ int zp_cache_main(zp_stage_t *st)
     static cache_t c;
     c.st = st;
     zp_frames_init(&c.f);
+    c.work_in = (zp_inbox_t){WORK_ROUTES, ZP_COUNT(WORK_ROUTES), 1, "a loader", &c.dropped,
+                             &st->stats.errors};
+    c.fetch_in = (zp_inbox_t){FETCH_ROUTES, ZP_COUNT(FETCH_ROUTES), 1, "a prefetch", &c.dropped,
+                              &st->stats.errors};
     char ep[ZP_ENDPOINT_MAX + 16];
     int rc = 1;
-    if (zp_stage_endpoint(st, "work", ep, sizeof ep) ||
+    if (zp_stage_endpoint(st, zp_sock_name(ZP_SOCK_WORK), ep, sizeof ep) ||
         !(c.work = zp_sock_open(st->zctx, ZMQ_ROUTER, ep, 1, 0)))
         goto out;
-    if (!(c.fetch = zp_stage_socket(st, ZMQ_ROUTER, "fetch", 1, 0)))
+    if (!(c.fetch = zp_stage_socket(st, ZMQ_ROUTER, zp_sock_name(ZP_SOCK_FETCH), 1, 0)))
         goto out;
     if (st->cfg.transport == ZP_TRANSPORT_TCP && open_remote(&c))
         goto out;
-    if (pool_grow(&c))
+    if (zp_tasks_create(&c.tasks))
         goto out;
     if (st->cfg.cache_enabled && zp_store_open(&c.store, st))
         goto out;
@@ -584,12 +516,8 @@ out:
     zp_sock_close(&c.work);
     zp_sock_close(&c.fetch);
     zp_sock_close(&c.remote);
-    for (size_t i = 0; i < c.pool_cap; i++)
-        free(c.pool[i].indices);
     free(c.hit_labels);
     free(c.hit_data);
-    free(c.pool);
-    free(c.free_list);
-    free(c.queue);
+    zp_tasks_destroy(&c.tasks);
     return rc;
 }

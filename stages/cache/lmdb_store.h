@@ -11,7 +11,8 @@
 
 typedef struct zp_store zp_store_t;
 
-/* Opens the environment for writing. */
+/* Opens the environment for writing. Returns 0; ZP_ENOMEM, or ZP_EDATA with
+ * the LMDB error logged (cache.path unusable), with *out NULL. */
 int zp_store_open(zp_store_t **out, zp_stage_t *st);
 /* Commits what is pending and closes. Safe on NULL; nulls *s. */
 void zp_store_close(zp_store_t **s);

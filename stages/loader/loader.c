@@ -11,6 +11,7 @@
 #include "pipeline/augment.h"
 #include "pipeline/cachedb.h"
 #include "pipeline/log.h"
+#include "pipeline/names.h"
 #include "pipeline/records.h"
 #include "pipeline/sock.h"
 #include "pipeline/stage.h"
@@ -38,8 +39,9 @@ typedef struct {
     uint8_t *pixels;   /* raw samples of `chunk` samples; owned */
     size_t chunk;      /* samples read before they are transformed: about 256 KiB */
     outbuf_t out[OUTBUFS];
-    int64_t bad_msgs;
+    int64_t dropped; /* messages from the cache stage dropped */
     zp_frames_t f;
+    zp_inbox_t in;   /* the cache stage's messages */
     char ep[ZP_ENDPOINT_MAX + 16];
     int64_t last_send, last_recv; /* ns */
     int retire_sent;
@@ -56,8 +58,7 @@ typedef struct {
  * sample_skipped record names it for the report. */
 static void skip_sample(loader_t *l, int split, uint32_t index, const char *why)
 {
-    if (l->skipped++ < 10 || l->skipped % 1000 == 0)
-        zp_warn("skipped (%lld so far): %s", (long long)l->skipped, why);
+    zp_warn_limited(&l->skipped, "skipped: %s", why);
     zp_event_t ev;
     zp_ev_begin(l->st, &ev, "metric", 4);
     zp_ev_str(&ev, "event", "sample_skipped");
@@ -115,8 +116,10 @@ static int connect_broker(loader_t *l)
 
 /* REFUSED: this loader's samples are not the run's (or it sent what its task
  * did not ask for). Says why, and what it would have sent, and stops. */
-static int refused(loader_t *l, const zp_msg_t *m)
+static int refused(void *ctx, const zp_msg_t *m, zp_frames_t *f)
 {
+    (void)f;
+    loader_t *l = ctx;
     char text[2048];
     zp_error("refused by the cache stage: %s", m->error);
     for (int split = 0; split < ZP_SPLITS; split++) {
@@ -233,8 +236,9 @@ static int load_samples(loader_t *l, const zp_msg_t *t, zmq_msg_t *parts, char *
     return 0;
 }
 
-static int run_task(loader_t *l, const zp_msg_t *t)
+static int run_task(void *ctx, const zp_msg_t *t, zp_frames_t *f)
 {
+    loader_t *l = ctx;
     zp_stats_state(&l->st->stats, ZP_ST_BUSY);
     zmq_msg_t parts[3];
     for (int i = 0; i < 3; i++)
@@ -247,7 +251,7 @@ static int run_task(loader_t *l, const zp_msg_t *t)
         rc = rc == ZP_ENOMEM ? rc : 0;
     } else {
         size_t bytes = zmq_msg_size(&parts[2]);
-        zmq_msg_move(&parts[0], &l->f.part[1]); /* the task's indices go back as they came */
+        zmq_msg_move(&parts[0], &f->part[1]); /* the task's indices go back as they came */
         zp_msg_t out = {.type = ZP_MSG_SAMPLES, .id = t->id, .split = t->split, .n = t->n,
                         .elems = (uint64_t)l->st->meta.elems,
                         .dtype = (uint64_t)l->st->meta.dtype, .present = ZP_B(dtype)};
@@ -269,32 +273,29 @@ static int run_task(loader_t *l, const zp_msg_t *t)
     return rc || l->retire_sent ? rc : send_msg(l, &ready);
 }
 
+static int on_retired(void *ctx, const zp_msg_t *m, zp_frames_t *f)
+{
+    (void)ctx, (void)m, (void)f;
+    return 1;
+}
+
+static int on_heartbeat(void *ctx, const zp_msg_t *m, zp_frames_t *f)
+{
+    (void)ctx, (void)m, (void)f;
+    return 0; /* its arrival is what counts */
+}
+
+static const zp_route_t ROUTES[] = {{ZP_MSG_TASK, run_task},
+                                    {ZP_MSG_RETIRED, on_retired},
+                                    {ZP_MSG_REFUSED, refused},
+                                    {ZP_MSG_HEARTBEAT, on_heartbeat}};
+
 /* One message from the cache stage; 1 when it said RETIRED or REFUSED. */
 static int on_broker(loader_t *l)
 {
-    int rc = zp_frames_recv(&l->f, l->work, 0);
-    if (rc)
-        return rc;
-    l->last_recv = zp_now_ns();
-    zp_msg_t m;
-    char why[256];
-    if (zp_frames_decode(&l->f, 0, &m, why, sizeof why)) {
-        l->st->stats.errors++;
-        if (l->bad_msgs++ < 10)
-            zp_warn("dropped a malformed message from the cache stage: %s", why);
-    } else if (m.type == ZP_MSG_TASK) {
-        rc = run_task(l, &m);
-        l->last_recv = zp_now_ns(); /* a long task is not the broker's silence */
-    } else if (m.type == ZP_MSG_RETIRED) {
-        rc = 1;
-    } else if (m.type == ZP_MSG_REFUSED) {
-        rc = refused(l, &m);
-    } else if (m.type != ZP_MSG_HEARTBEAT) {
-        l->st->stats.errors++;
-        if (l->bad_msgs++ < 10)
-            zp_warn("dropped an unexpected %s from the cache stage", zp_msg_name(m.type));
-    }
-    zp_msg_release(&m);
+    int rc = zp_inbox_recv(&l->in, l->work, 0, &l->f, l);
+    if (l->f.n) /* anything it sent, after a task as long as it took: not its silence */
+        l->last_recv = zp_now_ns();
     return rc;
 }
 
@@ -335,6 +336,8 @@ int zp_loader_main(zp_stage_t *st)
     static loader_t l;
     l.st = st;
     zp_frames_init(&l.f);
+    l.in = (zp_inbox_t){ROUTES, ZP_COUNT(ROUTES), 0, "the cache stage", &l.dropped,
+                        &st->stats.errors};
     char err[700];
     int src = st->cfg.dataset_source, rc;
     if (src == ZP_SOURCE_IDX)
@@ -358,7 +361,7 @@ int zp_loader_main(zp_stage_t *st)
         rc = 1;
         goto out;
     }
-    if (!l.pixels || !l.lut || (!st->connect[0] && zp_stage_endpoint(st, "work", l.ep, sizeof l.ep))) {
+    if (!l.pixels || !l.lut || (!st->connect[0] && zp_stage_endpoint(st, zp_sock_name(ZP_SOCK_WORK), l.ep, sizeof l.ep))) {
         rc = 1;
         goto out;
     }

@@ -6,6 +6,7 @@
 #define _GNU_SOURCE
 #include "stages/logger/logger.h"
 #include "pipeline/log.h"
+#include "pipeline/names.h"
 #include "pipeline/report.h"
 #include "pipeline/sock.h"
 #include "pipeline/stage.h"
@@ -35,8 +36,10 @@ typedef struct {
     int tty, progress_shown;
     double last_plain;
     int64_t first_step_ns, first_step;
-    int64_t bad_msgs;
+    int64_t dropped; /* malformed or unexpected messages on either socket */
     zp_frames_t f;
+    zp_inbox_t pull_in, rep_in; /* events; stat requests */
+    int replied;                /* the REP socket's request has its answer */
 } logger_t;
 
 static latest_t *latest_slot(logger_t *l, const char *stage, int64_t instance)
@@ -110,7 +113,7 @@ static void epoch_end(logger_t *l, const msgpack_object *b)
     fflush(stdout);
 }
 
-static void on_event(logger_t *l, zp_msg_t *m)
+static void on_event(logger_t *l, const zp_msg_t *m)
 {
     char kind[16], stage[16], event[24];
     zp_map_str(&m->body, "kind", kind, sizeof kind);
@@ -154,54 +157,74 @@ static void on_event(logger_t *l, zp_msg_t *m)
     }
 }
 
+static int on_event_msg(void *ctx, const zp_msg_t *m, zp_frames_t *f)
+{
+    logger_t *l = ctx;
+    on_event(l, m);
+    if (l->events)
+        fwrite(zmq_msg_data(&f->part[0]), 1, zmq_msg_size(&f->part[0]), l->events);
+    l->st->stats.items++;
+    l->st->stats.bytes += (int64_t)zmq_msg_size(&f->part[0]);
+    return 0;
+}
+
+static const zp_route_t PULL_ROUTES[] = {{ZP_MSG_EVENT, on_event_msg}};
+
+static int readable(void *sock)
+{
+    int events = 0;
+    size_t len = sizeof events;
+    return zmq_getsockopt(sock, ZMQ_EVENTS, &events, &len) == 0 && (events & ZMQ_POLLIN);
+}
+
+/* Every event waiting. */
 static void on_pull(logger_t *l)
 {
-    while (zp_frames_recv(&l->f, l->pull, ZMQ_DONTWAIT) == 0) {
-        zp_msg_t m;
-        char why[256];
-        if (zp_frames_decode(&l->f, 0, &m, why, sizeof why) || m.type != ZP_MSG_EVENT) {
-            l->st->stats.errors++;
-            if (l->bad_msgs++ < 10)
-                zp_warn("dropped a malformed event: %s", m.type ? zp_msg_name(m.type) : why);
-        } else {
-            on_event(l, &m);
-            if (l->events)
-                fwrite(zmq_msg_data(&l->f.part[0]), 1, zmq_msg_size(&l->f.part[0]), l->events);
-            l->st->stats.items++;
-            l->st->stats.bytes += (int64_t)zmq_msg_size(&l->f.part[0]);
-        }
-        zp_msg_release(&m);
-    }
+    while (readable(l->pull) && !zp_inbox_recv(&l->pull_in, l->pull, ZMQ_DONTWAIT, &l->f, l))
+        ;
 }
 
 /* STAT_REQ: the latest record of every stage instance heard from recently. */
-static void on_rep(logger_t *l)
+static int on_stat_req(void *ctx, const zp_msg_t *m, zp_frames_t *f)
 {
-    if (zp_frames_recv(&l->f, l->rep, ZMQ_DONTWAIT))
-        return;
-    zp_msg_t m;
-    char why[256];
+    (void)m, (void)f;
+    logger_t *l = ctx;
     static msgpack_sbuffer sb;
     sb.size = 0;
     msgpack_packer pk;
     msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
-    int ok = !zp_frames_decode(&l->f, 0, &m, why, sizeof why) && m.type == ZP_MSG_STAT_REQ;
-    zp_msg_release(&m);
     double now = zp_wall_s(), stale = 3.0 * l->st->cfg.stat_interval_ms / 1000 + 2;
     int fresh = 0;
-    for (int i = 0; ok && i < l->nlatest; i++)
+    for (int i = 0; i < l->nlatest; i++)
         fresh += now - l->latest[i].received < stale;
-    zp_msg_pack_begin(&pk, ok ? ZP_MSG_STAT_REP : ZP_MSG_CTL_REP, ok ? 1 : 1);
-    if (ok) {
-        zp_pack_str(&pk, "body");
-        msgpack_pack_array(&pk, (uint32_t)fresh);
-        for (int i = 0; i < l->nlatest; i++)
-            if (now - l->latest[i].received < stale)
-                msgpack_sbuffer_write(&sb, l->latest[i].body.data, l->latest[i].body.size);
-    } else {
-        zp_pack_str(&pk, "error");
-        zp_pack_str(&pk, "expected a stat_req");
-    }
+    zp_msg_pack_begin(&pk, ZP_MSG_STAT_REP, 1);
+    zp_pack_str(&pk, "body");
+    msgpack_pack_array(&pk, (uint32_t)fresh);
+    for (int i = 0; i < l->nlatest; i++)
+        if (now - l->latest[i].received < stale)
+            msgpack_sbuffer_write(&sb, l->latest[i].body.data, l->latest[i].body.size);
+    zmq_send(l->rep, sb.data, sb.size, 0);
+    l->replied = 1;
+    return 0;
+}
+
+static const zp_route_t REP_ROUTES[] = {{ZP_MSG_STAT_REQ, on_stat_req}};
+
+/* A request on the REP socket; one that is not a STAT_REQ is answered with
+ * an error (a REP socket answers every request before the next). */
+static void on_rep(logger_t *l)
+{
+    l->replied = 0;
+    zp_inbox_recv(&l->rep_in, l->rep, ZMQ_DONTWAIT, &l->f, l);
+    if (l->replied || !l->f.n)
+        return;
+    static msgpack_sbuffer sb;
+    sb.size = 0;
+    msgpack_packer pk;
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    zp_msg_pack_begin(&pk, ZP_MSG_CTL_REP, 1);
+    zp_pack_str(&pk, "error");
+    zp_pack_str(&pk, "expected a stat_req");
     zmq_send(l->rep, sb.data, sb.size, 0);
 }
 
@@ -219,11 +242,11 @@ static int open_all(logger_t *l)
         zp_error("%s: %s", path, strerror(errno));
         return 1;
     }
-    if (!(l->pull = zp_stage_socket(st, ZMQ_PULL, "events", 1, 0)))
+    if (!(l->pull = zp_stage_socket(st, ZMQ_PULL, zp_sock_name(ZP_SOCK_EVENTS), 1, 0)))
         return 1;
     int hwm = 100000;
     zmq_setsockopt(l->pull, ZMQ_RCVHWM, &hwm, sizeof hwm);
-    if (zp_stage_endpoint(st, "stat", ep, sizeof ep) ||
+    if (zp_stage_endpoint(st, zp_sock_name(ZP_SOCK_STAT), ep, sizeof ep) ||
         !(l->rep = zp_sock_open(st->zctx, ZMQ_REP, ep, 1, 0)))
         return 1;
     return 0;
@@ -255,6 +278,10 @@ int zp_logger_main(zp_stage_t *st)
     l.st = st;
     l.tty = isatty(STDOUT_FILENO);
     zp_frames_init(&l.f);
+    l.pull_in = (zp_inbox_t){PULL_ROUTES, ZP_COUNT(PULL_ROUTES), 0, "a stage", &l.dropped,
+                             &st->stats.errors};
+    l.rep_in = (zp_inbox_t){REP_ROUTES, ZP_COUNT(REP_ROUTES), 0, "a stat client", &l.dropped,
+                            &st->stats.errors};
     int rc = open_all(&l);
     while (!rc && !zp_stop) {
         zp_stats_state(&st->stats, ZP_ST_WAIT_IN);

@@ -12,11 +12,13 @@
 #include "pipeline/cachedb.h"
 #include "pipeline/ckpt.h"
 #include "pipeline/log.h"
+#include "pipeline/names.h"
 #include "pipeline/records.h"
 #include "pipeline/ring.h"
 #include "pipeline/sampler.h"
 #include "pipeline/sock.h"
 #include "pipeline/stage.h"
+#include "stages/prefetch/batch.h"
 #include "stages/prefetch/readers.h"
 
 #include <errno.h>
@@ -26,47 +28,20 @@
 
 #define INFLIGHT_MAX (ZP_RING_MAX + 256)
 
-/* RESULT payload kept until its batch has a slot. */
-typedef struct {
-    uint64_t offset, n;
-    zmq_msg_t labels, data;
-} held_t;
-
-/* A batch in flight. Its samples come from the cache (hits, read when the
- * batch gets a slot) or from a fetch: `fetch` asks for the misses known when
- * the batch was started, `late` for hits that turned out absent or corrupt. */
-typedef struct {
-    uint64_t id;   /* 0: none in flight */
-    uint32_t *pos; /* fetch offset -> position in the batch; owned, batch_size */
-    int64_t n;
-} fetch_t;
-
-typedef struct {
-    int64_t batch; /* batch number in the phase; -1 when unused */
-    fetch_t fetch, late;
-    const uint32_t *indices; /* into the sampler's order; valid for the phase */
-    int64_t n, filled, skipped; /* skipped: arrived with ZP_LABEL_SKIPPED */
-    int slot; /* ring slot, -1 until assigned */
-    uint32_t gen;
-    uint8_t *have;   /* per sample: arrived (2: arrived, but skipped); owned, batch_size bytes */
-    uint8_t *cached; /* per sample: to be read from the cache; owned */
-    held_t *held;    /* owned; RESULTs of `fetch` that came before the slot */
-    int nheld, held_cap;
-} batch_t;
-
 typedef struct {
     zp_stage_t *st;
     zp_ring_t *ring;
     zp_batch_layout_t lay;
     void *fetch, *ring_sock;
     zp_sampler_t sampler[ZP_SPLITS];
-    batch_t inflight[INFLIGHT_MAX];
+    zp_batch_t *inflight[INFLIGHT_MAX]; /* owned */
     int nflight; /* depth + window */
     uint64_t fetch_seq;
     int split;
     int64_t epoch, nbatches, next_fetch, next_slot, next_emit;
-    int64_t bad_msgs;
+    int64_t dropped; /* messages dropped, from either socket */
     zp_frames_t f;
+    zp_inbox_t fetch_in, ring_in; /* the cache stage's messages, the trainer's */
     /* the cache's hit path */
     int cache_on;
     zp_cachedb_t db;
@@ -83,48 +58,35 @@ typedef struct {
     int64_t first_batch;           /* where the current phase starts (a resumed epoch) */
     zp_ckpt_pos_t start;           /* where the run goes on from (all 0: the beginning) */
     int unsynced;                  /* fetches sent since the cache last committed them */
-    int64_t corrupt_logged, lmdb_logged;
+    int64_t corrupt_warned; /* zp_warn_limited's count */
+    int cache_failed;       /* the cache did not open once: say when it does */
     int64_t skipped; /* this phase: samples the loaders could not load */
     int64_t last_progress; /* ns: the last sample that arrived or batch sent (prefetch.fetch_timeout_s) */
 } prefetch_t;
 
 static int open_cache(prefetch_t *p);
 
-static void bad_msg(prefetch_t *p, const char *from, const char *why)
-{
-    p->st->stats.errors++;
-    if (p->bad_msgs++ < 10 || p->bad_msgs % 1000 == 0)
-        zp_warn("dropped a malformed message from the %s (%lld so far): %s", from,
-                (long long)p->bad_msgs, why);
-}
+static zp_batch_t *batch_of(prefetch_t *p, int64_t b) { return p->inflight[b % p->nflight]; }
 
-static batch_t *batch_of(prefetch_t *p, int64_t b) { return &p->inflight[b % p->nflight]; }
-
-/* Copies samples [offset, offset+n) of a fetch's result into the batch's slot. */
-static void copy_in(prefetch_t *p, batch_t *bt, const fetch_t *f, uint64_t offset, uint64_t n,
-                    const uint8_t *labels, const uint8_t *data)
+/* The batch's ring slot, as the batch module sees it. */
+static zp_slot_view_t view_of(prefetch_t *p, const zp_batch_t *bt)
 {
     uint8_t *base = zp_ring_slot(p->ring, (uint32_t)bt->slot);
-    int32_t *dst_l = (int32_t *)(base + p->lay.labels);
-    uint8_t *dst_d = base + p->lay.data;
-    size_t bytes = p->st->meta.sample_bytes;
+    return (zp_slot_view_t){.indices = (uint32_t *)(base + p->lay.indices),
+                            .labels = (int32_t *)(base + p->lay.labels),
+                            .data = base + p->lay.data,
+                            .sample_bytes = p->st->meta.sample_bytes};
+}
+
+/* Copies samples [offset, offset+n) of a fetch's result into the batch's slot. */
+static void copy_in(prefetch_t *p, zp_batch_t *bt, const zp_fetch_t *f, uint64_t offset, uint64_t n,
+                    const uint8_t *labels, const uint8_t *data)
+{
+    zp_slot_view_t v = view_of(p, bt);
     ZP_TIME_BEGIN(&p->st->timers, ZP_R_COLLATE);
-    for (uint64_t i = 0; i < n; i++) {
-        uint64_t at = f->pos[offset + i];
-        if (bt->have[at])
-            continue; /* a duplicate; the first copy stands */
-        bt->have[at] = 1;
-        bt->filled++;
-        memcpy(&dst_l[at], labels + 4 * i, 4); /* frames may be unaligned */
-        if (dst_l[at] == ZP_LABEL_SKIPPED) {
-            bt->have[at] = 2;
-            bt->skipped++;
-            continue;
-        }
-        memcpy(dst_d + at * bytes, data + i * bytes, bytes);
-    }
+    zp_batch_copy_in(bt, &v, f, offset, n, labels, data);
     ZP_TIME_END(&p->st->timers, ZP_R_COLLATE);
-    p->st->stats.bytes += (int64_t)(n * bytes);
+    p->st->stats.bytes += (int64_t)(n * v.sample_bytes);
 }
 
 static int is_present(const prefetch_t *p, uint32_t index)
@@ -133,7 +95,7 @@ static int is_present(const prefetch_t *p, uint32_t index)
 }
 
 /* Asks the cache stage for the samples at positions scratch-listed in f->pos. */
-static int send_fetch_of(prefetch_t *p, fetch_t *f)
+static int send_fetch_of(prefetch_t *p, zp_fetch_t *f)
 {
     f->id = ++p->fetch_seq;
     zp_msg_t m = {.type = ZP_MSG_FETCH, .id = f->id, .split = (uint64_t)p->split, .n = (uint64_t)f->n,
@@ -151,15 +113,8 @@ static int start_batch(prefetch_t *p)
     int64_t bs = p->st->cfg.batch_size, n;
     int64_t b = p->st->mode == ZP_MODE_OVERFIT ? 0 : p->next_fetch; /* overfit: batch 0 again */
     const uint32_t *idx = zp_sampler_batch(&p->sampler[p->split], bs, b, &n);
-    batch_t *bt = batch_of(p, p->next_fetch);
-    bt->batch = p->next_fetch++;
-    bt->indices = idx;
-    bt->n = n;
-    bt->filled = bt->skipped = 0;
-    bt->slot = -1;
-    bt->fetch.id = bt->late.id = 0;
-    bt->fetch.n = bt->late.n = 0;
-    memset(bt->have, 0, (size_t)n);
+    zp_batch_t *bt = batch_of(p, p->next_fetch);
+    zp_batch_start(bt, p->next_fetch++, idx, n);
     if (p->cache_on)
         p->st->stats.lookups += n;
     for (int64_t i = 0; i < n; i++) {
@@ -181,23 +136,21 @@ static int cmp_u64(const void *a, const void *b)
 static void corrupt_value(prefetch_t *p, uint32_t index, const char *why)
 {
     p->corrupt++;
-    if (p->corrupt_logged++ < 10)
-        zp_warn("%s sample %u in the cache: %s; loading it again", p->db.name[p->split], index, why);
+    zp_warn_limited(&p->corrupt_warned, "%s sample %u in the cache: %s; loading it again",
+                    p->db.name[p->split], index, why);
 }
 
 /* An LMDB error on the hit path: counted (stat's lmdb_errors), logged, and
  * the samples it hid are loaded by the loaders: never a silent miss. */
 static void lmdb_error(prefetch_t *p, const char *what, int rc)
 {
-    int64_t n = ++p->st->stats.lmdb_errors;
-    if (p->lmdb_logged++ < 10 || n % 1000 == 0)
-        zp_warn("%s: %s: %s (%lld LMDB error(s) so far); the loaders load what it hid",
-                p->st->cfg.cache_path, what, mdb_strerror(rc), (long long)n);
+    zp_warn_limited(&p->st->stats.lmdb_errors, "%s: %s: %s (LMDB errors); the loaders load what it hid",
+                    p->st->cfg.cache_path, what, mdb_strerror(rc));
 }
 
 /* Reads the batch's hits from LMDB straight into its slot, in one short read
  * transaction; what is absent or corrupt is fetched from loaders instead. */
-static int read_hits(prefetch_t *p, batch_t *bt)
+static int read_hits(prefetch_t *p, zp_batch_t *bt)
 {
     uint8_t *base = zp_ring_slot(p->ring, (uint32_t)bt->slot);
     int32_t *labels = (int32_t *)(base + p->lay.labels);
@@ -265,29 +218,29 @@ static int assign_slots(prefetch_t *p)
     uint32_t slot, gen;
     int rc = 0;
     while (!rc && p->next_slot < p->next_fetch && zp_ring_acquire(p->ring, &slot, &gen) == 0) {
-        batch_t *bt = batch_of(p, p->next_slot++);
+        zp_batch_t *bt = batch_of(p, p->next_slot++);
         bt->slot = (int)slot;
         bt->gen = gen;
         memcpy((uint8_t *)zp_ring_slot(p->ring, slot) + p->lay.indices, bt->indices,
                (size_t)bt->n * 4);
-        for (int i = 0; i < bt->nheld; i++) {
-            held_t *h = &bt->held[i];
-            copy_in(p, bt, &bt->fetch, h->offset, h->n, zmq_msg_data(&h->labels),
-                    zmq_msg_data(&h->data));
-            zmq_msg_close(&h->labels);
-            zmq_msg_close(&h->data);
-        }
-        bt->nheld = 0;
+        zp_slot_view_t v = view_of(p, bt);
+        int64_t held = 0;
+        for (int i = 0; i < bt->nheld; i++)
+            held += (int64_t)bt->held[i].n;
+        ZP_TIME_BEGIN(&p->st->timers, ZP_R_COLLATE);
+        zp_batch_copy_held(bt, &v);
+        ZP_TIME_END(&p->st->timers, ZP_R_COLLATE);
+        p->st->stats.bytes += held * (int64_t)v.sample_bytes;
         if (p->cache_on)
             rc = read_hits(p, bt);
     }
     return rc;
 }
 
-static batch_t *batch_of_fetch(prefetch_t *p, uint64_t fetch_id, fetch_t **f)
+static zp_batch_t *batch_of_fetch(prefetch_t *p, uint64_t fetch_id, zp_fetch_t **f)
 {
     for (int i = 0; i < p->nflight; i++) {
-        batch_t *bt = &p->inflight[i];
+        zp_batch_t *bt = p->inflight[i];
         if (bt->batch < 0)
             continue;
         if (bt->fetch.id == fetch_id)
@@ -298,33 +251,14 @@ static batch_t *batch_of_fetch(prefetch_t *p, uint64_t fetch_id, fetch_t **f)
     return NULL;
 }
 
-static int hold(batch_t *bt, const zp_msg_t *m, zp_frames_t *f)
-{
-    if (bt->nheld == bt->held_cap) {
-        int cap = bt->held_cap ? bt->held_cap * 2 : 8;
-        held_t *h = realloc(bt->held, (size_t)cap * sizeof *h);
-        if (!h)
-            return ZP_ENOMEM;
-        bt->held = h;
-        bt->held_cap = cap;
-    }
-    held_t *h = &bt->held[bt->nheld++];
-    h->offset = m->offset;
-    h->n = m->n;
-    zmq_msg_init(&h->labels);
-    zmq_msg_init(&h->data);
-    zmq_msg_move(&h->labels, &f->part[2]);
-    zmq_msg_move(&h->data, &f->part[3]);
-    return 0;
-}
-
 /* A RESULT: checked against the indices its fetch asked for, then copied or held. */
-static int on_result(prefetch_t *p, const zp_msg_t *m)
+static int on_result(void *ctx, const zp_msg_t *m, zp_frames_t *fr)
 {
-    fetch_t *f;
-    batch_t *bt = batch_of_fetch(p, m->id, &f);
+    prefetch_t *p = ctx;
+    zp_fetch_t *f;
+    zp_batch_t *bt = batch_of_fetch(p, m->id, &f);
     if (!bt) {
-        bad_msg(p, "cache stage", "result for a fetch that is not in flight");
+        zp_inbox_drop(&p->fetch_in, "result for a fetch that is not in flight");
         return 0;
     }
     int match = zp_span_fits(m->offset, m->n, (uint64_t)f->n) &&
@@ -337,7 +271,7 @@ static int on_result(prefetch_t *p, const zp_msg_t *m)
         match = idx == bt->indices[f->pos[m->offset + i]];
     }
     if (!match) {
-        bad_msg(p, "cache stage", "result does not match its fetch (offset, indices or shape)");
+        zp_inbox_drop(&p->fetch_in, "result does not match its fetch (offset, indices or shape)");
         return 0;
     }
     p->last_progress = zp_now_ns();
@@ -345,81 +279,62 @@ static int on_result(prefetch_t *p, const zp_msg_t *m)
         copy_in(p, bt, f, m->offset, m->n, m->frame[2], m->frame[3]);
         return 0;
     }
-    return hold(bt, m, &p->f);
+    return zp_batch_hold(bt, m, fr);
 }
 
-static int on_fetch_sock(prefetch_t *p)
+static int on_synced(void *ctx, const zp_msg_t *m, zp_frames_t *f)
 {
-    int rc = zp_frames_recv(&p->f, p->fetch, ZMQ_DONTWAIT);
-    if (rc)
-        return rc == -EAGAIN ? 0 : rc;
-    zp_msg_t m;
-    char why[256];
-    rc = 0;
-    if (zp_frames_decode(&p->f, 0, &m, why, sizeof why)) {
-        bad_msg(p, "cache stage", why);
-    } else if (m.type == ZP_MSG_RESULT) {
-        rc = on_result(p, &m);
-    } else if (m.type == ZP_MSG_SYNCED) {
-        p->synced = m.id;
-    } else if (m.type == ZP_MSG_FAIL) {
-        zp_error("a loader could not load a %s batch: %s", zp_split_name(p->split), m.error);
-        rc = ZP_EDATA;
-    } else {
-        bad_msg(p, "cache stage", zp_msg_name(m.type));
-    }
-    zp_msg_release(&m);
-    return rc;
-}
-
-static int on_ring_sock(prefetch_t *p)
-{
-    int rc = zp_frames_recv(&p->f, p->ring_sock, ZMQ_DONTWAIT);
-    if (rc)
-        return rc == -EAGAIN ? 0 : rc;
-    zp_msg_t m;
-    char why[256];
-    if (zp_frames_decode(&p->f, 0, &m, why, sizeof why) || m.type != ZP_MSG_FREE)
-        bad_msg(p, "trainer", m.type ? zp_msg_name(m.type) : why);
-    else if (m.slot >= p->ring->depth || zp_ring_release(p->ring, (uint32_t)m.slot, (uint32_t)m.gen))
-        bad_msg(p, "trainer", "FREE of a slot it does not hold (stale generation)");
-    zp_msg_release(&m);
+    (void)f;
+    ((prefetch_t *)ctx)->synced = m->id;
     return 0;
 }
 
-/* Sends the next batch when it is complete. Returns 1 when one was sent. */
-/* Closes the gaps the skipped samples left in the slot; the batch shrinks. */
-static void compact(prefetch_t *p, batch_t *bt)
+static int on_fail(void *ctx, const zp_msg_t *m, zp_frames_t *f)
 {
-    uint8_t *base = zp_ring_slot(p->ring, (uint32_t)bt->slot);
-    uint32_t *idx = (uint32_t *)(base + p->lay.indices);
-    int32_t *labels = (int32_t *)(base + p->lay.labels);
-    uint8_t *data = base + p->lay.data;
-    size_t bytes = p->st->meta.sample_bytes;
-    int64_t k = 0;
-    for (int64_t i = 0; i < bt->n; i++) {
-        if (bt->have[i] == 2)
-            continue;
-        if (k != i) {
-            idx[k] = idx[i];
-            labels[k] = labels[i];
-            memmove(data + (size_t)k * bytes, data + (size_t)i * bytes, bytes);
-        }
-        k++;
-    }
-    p->skipped += bt->n - k;
-    bt->n = k;
+    (void)f;
+    zp_error("a loader could not load a %s batch: %s", zp_split_name(((prefetch_t *)ctx)->split),
+             m->error);
+    return ZP_EDATA;
 }
 
+static const zp_route_t FETCH_ROUTES[] = {
+    {ZP_MSG_RESULT, on_result}, {ZP_MSG_SYNCED, on_synced}, {ZP_MSG_FAIL, on_fail}};
+
+static int on_fetch_sock(prefetch_t *p)
+{
+    return zp_inbox_recv(&p->fetch_in, p->fetch, ZMQ_DONTWAIT, &p->f, p);
+}
+
+static int on_free(void *ctx, const zp_msg_t *m, zp_frames_t *f)
+{
+    (void)f;
+    prefetch_t *p = ctx;
+    if (m->slot >= p->ring->depth || zp_ring_release(p->ring, (uint32_t)m->slot, (uint32_t)m->gen))
+        zp_inbox_drop(&p->ring_in, "FREE of a slot it does not hold (stale generation)");
+    return 0;
+}
+
+static const zp_route_t RING_ROUTES[] = {{ZP_MSG_FREE, on_free}};
+
+/* The trainer's FREEs; nothing it sends stops the prefetch. */
+static int on_ring_sock(prefetch_t *p)
+{
+    int rc = zp_inbox_recv(&p->ring_in, p->ring_sock, ZMQ_DONTWAIT, &p->f, p);
+    return rc == ZP_ESTOP || rc == ZP_EZMQ ? 0 : rc;
+}
+
+/* Sends the next batch when it is complete. Returns 1 when one was sent. */
 static int emit_ready(prefetch_t *p, int *rc)
 {
     if (p->next_emit >= p->next_slot)
         return 0;
-    batch_t *bt = batch_of(p, p->next_emit);
-    if (bt->filled < bt->n)
+    zp_batch_t *bt = batch_of(p, p->next_emit);
+    if (!zp_batch_complete(bt))
         return 0;
-    if (bt->skipped)
-        compact(p, bt);
+    if (bt->skipped) {
+        zp_slot_view_t v = view_of(p, bt);
+        p->skipped += zp_batch_compact(bt, &v);
+    }
     zp_msg_t m = {.type = ZP_MSG_BATCH, .slot = (uint64_t)bt->slot, .gen = bt->gen,
                   .nonce = p->ring->nonce, .split = (uint64_t)p->split, .epoch = (uint64_t)p->epoch,
                   .index = (uint64_t)bt->batch, .batches = (uint64_t)p->nbatches,
@@ -478,7 +393,7 @@ static int sync_cache(prefetch_t *p)
  * loader stuck, refused or gone; a cache stage that no longer answers). */
 static int stalled(prefetch_t *p)
 {
-    batch_t *bt = batch_of(p, p->next_emit);
+    zp_batch_t *bt = batch_of(p, p->next_emit);
     int64_t missing = 0, first = -1;
     for (int64_t i = 0; i < bt->n; i++)
         if (!bt->have[i] && !(bt->cached[i] && bt->slot < 0)) {
@@ -636,9 +551,9 @@ static int open_cache(prefetch_t *p)
     char err[512];
     int rc = zp_cachedb_open(&p->db, &st->cfg, &st->meta, 1, err, sizeof err);
     if (rc) {
-        int64_t n = ++st->stats.lmdb_errors;
-        if (p->lmdb_logged++ < 10 || n % 1000 == 0)
-            zp_warn("%s; reading no samples from the cache until it opens (tried again every epoch)", err);
+        p->cache_failed = 1;
+        zp_warn_limited(&st->stats.lmdb_errors, "%s; reading no samples from the cache until it "
+                        "opens (tried again every epoch)", err);
         return 0;
     }
     if (!p->readers && (rc = zp_readers_start(&p->readers, (int)st->cfg.readers)))
@@ -646,7 +561,7 @@ static int open_cache(prefetch_t *p)
     for (int s = 0; s < ZP_SPLITS; s++)
         if (!p->present[s] && !(p->present[s] = malloc((size_t)(st->meta.n[s] + 8) / 8)))
             return ZP_ENOMEM;
-    if (p->lmdb_logged)
+    if (p->cache_failed)
         zp_info("%s: open; reading hits from the cache again", st->cfg.cache_path);
     p->cache_on = 1;
     zp_cachedb_willneed(&p->db);
@@ -676,16 +591,9 @@ static int open_all(prefetch_t *p)
         return rc;
     p->nflight = (int)(st->cfg.depth + st->cfg.window);
     size_t bs = (size_t)st->cfg.batch_size;
-    for (int i = 0; i < p->nflight; i++) {
-        batch_t *bt = &p->inflight[i];
-        bt->batch = -1;
-        bt->have = malloc(bs);
-        bt->cached = malloc(bs);
-        bt->fetch.pos = malloc(bs * 4);
-        bt->late.pos = malloc(bs * 4);
-        if (!bt->have || !bt->cached || !bt->fetch.pos || !bt->late.pos)
-            return ZP_ENOMEM;
-    }
+    for (int i = 0; i < p->nflight; i++)
+        if ((rc = zp_batch_create(&p->inflight[i], bs)))
+            return rc;
     if (!(p->scratch = malloc(bs * 4)) || !(p->order = malloc(bs * 8)) ||
         !(p->vals = malloc(bs * sizeof(MDB_val))) || !(p->status = malloc(bs)) ||
         !(p->why = malloc(bs * sizeof(char *))))
@@ -695,10 +603,10 @@ static int open_all(prefetch_t *p)
     for (int s = 0; s < ZP_SPLITS; s++)
         if ((rc = zp_sampler_init(&p->sampler[s], st->meta.n[s])))
             return rc;
-    if (!(p->fetch = zp_stage_socket(st, ZMQ_DEALER, "fetch", 0, 0)))
+    if (!(p->fetch = zp_stage_socket(st, ZMQ_DEALER, zp_sock_name(ZP_SOCK_FETCH), 0, 0)))
         return ZP_EZMQ;
     char ring[32];
-    snprintf(ring, sizeof ring, "ring-%d", st->instance);
+    zp_ring_sock_name(ring, sizeof ring, st->instance);
     if (zp_stage_endpoint(st, ring, ep, sizeof ep) ||
         !(p->ring_sock = zp_sock_open(st->zctx, ZMQ_PAIR, ep, 1, 1000)))
         return ZP_EZMQ;
@@ -713,18 +621,8 @@ static void close_all(prefetch_t *p)
     zp_ring_destroy(&p->ring);
     for (int s = 0; s < ZP_SPLITS; s++)
         zp_sampler_free(&p->sampler[s]);
-    for (int i = 0; i < INFLIGHT_MAX; i++) {
-        batch_t *bt = &p->inflight[i];
-        for (int h = 0; h < bt->nheld; h++) {
-            zmq_msg_close(&bt->held[h].labels);
-            zmq_msg_close(&bt->held[h].data);
-        }
-        free(bt->held);
-        free(bt->have);
-        free(bt->cached);
-        free(bt->fetch.pos);
-        free(bt->late.pos);
-    }
+    for (int i = 0; i < INFLIGHT_MAX; i++)
+        zp_batch_destroy(&p->inflight[i]);
     free(p->scratch);
     free(p->order);
     free(p->vals);
@@ -743,6 +641,10 @@ int zp_prefetch_main(zp_stage_t *st)
     static prefetch_t p;
     p.st = st;
     zp_frames_init(&p.f);
+    p.fetch_in = (zp_inbox_t){FETCH_ROUTES, ZP_COUNT(FETCH_ROUTES), 0, "the cache stage",
+                              &p.dropped, &st->stats.errors};
+    p.ring_in = (zp_inbox_t){RING_ROUTES, ZP_COUNT(RING_ROUTES), 0, "the trainer", &p.dropped,
+                             &st->stats.errors};
     int rc = open_all(&p);
     if (!rc) {
         zp_info("ring of %u slots x %zu bytes, %d batches in flight; %lld train, %lld test samples",
