@@ -219,7 +219,7 @@ static void the_inbox_dispatches_by_type(void **state)
 {
     (void)state;
     int64_t dropped = 0;
-    zp_inbox_t box = {ROUTES, 2, 0, "a test", &dropped};
+    zp_inbox_t box = {.routes = ROUTES, .nroutes = 2, .first = 0, .from = "a test", .dropped = &dropped};
     seen_t s = {0};
     assert_int_equal(zp_inbox_recv(&box, in, ZMQ_DONTWAIT, &f, &s), 0); /* nothing waiting */
     zp_msg_t m = {.type = ZP_MSG_READY, .credit = 9};
@@ -242,7 +242,7 @@ static void malformed_or_unexpected_messages_are_dropped_and_counted(void **stat
 {
     (void)state;
     int64_t dropped = 0;
-    zp_inbox_t box = {ROUTES, 2, 0, "a test", &dropped};
+    zp_inbox_t box = {.routes = ROUTES, .nroutes = 2, .first = 0, .from = "a test", .dropped = &dropped};
     seen_t s = {0};
     assert_true(zmq_send(out, "\xc1garbage", 8, 0) == 8); /* not msgpack */
     assert_int_equal(zp_inbox_recv(&box, in, 0, &f, &s), 0);
@@ -265,7 +265,7 @@ static void malformed_or_unexpected_messages_are_dropped_and_counted(void **stat
     assert_int_equal(s.ready, 1);
     assert_int_equal(dropped, 3);
     /* a message without the frame the header should be in (first = 1 behind a ROUTER) */
-    zp_inbox_t routed = {ROUTES, 2, 1, "a test", &dropped};
+    zp_inbox_t routed = {.routes = ROUTES, .nroutes = 2, .first = 1, .from = "a test", .dropped = &dropped};
     assert_true(zmq_send(out, "id", 2, 0) == 2);
     assert_int_equal(zp_inbox_recv(&routed, in, 0, &f, &s), 0);
     assert_int_equal(dropped, 4);
