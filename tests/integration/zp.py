@@ -127,12 +127,13 @@ def stage_pids(folder):
             continue
         try:
             with open("/proc/%s/cmdline" % d, "rb") as f:
-                cmd = f.read().decode(errors="replace")
+                argv = f.read().decode(errors="replace").split("\0")
             with open("/proc/%s/stat" % d) as f:
                 state = f.read().rsplit(")", 1)[1].split()[0]
         except OSError:
             continue
-        if folder in cmd and "stage" in cmd and state != "Z":
+        # `[WRAPPER] zeus-pipe stage NAME --run DIR ...`: the word itself, not a path containing it
+        if "stage" in argv and any(folder in a for a in argv) and state != "Z":
             pids.append(int(d))
     return pids
 
