@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+void openblas_set_num_threads(int);
+
 /* trainer.backend with auto resolved: cuda where a GPU is found (eval and
  * overfit run on the cpu backend). */
 static int pick(const zp_stage_t *st, int *backend)
@@ -39,6 +41,8 @@ int zp_backend_open(zp_backend_t **out, zp_stage_t *st, zp_comm_t *comm)
     int backend, rc = pick(st, &backend);
     if (rc)
         return rc;
+    /* every model on the host (cpu, eval; cuda's host copy) sums in the same order */
+    openblas_set_num_threads((int)st->cfg.threads);
     if (backend == ZP_BACKEND_NULL)
         return zp_backend_null_open(out, st, comm);
     if (backend == ZP_BACKEND_CUDA)

@@ -9,7 +9,6 @@
 #include <stdlib.h>
 
 char *openblas_get_corename(void);
-void openblas_set_num_threads(int);
 
 typedef struct {
     zp_backend_t base;
@@ -194,7 +193,6 @@ int zp_backend_cpu_open(zp_backend_t **out, zp_stage_t *st, zp_comm_t *comm)
     if (rc)
         goto fail;
     b->opt = zp_backend_opt(c);
-    openblas_set_num_threads((int)c->threads);
     zp_info("cpu backend: MLP with %d weight layers; OpenBLAS core %s, %lld thread(s)", L,
             openblas_get_corename(), (long long)c->threads);
     if ((rc = zp_mlp_init(&b->mlp, dims, L, (int)c->batch_size, (uint64_t)c->seed)))
