@@ -23,12 +23,13 @@ struct zp_comm {
     double *acc;               /* rank 0: the running sum of the values */
     int64_t foreign;           /* rank 0: messages from peers that are no rank, dropped */
     size_t acc_cap;
+    int64_t last_ns;           /* the last sum's time (ZP_R_COMM) */
 };
 
 int zp_comm_open(zp_comm_t **out, zp_stage_t *st, int rank, int world)
 {
     *out = NULL;
-    if (world < 2 || world > MAX_WORLD || rank < 0 || rank >= world)
+    if (world < 1 || world > MAX_WORLD || rank < 0 || rank >= world)
         return ZP_EINVAL;
     zp_comm_t *c = calloc(1, sizeof *c);
     if (!c)
@@ -38,6 +39,10 @@ int zp_comm_open(zp_comm_t **out, zp_stage_t *st, int rank, int world)
     for (int i = 0; i < world; i++)
         zp_frames_init(&c->in[i]);
     int rc = 0;
+    if (world == 1) { /* alone: every sum is the values themselves */
+        *out = c;
+        return 0;
+    }
     if (rank == 0) {
         /* linger: the last sum's answers leave even when rank 0 closes at once */
         c->sock = zp_stage_socket(st, ZMQ_ROUTER, "comm", 1, 2000);
@@ -53,14 +58,14 @@ int zp_comm_open(zp_comm_t **out, zp_stage_t *st, int rank, int world)
             zp_sock_close(&c->sock);
     }
     if (rc || !c->sock) {
-        zp_comm_close(&c);
+        zp_comm_destroy(&c);
         return rc ? rc : ZP_EZMQ;
     }
     *out = c;
     return 0;
 }
 
-void zp_comm_close(zp_comm_t **cp)
+void zp_comm_destroy(zp_comm_t **cp)
 {
     zp_comm_t *c = *cp;
     if (!c)
@@ -163,9 +168,8 @@ static int sum_at_root(zp_comm_t *c, float *v, size_t n, double *s, size_t k, in
         int r = rc ? -1 : rank_of(c, &f);
         if (!rc && r < 0) { /* not a rank of this run: dropped, the sum goes on */
             c->st->stats.errors++;
-            if (c->foreign++ < 10)
-                zp_warn("sum %llu of the trainer ranks: dropped a message from a peer that is no "
-                        "rank of this run", (unsigned long long)c->seq);
+            zp_warn_limited(&c->foreign, "sum %llu of the trainer ranks: dropped a message from a "
+                            "peer that is no rank of this run", (unsigned long long)c->seq);
             zp_frames_close(&f);
             continue;
         }
@@ -218,23 +222,35 @@ static int sum_at_root(zp_comm_t *c, float *v, size_t n, double *s, size_t k, in
     return 0;
 }
 
-int zp_comm_sum(zp_comm_t *c, float *v, size_t n, double *s, size_t k)
+static int sum_with_ranks(zp_comm_t *c, float *v, size_t n, double *s, size_t k)
 {
     int64_t deadline = zp_now_ns() + c->timeout_ns;
-    int rc;
-    if (c->rank == 0) {
-        rc = sum_at_root(c, v, n, s, k, deadline);
-    } else {
-        zp_msg_t m = {.type = ZP_MSG_REDUCE, .id = c->seq, .n = n, .elems = k};
-        const void *parts[2] = {v, s};
-        size_t sizes[2] = {n * 4, k * 8};
-        rc = zp_send(c->sock, NULL, &m, parts, sizes, 2, 0);
-        if (!rc && !(rc = recv_by(c, &c->in[0], deadline, "rank 0")) &&
-            !(rc = check(c, &c->in[0], 0, n, k, 0))) {
-            memcpy(v, zmq_msg_data(&c->in[0].part[1]), n * 4);
-            memcpy(s, zmq_msg_data(&c->in[0].part[2]), k * 8);
-        }
+    if (c->rank == 0)
+        return sum_at_root(c, v, n, s, k, deadline);
+    zp_msg_t m = {.type = ZP_MSG_REDUCE, .id = c->seq, .n = n, .elems = k};
+    const void *parts[2] = {v, s};
+    size_t sizes[2] = {n * 4, k * 8};
+    int rc = zp_send(c->sock, NULL, &m, parts, sizes, 2, 0);
+    if (!rc && !(rc = recv_by(c, &c->in[0], deadline, "rank 0")) &&
+        !(rc = check(c, &c->in[0], 0, n, k, 0))) {
+        memcpy(v, zmq_msg_data(&c->in[0].part[1]), n * 4);
+        memcpy(s, zmq_msg_data(&c->in[0].part[2]), k * 8);
     }
+    return rc;
+}
+
+int zp_comm_sum(zp_comm_t *c, float *v, size_t n, double *s, size_t k)
+{
+    c->last_ns = 0;
+    if (c->world == 1)
+        return 0;
+    ZP_TIME_BEGIN(&c->st->timers, ZP_R_COMM);
+    int rc = sum_with_ranks(c, v, n, s, k);
+    c->last_ns = ZP_TIME_END(&c->st->timers, ZP_R_COMM);
     c->seq++;
     return rc;
 }
+
+int64_t zp_comm_last_ns(const zp_comm_t *c) { return c->last_ns; }
+int zp_comm_rank(const zp_comm_t *c) { return c->rank; }
+int zp_comm_world(const zp_comm_t *c) { return c->world; }

@@ -2,109 +2,14 @@
  * row-major activations [n x features], weights [in x out]. cuBLAS is
  * column-major, so every product is written for the transposes: a row-major
  * [r x c] matrix is a column-major [c x r] one with leading dimension c. */
-extern "C" {
-#include "pipeline/augment.h"
-#include "pipeline/log.h"
-#include "pipeline/timer.h"
-#include "stages/trainer/mlp.h"
-}
-#include "stages/trainer/gpu.h"
+#include "stages/trainer/gpu_impl.h"
 
-#include <cublas_v2.h>
-#include <cuda_runtime.h>
-#ifdef ZP_HAVE_NCCL
-#include <nccl.h>
-#endif
 #include <math.h>
-#include <signal.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-extern "C" volatile sig_atomic_t zp_stop; /* the stage's stop flag (pipeline/stage.h) */
 
-#define BUFS 2        /* device batch buffers: copy of k + 1 while k computes */
-#define TIMED 64      /* batches whose events may be in flight */
-#define THREADS 256
-
-/* copy stream; compute stream (EV_COMM1: the gradient sum's end, ranks > 1) */
-enum { EV_COPY0, EV_COPY1, EV_FWD0, EV_FWD1, EV_BWD1, EV_COMM1, EV_COUNT };
-
-typedef struct {
-    cudaEvent_t ev[EV_COUNT];
-    int pending; /* recorded, not harvested */
-    int train;   /* has a backward */
-} timed_t;
-
-/* Device counters, one set per split. */
-typedef struct {
-    double loss[2];
-    unsigned long long correct[2];
-    int non_finite;
-} counters_t;
-
-struct zp_gpu {
-    int device;
-    char name[160];
-    cudaStream_t copy, compute;
-    cublasHandle_t blas;
-    void *ring;
-    int registered;
-    int nlayers, dims[ZP_MLP_MAX_LAYERS + 1], max_batch;
-    float *w[ZP_MLP_MAX_LAYERS], *b[ZP_MLP_MAX_LAYERS], *gw[ZP_MLP_MAX_LAYERS],
-        *gb[ZP_MLP_MAX_LAYERS], *vw[ZP_MLP_MAX_LAYERS], *vb[ZP_MLP_MAX_LAYERS],
-        *sw[ZP_MLP_MAX_LAYERS], *sb[ZP_MLP_MAX_LAYERS];
-    float *act[ZP_MLP_MAX_LAYERS + 1], *grad[ZP_MLP_MAX_LAYERS + 1];
-    float *x[BUFS];
-    uint8_t *raw[BUFS]; /* uint8 samples: the copy lands here, a kernel normalises into x */
-    float *lut;         /* their normalisation, channels x 256; NULL for float32 samples */
-    int channels;
-    int32_t *labels[BUFS];
-    float *ones; /* max_batch ones: bias gradients as a matrix-vector product */
-    float *augmented;        /* the augmented batch the forward reads; NULL until needed */
-    zp_aug_draw_t *draws[BUFS];
-    float *fill;             /* per channel, uploaded with the first augmented batch */
-    counters_t *counters;
-    cudaEvent_t copied[BUFS];  /* batch in buffer i has arrived */
-    cudaEvent_t consumed[BUFS]; /* the compute reading buffer i is done */
-    int next;                   /* buffer of the next batch */
-    int64_t batches;
-    timed_t timed[TIMED];
-    int64_t untimed;
-    int world;        /* ranks summing gradients; 1 without zp_gpu_join */
-    float *count;     /* world > 1: the step's samples over all ranks (device) */
-#ifdef ZP_HAVE_NCCL
-    ncclComm_t nccl; /* non-blocking: every wait on it is polled, and aborted past the timeout */
-#endif
-    int64_t comm_timeout_ns; /* trainer.comm_timeout_s */
-};
-
-static int cuda_fail(cudaError_t e, const char *what, char *err, size_t len)
-{
-    snprintf(err, len, "%s: %s", what, cudaGetErrorString(e));
-    return ZP_EGPU;
-}
-
-/* Logs a failure of an enqueue path, where there is no caller buffer. */
-#define CHECK(call)                                                                                \
-    do {                                                                                           \
-        cudaError_t e_ = (call);                                                                   \
-        if (e_ != cudaSuccess) {                                                                   \
-            zp_error("%s: %s", #call, cudaGetErrorString(e_));                                    \
-            return ZP_EGPU;                                                                         \
-        }                                                                                          \
-    } while (0)
-#define CHECK_BLAS(call)                                                                           \
-    do {                                                                                           \
-        cublasStatus_t s_ = (call);                                                                \
-        if (s_ != CUBLAS_STATUS_SUCCESS) {                                                         \
-            zp_error("%s: cuBLAS status %d", #call, (int)s_);                                     \
-            return ZP_EGPU;                                                                         \
-        }                                                                                          \
-    } while (0)
-
-static unsigned blocks(size_t n) { return (unsigned)((n + THREADS - 1) / THREADS); }
 
 /* ---- kernels ------------------------------------------------------------------------------- */
 
@@ -232,6 +137,11 @@ __global__ void fill(float *x, size_t n, float v)
         x[i] = v;
 }
 
+void gpu_fill(float *x, size_t n, float v, cudaStream_t s)
+{
+    fill<<<blocks(n), n < THREADS ? (unsigned)n : THREADS, 0, s>>>(x, n, v);
+}
+
 /* ---- set-up -------------------------------------------------------------------------------- */
 
 static int gpu_count(char *why, size_t len)
@@ -256,7 +166,7 @@ static int gpu_count(char *why, size_t len)
     return n;
 }
 
-static void gpu_close(zp_gpu_t *g);
+static void gpu_destroy(zp_gpu_t **g);
 
 /* The parameter tensors in zp_mlp_t's order, with their sizes in floats. */
 static int params(zp_gpu_t *g, const zp_mlp_t *h, float ***dev, float ***host, size_t *sizes)
@@ -364,21 +274,22 @@ static int gpu_open(zp_gpu_t **out, int device, const zp_mlp_t *host, void *ring
     }
 #undef TRY
     if (rc) {
-        gpu_close(g);
+        gpu_destroy(&g);
         return rc;
     }
     *out = g;
     return 0;
 }
 
-static int wait_stream(zp_gpu_t *g, cudaStream_t s);
-
-static void gpu_close(zp_gpu_t *g)
+/* Waits for the streams, unregisters the ring, frees; NULLs *gp. */
+static void gpu_destroy(zp_gpu_t **gp)
 {
+    zp_gpu_t *g = *gp;
     if (!g)
         return;
+    *gp = NULL;
     /* a sum still waiting on a dead peer would block the synchronise below */
-    if (wait_stream(g, g->compute) == 0 && wait_stream(g, g->copy) == 0) {
+    if (gpu_wait_stream(g, g->compute) == 0 && gpu_wait_stream(g, g->copy) == 0) {
 #ifdef ZP_HAVE_NCCL
         if (g->nccl)
             ncclCommDestroy(g->nccl);
@@ -493,126 +404,6 @@ static int step(zp_gpu_t *g, const zp_opt_t *o)
     return 0;
 }
 
-#ifdef ZP_HAVE_NCCL
-/* Aborts the communicator: every kernel of it still waiting on a peer ends,
- * so the streams can drain. The rank cannot sum again; it stops. */
-static int nccl_abort(zp_gpu_t *g, const char *what)
-{
-    zp_error("NCCL: %s; aborting the communicator", what);
-    if (g->nccl)
-        ncclCommAbort(g->nccl);
-    g->nccl = NULL;
-    return ZP_EGPU;
-}
-
-/* Until the communicator is done with what was issued (ncclInProgress no
- * more): 0, or its error, the stop flag or the timeout, each aborting it. */
-static int nccl_settle(zp_gpu_t *g, const char *what)
-{
-    int64_t deadline = zp_now_ns() + g->comm_timeout_ns;
-    char why[300];
-    for (;;) {
-        ncclResult_t st = ncclInProgress;
-        ncclResult_t r = ncclCommGetAsyncError(g->nccl, &st);
-        if (r == ncclSuccess && st == ncclSuccess)
-            return 0;
-        if (r != ncclSuccess || st != ncclInProgress) {
-            snprintf(why, sizeof why, "%s: %s", what, ncclGetErrorString(r != ncclSuccess ? r : st));
-            return nccl_abort(g, why);
-        }
-        if (zp_stop)
-            return nccl_abort(g, "stopped while the ranks were still communicating");
-        if (zp_now_ns() > deadline) {
-            snprintf(why, sizeof why, "%s did not complete within trainer.comm_timeout_s (%lld s): a "
-                     "rank died or never joined", what, (long long)(g->comm_timeout_ns / 1000000000));
-            return nccl_abort(g, why);
-        }
-        usleep(1000);
-    }
-}
-#endif
-
-/* Waits for `s` to drain. With ranks, polled rather than blocked on: an
- * all-reduce whose peer is dead never ends by itself, and no signal
- * interrupts cudaStreamSynchronize, so past trainer.comm_timeout_s, on an
- * NCCL error or on a stop request the communicator is aborted. */
-static int wait_for(zp_gpu_t *g, cudaStream_t s, cudaEvent_t ev)
-{
-#ifdef ZP_HAVE_NCCL
-    int64_t deadline = zp_now_ns() + g->comm_timeout_ns;
-    while (g->nccl) {
-        cudaError_t e = ev ? cudaEventQuery(ev) : cudaStreamQuery(s);
-        if (e == cudaSuccess)
-            return 0;
-        if (e != cudaErrorNotReady) {
-            zp_error("%s: %s", ev ? "cudaEventQuery" : "cudaStreamQuery", cudaGetErrorString(e));
-            return ZP_EGPU;
-        }
-        ncclResult_t st = ncclSuccess;
-        if (ncclCommGetAsyncError(g->nccl, &st) != ncclSuccess || (st != ncclSuccess && st != ncclInProgress))
-            return nccl_abort(g, ncclGetErrorString(st));
-        if (zp_stop)
-            return nccl_abort(g, "stopped during a gradient sum");
-        if (zp_now_ns() > deadline)
-            return nccl_abort(g, "a gradient sum did not complete within trainer.comm_timeout_s: a "
-                                 "rank died or hangs");
-        usleep(200);
-    }
-#endif
-    if (ev)
-        CHECK(cudaEventSynchronize(ev));
-    else
-        CHECK(cudaStreamSynchronize(s));
-    return 0;
-}
-
-static int wait_stream(zp_gpu_t *g, cudaStream_t s) { return wait_for(g, s, NULL); }
-
-/* Ranks > 1: this rank's gradients (means over its n samples) times n, and
- * n, summed over the ranks; step() divides by the total. n = 0: zeros. */
-static int sum_grads(zp_gpu_t *g, int n)
-{
-#ifdef ZP_HAVE_NCCL
-    const float fn = (float)n;
-    if (!g->nccl)
-        return ZP_EGPU; /* aborted before */
-    for (int l = 0; l < g->nlayers; l++) {
-        size_t nw = (size_t)g->dims[l] * g->dims[l + 1], nb = (size_t)g->dims[l + 1];
-        if (n) {
-            CHECK_BLAS(cublasSscal(g->blas, (int)nw, &fn, g->gw[l], 1));
-            CHECK_BLAS(cublasSscal(g->blas, (int)nb, &fn, g->gb[l], 1));
-        } else {
-            CHECK(cudaMemsetAsync(g->gw[l], 0, nw * sizeof(float), g->compute));
-            CHECK(cudaMemsetAsync(g->gb[l], 0, nb * sizeof(float), g->compute));
-        }
-    }
-    fill<<<1, 1, 0, g->compute>>>(g->count, 1, fn);
-    CHECK(cudaGetLastError());
-    /* a non-blocking communicator: a call may answer ncclInProgress; the group
-     * is closed whatever happened inside it */
-    ncclResult_t r = ncclGroupStart();
-    if (r != ncclSuccess)
-        return nccl_abort(g, ncclGetErrorString(r));
-    for (int l = 0; l < g->nlayers && (r == ncclSuccess || r == ncclInProgress); l++) {
-        size_t nw = (size_t)g->dims[l] * g->dims[l + 1], nb = (size_t)g->dims[l + 1];
-        r = ncclAllReduce(g->gw[l], g->gw[l], nw, ncclFloat, ncclSum, g->nccl, g->compute);
-        if (r == ncclSuccess || r == ncclInProgress)
-            r = ncclAllReduce(g->gb[l], g->gb[l], nb, ncclFloat, ncclSum, g->nccl, g->compute);
-    }
-    if (r == ncclSuccess || r == ncclInProgress)
-        r = ncclAllReduce(g->count, g->count, 1, ncclFloat, ncclSum, g->nccl, g->compute);
-    ncclResult_t end = ncclGroupEnd();
-    if (r != ncclSuccess && r != ncclInProgress)
-        return nccl_abort(g, ncclGetErrorString(r));
-    if (end != ncclSuccess && end != ncclInProgress)
-        return nccl_abort(g, ncclGetErrorString(end));
-    return end == ncclInProgress ? nccl_settle(g, "enqueueing the gradient sum") : 0;
-#else
-    (void)g, (void)n;
-    return ZP_EGPU;
-#endif
-}
-
 /* The first augmented batch allocates the output buffer and uploads the fill. */
 static int augment_setup(zp_gpu_t *g, const zp_gpu_aug_t *a)
 {
@@ -631,7 +422,7 @@ static int gpu_batch(zp_gpu_t *g, const void *x, const int32_t *labels, int n, i
         (aug && (size_t)aug->c * aug->h * aug->w != (size_t)g->dims[0]))
         return ZP_EINVAL;
     if (n == 0) { /* no batch of ours in this step: the other ranks' */
-        int rc = sum_grads(g, 0);
+        int rc = gpu_sum_grads(g, 0);
         return rc ? rc : step(g, o);
     }
     if (aug && augment_setup(g, aug))
@@ -679,7 +470,7 @@ static int gpu_batch(zp_gpu_t *g, const void *x, const int32_t *labels, int n, i
         if (!rc && timed)
             CHECK(cudaEventRecord(t->ev[EV_BWD1], g->compute));
         if (!rc && g->world > 1)
-            rc = sum_grads(g, n);
+            rc = gpu_sum_grads(g, n);
         if (!rc && timed && g->world > 1)
             CHECK(cudaEventRecord(t->ev[EV_COMM1], g->compute));
         if (!rc)
@@ -698,7 +489,7 @@ static int gpu_batch(zp_gpu_t *g, const void *x, const int32_t *labels, int n, i
 static int gpu_wait_copy(zp_gpu_t *g)
 {
     int last = (g->next + BUFS - 1) % BUFS; /* its copy may wait on a sum's compute */
-    return wait_for(g, g->copy, g->copied[last]);
+    return gpu_wait_for(g, g->copy, g->copied[last]);
 }
 
 static int gpu_take(zp_gpu_t *g, int split, double *loss_sum, int64_t *correct,
@@ -706,7 +497,7 @@ static int gpu_take(zp_gpu_t *g, int split, double *loss_sum, int64_t *correct,
 {
     counters_t k;
     CHECK(cudaMemcpyAsync(&k, g->counters, sizeof k, cudaMemcpyDeviceToHost, g->compute));
-    if (wait_stream(g, g->compute))
+    if (gpu_wait_stream(g, g->compute))
         return ZP_EGPU;
     *loss_sum = k.loss[split];
     *correct = (int64_t)k.correct[split];
@@ -714,12 +505,12 @@ static int gpu_take(zp_gpu_t *g, int split, double *loss_sum, int64_t *correct,
     k.loss[split] = 0;
     k.correct[split] = 0;
     CHECK(cudaMemcpyAsync(g->counters, &k, sizeof k, cudaMemcpyHostToDevice, g->compute));
-    return wait_stream(g, g->compute);
+    return gpu_wait_stream(g, g->compute);
 }
 
 static int gpu_download(zp_gpu_t *g, zp_mlp_t *host)
 {
-    if (wait_stream(g, g->compute))
+    if (gpu_wait_stream(g, g->compute))
         return ZP_EGPU;
     float **dev[6 * ZP_MLP_MAX_LAYERS], **dst[6 * ZP_MLP_MAX_LAYERS];
     size_t sizes[6 * ZP_MLP_MAX_LAYERS];
@@ -731,7 +522,7 @@ static int gpu_download(zp_gpu_t *g, zp_mlp_t *host)
 
 static int64_t gpu_harvest(zp_gpu_t *g, zp_timers_t *tm, int wait)
 {
-    if (wait && (wait_stream(g, g->compute) || wait_stream(g, g->copy)))
+    if (wait && (gpu_wait_stream(g, g->compute) || gpu_wait_stream(g, g->copy)))
         wait = 0; /* aborted, or failed: what completed is still harvested */
     /* oldest first; stop at the first batch still running */
     for (int64_t b = g->batches - TIMED < 0 ? 0 : g->batches - TIMED; b < g->batches; b++) {
@@ -759,68 +550,10 @@ static int64_t gpu_harvest(zp_gpu_t *g, zp_timers_t *tm, int wait)
     return g->untimed;
 }
 
-static int gpu_nccl_id(uint8_t *id, char *err, size_t len)
-{
-#ifdef ZP_HAVE_NCCL
-    static_assert(sizeof(ncclUniqueId) == ZP_NCCL_ID_BYTES, "ncclUniqueId is not 128 bytes");
-    ncclUniqueId u;
-    ncclResult_t r = ncclGetUniqueId(&u);
-    if (r != ncclSuccess) {
-        snprintf(err, len, "ncclGetUniqueId: %s", ncclGetErrorString(r));
-        return ZP_EGPU;
-    }
-    memcpy(id, &u, sizeof u);
-    return 0;
-#else
-    (void)id;
-    snprintf(err, len, "this build's CUDA module has no NCCL (nccl.h and libnccl were not found "
-                       "when it was built)");
-    return ZP_EGPU;
-#endif
-}
-
-static int gpu_join(zp_gpu_t *g, const uint8_t *id, int rank, int world, int timeout_s, char *err,
-                    size_t len)
-{
-#ifdef ZP_HAVE_NCCL
-    ncclUniqueId u;
-    memcpy(&u, id, sizeof u);
-    cudaError_t e = cudaSetDevice(g->device);
-    if (e == cudaSuccess && !g->count)
-        e = cudaMalloc((void **)&g->count, sizeof(float));
-    if (e != cudaSuccess)
-        return cuda_fail(e, "joining the ranks", err, len);
-    g->comm_timeout_ns = (int64_t)timeout_s * 1000000000;
-    /* non-blocking: a rank that never joins must not hold the others in here */
-    ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
-    cfg.blocking = 0;
-    ncclResult_t r = ncclCommInitRankConfig(&g->nccl, world, u, rank, &cfg);
-    if (r != ncclSuccess && r != ncclInProgress) {
-        if (g->nccl)
-            ncclCommAbort(g->nccl);
-        g->nccl = NULL;
-        snprintf(err, len, "ncclCommInitRankConfig (rank %d of %d): %s", rank, world,
-                 ncclGetErrorString(r));
-        return ZP_EGPU;
-    }
-    char what[96];
-    snprintf(what, sizeof what, "joining the communicator (rank %d of %d)", rank, world);
-    if (nccl_settle(g, what)) {
-        snprintf(err, len, "%s failed: not every rank joined (see the error above)", what);
-        return ZP_EGPU;
-    }
-    g->world = world;
-    return 0;
-#else
-    (void)g, (void)rank, (void)world, (void)timeout_s;
-    return gpu_nccl_id((uint8_t *)id, err, len);
-#endif
-}
-
 /* The one symbol the trainer looks up (gpu_load.c). */
 extern "C" __attribute__((visibility("default"))) const zp_gpu_api_t *zp_gpu_module_api(void)
 {
-    static const zp_gpu_api_t api = {gpu_count,    gpu_open,    gpu_close, gpu_batch,
+    static const zp_gpu_api_t api = {gpu_count,    gpu_open,    gpu_destroy, gpu_batch,
                                      gpu_wait_copy, gpu_take,   gpu_download, gpu_harvest,
                                      gpu_name,      gpu_nccl_id, gpu_join};
     return &api;

@@ -47,11 +47,14 @@ int zp_gpu_count(char *why, size_t len);
 /* Device `device`, with the host model's weights and optimizer state;
  * page-locks [ring, ring + ring_bytes). Samples are float32, or with `lut`
  * uint8 pixels of `channels` channels that the GPU normalises with that table
- * (zp_normalize_lut's, channels x 256). Errors in `err`. */
+ * (zp_normalize_lut's, channels x 256). Returns 0, or ZP_EGPU (no module,
+ * no such device, a CUDA or cuBLAS failure: the reason in `err`) or
+ * ZP_ENOMEM, with *out NULL. */
 int zp_gpu_open(zp_gpu_t **out, int device, const zp_mlp_t *host, void *ring, size_t ring_bytes,
                 const float *lut, int channels, char *err, size_t len);
-/* Waits for all work, unregisters the ring, frees everything. Safe on NULL. */
-void zp_gpu_close(zp_gpu_t *g);
+/* Waits for all work, unregisters the ring, frees everything. Safe on NULL
+ * and twice; NULLs *g. */
+void zp_gpu_destroy(zp_gpu_t **g);
 
 /* Random augmentation on the GPU: the sample shape, the padding, the value
  * of black per channel, and each sample's draw (zp_augment_draw). */
@@ -111,7 +114,7 @@ typedef struct {
     int (*count)(char *why, size_t len);
     int (*open)(zp_gpu_t **out, int device, const zp_mlp_t *host, void *ring, size_t ring_bytes,
                 const float *lut, int channels, char *err, size_t len);
-    void (*close)(zp_gpu_t *g);
+    void (*destroy)(zp_gpu_t **g);
     int (*batch)(zp_gpu_t *g, const void *x, const int32_t *labels, int n, int split,
                  const zp_opt_t *o, const zp_gpu_aug_t *aug);
     int (*wait_copy)(zp_gpu_t *g);

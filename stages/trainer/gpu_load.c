@@ -72,10 +72,10 @@ int zp_gpu_open(zp_gpu_t **out, int device, const zp_mlp_t *host, void *ring, si
 }
 
 /* The rest is reached only with a device open, so with the module loaded. */
-void zp_gpu_close(zp_gpu_t *g)
+void zp_gpu_destroy(zp_gpu_t **g)
 {
-    if (g)
-        api->close(g);
+    if (g && *g)
+        api->destroy(g);
 }
 int zp_gpu_batch(zp_gpu_t *g, const void *x, const int32_t *labels, int n, int split,
                  const zp_opt_t *o, const zp_gpu_aug_t *aug)

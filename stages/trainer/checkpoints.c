@@ -1,0 +1,100 @@
+/* checkpoints.c — see checkpoints.h. */
+#define _GNU_SOURCE
+#include "stages/trainer/checkpoints.h"
+#include "pipeline/ckpt.h"
+#include "pipeline/log.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+int zp_ckpts_open(zp_ckpts_t *k, zp_stage_t *st, zp_backend_t *be, int writer)
+{
+    memset(k, 0, sizeof *k);
+    k->st = st, k->be = be, k->writer = writer, k->best = -1;
+    size_t state = be->ops->state_bytes(be);
+    if (!state)
+        return 0;
+    k->bytes = 8 + state;
+    if (!(k->buf = malloc(k->bytes)))
+        return ZP_ENOMEM;
+    char dir[PATH_MAX + 16];
+    snprintf(dir, sizeof dir, "%s/checkpoints", st->run_dir);
+    if (mkdir(dir, 0755) && errno != EEXIST) {
+        int rc = -errno;
+        zp_error("%s: %s", dir, strerror(errno));
+        return rc;
+    }
+    return 0;
+}
+
+void zp_ckpts_close(zp_ckpts_t *k)
+{
+    free(k->buf);
+    k->buf = NULL;
+}
+
+void zp_ckpts_write(zp_ckpts_t *k, const char *name, int64_t step, uint64_t epoch, uint64_t batch)
+{
+    if (!k->buf || !k->writer)
+        return;
+    memcpy(k->buf, &k->best, 8);
+    if (k->be->ops->save(k->be, k->buf + 8))
+        return; /* logged */
+    zp_ckpt_pos_t pos = {(uint64_t)step, epoch, batch, (uint64_t)k->st->cfg.seed};
+    char path[PATH_MAX + 64];
+    zp_ckpt_path(path, sizeof path, k->st->run_dir, name);
+    int rc = zp_ckpt_write(path, &pos, k->buf, k->bytes);
+    if (rc)
+        zp_error("%s: cannot write the checkpoint: %s", path, zp_strerror(rc));
+}
+
+void zp_ckpts_epoch(zp_ckpts_t *k, int64_t step, uint64_t epoch, double accuracy)
+{
+    const zp_config_t *c = &k->st->cfg;
+    if (!c->ckpt_every_epochs || (epoch + 1) % (uint64_t)c->ckpt_every_epochs)
+        return;
+    int better = accuracy > k->best;
+    if (better)
+        k->best = accuracy;
+    zp_ckpts_write(k, "last", step, epoch + 1, 0);
+    if (c->ckpt_keep != ZP_KEEP_LAST && better)
+        zp_ckpts_write(k, "best", step, epoch + 1, 0);
+    if (c->ckpt_keep == ZP_KEEP_ALL) {
+        char name[32];
+        snprintf(name, sizeof name, "epoch-%llu", (unsigned long long)epoch + 1);
+        zp_ckpts_write(k, name, step, epoch + 1, 0);
+    }
+}
+
+int zp_ckpts_resume(zp_ckpts_t *k, int64_t *step, int64_t *epoch, int64_t *batch)
+{
+    *epoch = *batch = -1;
+    if (!k->buf)
+        return 0;
+    char path[PATH_MAX + 64], err[600];
+    zp_ckpt_path(path, sizeof path, k->st->run_dir, "last");
+    zp_ckpt_pos_t pos;
+    void *payload;
+    size_t bytes;
+    int rc = zp_ckpt_read(path, &pos, &payload, &bytes, err, sizeof err);
+    if (rc) {
+        zp_error("cannot resume: %s", err);
+        return rc;
+    }
+    if (bytes != k->bytes || k->be->ops->load(k->be, (uint8_t *)payload + 8, bytes - 8)) {
+        zp_error("cannot resume: %s holds another model than trainer.model.hidden describes", path);
+        free(payload);
+        return ZP_EINVAL;
+    }
+    memcpy(&k->best, payload, 8);
+    free(payload);
+    *step = (int64_t)pos.step;
+    *epoch = (int64_t)pos.epoch, *batch = (int64_t)pos.batch;
+    zp_info("resumed from %s: step %lld, epoch %llu, batch %llu", path, (long long)*step,
+            (unsigned long long)pos.epoch + 1, (unsigned long long)pos.batch);
+    return 0;
+}

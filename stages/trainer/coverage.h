@@ -1,0 +1,41 @@
+/* coverage.h — the trainer's proof that an epoch reached it exactly once:
+ * per split and epoch, the samples and batches seen, the number of distinct
+ * sample indices, an order-independent checksum of them (a sum of
+ * zp_index_term) and an order-dependent digest of the sequence
+ * (zp_order_step from ZP_ORDER_INIT); with the epoch's loss and hits beside.
+ * With ranks, every rank's counts are summed (zp_coverage_pack/unpack). */
+#ifndef ZP_TRAINER_COVERAGE_H
+#define ZP_TRAINER_COVERAGE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct {
+    int64_t samples, distinct, batches, correct;
+    uint64_t checksum, order;
+    double loss_sum;
+    int64_t start_ns; /* zp_now_ns() at the epoch's first batch */
+    int64_t n;        /* indices of the split: 0 .. n-1 */
+    uint8_t *seen;    /* bitmap of n bits; owned */
+} zp_coverage_t;
+
+/* For a split of n samples. Returns 0, or ZP_ENOMEM (with nothing held). */
+int zp_coverage_init(zp_coverage_t *a, int64_t n);
+/* Safe on a zeroed or freed one. */
+void zp_coverage_free(zp_coverage_t *a);
+
+/* A batch's n indices, in order. The first batch after zp_coverage_end (or
+ * init) starts a new epoch: every count, loss and hit is reset then. An
+ * index >= the split's size counts in samples and the digest only (the
+ * prefetch refuses those before). */
+void zp_coverage_add(zp_coverage_t *a, const uint32_t *idx, int64_t n);
+/* The epoch is recorded: the next batch starts another. */
+void zp_coverage_end(zp_coverage_t *a);
+
+/* The counts a sum over ranks adds: samples, distinct, the checksum as two
+ * 32-bit halves (a double adds those exactly), loss sum, correct. */
+#define ZP_COVERAGE_SUMS 6
+void zp_coverage_pack(const zp_coverage_t *a, double *s);
+void zp_coverage_unpack(zp_coverage_t *a, const double *s);
+
+#endif
