@@ -224,7 +224,7 @@ int cmd_sweep(int argc, char **argv)
     }
     if (!config || !nax)
         return usage(stderr, 2);
-    /* zp_cli_load reads CONFIG then the fixed overrides: keep them next to each other */
+    /* zp_sup_load reads CONFIG then the fixed overrides: keep them next to each other */
     char *base_args[ARGS_MAX + 2] = {"sweep", (char *)config};
     memcpy(base_args + 2, fixed, (size_t)nfixed * sizeof *fixed);
     int npts = 1;
