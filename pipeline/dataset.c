@@ -4,9 +4,11 @@
 #include "pipeline/log.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <zlib.h>
 
 const char *zp_split_name(int split) { return split == ZP_SPLIT_TEST ? "test" : "train"; }
@@ -149,77 +151,78 @@ out:
     return rc;
 }
 
-static int probe_idx(const zp_config_t *cfg, zp_dataset_meta_t *m, char *err, size_t len)
+/* One IDX split: its images' header, and its labels kept as int32. */
+static int probe_idx_split(const zp_config_t *cfg, int s, zp_dataset_t *ds, char *err, size_t len)
 {
     const char *files[ZP_SPLITS][2] = {{cfg->train_images, cfg->train_labels},
                                        {cfg->test_images, cfg->test_labels}};
+    zp_dataset_meta_t *m = &ds->meta;
     char path[600];
-    for (int s = 0; s < ZP_SPLITS; s++) {
-        zp_idx_t img, lab;
-        zp_dataset_file(cfg, files[s][0], path, sizeof path);
-        int rc = zp_idx_read(path, 0, &img, err, len);
-        if (rc)
-            return rc;
-        if (img.ndims != 3) {
-            snprintf(err, len, "%s: %d dimensions, expected 3 (count, rows, columns)", path, img.ndims);
-            return ZP_EDATA;
-        }
-        if (img.dims[1] * img.dims[2] > ZP_MAX_ELEMS) { /* each at most 2^30: no overflow */
-            snprintf(err, len, "%s: images of %lld x %lld = %lld pixels, more than a message "
-                     "carries (ZP_MAX_ELEMS = %u)", path, (long long)img.dims[1],
-                     (long long)img.dims[2], (long long)(img.dims[1] * img.dims[2]), ZP_MAX_ELEMS);
-            return ZP_EDATA;
-        }
-        zp_dataset_file(cfg, files[s][1], path, sizeof path);
-        if ((rc = zp_idx_read(path, 1, &lab, err, len)))
-            return rc;
-        if (lab.ndims != 1 || lab.dims[0] != img.dims[0]) {
-            snprintf(err, len, "%s: %lld labels for %lld images", path, (long long)lab.dims[0],
-                     (long long)img.dims[0]);
-            zp_idx_free(&lab);
-            return ZP_EDATA;
-        }
-        if (s == ZP_SPLIT_TRAIN) {
-            m->shape[0] = 1;
-            m->shape[1] = img.dims[1];
-            m->shape[2] = img.dims[2];
-            int max = 0;
-            for (size_t i = 0; i < lab.bytes; i++)
-                max = lab.data[i] > max ? lab.data[i] : max;
-            m->classes = max + 1 < 2 ? 2 : max + 1;
-        } else if (img.dims[1] != m->shape[1] || img.dims[2] != m->shape[2]) {
-            snprintf(err, len, "%s: images are %lldx%lld, the train split's %lldx%lld", path,
-                     (long long)img.dims[1], (long long)img.dims[2], (long long)m->shape[1],
-                     (long long)m->shape[2]);
-            zp_idx_free(&lab);
-            return ZP_EDATA;
-        } else if ((rc = check_idx_labels(m, path, &lab, err, len))) {
-            zp_idx_free(&lab);
-            return rc;
-        }
-        zp_idx_free(&lab);
-        m->n[s] = img.dims[0];
+    zp_idx_t img, lab;
+    zp_dataset_file(cfg, files[s][0], path, sizeof path);
+    int rc = zp_idx_read(path, 0, &img, err, len);
+    if (rc)
+        return rc;
+    if (img.ndims != 3) {
+        snprintf(err, len, "%s: %d dimensions, expected 3 (count, rows, columns)", path, img.ndims);
+        return ZP_EDATA;
     }
-    return 0;
+    if (img.dims[1] * img.dims[2] > ZP_MAX_ELEMS) { /* each at most 2^30: no overflow */
+        snprintf(err, len, "%s: images of %lld x %lld = %lld pixels, more than a message "
+                 "carries (ZP_MAX_ELEMS = %u)", path, (long long)img.dims[1],
+                 (long long)img.dims[2], (long long)(img.dims[1] * img.dims[2]), ZP_MAX_ELEMS);
+        return ZP_EDATA;
+    }
+    zp_dataset_file(cfg, files[s][1], path, sizeof path);
+    if ((rc = zp_idx_read(path, 1, &lab, err, len)))
+        return rc;
+    if (lab.ndims != 1 || lab.dims[0] != img.dims[0]) {
+        snprintf(err, len, "%s: %lld labels for %lld images", path, (long long)lab.dims[0],
+                 (long long)img.dims[0]);
+        rc = ZP_EDATA;
+    } else if (s == ZP_SPLIT_TRAIN) {
+        m->shape[0] = 1;
+        m->shape[1] = img.dims[1];
+        m->shape[2] = img.dims[2];
+        int max = 0;
+        for (size_t i = 0; i < lab.bytes; i++)
+            max = lab.data[i] > max ? lab.data[i] : max;
+        m->classes = max + 1 < 2 ? 2 : max + 1;
+    } else if (img.dims[1] != m->shape[1] || img.dims[2] != m->shape[2]) {
+        snprintf(err, len, "%s: images are %lldx%lld, the train split's %lldx%lld", path,
+                 (long long)img.dims[1], (long long)img.dims[2], (long long)m->shape[1],
+                 (long long)m->shape[2]);
+        rc = ZP_EDATA;
+    } else {
+        rc = check_idx_labels(m, path, &lab, err, len);
+    }
+    zp_imagelist_t *l = &ds->split[s];
+    if (!rc && !(l->label = malloc(sizeof *l->label * (lab.bytes ? lab.bytes : 1))))
+        rc = ZP_ENOMEM;
+    for (size_t i = 0; !rc && i < lab.bytes; i++)
+        l->label[i] = lab.data[i];
+    l->n = m->n[s] = img.dims[0];
+    zp_idx_free(&lab);
+    return rc;
 }
 
-static int probe_images(const zp_config_t *cfg, zp_dataset_meta_t *m, char *err, size_t len)
+static int probe_images(const zp_config_t *cfg, zp_dataset_t *ds, char *err, size_t len)
 {
+    zp_dataset_meta_t *m = &ds->meta;
     for (int s = 0; s < ZP_SPLITS; s++) {
         char where[600];
-        zp_imagelist_t l;
+        zp_imagelist_t *l = &ds->split[s];
         zp_dataset_file(cfg, s == ZP_SPLIT_TRAIN ? cfg->image_train : cfg->image_test, where, sizeof where);
-        int rc = zp_imagelist_read(where, cfg->dataset_source == ZP_SOURCE_IMAGE_LIST, &l, err, len);
+        int rc = zp_imagelist_read(where, cfg->dataset_source == ZP_SOURCE_IMAGE_LIST, l, err, len);
         if (rc)
             return rc;
-        m->n[s] = l.n;
+        m->n[s] = l->n;
         if (s == ZP_SPLIT_TRAIN)
-            m->classes = l.classes < 2 ? 2 : l.classes;
-        for (int64_t i = 0; !rc && s == ZP_SPLIT_TEST && i < l.n; i++)
-            rc = zp_label_check(m, where, i, l.label[i], err, len);
-        m->files_bytes[s] = l.bytes;
-        m->files_mtime[s] = l.mtime;
-        zp_imagelist_free(&l);
+            m->classes = l->classes < 2 ? 2 : l->classes;
+        for (int64_t i = 0; !rc && s == ZP_SPLIT_TEST && i < l->n; i++)
+            rc = zp_label_check(m, where, i, l->label[i], err, len);
+        m->files_bytes[s] = l->bytes;
+        m->files_mtime[s] = l->mtime;
         if (rc)
             return rc;
     }
@@ -233,14 +236,15 @@ static int probe_images(const zp_config_t *cfg, zp_dataset_meta_t *m, char *err,
     return 0;
 }
 
-int zp_dataset_probe(const zp_config_t *cfg, zp_dataset_meta_t *m, char *err, size_t len)
+static int probe(const zp_config_t *cfg, zp_dataset_t *ds, char *err, size_t len)
 {
-    memset(m, 0, sizeof *m);
+    zp_dataset_meta_t *m = &ds->meta;
     int rc = 0;
     if (cfg->dataset_source == ZP_SOURCE_IDX) {
-        rc = probe_idx(cfg, m, err, len);
+        for (int s = 0; !rc && s < ZP_SPLITS; s++)
+            rc = probe_idx_split(cfg, s, ds, err, len);
     } else if (cfg->dataset_source != ZP_SOURCE_SYNTHETIC) {
-        rc = probe_images(cfg, m, err, len);
+        rc = probe_images(cfg, ds, err, len);
     } else {
         m->n[ZP_SPLIT_TRAIN] = cfg->synth_train;
         m->n[ZP_SPLIT_TEST] = cfg->synth_test;
@@ -258,4 +262,243 @@ int zp_dataset_probe(const zp_config_t *cfg, zp_dataset_meta_t *m, char *err, si
         rc = ZP_ECONFIG;
     }
     return rc;
+}
+
+int zp_dataset_open(zp_dataset_t **out, const zp_config_t *cfg, char *err, size_t len)
+{
+    *out = NULL;
+    zp_dataset_t *ds = calloc(1, sizeof *ds);
+    if (!ds) {
+        snprintf(err, len, "the dataset's description: out of memory");
+        return ZP_ENOMEM;
+    }
+    int rc = probe(cfg, ds, err, len);
+    if (rc) {
+        zp_dataset_destroy(&ds);
+        return rc;
+    }
+    ds->meta.probed = ds;
+    *out = ds;
+    return 0;
+}
+
+void zp_dataset_destroy(zp_dataset_t **ds)
+{
+    if (!ds || !*ds)
+        return;
+    for (int s = 0; s < ZP_SPLITS; s++)
+        zp_imagelist_free(&(*ds)->split[s]);
+    free(*ds);
+    *ds = NULL;
+}
+
+int zp_dataset_probe(const zp_config_t *cfg, zp_dataset_meta_t *m, char *err, size_t len)
+{
+    zp_dataset_t *ds;
+    memset(m, 0, sizeof *m);
+    int rc = zp_dataset_open(&ds, cfg, err, len);
+    if (rc)
+        return rc;
+    *m = ds->meta;
+    m->probed = NULL;
+    zp_dataset_destroy(&ds);
+    return 0;
+}
+
+/* ---- The description in RUN/dataset/ ---------------------------------------------------------- */
+
+static void desc_path(char *buf, size_t len, const char *run_dir, const char *name)
+{
+    snprintf(buf, len, "%s/dataset/%s", run_dir, name);
+}
+
+/* Writes `bytes` to RUN/dataset/NAME whole; 0 or a negative errno, err naming the file. */
+static int write_whole(const char *run_dir, const char *name, const void *data, size_t bytes,
+                       char *err, size_t len)
+{
+    char path[PATH_MAX + 64];
+    desc_path(path, sizeof path, run_dir, name);
+    FILE *f = fopen(path, "wb");
+    int rc = !f ? -errno : bytes && fwrite(data, 1, bytes, f) != bytes ? -EIO : 0;
+    if (f && fclose(f) && !rc)
+        rc = -errno;
+    if (rc)
+        snprintf(err, len, "%s: cannot write: %s", path, strerror(-rc));
+    return rc;
+}
+
+/* SPLIT.labels and, for image sources, SPLIT.paths. */
+static int write_split(const zp_dataset_t *ds, int s, const char *run_dir, char *err, size_t len)
+{
+    const zp_imagelist_t *l = &ds->split[s];
+    char name[32];
+    snprintf(name, sizeof name, "%s.labels", zp_split_name(s));
+    int rc = write_whole(run_dir, name, l->label, l->label ? sizeof *l->label * (size_t)l->n : 0, err, len);
+    if (rc || !l->path)
+        return rc;
+    size_t bytes = 0;
+    for (int64_t i = 0; i < l->n; i++)
+        bytes += strlen(l->path[i]) + 1;
+    char *all = malloc(bytes ? bytes : 1), *p = all;
+    if (!all) {
+        snprintf(err, len, "%s/dataset: out of memory", run_dir);
+        return ZP_ENOMEM;
+    }
+    for (int64_t i = 0; i < l->n; i++)
+        p = stpcpy(p, l->path[i]) + 1;
+    snprintf(name, sizeof name, "%s.paths", zp_split_name(s));
+    rc = write_whole(run_dir, name, all, bytes, err, len);
+    free(all);
+    return rc;
+}
+
+int zp_dataset_write(const zp_dataset_t *ds, const char *run_dir, char *err, size_t len)
+{
+    char path[PATH_MAX + 64], text[1024];
+    desc_path(path, sizeof path, run_dir, "");
+    if (mkdir(path, 0755) && errno != EEXIST) {
+        snprintf(err, len, "%s: cannot create: %s", path, strerror(errno));
+        return -errno;
+    }
+    const zp_dataset_meta_t *m = &ds->meta;
+    int n = snprintf(text, sizeof text,
+                     "zeus-pipe dataset 1\nn %lld %lld\nshape %lld %lld %lld\nclasses %lld\n"
+                     "dtype %d\nfiles_bytes %lld %lld\nfiles_mtime %lld %lld\npaths %d %d\n",
+                     (long long)m->n[0], (long long)m->n[1], (long long)m->shape[0],
+                     (long long)m->shape[1], (long long)m->shape[2], (long long)m->classes, m->dtype,
+                     (long long)m->files_bytes[0], (long long)m->files_bytes[1],
+                     (long long)m->files_mtime[0], (long long)m->files_mtime[1],
+                     ds->split[0].path != NULL, ds->split[1].path != NULL);
+    int rc = 0;
+    for (int s = 0; !rc && s < ZP_SPLITS; s++)
+        rc = write_split(ds, s, run_dir, err, len);
+    /* meta last: a description with meta is whole */
+    return rc ? rc : write_whole(run_dir, "meta", text, (size_t)n, err, len);
+}
+
+/* RUN/dataset/NAME read whole into a malloc'd buffer (NUL-terminated). */
+static int read_whole(const char *run_dir, const char *name, char **out, size_t *bytes, char *err,
+                      size_t len)
+{
+    char path[PATH_MAX + 64];
+    desc_path(path, sizeof path, run_dir, name);
+    *out = NULL;
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        int e = errno;
+        snprintf(err, len, "%s: %s", path, strerror(e));
+        return e == ENOENT ? -ENOENT : ZP_EDATA;
+    }
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap + 1);
+    for (size_t got; buf && (got = fread(buf + n, 1, cap - n, f)) > 0;) {
+        n += got;
+        char *more = n == cap ? realloc(buf, (cap *= 2) + 1) : buf;
+        if (!more)
+            free(buf);
+        buf = more;
+    }
+    int bad = ferror(f);
+    fclose(f);
+    if (!buf || bad) {
+        free(buf);
+        snprintf(err, len, "%s: %s", path, buf ? "read error" : "out of memory");
+        return buf ? ZP_EDATA : ZP_ENOMEM;
+    }
+    buf[n] = 0;
+    *out = buf, *bytes = n;
+    return 0;
+}
+
+/* The meta file's fields; 0 or ZP_EDATA. */
+static int parse_meta(const char *text, zp_dataset_meta_t *m, int has_paths[ZP_SPLITS])
+{
+    long long v[13];
+    int dtype;
+    int got = sscanf(text, "zeus-pipe dataset 1\nn %lld %lld\nshape %lld %lld %lld\nclasses %lld\n"
+                           "dtype %d\nfiles_bytes %lld %lld\nfiles_mtime %lld %lld\npaths %lld %lld",
+                     &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &dtype, &v[6], &v[7], &v[8], &v[9],
+                     &v[10], &v[11]);
+    if (got != 13 || v[0] < 0 || v[1] < 0 || v[2] < 1 || v[3] < 1 || v[4] < 1 ||
+        v[2] * v[3] * v[4] > ZP_MAX_ELEMS || (dtype != ZP_DTYPE_U8 && dtype != ZP_DTYPE_F32))
+        return ZP_EDATA;
+    m->n[0] = v[0], m->n[1] = v[1];
+    m->shape[0] = v[2], m->shape[1] = v[3], m->shape[2] = v[4];
+    m->classes = v[5];
+    m->dtype = dtype;
+    m->files_bytes[0] = v[6], m->files_bytes[1] = v[7];
+    m->files_mtime[0] = v[8], m->files_mtime[1] = v[9];
+    has_paths[0] = v[10] != 0, has_paths[1] = v[11] != 0;
+    m->elems = m->shape[0] * m->shape[1] * m->shape[2];
+    m->sample_bytes = (size_t)m->elems * zp_dtype_size((uint64_t)m->dtype);
+    return 0;
+}
+
+/* SPLIT.labels (absent for a synthetic source: n labels of nothing) and SPLIT.paths. */
+static int read_split(zp_dataset_t *ds, int s, int has_paths, const char *run_dir, char *err,
+                      size_t len)
+{
+    zp_imagelist_t *l = &ds->split[s];
+    char name[32], *buf = NULL;
+    size_t bytes = 0;
+    snprintf(name, sizeof name, "%s.labels", zp_split_name(s));
+    int rc = read_whole(run_dir, name, &buf, &bytes, err, len);
+    if (rc)
+        return rc == -ENOENT ? ZP_EDATA : rc;
+    if (bytes && bytes != sizeof *l->label * (size_t)ds->meta.n[s]) {
+        snprintf(err, len, "%s/dataset/%s: %zu bytes for %lld labels", run_dir, name, bytes,
+                 (long long)ds->meta.n[s]);
+        free(buf);
+        return ZP_EDATA;
+    }
+    l->label = bytes ? (int32_t *)(void *)buf : NULL; /* malloc'd: aligned for int32 */
+    l->n = bytes ? ds->meta.n[s] : 0;
+    if (!bytes)
+        free(buf);
+    if (!has_paths)
+        return 0;
+    snprintf(name, sizeof name, "%s.paths", zp_split_name(s));
+    if ((rc = read_whole(run_dir, name, &buf, &bytes, err, len)))
+        return rc == -ENOENT ? ZP_EDATA : rc;
+    if (!(l->path = calloc((size_t)l->n + 1, sizeof *l->path)))
+        rc = ZP_ENOMEM;
+    size_t at = 0;
+    for (int64_t i = 0; !rc && i < l->n; i++) {
+        size_t k = at < bytes ? strnlen(buf + at, bytes - at) : 0;
+        if (at >= bytes || at + k >= bytes || !(l->path[i] = strdup(buf + at)))
+            rc = ZP_EDATA;
+        at += k + 1;
+    }
+    if (!rc && at != bytes)
+        rc = ZP_EDATA;
+    if (rc)
+        snprintf(err, len, "%s/dataset/%s: not %lld NUL-terminated paths", run_dir, name,
+                 (long long)l->n);
+    free(buf);
+    return rc;
+}
+
+int zp_dataset_read(zp_dataset_t **out, const char *run_dir, char *err, size_t len)
+{
+    *out = NULL;
+    char *text = NULL;
+    size_t bytes;
+    int rc = read_whole(run_dir, "meta", &text, &bytes, err, len), has_paths[ZP_SPLITS] = {0, 0};
+    if (rc)
+        return rc;
+    zp_dataset_t *ds = calloc(1, sizeof *ds);
+    if (!ds)
+        rc = ZP_ENOMEM;
+    else if ((rc = parse_meta(text, &ds->meta, has_paths)))
+        snprintf(err, len, "%s/dataset/meta: malformed (written by another version?)", run_dir);
+    free(text);
+    for (int s = 0; !rc && s < ZP_SPLITS; s++)
+        rc = read_split(ds, s, has_paths[s], run_dir, err, len);
+    if (rc) {
+        zp_dataset_destroy(&ds);
+        return rc;
+    }
+    ds->meta.probed = ds;
+    *out = ds;
+    return 0;
 }

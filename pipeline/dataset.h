@@ -4,6 +4,7 @@
 #define ZP_DATASET_H
 
 #include "pipeline/config.h"
+#include "pipeline/imagelist.h"
 #include "schemas/msg.h"
 
 #include <stddef.h>
@@ -19,13 +20,46 @@ typedef struct {
     size_t sample_bytes;  /* elems x the size of dtype */
     int64_t classes;
     int64_t files_bytes[ZP_SPLITS], files_mtime[ZP_SPLITS]; /* image sources: for the fingerprint */
+    /* The probe's labels and files when the stage has them (zp_dataset_read:
+     * owned by the stage, valid for its life); NULL: a source reads them from
+     * the dataset itself. In no fingerprint. */
+    const struct zp_dataset *probed;
 } zp_dataset_meta_t;
 
 const char *zp_split_name(int split);
 
-/* Reads headers (and the labels: the train split's give the class count) and
- * checks them: a missing file, bad magic, inconsistent count or a test label
- * beyond the train split's classes is reported in `err`, naming the file. */
+/* A dataset probed once: its meta and, for file sources, each split's
+ * labels and (image sources) files, so that the stages neither gunzip the
+ * labels again nor scan an image folder.
+ *
+ * The supervisor probes (zp_dataset_open) and describes what it found into
+ * the run directory (zp_dataset_write: RUN/dataset/meta, SPLIT.labels as
+ * int32 little-endian, SPLIT.paths as NUL-separated paths); each stage reads
+ * that back (zp_dataset_read). meta.probed points at the dataset itself. */
+typedef struct zp_dataset {
+    zp_dataset_meta_t meta;
+    /* n labels per split (idx and image sources; synthetic: none); path:
+     * image sources only, NULL otherwise. Owned. */
+    zp_imagelist_t split[ZP_SPLITS];
+} zp_dataset_t;
+
+/* Probes the dataset that cfg names: reads headers and labels and checks
+ * them (a missing file, bad magic, inconsistent count or a test label beyond
+ * the train split's classes is reported in `err`, naming the file). Returns
+ * 0 with *out set, or a ZP_E* code with *out NULL and err filled. */
+int zp_dataset_open(zp_dataset_t **out, const zp_config_t *cfg, char *err, size_t errlen);
+/* Writes the description into RUN/dataset/ (created). 0, or a negative
+ * errno with err naming the file. */
+int zp_dataset_write(const zp_dataset_t *ds, const char *run_dir, char *err, size_t errlen);
+/* Reads RUN/dataset/ back. 0 with *out set; -ENOENT when the run has no
+ * description (err says so); ZP_EDATA when it is malformed (err names the
+ * file); *out NULL on failure. */
+int zp_dataset_read(zp_dataset_t **out, const char *run_dir, char *err, size_t errlen);
+/* Frees the dataset and NULLs *ds; safe on NULL and twice. */
+void zp_dataset_destroy(zp_dataset_t **ds);
+
+/* zp_dataset_open for its meta only (meta->probed NULL): 0 or a ZP_E* code
+ * with err filled. */
 int zp_dataset_probe(const zp_config_t *cfg, zp_dataset_meta_t *meta, char *err, size_t errlen);
 
 /* 0 when `label` is one of the train split's classes (0..classes-1); else

@@ -188,3 +188,22 @@ int zp_send(void *sock, const zmq_msg_t *identity, const zp_msg_t *m, const void
         rc = zp_send_raw(sock, identity, sb.data, sb.size, parts, sizes, nparts, flags);
     return rc;
 }
+
+int zp_request(const char *run_dir, const char *sock_name, const zp_msg_t *req, zp_frames_t *f,
+               int timeout_ms)
+{
+    char ep[ZP_ENDPOINT_MAX + 16];
+    if (zp_endpoint(ep, sizeof ep, run_dir, sock_name))
+        return ZP_EINVAL;
+    void *ctx = zmq_ctx_new();
+    void *s = ctx ? zp_sock_open(ctx, ZMQ_REQ, ep, 0, 0) : NULL;
+    int rc = s ? zp_send(s, NULL, req, NULL, NULL, 0, 0) : ZP_EZMQ;
+    if (!rc) {
+        zmq_pollitem_t it = {s, 0, ZMQ_POLLIN, 0};
+        rc = zmq_poll(&it, 1, timeout_ms) > 0 ? zp_frames_recv(f, s, 0) : ZP_ETIMEOUT;
+    }
+    zp_sock_close(&s);
+    if (ctx)
+        zmq_ctx_term(ctx);
+    return rc;
+}

@@ -20,6 +20,7 @@ int zp_endpoint(char *buf, size_t len, const char *run_dir, const char *name);
 void *zp_sock_open(void *ctx, int type, const char *endpoint, int bind, int linger_ms);
 void zp_sock_close(void **sock);
 
+
 /* A received multipart message: frames stay owned here until zp_frames_close()
  * or the next zp_frames_recv(). An identity frame (ROUTER) can be peeled first. */
 typedef struct {
@@ -81,5 +82,13 @@ int zp_send_parts(void *sock, const zp_msg_t *m, zmq_msg_t *parts, int nparts);
 /* Same, with a prebuilt header buffer. */
 int zp_send_raw(void *sock, const zmq_msg_t *identity, const void *hdr, size_t hdr_len,
                 const void *const *parts, const size_t *sizes, int nparts, int flags);
+
+/* One request and its reply on a run's socket RUN/sock/NAME.ipc (a REP:
+ * the supervisor's "control", the logger's "stat"), in a context of its own.
+ * Returns 0 with the reply in f (the caller's, zp_frames_init'ed; close it);
+ * ZP_EINVAL when the path is too long for a socket, ZP_EZMQ when it cannot
+ * connect or send, ZP_ETIMEOUT when no reply came within timeout_ms. */
+int zp_request(const char *run_dir, const char *sock_name, const zp_msg_t *req, zp_frames_t *f,
+               int timeout_ms);
 
 #endif

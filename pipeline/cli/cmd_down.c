@@ -2,31 +2,13 @@
 #define _GNU_SOURCE
 #include "pipeline/cli/cmd.h"
 #include "pipeline/log.h"
-#include "pipeline/supervisor/rundir.h"
 #include "pipeline/sock.h"
+#include "pipeline/supervisor/supervisor.h"
 
 #include <limits.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
-
-int zp_request(const char *run_dir, const char *sock_name, const zp_msg_t *req, zp_frames_t *f,
-               int timeout_ms)
-{
-    char ep[ZP_ENDPOINT_MAX + 16];
-    if (zp_endpoint(ep, sizeof ep, run_dir, sock_name))
-        return ZP_EINVAL;
-    void *ctx = zmq_ctx_new();
-    void *s = zp_sock_open(ctx, ZMQ_REQ, ep, 0, 0);
-    int rc = s ? zp_send(s, NULL, req, NULL, NULL, 0, 0) : ZP_EZMQ;
-    if (!rc) {
-        zmq_pollitem_t it = {s, 0, ZMQ_POLLIN, 0};
-        rc = zmq_poll(&it, 1, timeout_ms) > 0 ? zp_frames_recv(f, s, 0) : ZP_ETIMEOUT;
-    }
-    zp_sock_close(&s);
-    zmq_ctx_term(ctx);
-    return rc;
-}
 
 int cmd_down(int argc, char **argv)
 {

@@ -6,8 +6,8 @@
 #include "pipeline/cachedb.h"
 #include "pipeline/ckpt.h"
 #include "pipeline/cli/cmd.h"
-#include "pipeline/supervisor/rundir.h"
 #include "pipeline/stage.h"
+#include "pipeline/supervisor/supervisor.h"
 
 #include <dirent.h>
 #include <limits.h>
@@ -144,6 +144,31 @@ static void print_results(const char *dir, const char *ckpts)
     }
 }
 
+/* The eval run: one pass over the test split, in <run>/eval*. The exit status. */
+static int eval_run(const zp_config_t *cfg_in, const zp_dataset_t *ds, const char *dir, const char *ckpts)
+{
+    static zp_config_t cfg;
+    char edir[PATH_MAX];
+    cfg = *cfg_in;
+    if (ds->meta.n[ZP_SPLIT_TEST] == 0) {
+        fprintf(stderr, "zeus-pipe: %s: the dataset has no test split to evaluate on\n", dir);
+        return 2;
+    }
+    cfg.epochs = 1;
+    cfg.ckpt_every_epochs = cfg.ckpt_every_steps = 0;
+    cfg.log_batches = false;
+    if (strlen(dir) >= sizeof cfg.run_dir) {
+        fprintf(stderr, "zeus-pipe: %s: path too long for an eval run (at most %zu bytes)\n", dir,
+                sizeof cfg.run_dir - 1);
+        return 2;
+    }
+    memcpy(cfg.run_dir, dir, strlen(dir) + 1);
+    if ((cfg.cache_enabled && zp_cache_prepare(&cfg, &ds->meta)) ||
+        zp_rundir_start(&cfg, "eval", edir, sizeof edir))
+        return 2;
+    return zp_pipeline_run(&cfg, ds, edir, ZP_MODE_EVAL, ckpts);
+}
+
 int cmd_eval(int argc, char **argv)
 {
     if (zp_wants_help(argc, argv))
@@ -159,37 +184,22 @@ int cmd_eval(int argc, char **argv)
     }
     if (!run)
         return usage(stderr, 2);
-    char dir[PATH_MAX], path[PATH_MAX + 32], err[1024], ckpts[1024], edir[PATH_MAX];
+    char dir[PATH_MAX], path[PATH_MAX + 32], err[1024], ckpts[1024];
     if (zp_find_run(run, dir, sizeof dir) || choose(dir, which, ckpts, sizeof ckpts))
         return 2;
     zp_config_t cfg;
-    zp_dataset_meta_t meta;
+    zp_dataset_t *ds;
     snprintf(path, sizeof path, "%s/config.yaml", dir);
     if (zp_config_load(&cfg, path, NULL, 0, err, sizeof err)) {
         fprintf(stderr, "%s\n", err);
         return 2;
     }
-    if (zp_dataset_probe(&cfg, &meta, err, sizeof err)) {
+    if (zp_dataset_open(&ds, &cfg, err, sizeof err)) {
         fprintf(stderr, "zeus-pipe: %s\n", err);
         return 2;
     }
-    if (meta.n[ZP_SPLIT_TEST] == 0) {
-        fprintf(stderr, "zeus-pipe: %s: the dataset has no test split to evaluate on\n", dir);
-        return 2;
-    }
-    cfg.epochs = 1;
-    cfg.ckpt_every_epochs = cfg.ckpt_every_steps = 0;
-    cfg.log_batches = false;
-    if (strlen(dir) >= sizeof cfg.run_dir) {
-        fprintf(stderr, "zeus-pipe: %s: path too long for an eval run (at most %zu bytes)\n", dir,
-                sizeof cfg.run_dir - 1);
-        return 2;
-    }
-    memcpy(cfg.run_dir, dir, strlen(dir) + 1);
-    if ((cfg.cache_enabled && zp_cache_prepare(&cfg, &meta)) ||
-        zp_rundir_start(&cfg, "eval", edir, sizeof edir))
-        return 2;
-    int status = zp_pipeline_run(&cfg, edir, ZP_MODE_EVAL, ckpts);
+    int status = eval_run(&cfg, ds, dir, ckpts);
+    zp_dataset_destroy(&ds);
     if (status == 0)
         print_results(dir, ckpts);
     return status;

@@ -5,8 +5,8 @@
  * shows it here in seconds instead of after an epoch. */
 #define _GNU_SOURCE
 #include "pipeline/cli/cmd.h"
-#include "pipeline/supervisor/rundir.h"
 #include "pipeline/stage.h"
+#include "pipeline/supervisor/supervisor.h"
 
 #include <limits.h>
 #include <stdio.h>
@@ -47,8 +47,8 @@ int cmd_overfit(int argc, char **argv)
         }
     }
     zp_config_t cfg;
-    zp_dataset_meta_t meta;
-    int rc = zp_cli_load(nrest, rest, NULL, &cfg, &meta);
+    zp_dataset_t *ds;
+    int rc = zp_sup_load(nrest, rest, NULL, &cfg, &ds);
     if (rc)
         return rc < 0 ? usage(stderr, 2) : rc;
     cfg.epochs = 1;
@@ -58,10 +58,11 @@ int cmd_overfit(int argc, char **argv)
     cfg.log_every_steps = steps >= 10 ? steps / 10 : 1;
     char name[80], dir[PATH_MAX];
     snprintf(name, sizeof name, "%s-overfit", cfg.run_name);
-    if ((cfg.cache_enabled && zp_cache_prepare(&cfg, &meta)) ||
-        zp_rundir_start(&cfg, name, dir, sizeof dir))
-        return 2;
-    int status = zp_pipeline_run(&cfg, dir, ZP_MODE_OVERFIT, NULL);
+    int status = (cfg.cache_enabled && zp_cache_prepare(&cfg, &ds->meta)) ||
+                         zp_rundir_start(&cfg, name, dir, sizeof dir)
+                     ? 2
+                     : zp_pipeline_run(&cfg, ds, dir, ZP_MODE_OVERFIT, NULL);
+    zp_dataset_destroy(&ds);
     if (status)
         return status;
     char path[PATH_MAX + 16];

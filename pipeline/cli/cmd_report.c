@@ -1,8 +1,8 @@
 /* cmd_report.c — `zeus-pipe report RUN [--json]`: the report of a run, from
  * its events.msgpack, finished or still running. */
 #include "pipeline/cli/cmd.h"
-#include "pipeline/supervisor/rundir.h"
 #include "pipeline/report.h"
+#include "pipeline/supervisor/supervisor.h"
 
 #include <limits.h>
 #include <stdio.h>

@@ -4,8 +4,8 @@
 #define _GNU_SOURCE
 #include "pipeline/cli/cmd.h"
 #include "pipeline/log.h"
-#include "pipeline/supervisor/rundir.h"
 #include "pipeline/sock.h"
+#include "pipeline/supervisor/supervisor.h"
 
 #include <limits.h>
 #include <stdio.h>

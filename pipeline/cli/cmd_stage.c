@@ -1,6 +1,11 @@
-/* cmd_stage.c — `zeus-pipe stage NAME --run DIR --instance I`: one stage process. */
+/* cmd_stage.c — `zeus-pipe stage NAME --run DIR --instance I`: one stage
+ * process, started by a supervisor (pipeline/supervisor/). It reads the
+ * run's config.yaml and the dataset as the supervisor probed it (RUN/dataset/);
+ * a loader for a run on another host (`zeus-pipe loader`) also gets
+ * --connect HOST:PORT --server-key FILE --key FILE. */
 #define _GNU_SOURCE
 #include "pipeline/cli/cmd.h"
+#include "pipeline/keys.h"
 #include "pipeline/log.h"
 #include "pipeline/stage.h"
 #include "stages/cache/cache.h"
@@ -9,6 +14,7 @@
 #include "stages/prefetch/prefetch.h"
 #include "stages/trainer/trainer.h"
 
+#include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,6 +30,37 @@ static const struct {
     {"trainer", zp_trainer_main},   {"logger", zp_logger_main},
 };
 
+/* The dataset as the supervisor probed it; a run directory without that
+ * description (made by hand, as by tests/test_trainer_ring.c) is probed here. */
+static int load_dataset(zp_stage_t *st)
+{
+    static zp_dataset_t *ds; /* the stage's, for its life: st->meta.probed */
+    char err[PATH_MAX + 200];
+    int rc = zp_dataset_read(&ds, st->run_dir, err, sizeof err);
+    if (rc == -ENOENT)
+        rc = zp_dataset_open(&ds, &st->cfg, err, sizeof err);
+    if (rc) {
+        zp_error("%s", err);
+        return rc;
+    }
+    st->meta = ds->meta;
+    return 0;
+}
+
+/* A loader of a run on another host: its cache stage's address and the CURVE keys. */
+static int remote(zp_stage_t *st, const char *connect, const char *server, const char *key)
+{
+    char err[4300];
+    if (!server || !key || zp_keys_read_public(server, st->server_pub, err, sizeof err) ||
+        zp_keys_read_pair(key, st->pub, st->sec, err, sizeof err)) {
+        zp_error("%s", server && key ? err : "--connect needs --server-key and --key");
+        return ZP_EINVAL;
+    }
+    snprintf(st->connect, sizeof st->connect, "tcp://%.150s", connect);
+    zp_info("loading for %s", st->connect);
+    return 0;
+}
+
 static void on_signal(int sig) { zp_stop = sig; }
 static void on_retire(int sig) { zp_retire = sig; }
 
@@ -36,9 +73,15 @@ int cmd_stage(int argc, char **argv)
         return argc < 2 ? 2 : 0;
     }
     static zp_stage_t st;
-    const char *run = NULL;
+    const char *run = NULL, *connect = NULL, *server = NULL, *key = NULL;
     for (int i = 2; i + 1 < argc; i += 2) {
-        if (!strcmp(argv[i], "--run"))
+        if (!strcmp(argv[i], "--connect"))
+            connect = argv[i + 1];
+        else if (!strcmp(argv[i], "--server-key"))
+            server = argv[i + 1];
+        else if (!strcmp(argv[i], "--key"))
+            key = argv[i + 1];
+        else if (!strcmp(argv[i], "--run"))
             run = argv[i + 1];
         else if (!strcmp(argv[i], "--instance"))
             st.instance = atoi(argv[i + 1]);
@@ -74,10 +117,10 @@ int cmd_stage(int argc, char **argv)
         zp_error("%s", err);
         return 2;
     }
-    if (zp_dataset_probe(&st.cfg, &st.meta, err, sizeof err)) {
-        zp_error("%s", err);
+    if (load_dataset(&st))
         return 1;
-    }
+    if (connect && remote(&st, connect, server, key))
+        return 2; /* not restarted: the keys will not mend */
     if (zp_stage_slurm(&st))
         return 2;
     int rc = zp_stage_open(&st);

@@ -5,8 +5,8 @@
 #define _GNU_SOURCE
 #include "pipeline/cli/cmd.h"
 #include "pipeline/report.h"
-#include "pipeline/supervisor/rundir.h"
 #include "pipeline/stage.h"
+#include "pipeline/supervisor/supervisor.h"
 
 #include <limits.h>
 #include <stdio.h>
@@ -156,7 +156,7 @@ static int check_all(char *const *fixed, int nfixed, const char *config, const c
     static char storage[AXES_MAX + 1][1200];
     char *args[ARGS_MAX + AXES_MAX + 4];
     zp_config_t cfg;
-    zp_dataset_meta_t meta;
+    zp_dataset_t *ds;
     int rc;
     for (int k = 0; k < npts; k++) {
         int pick[AXES_MAX], rest = k;
@@ -165,8 +165,9 @@ static int check_all(char *const *fixed, int nfixed, const char *config, const c
         if ((rc = point_name(base, ax, nax, pick, &pts[k])))
             return rc;
         int n = point_args(args, fixed, nfixed, config, ax, nax, pick, storage, pts[k].name);
-        if ((rc = zp_cli_load(n, args, NULL, &cfg, &meta)))
+        if ((rc = zp_sup_load(n, args, NULL, &cfg, &ds)))
             return rc < 0 ? 2 : rc;
+        zp_dataset_destroy(&ds);
     }
     return 0;
 }
@@ -181,14 +182,15 @@ static int run_point(char *const *fixed, int nfixed, const char *config, axis_t 
         pick[i] = rest % ax[i].n, rest /= ax[i].n;
     int n = point_args(args, fixed, nfixed, config, ax, nax, pick, storage, pt->name);
     zp_config_t cfg;
-    zp_dataset_meta_t meta;
-    int rc = zp_cli_load(n, args, NULL, &cfg, &meta);
-    if (!rc && cfg.cache_enabled && zp_cache_prepare(&cfg, &meta))
+    zp_dataset_t *ds;
+    int rc = zp_sup_load(n, args, NULL, &cfg, &ds);
+    if (!rc && cfg.cache_enabled && zp_cache_prepare(&cfg, &ds->meta))
         rc = 2;
     if (!rc)
         rc = zp_rundir_start(&cfg, cfg.run_name, pt->dir, sizeof pt->dir) ? 2 : 0;
     if (!rc)
-        rc = zp_pipeline_run(&cfg, pt->dir, ZP_MODE_TRAIN, NULL);
+        rc = zp_pipeline_run(&cfg, ds, pt->dir, ZP_MODE_TRAIN, NULL);
+    zp_dataset_destroy(&ds);
     char err[PATH_MAX + 128];
     if (!rc && zp_run_summary(pt->dir, &pt->sum, err, sizeof err)) {
         fprintf(stderr, "zeus-pipe: sweep: %s\n", err);
@@ -222,7 +224,7 @@ int cmd_sweep(int argc, char **argv)
     }
     if (!config || !nax)
         return usage(stderr, 2);
-    /* zp_cli_load reads CONFIG then the fixed overrides: keep them next to each other */
+    /* zp_sup_load reads CONFIG then the fixed overrides: keep them next to each other */
     char *base_args[ARGS_MAX + 2] = {"sweep", (char *)config};
     memcpy(base_args + 2, fixed, (size_t)nfixed * sizeof *fixed);
     int npts = 1;
@@ -236,8 +238,9 @@ int cmd_sweep(int argc, char **argv)
     if (!pts)
         return 1;
     zp_config_t cfg;
-    zp_dataset_meta_t meta;
-    int rc = zp_cli_load(nfixed + 2, base_args, NULL, &cfg, &meta);
+    zp_dataset_t *ds;
+    int rc = zp_sup_load(nfixed + 2, base_args, NULL, &cfg, &ds);
+    zp_dataset_destroy(&ds);
     if (!rc)
         rc = check_all(fixed, nfixed, config, cfg.run_name, ax, nax, pts, npts);
     int status = rc ? (rc < 0 ? 2 : rc) : 0, done = 0;

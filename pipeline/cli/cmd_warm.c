@@ -9,9 +9,8 @@
 #include "pipeline/config.h"
 #include "pipeline/dataset.h"
 #include "pipeline/log.h"
-#include "pipeline/supervisor/proc.h"
-#include "pipeline/supervisor/rundir.h"
 #include "pipeline/sock.h"
+#include "pipeline/supervisor/supervisor.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -25,7 +24,8 @@
 
 typedef struct {
     zp_config_t cfg;
-    zp_dataset_meta_t meta;
+    zp_dataset_t *ds;         /* probed once; owned */
+    zp_dataset_meta_t meta;   /* ds->meta */
     char run_dir[PATH_MAX];
     zp_procs_t procs;
     uint32_t *todo[ZP_SPLITS]; /* missing indices per split; owned */
@@ -173,9 +173,10 @@ static int drive(warm_t *w)
 
 static int prepare(warm_t *w, int argc, char **argv)
 {
-    int rc = zp_cli_load(argc, argv, "cache.enabled=true", &w->cfg, &w->meta);
+    int rc = zp_sup_load(argc, argv, "cache.enabled=true", &w->cfg, &w->ds);
     if (rc)
         return rc < 0 ? usage(stderr, 2) : rc;
+    w->meta = w->ds->meta;
     if (zp_cache_prepare(&w->cfg, &w->meta))
         return 2;
     return plan(w);
@@ -188,6 +189,11 @@ static int start(warm_t *w)
     int rc = zp_rundir_start(&w->cfg, name, w->run_dir, sizeof w->run_dir);
     if (rc)
         return rc;
+    char err[PATH_MAX + 200];
+    if (zp_dataset_write(w->ds, w->run_dir, err, sizeof err)) { /* what the stages read */
+        fprintf(stderr, "zeus-pipe: %s\n", err);
+        return 1;
+    }
     zp_procs_init(&w->procs, w->run_dir);
     if (zp_endpoint(ep, sizeof ep, w->run_dir, "fetch")) {
         fprintf(stderr, "zeus-pipe: %s: path too long for UNIX sockets\n", w->run_dir);
@@ -239,11 +245,11 @@ int cmd_warm(int argc, char **argv)
         return usage(stdout, 0);
     static warm_t w;
     int status = prepare(&w, argc, argv);
-    if (status)
+    if (status || w.total == 0) {
+        if (!status)
+            printf("%s already holds every sample: nothing to load\n", w.cfg.cache_path);
+        zp_dataset_destroy(&w.ds);
         return status;
-    if (w.total == 0) {
-        printf("%s already holds every sample: nothing to load\n", w.cfg.cache_path);
-        return 0;
     }
     struct sigaction sa = {.sa_handler = on_signal};
     sigaction(SIGINT, &sa, NULL);
@@ -261,5 +267,6 @@ int cmd_warm(int argc, char **argv)
         free(w.todo[s]);
     if (status == 0)
         status = report(&w);
+    zp_dataset_destroy(&w.ds);
     return status;
 }

@@ -1,10 +1,9 @@
-/* proc.c — starting, watching and stopping stage processes (used by `up` and
- * `warm`), and removing what a run leaves in /dev/shm and sock/. */
+/* proc.c — starting, watching and stopping stage processes (for `up`, `warm`
+ * and `loader`): fork and exec `zeus-pipe stage NAME`, reap, TERM then KILL. */
 #define _GNU_SOURCE
-#include "pipeline/supervisor/proc.h"
 #include "pipeline/log.h"
 #include "pipeline/stage.h"
-#include "pipeline/supervisor/rundir.h"
+#include "pipeline/supervisor/supervisor.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -68,7 +67,7 @@ static void resolve(const char *name, char *out, size_t len)
  * the child only makes async-signal-safe calls on it. */
 typedef struct {
     char prog[PATH_MAX], mode[16], inst[16], fail[PATH_MAX + 64];
-    char *args[48];
+    char *args[56];
     int log, keep_stdout, handled[64], nhandled;
     pid_t parent;
     sigset_t none;
@@ -80,8 +79,12 @@ static void spawn_prepare(spawn_t *p, zp_procs_t *s, const char *stage, int inst
     snprintf(p->mode, sizeof p->mode, "%d", s->mode);
     int n = wrapper_args(p->args, 36);
     char *tail[] = {s->exe, "stage", (char *)stage, "--run", s->run_dir, "--instance", p->inst,
-                    "--mode", p->mode, "--ckpts", s->ckpts, NULL};
+                    "--mode", p->mode, "--ckpts", s->ckpts};
     memcpy(p->args + n, tail, sizeof tail);
+    n += (int)(sizeof tail / sizeof tail[0]);
+    for (int i = 0; i < 7 && s->extra[i]; i++)
+        p->args[n++] = s->extra[i];
+    p->args[n] = NULL;
     resolve(p->args[0], p->prog, sizeof p->prog);
     snprintf(p->fail, sizeof p->fail, "zeus-pipe: %s[%d]: cannot exec %s\n", stage, instance, p->prog);
     p->parent = getpid();
@@ -100,8 +103,9 @@ static void spawn_child(const spawn_t *p)
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (getppid() != p->parent)
         _exit(1);
-    dup2(p->log, STDERR_FILENO);
-    if (!p->keep_stdout)
+    if (p->log >= 0)
+        dup2(p->log, STDERR_FILENO);
+    if (p->log >= 0 && !p->keep_stdout)
         dup2(p->log, STDOUT_FILENO);
     struct sigaction dfl = {.sa_handler = SIG_DFL}, ign = {.sa_handler = SIG_IGN};
     for (int i = 0; i < p->nhandled; i++)
@@ -125,8 +129,8 @@ int zp_procs_spawn(zp_procs_t *s, const char *stage, int instance, int keep_stdo
     static spawn_t p; /* large; the supervisor spawns from one thread */
     char logpath[PATH_MAX + 64];
     snprintf(logpath, sizeof logpath, "%s/logs/%s-%d.log", s->run_dir, stage, instance);
-    p.log = open(logpath, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-    if (p.log < 0)
+    p.log = s->inherit ? -1 : open(logpath, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (p.log < 0 && !s->inherit)
         return -errno;
     p.keep_stdout = keep_stdout;
     spawn_prepare(&p, s, stage, instance);
@@ -138,7 +142,8 @@ int zp_procs_spawn(zp_procs_t *s, const char *stage, int instance, int keep_stdo
         spawn_child(&p);
     int e = errno;
     sigprocmask(SIG_SETMASK, &old, NULL);
-    close(p.log);
+    if (p.log >= 0)
+        close(p.log);
     if (pid < 0)
         return -e;
     if (!slot)
@@ -183,7 +188,6 @@ void zp_procs_log_tail(zp_procs_t *s, const zp_child_t *c)
         fprintf(stderr, "  %s", lines[i % 8]);
 }
 
-/* Reaps exited children. Returns the first one that exited while it should not have. */
 zp_child_t *zp_procs_reap(zp_procs_t *s, int *trainer_done)
 {
     zp_child_t *bad = NULL;

@@ -1,8 +1,8 @@
 #define _GNU_SOURCE
-#include "pipeline/supervisor/rundir.h"
 #include "pipeline/log.h"
 #include "pipeline/records.h"
 #include "pipeline/ring.h"
+#include "pipeline/supervisor/supervisor.h"
 
 #include <dirent.h>
 #include <errno.h>

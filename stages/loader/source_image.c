@@ -4,7 +4,9 @@
  * RGB; then the deterministic transforms: resize of the shorter side to
  * dataset.image.resize (bilinear, half-pixel centres), center crop of
  * dataset.image.crop x crop, HWC -> CHW. A file that is not an image, is
- * truncated or does not decode is an error naming its path. */
+ * truncated or does not decode is an error naming its path. The files and
+ * labels come from the supervisor's probe (meta->probed) when the stage has
+ * it: the folder is scanned once per run, not by every loader. */
 #define _GNU_SOURCE
 #include "stages/loader/source.h"
 #include "pipeline/imagelist.h"
@@ -20,7 +22,8 @@
 
 typedef struct {
     zp_source_t base;
-    zp_imagelist_t list[ZP_SPLITS];
+    const zp_imagelist_t *list[ZP_SPLITS]; /* the probe's (meta->probed), or own[] */
+    zp_imagelist_t own[ZP_SPLITS];         /* scanned here when there is no probe */
     tjhandle tj;
     int resize, crop;
     uint8_t *file, *rgb, *scaled; /* reused buffers; owned */
@@ -192,7 +195,7 @@ static int image_get(zp_source_t *src, int split, uint32_t index, uint8_t *pixel
                      char *err, size_t len)
 {
     image_source_t *s = (image_source_t *)src;
-    const char *path = s->list[split].path[index];
+    const char *path = s->list[split]->path[index];
     size_t size;
     int rc = read_file(s, path, &size, err, len), w = 0, h = 0;
     if (rc)
@@ -235,7 +238,7 @@ static int image_get(zp_source_t *src, int split, uint32_t index, uint8_t *pixel
                     pixels[c * plane + (size_t)y * s->crop + x] =
                         s->rgb[((size_t)(y0 + y) * w + x0 + x) * 3 + c];
     }
-    *label = s->list[split].label[index];
+    *label = s->list[split]->label[index];
     return 0;
 }
 
@@ -243,11 +246,27 @@ static void image_destroy(zp_source_t *src)
 {
     image_source_t *s = (image_source_t *)src;
     for (int i = 0; i < ZP_SPLITS; i++)
-        zp_imagelist_free(&s->list[i]);
+        zp_imagelist_free(&s->own[i]);
     if (s->tj)
         tjDestroy(s->tj);
     free(s->file), free(s->rgb), free(s->scaled);
     free(s);
+}
+
+/* Split sp's files from the folder or list itself, checked (no probe to take them from). */
+static int scan(image_source_t *s, const zp_config_t *cfg, const zp_dataset_meta_t *meta, int sp,
+                char *err, size_t errlen)
+{
+    char where[600];
+    zp_dataset_file(cfg, sp == ZP_SPLIT_TRAIN ? cfg->image_train : cfg->image_test, where, sizeof where);
+    int rc = zp_imagelist_read(where, cfg->dataset_source == ZP_SOURCE_IMAGE_LIST, &s->own[sp], err, errlen);
+    if (!rc && s->own[sp].n != meta->n[sp]) {
+        snprintf(err, errlen, "%s: changed while the run started", where);
+        rc = ZP_EDATA;
+    }
+    for (int64_t i = 0; !rc && i < s->own[sp].n; i++)
+        rc = zp_label_check(meta, where, i, s->own[sp].label[i], err, errlen);
+    return rc;
 }
 
 int zp_source_image_open(zp_source_t **out, const zp_config_t *cfg, const zp_dataset_meta_t *meta,
@@ -264,19 +283,13 @@ int zp_source_image_open(zp_source_t **out, const zp_config_t *cfg, const zp_dat
     s->resize = (int)cfg->image_resize;
     s->crop = (int)cfg->image_crop;
     for (int sp = 0; sp < ZP_SPLITS; sp++) {
-        char where[600];
-        zp_dataset_file(cfg, sp == ZP_SPLIT_TRAIN ? cfg->image_train : cfg->image_test, where, sizeof where);
-        int rc = zp_imagelist_read(where, cfg->dataset_source == ZP_SOURCE_IMAGE_LIST, &s->list[sp], err, errlen);
-        if (!rc && s->list[sp].n != meta->n[sp]) {
-            snprintf(err, errlen, "%s: changed while the run started", where);
-            rc = ZP_EDATA;
-        }
-        for (int64_t i = 0; !rc && i < s->list[sp].n; i++)
-            rc = zp_label_check(meta, where, i, s->list[sp].label[i], err, errlen);
+        const zp_imagelist_t *probed = meta->probed ? &meta->probed->split[sp] : NULL;
+        int rc = probed && probed->path && probed->n == meta->n[sp] ? 0 : scan(s, cfg, meta, sp, err, errlen);
         if (rc) {
             image_destroy(&s->base);
             return rc;
         }
+        s->list[sp] = probed && probed->path && probed->n == meta->n[sp] ? probed : &s->own[sp];
     }
     *out = &s->base;
     return 0;

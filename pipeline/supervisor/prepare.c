@@ -1,0 +1,175 @@
+/* prepare.c — what the supervisor checks and makes before any stage starts:
+ * the config and its dataset, the cache, room in /dev/shm, a resumed run's
+ * checkpoint, and the run's CURVE keys. */
+#define _GNU_SOURCE
+#include "pipeline/cachedb.h"
+#include "pipeline/ckpt.h"
+#include "pipeline/keys.h"
+#include "pipeline/log.h"
+#include "pipeline/records.h"
+#include "pipeline/ring.h"
+#include "pipeline/stage.h"
+#include "pipeline/supervisor/supervisor.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+int zp_sup_load(int nargs, char **args, const char *force, zp_config_t *cfg, zp_dataset_t **ds)
+{
+    const char *file = NULL;
+    char *over[256];
+    int nover = 0;
+    *ds = NULL;
+    for (int i = 1; i < nargs; i++) {
+        if (strchr(args[i], '=') && nover < 255)
+            over[nover++] = args[i];
+        else if (!file && args[i][0] != '-')
+            file = args[i];
+        else
+            return -1;
+    }
+    if (!file)
+        return -1;
+    if (force)
+        over[nover++] = (char *)force;
+    char err[1024];
+    if (zp_config_load(cfg, file, over, nover, err, sizeof err)) {
+        fprintf(stderr, "%s\n", err);
+        return 2;
+    }
+    if (zp_dataset_open(ds, cfg, err, sizeof err)) {
+        fprintf(stderr, "zeus-pipe: %s\n", err);
+        if (cfg->dataset_source == ZP_SOURCE_IDX &&
+            !strncmp(cfg->dataset_path, "/usr/share/datasets/", 20))
+            fprintf(stderr, "zeus-pipe: (Fashion-MNIST comes with the Debian package "
+                            "dataset-fashion-mnist)\n");
+        return 2;
+    }
+    return 0;
+}
+
+/* Creates the cache or checks that it was built from this dataset and
+ * transform, before any stage starts (and so before any fork). */
+int zp_cache_prepare(const zp_config_t *cfg, const zp_dataset_meta_t *meta)
+{
+    zp_cachedb_t db;
+    char err[1024];
+    int rc = zp_cachedb_open(&db, cfg, meta, 0, err, sizeof err);
+    if (!rc) {
+        rc = zp_cachedb_check(&db, cfg, meta, err, sizeof err);
+        zp_cachedb_close(&db);
+    }
+    if (rc)
+        fprintf(stderr, "zeus-pipe: %s\n", err);
+    return rc;
+}
+
+/* The rings of this host's ranks fit in /dev/shm: said now, before any stage
+ * starts, instead of a prefetch killed by SIGBUS. */
+int zp_sup_shm_room(const zp_sup_t *s)
+{
+    char err[1024];
+    int rings = s->slurm.world > 1 ? 1 : (int)s->cfg.gpus;
+    if (!zp_ring_check_room(rings, (uint32_t)s->cfg.depth, s->cfg.batch_size, s->ds->meta.sample_bytes,
+                            err, sizeof err))
+        return 0;
+    fprintf(stderr, "zeus-pipe: %s\n", err);
+    return 2;
+}
+
+/* The run's own config (and its dataset, probed again: the files may have
+ * moved since), and a checkpoint that reads back with the same seed. */
+static int resume_config(zp_sup_t *s, zp_ckpt_pos_t *pos, char *path, size_t len)
+{
+    char err[1024];
+    snprintf(path, len, "%s/config.yaml", s->run_dir);
+    if (zp_config_load(&s->cfg, path, NULL, 0, err, sizeof err)) {
+        fprintf(stderr, "%s\n", err);
+        return 2;
+    }
+    if (zp_dataset_open(&s->own, &s->cfg, err, sizeof err)) {
+        fprintf(stderr, "zeus-pipe: %s\n", err);
+        return 2;
+    }
+    s->ds = s->own;
+    void *payload;
+    zp_ckpt_path(path, len, s->run_dir, "last");
+    if (zp_ckpt_read(path, pos, &payload, NULL, err, sizeof err)) {
+        fprintf(stderr, "zeus-pipe: cannot resume: %s\n", err);
+        return 2;
+    }
+    free(payload);
+    if (pos->seed != (uint64_t)s->cfg.seed) {
+        fprintf(stderr, "zeus-pipe: cannot resume: %s was written with seed %llu, the run's config says %lld\n",
+                path, (unsigned long long)pos->seed, (long long)s->cfg.seed);
+        return 2;
+    }
+    return 0;
+}
+
+int zp_sup_prepare_resume(zp_sup_t *s, const char *run)
+{
+    if (zp_find_run(run, s->run_dir, sizeof s->run_dir))
+        return 2;
+    pid_t pid = zp_rundir_live_pid(s->run_dir);
+    if (pid) {
+        fprintf(stderr, "zeus-pipe: %s is running (supervisor pid %d)\n", s->run_dir, (int)pid);
+        return 2;
+    }
+    char path[PATH_MAX + 64];
+    zp_ckpt_pos_t pos;
+    int rc = resume_config(s, &pos, path, sizeof path);
+    if (rc)
+        return rc;
+    if (s->cfg.cache_enabled && zp_cache_prepare(&s->cfg, &s->ds->meta))
+        return 2;
+    zp_rundir_cleanup(s->run_dir); /* what its killed supervisor left */
+    if ((rc = zp_records_start(s->run_dir))) {
+        fprintf(stderr, "zeus-pipe: %s/resources: cannot write: %s\n", s->run_dir, zp_strerror(rc));
+        return 1;
+    }
+    if (zp_sup_shm_room(s)) /* with the dead run's ring gone */
+        return 2;
+    snprintf(path, sizeof path, "%s/supervisor.pid", s->run_dir);
+    FILE *f = fopen(path, "w");
+    if (f) {
+        fprintf(f, "%d\n", (int)getpid());
+        fclose(f);
+    }
+    fprintf(stderr, "zeus-pipe: resuming %s at epoch %llu, batch %llu (step %llu)\n", s->run_dir,
+            (unsigned long long)pos.epoch + 1, (unsigned long long)pos.batch,
+            (unsigned long long)pos.step);
+    s->procs.mode = ZP_MODE_RESUME;
+    return 0;
+}
+
+/* The run's key pair RUN/NAME.key and NAME.pub, made once (kept across
+ * --resume); with ranks > 1, one pair per rank 1..ranks-1 (keys.h). */
+int zp_sup_run_key(const zp_sup_t *s, const char *name, int ranks)
+{
+    char base[PATH_MAX + 16], path[PATH_MAX + 32], err[PATH_MAX + 200];
+    snprintf(base, sizeof base, "%s/%s", s->run_dir, name);
+    snprintf(path, sizeof path, "%s.key", base);
+    if (access(path, F_OK) && (ranks > 1 ? zp_keys_generate_ranks(base, ranks, err, sizeof err)
+                                         : zp_keys_generate(base, err, sizeof err))) {
+        fprintf(stderr, "zeus-pipe: %s\n", err);
+        return ZP_EINVAL;
+    }
+    return 0;
+}
+
+/* transport.kind tcp: the run's CURVE key pair (kept across --resume). */
+int zp_sup_server_keys(const zp_sup_t *s)
+{
+    char base[PATH_MAX + 16];
+    snprintf(base, sizeof base, "%s/server", s->run_dir);
+    if (zp_sup_run_key(s, "server", 0))
+        return 2;
+    fprintf(stderr, "zeus-pipe: remote loaders: zeus-pipe loader --connect HOST:%s --server-key "
+                    "%s.pub --key NAME.key CONFIG (NAME.pub in %s)\n",
+            strrchr(s->cfg.bind, ':') ? strrchr(s->cfg.bind, ':') + 1 : s->cfg.bind, base,
+            s->cfg.allowed_keys);
+    return 0;
+}

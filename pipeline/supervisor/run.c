@@ -1,0 +1,372 @@
+/* run.c — the supervisor's loop: starts every stage of this host, watches
+ * them, restarts dead loaders, answers control requests (scale, down) and
+ * stops them all — TERM, then KILL — when training ends, when a stage dies,
+ * on SIGINT/SIGTERM or on `zeus-pipe down`. Signal handlers only set a flag;
+ * the loop acts on it. Nothing it created (shared memory, sockets) outlives
+ * it. The contract: supervisor.h. */
+#define _GNU_SOURCE
+#include "pipeline/log.h"
+#include "pipeline/sock.h"
+#include "pipeline/stage.h"
+#include "pipeline/supervisor/supervisor.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+char *openblas_get_corename(void);
+
+static volatile sig_atomic_t g_signal;
+static void on_signal(int sig) { g_signal = sig; }
+
+/* Debian's OpenBLAS 0.3.21 does not know newer CPUs and picks older kernels
+ * for them (Haswell's on an AVX-512 machine: about 3x slower on a GEMM). Pick
+ * the newest core type the CPU supports unless the user chose one. */
+static void tune_openblas(void)
+{
+    const char *env = getenv("OPENBLAS_CORETYPE");
+    const char *core = env ? env : openblas_get_corename();
+    if (!core)
+        return;
+    __builtin_cpu_init();
+    static const char *old[] = {"Prescott", "Core2", "Nehalem", "Sandybridge", "Haswell", "Zen"};
+    int is_old = 0;
+    for (size_t i = 0; i < sizeof old / sizeof old[0]; i++)
+        is_old |= !strcasecmp(core, old[i]);
+    const char *pick = NULL;
+    if (is_old && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw"))
+        pick = "SkylakeX";
+    else if (is_old && strcasecmp(core, "Haswell") && strcasecmp(core, "Zen") &&
+             __builtin_cpu_supports("avx2"))
+        pick = "Haswell";
+    if (pick && env)
+        fprintf(stderr, "zeus-pipe: note: OPENBLAS_CORETYPE=%s is older than this CPU; the cpu "
+                        "trainer's GEMMs would run faster with OPENBLAS_CORETYPE=%s\n", env, pick);
+    else if (pick) {
+        setenv("OPENBLAS_CORETYPE", pick, 1);
+        fprintf(stderr, "zeus-pipe: OpenBLAS picked %s kernels; this CPU runs %s kernels "
+                        "(set OPENBLAS_CORETYPE to choose)\n", core, pick);
+    }
+}
+
+static void cleanup(zp_sup_t *s)
+{
+    zp_rundir_cleanup(s->procs.run_dir);
+    if (s->meet[0])
+        unlink(s->meet);
+}
+
+static int loaders_running(const zp_sup_t *s)
+{
+    int n = 0;
+    for (int i = 0; i < s->procs.nchild; i++) {
+        const zp_child_t *c = &s->procs.child[i];
+        n += !strcmp(c->stage, "loader") && (c->pid > 0 || c->restart_at) && !c->retiring;
+    }
+    return n;
+}
+
+/* `scale loader=N|+K|-K`: starts new loaders or retires the newest ones.
+ * Returns 0, or an error for the requester in err. */
+static int scale(zp_sup_t *s, const char *arg, char *err, size_t len)
+{
+    const char *v = !strncmp(arg, "loader=", 7) ? arg + 7 : NULL;
+    char *end = NULL;
+    long k = v ? strtol(v, &end, 10) : 0;
+    if (!v || end == v || *end || k < -1000 || k > 1000) {
+        snprintf(err, len, "expected loader=N, loader=+K or loader=-K (got %.60s)", arg);
+        return ZP_EINVAL;
+    }
+    int now = loaders_running(s);
+    long want = v[0] == '+' || v[0] == '-' ? now + k : k;
+    if (want < 1 || want > 256) {
+        snprintf(err, len, "loader count must stay within 1..256 (asked for %ld)", want);
+        return ZP_EINVAL;
+    }
+    for (int next = s->loader_base; now < want && next < s->loader_base + 1024; next++) {
+        /* the lowest free instance numbers */
+        int taken = 0;
+        for (int i = 0; i < s->procs.nchild; i++) {
+            zp_child_t *c = &s->procs.child[i];
+            taken |= !strcmp(c->stage, "loader") && c->instance == next && (c->pid > 0 || c->restart_at);
+        }
+        if (!taken && zp_procs_spawn(&s->procs, "loader", next, 0) == 0)
+            now++;
+    }
+    for (int i = s->procs.nchild - 1; i >= 0 && now > want; i--) { /* the newest retire */
+        zp_child_t *c = &s->procs.child[i];
+        if (strcmp(c->stage, "loader") || c->retiring || (!c->pid && !c->restart_at))
+            continue;
+        if (c->pid)
+            kill(c->pid, SIGUSR1), c->retiring = 1;
+        else
+            c->restart_at = 0; /* a pending restart is simply not done */
+        now--;
+    }
+    s->loaders_wanted = (int)want;
+    fprintf(stderr, "zeus-pipe: scaled to %ld loader(s)\n", want);
+    return 0;
+}
+
+/* Answers one control request; returns 1 when it asks the run to stop. */
+static int on_control(zp_sup_t *s)
+{
+    zp_frames_t f;
+    zp_frames_init(&f);
+    if (zp_frames_recv(&f, s->control, ZMQ_DONTWAIT))
+        return 0;
+    zp_msg_t m;
+    char why[256];
+    int rc = zp_frames_decode(&f, 0, &m, why, sizeof why);
+    zp_msg_t rep = {.type = ZP_MSG_CTL_REP};
+    int down = !rc && m.type == ZP_MSG_CTL && !strcmp(m.cmd, "down");
+    if (!rc && m.type == ZP_MSG_CTL && !strncmp(m.cmd, "scale ", 6)) {
+        if (scale(s, m.cmd + 6, rep.error, sizeof rep.error))
+            rep.present |= ZP_B(error);
+    } else if (!down) {
+        rep.present |= ZP_B(error);
+        snprintf(rep.error, sizeof rep.error, "unknown request: %.200s", rc ? why : m.cmd);
+    }
+    zp_send(s->control, NULL, &rep, NULL, NULL, 0, 0);
+    zp_msg_release(&m);
+    zp_frames_close(&f);
+    return down;
+}
+
+/* Every stage of this host: under Slurm rank 0's host also runs the logger
+ * and the cache, and each host one rank; otherwise trainer.gpus ranks. */
+static int start_all(zp_sup_t *s)
+{
+    int slurm = s->slurm.world > 1, rc = 0;
+    if (!slurm || s->slurm.rank == 0) {
+        rc = zp_procs_spawn(&s->procs, "logger", 0, 1);
+        if (!rc)
+            rc = zp_procs_spawn(&s->procs, "cache", 0, 0);
+    }
+    s->loader_base = slurm ? 256 * s->slurm.rank : 0; /* loader.workers <= 256: no two alike */
+    for (int i = 0; !rc && i < s->cfg.loader_workers; i++)
+        rc = zp_procs_spawn(&s->procs, "loader", s->loader_base + i, 0);
+    int first = slurm ? s->slurm.rank : 0, ranks = 1;
+    if (!slurm && (s->procs.mode == ZP_MODE_TRAIN || s->procs.mode == ZP_MODE_RESUME))
+        ranks = (int)s->cfg.gpus; /* as zp_stage_world() */
+    for (int r = first; !rc && r < first + ranks; r++)
+        rc = zp_procs_spawn(&s->procs, "prefetch", r, 0);
+    for (int r = first; !rc && r < first + ranks; r++)
+        rc = zp_procs_spawn(&s->procs, "trainer", r, 0);
+    s->trainers = ranks;
+    return rc;
+}
+
+/* Loaders that exited: retired ones are done; one that had delivered samples
+ * (killed at work: the OOM killer, a preempted host) is always restarted, in
+ * 50 ms; one that died before it delivered anything restarts after a
+ * back-off (50 ms, doubling with each death of that loader within a minute,
+ * to 1.6 s), at most loader.max_restarts_per_min in a minute: a loader that
+ * crashes on start is given up on quickly. Returns 1 when no loader is left. */
+static int tend_loaders(zp_sup_t *s)
+{
+    int64_t now = zp_now_ns();
+    if (now - s->window_start > 60000000000ll)
+        s->window_start = now, s->restarts = 0;
+    for (int i = 0; i < s->procs.nchild; i++) {
+        zp_child_t *c = &s->procs.child[i];
+        if (strcmp(c->stage, "loader"))
+            continue;
+        if (c->exited) {
+            c->exited = 0;
+            char how[128];
+            zp_procs_describe(c, how, sizeof how);
+            if (c->retiring) {
+                fprintf(stderr, "zeus-pipe: loader[%d] retired\n", c->instance);
+                c->retiring = 0;
+                continue;
+            }
+            if (c->delivered) {
+                c->deaths = 0;
+                c->restart_at = now + 50000000ll;
+                fprintf(stderr, "zeus-pipe: loader[%d] %s after delivering samples; restarting it in 50 ms\n",
+                        c->instance, how);
+                continue;
+            }
+            if (s->restarts >= s->cfg.max_restarts) {
+                fprintf(stderr, "zeus-pipe: loader[%d] %s; not restarted: %lld restart(s) in the last "
+                        "minute (loader.max_restarts_per_min); going on with %d loader(s)\n",
+                        c->instance, how, (long long)s->restarts, loaders_running(s));
+                continue;
+            }
+            int64_t delay = zp_restart_backoff(&c->deaths, &c->last_death, now);
+            c->restart_at = now + delay;
+            s->restarts++;
+            fprintf(stderr, "zeus-pipe: loader[%d] %s; restarting it in %lld ms\n", c->instance, how,
+                    (long long)(delay / 1000000));
+        }
+        if (c->restart_at && now >= c->restart_at && !c->pid &&
+            zp_procs_spawn(&s->procs, "loader", c->instance, 0))
+            c->restart_at = now + 1000000000; /* cannot fork now: try again in a second */
+    }
+    return loaders_running(s) == 0;
+}
+
+static int supervise(zp_sup_t *s)
+{
+    int status = -1, trainer_done = 0;
+    while (status < 0) {
+        zmq_pollitem_t it = {s->control, 0, ZMQ_POLLIN, 0};
+        if (zmq_poll(&it, 1, 100) > 0 && on_control(s)) {
+            fprintf(stderr, "zeus-pipe: stopping: asked by zeus-pipe down\n");
+            status = 0;
+        }
+        if (g_signal) {
+            status = 128 + g_signal;
+            break;
+        }
+        zp_child_t *bad = zp_procs_reap(&s->procs, &trainer_done);
+        if (bad && g_signal) {
+            status = 128 + g_signal; /* it died of the same Ctrl-C */
+        } else if (bad) {
+            char how[128];
+            zp_procs_describe(bad, how, sizeof how);
+            fprintf(stderr, "zeus-pipe: %s[%d] %s; stopping the run\n", bad->stage, bad->instance, how);
+            zp_procs_log_tail(&s->procs, bad);
+            status = 1;
+        } else if (trainer_done >= s->trainers) {
+            status = 0;
+        } else if (zp_sup_rank0_gone(s)) {
+            fprintf(stderr, "zeus-pipe: Slurm rank %d: rank 0's run has ended (%s is gone) while this "
+                            "rank trains; stopping\n", s->slurm.rank, s->watch);
+            status = 1;
+        } else if (tend_loaders(s)) {
+            fprintf(stderr, "zeus-pipe: no loader left; stopping the run\n");
+            status = 1;
+        }
+    }
+    int quick = status >= 128;
+    zp_procs_stop(&s->procs, 0, quick ? 1000 : 3000);
+    zp_procs_stop(&s->procs, 1, quick ? 800 : 5000);
+    return status;
+}
+
+/* Runs every stage of the run in s->run_dir until training ends; the exit status. */
+static int run_stages(zp_sup_t *s)
+{
+    tune_openblas();
+    struct sigaction sa = {.sa_handler = on_signal};
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
+    char ep[ZP_ENDPOINT_MAX + 16];
+    s->zctx = zmq_ctx_new();
+    if (zp_endpoint(ep, sizeof ep, s->run_dir, "control")) {
+        fprintf(stderr, "zeus-pipe: %s: path too long for UNIX sockets; choose a shorter run.dir\n", s->run_dir);
+        cleanup(s);
+        return 2;
+    }
+    s->control = zp_sock_open(s->zctx, ZMQ_REP, ep, 1, 0);
+    fprintf(stderr, "zeus-pipe: run %s: %lld loader(s), batch %lld, %lld epoch(s)\n", s->run_dir,
+            (long long)s->cfg.loader_workers, (long long)s->cfg.batch_size, (long long)s->cfg.epochs);
+    int status = !s->control ? 1 : start_all(s) ? 1 : 0;
+    if (status)
+        fprintf(stderr, "zeus-pipe: cannot start the stages\n");
+    status = status ? (zp_procs_stop(&s->procs, 0, 1000), zp_procs_stop(&s->procs, 1, 1000), 1) : supervise(s);
+    zp_sock_close(&s->control);
+    zmq_ctx_term(s->zctx);
+    cleanup(s);
+    if (status == 0)
+        fprintf(stderr, "zeus-pipe: run finished: %s\n", s->run_dir);
+    else if (status >= 128)
+        fprintf(stderr, "zeus-pipe: stopped by signal %d; every stage stopped\n", status - 128);
+    return status;
+}
+
+/* Supervises s->run_dir in `mode` until the run ends; the exit status. */
+static int supervise_run(zp_sup_t *s, int mode, const char *ckpts)
+{
+    zp_procs_init(&s->procs, s->run_dir);
+    s->procs.mode = mode;
+    s->procs.keep_loaders = 1;
+    s->window_start = zp_now_ns();
+    s->restarts = 0;
+    snprintf(s->procs.ckpts, sizeof s->procs.ckpts, "%s", ckpts ? ckpts : "");
+    if (s->cfg.transport == ZP_TRANSPORT_TCP && s->slurm.rank == 0 && zp_sup_server_keys(s))
+        return 2;
+    if (s->slurm.world > 1) {
+        if (s->slurm.rank == 0 && zp_sup_announce(s))
+            return 2;
+        setenv(ZP_SLURM_ENV, s->slurm.host, 1); /* the stages are ranks' stages */
+    }
+    return run_stages(s);
+}
+
+/* A run of this host: its description of the dataset, then its stages. */
+static int describe_and_run(zp_sup_t *s, int mode, const char *ckpts)
+{
+    char err[PATH_MAX + 200];
+    if (zp_dataset_write(s->ds, s->run_dir, err, sizeof err)) {
+        fprintf(stderr, "zeus-pipe: %s\n", err);
+        zp_rundir_cleanup(s->run_dir);
+        return 1;
+    }
+    return supervise_run(s, mode, ckpts);
+}
+
+int zp_pipeline_run(const zp_config_t *cfg, const zp_dataset_t *ds, const char *run_dir, int mode,
+                    const char *ckpts)
+{
+    static zp_sup_t s;
+    memset(&s, 0, sizeof s);
+    s.cfg = *cfg;
+    s.ds = ds;
+    snprintf(s.run_dir, sizeof s.run_dir, "%s", run_dir);
+    return describe_and_run(&s, mode, ckpts);
+}
+
+/* Slurm's variables, read once: 0 alone, 1 one rank of several, 2 after an error. */
+static int detect_slurm(zp_sup_t *s)
+{
+    char why[512];
+    int slurm = zp_slurm_detect(&s->slurm, why, sizeof why);
+    if (slurm < 0)
+        fprintf(stderr, "zeus-pipe: Slurm: %s\n", why);
+    return slurm < 0 ? 2 : slurm ? 1 : 0;
+}
+
+int zp_up(const zp_config_t *cfg, const zp_dataset_t *ds)
+{
+    static zp_sup_t s;
+    memset(&s, 0, sizeof s);
+    s.cfg = *cfg;
+    s.ds = ds;
+    int slurm = detect_slurm(&s);
+    if (slurm == 2)
+        return 2;
+    if (s.cfg.fast_dev_run) {
+        /* The run's config.yaml keeps these values: stages read no flag. */
+        s.cfg.epochs = s.cfg.limit_train_batches = s.cfg.limit_test_batches = 1;
+        s.cfg.ckpt_every_epochs = s.cfg.ckpt_every_steps = 0;
+        fprintf(stderr, "zeus-pipe: fast_dev_run: one train batch, one test batch, no checkpoint\n");
+    }
+    if (zp_sup_shm_room(&s))
+        return 2;
+    int rc = slurm ? zp_sup_prepare_slurm(&s)
+             : s.cfg.cache_enabled && zp_cache_prepare(&s.cfg, &ds->meta)
+                 ? 2
+                 : zp_rundir_start(&s.cfg, s.cfg.run_name, s.run_dir, sizeof s.run_dir);
+    return rc ? rc : describe_and_run(&s, ZP_MODE_TRAIN, NULL);
+}
+
+int zp_up_resume(const char *run)
+{
+    static zp_sup_t s;
+    memset(&s, 0, sizeof s);
+    int slurm = detect_slurm(&s), rc = 2;
+    if (slurm == 1)
+        fprintf(stderr, "zeus-pipe: up --resume is not supported under Slurm yet (%d tasks); "
+                        "resume with one task, or start a new run\n", s.slurm.world);
+    if (slurm == 0 && !(rc = zp_sup_prepare_resume(&s, run)))
+        rc = describe_and_run(&s, ZP_MODE_RESUME, NULL);
+    zp_dataset_destroy(&s.own);
+    return rc;
+}

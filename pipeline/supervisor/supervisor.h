@@ -1,0 +1,233 @@
+/* supervisor.h — the supervisor: the process that starts every stage of a
+ * run, watches, restarts and stops them, and answers control requests. The
+ * CLI (pipeline/cli/) parses arguments and prints; everything a command sets
+ * going happens here.
+ *
+ * What a caller gets:
+ *   - zp_sup_load: a config read and validated and its dataset probed, once,
+ *     before anything starts (the stages read what was probed from the run
+ *     directory, RUN/dataset/, and never probe again);
+ *   - zp_up / zp_up_resume / zp_pipeline_run: a run, supervised to its end;
+ *   - zp_loaders_run: loaders on this host for a run on another one;
+ *   - the pieces they are made of: stage processes (zp_procs_*) and run
+ *     directories (zp_rundir_*, zp_find_run, the RUN/resources sweep).
+ *
+ * What it guarantees:
+ *   - every stage is `zeus-pipe stage NAME` exec'd (never a bare fork after
+ *     a library opened anything), dies with its supervisor (PR_SET_PDEATHSIG)
+ *     and runs under ZP_STAGE_WRAPPER when that is set;
+ *   - stopping is TERM, then KILL after a grace period; signal handlers only
+ *     set a flag, the loop acts on it; every child is reaped;
+ *   - nothing the run created (shared memory, socket files, nested rank
+ *     folders, recorded in RUN/resources) outlives it, and a run whose
+ *     supervisor died is swept by the next one under the same run.dir;
+ *   - loaders are restarted (a loader killed at work at once, one that dies
+ *     before delivering after a back-off, at most loader.max_restarts_per_min
+ *     a minute); any other stage's failure stops the run.
+ *
+ * Exit statuses (what zp_up, zp_up_resume, zp_pipeline_run and
+ * zp_loaders_run return): 0 done; 1 a stage failed or the run could not
+ * start; 2 a usage, config or dataset error (printed, nothing started);
+ * 128+N stopped by signal N. Errors are printed on stderr as
+ * "zeus-pipe: ..." with what to do. */
+#ifndef ZP_SUPERVISOR_H
+#define ZP_SUPERVISOR_H
+
+#include "pipeline/config.h"
+#include "pipeline/dataset.h"
+#include "pipeline/slurm.h"
+
+#include <limits.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+/* ---- Config and dataset --------------------------------------------------------------------- */
+
+/* Loads `CONFIG [KEY=VALUE ...]` (args[1..nargs-1]; args[0] is the command,
+ * skipped), with the override `force` last when not NULL, validates it and
+ * probes its dataset. Returns 0 with *ds set (the caller destroys it); -1 for
+ * a usage error (nothing printed: the caller prints its usage); 2 after
+ * printing a config or dataset error (*ds NULL). */
+int zp_sup_load(int nargs, char **args, const char *force, zp_config_t *cfg, zp_dataset_t **ds);
+
+/* Creates the LMDB cache or checks its fingerprints (cache.on_mismatch),
+ * before any stage starts. 0, or non-zero after printing why the run must
+ * not start. */
+int zp_cache_prepare(const zp_config_t *cfg, const zp_dataset_meta_t *meta);
+
+/* ---- Runs ----------------------------------------------------------------------------------- */
+
+/* `zeus-pipe up`: cfg and its probed ds (zp_sup_load; borrowed) become a new
+ * run under run.dir — or, under Slurm (`srun zeus-pipe up`), this task's
+ * rank of one — supervised until it ends. The exit status. */
+int zp_up(const zp_config_t *cfg, const zp_dataset_t *ds);
+/* `zeus-pipe up --resume RUN`: RUN (a directory or a name, zp_find_run) goes
+ * on from its checkpoints/last.ckpt with its own config. The exit status; 2
+ * when RUN is running, has no readable checkpoint, or under Slurm. */
+int zp_up_resume(const char *run);
+/* Runs every stage of the run in run_dir (created by zp_rundir_start,
+ * config.yaml written) in mode ZP_MODE_* (ckpts: the checkpoints an eval
+ * evaluates, else NULL) until training ends, supervising them as `up` does.
+ * Writes ds's description into run_dir first. The exit status. */
+int zp_pipeline_run(const zp_config_t *cfg, const zp_dataset_t *ds, const char *run_dir, int mode,
+                    const char *ckpts);
+
+/* `zeus-pipe loader --connect`: loaders on this host for the run whose cache
+ * stage listens on tcp `connect` (HOST:PORT), with CURVE: server_key is the
+ * run's server.pub, key this host's pair (NAME.key). */
+typedef struct {
+    const char *connect, *server_key, *key;
+    int workers; /* 1..256 */
+} zp_remote_t;
+
+/* Starts r->workers loaders as stages (`zeus-pipe stage loader --connect`,
+ * their output on this process's stderr) from a private directory under
+ * $TMPDIR (the config and the dataset description; removed at the end),
+ * restarts one that dies (the back-off of zp_restart_backoff) and stops
+ * them on SIGINT/SIGTERM. The exit status: 128+N on signal N; 2 when a
+ * loader was refused for its config (another dataset or transform: not
+ * restarted); 1 when none could start; else 0 once every loader has
+ * retired. */
+int zp_loaders_run(const zp_config_t *cfg, const zp_dataset_t *ds, const zp_remote_t *r);
+
+/* ---- Stage processes ------------------------------------------------------------------------ */
+
+/* Each stage runs as `zeus-pipe stage NAME --run DIR --instance I`, with
+ * PR_SET_PDEATHSIG so that it dies with its supervisor, and its
+ * stdout/stderr in DIR/logs/NAME-I.log (the logger keeps the supervisor's
+ * stdout, for the progress line; with `inherit`, every stage keeps the
+ * supervisor's stdout and stderr). ZP_STAGE_WRAPPER (e.g. "valgrind
+ * --leak-check=full", split at spaces, found on PATH) runs every stage under
+ * that command. */
+#define ZP_CHILDREN_MAX 300
+
+typedef struct {
+    const char *stage; /* static string */
+    int instance;
+    pid_t pid; /* 0 once reaped */
+    int status;
+    int exited;   /* a loader that exited, until the supervisor handles it */
+    int retiring; /* a loader sent SIGUSR1: its exit 0 is expected */
+    int deaths;   /* recent deaths (back-off) */
+    int delivered; /* a loader that had returned samples before it exited */
+    int64_t last_death, restart_at; /* ns; restart_at 0: none pending */
+} zp_child_t;
+
+/* A restart's back-off after a death at `now`: 50 ms, doubling with each
+ * death within a minute of the previous one, to 1.6 s. Updates the count and
+ * time of the deaths; returns the delay in ns. */
+int64_t zp_restart_backoff(int *deaths, int64_t *last_death, int64_t now);
+
+typedef struct {
+    char run_dir[PATH_MAX];
+    char exe[PATH_MAX];
+    zp_child_t child[ZP_CHILDREN_MAX];
+    int nchild;
+    int mode;          /* ZP_MODE_* of pipeline/stage.h, passed to every stage */
+    int keep_loaders;  /* a loader that exits is flagged `exited`, not failed */
+    int inherit;       /* stages write to the supervisor's stdout/stderr, not to logs/ */
+    char ckpts[1024];  /* eval: the checkpoints to evaluate */
+    char *extra[8];    /* more arguments for every stage, NULL-terminated; borrowed */
+} zp_procs_t;
+
+/* Empties s for the run in run_dir; never fails. */
+void zp_procs_init(zp_procs_t *s, const char *run_dir);
+/* Starts `zeus-pipe stage STAGE --instance I`; a stage/instance that ran
+ * before and exited gets its entry again. 0; ZP_EFULL when ZP_CHILDREN_MAX
+ * children are known; a negative errno when the log cannot be opened or
+ * fork fails (nothing started). */
+int zp_procs_spawn(zp_procs_t *s, const char *stage, int instance, int keep_stdout);
+/* Reaps exited children; returns the first that exited when it should not
+ * have (anything but the trainer, or prefetch, ending with status 0; with
+ * keep_loaders, a loader only when it exited with status 2, a config error
+ * that a restart cannot mend), and adds to *trainer_done each trainer that
+ * finished. NULL when none did. */
+zp_child_t *zp_procs_reap(zp_procs_t *s, int *trainer_done);
+/* TERM the logger (logger = 1) or every other stage (0), wait up to ms, KILL
+ * the rest; returns once every one of them is reaped. */
+void zp_procs_stop(zp_procs_t *s, int logger, int ms);
+/* "exited with status N", "was killed by signal N (Name)" or "stopped". */
+void zp_procs_describe(const zp_child_t *c, char *buf, size_t len);
+/* Prints the last lines of the child's log on stderr. */
+void zp_procs_log_tail(zp_procs_t *s, const zp_child_t *c);
+
+/* ---- Run directories ------------------------------------------------------------------------ */
+
+/* runs/<name>/ with config.yaml, sock/ (0700), logs/, dataset/ (what the
+ * supervisor probed), metrics.jsonl, stats.jsonl, report.txt,
+ * supervisor.pid, resources (pipeline/records.h). */
+
+/* Creates `<dir>/<name>` (or `<name>-2`, `-3`... when taken) with sock/ and
+ * logs/, and writes the absolute path into out. 0, or a negative errno
+ * (nothing printed). */
+int zp_rundir_create(const char *dir, const char *name, char *out, size_t len);
+/* Cleans up after dead runs under cfg->run_dir, creates `<run_dir>/<name>`,
+ * writes the resolved config.yaml and this process's supervisor.pid. Prints
+ * what went wrong and returns non-zero on failure. */
+int zp_rundir_start(const zp_config_t *cfg, const char *name, char *out, size_t len);
+/* The same without the clean-up, in `dir` (a Slurm rank's RUN/rank-<r>). */
+int zp_rundir_make(const zp_config_t *cfg, const char *dir, const char *name, char *out, size_t len);
+
+/* The pid in <run>/supervisor.pid when that process is alive, else 0. */
+pid_t zp_rundir_live_pid(const char *run);
+
+/* Resolves RUN (a run directory or a name under runs/) into an absolute run
+ * directory; with RUN NULL picks the only running run under `runs/`. Prints
+ * what went wrong and returns 2 on failure. */
+int zp_find_run(const char *run, char *dir, size_t len);
+
+/* Removes the shared memory, socket files and nested rank folders' leftovers
+ * that the run recorded in RUN/resources (pipeline/records.h), and its pid
+ * file; nothing for a run whose supervisor is on another host. */
+void zp_rundir_cleanup(const char *run_dir);
+/* Does that for every run under `dir` whose supervisor died without it. */
+void zp_rundir_cleanup_stale(const char *dir);
+
+/* 1 when RUN/resources says that the run belongs to another host (its
+ * resources are out of reach from here), else 0. */
+int zp_records_foreign(const char *run_dir);
+/* Removes what RUN/resources lists and belongs to the run (nested runs
+ * included, when their supervisor is dead), then the record itself. Lines
+ * that name something else are left alone, counted and reported. Does
+ * nothing for a run of another host. */
+void zp_records_cleanup(const char *run_dir);
+/* 1 when loader `instance`, process `pid`, had delivered samples before it
+ * ended; removes the mark. */
+int zp_records_delivered(const char *run_dir, int instance, pid_t pid);
+
+/* ---- Between the supervisor's own files (run.c, prepare.c, meet.c) -------------------------- */
+
+/* One supervisor's state: a run of this host, its children, the Slurm
+ * rendezvous. Owned by zp_up / zp_up_resume / zp_pipeline_run; callers
+ * outside pipeline/supervisor/ never see one. */
+typedef struct {
+    zp_config_t cfg;
+    const zp_dataset_t *ds; /* borrowed, or own (a resumed run's) */
+    zp_dataset_t *own;
+    char run_dir[PATH_MAX];
+    zp_procs_t procs;
+    void *zctx, *control;
+    int64_t window_start; /* ns: the minute whose loader restarts are counted */
+    int64_t restarts;     /* restarts in that minute */
+    int loaders_wanted;   /* `scale` moves it */
+    int trainers;         /* ranks here: the run is done when every trainer has finished */
+    int loader_base;      /* the first loader instance number: 256 x the Slurm rank */
+    zp_slurm_t slurm;     /* slurm.world > 1: this supervisor is one rank of `srun zeus-pipe up` */
+    char meet[PATH_MAX + 64]; /* rank 0: the rendezvous file, removed at the end */
+    char watch[PATH_MAX + 64]; /* rank r > 0: rank 0's rendezvous; gone when rank 0's run ended */
+    int64_t watch_next, gone_since; /* ns */
+} zp_sup_t;
+
+/* prepare.c. Each returns 0, or an exit status after printing why. */
+int zp_sup_shm_room(const zp_sup_t *s);             /* the rings fit in /dev/shm: else 2 */
+int zp_sup_prepare_resume(zp_sup_t *s, const char *run); /* --resume RUN: its config, ckpt, cache */
+int zp_sup_run_key(const zp_sup_t *s, const char *name, int ranks); /* RUN/NAME.key, made once */
+int zp_sup_server_keys(const zp_sup_t *s);           /* transport tcp: RUN/server.key */
+
+/* meet.c: the Slurm rendezvous. */
+int zp_sup_prepare_slurm(zp_sup_t *s); /* this task's part of the run: rank 0 creates, r > 0 joins */
+int zp_sup_announce(zp_sup_t *s);      /* rank 0: the ranks' keys and the rendezvous file */
+int zp_sup_rank0_gone(zp_sup_t *s);    /* rank r > 0: 1 when rank 0's run ended > 10 s ago */
+
+#endif

@@ -1,0 +1,141 @@
+/* Unit tests of the dataset's description (pipeline/dataset.c): what the
+ * supervisor probed, written into a run directory and read back by a stage,
+ * is the same dataset — meta, labels, files — with the same cache
+ * fingerprint; a missing or damaged description is told apart. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "pipeline/cachedb.h"
+#include "pipeline/config.h"
+#include "pipeline/dataset.h"
+#include "pipeline/log.h"
+
+static int make_dir(void **state)
+{
+    static char dir[64];
+    snprintf(dir, sizeof dir, "/tmp/zp-dataset-XXXXXX");
+    *state = mkdtemp(dir);
+    return *state ? 0 : -1;
+}
+
+static int remove_dir(void **state)
+{
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", (const char *)*state);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+/* An image dataset as the probe would leave it: 3 train files, 2 test files. */
+static zp_dataset_t *made_up(void)
+{
+    static const char *files[2][3] = {{"/d/a/x 1.jpg", "/d/b/y.png", "rel/z.jpg"}, {"/t/0.jpg", "/t/1.png"}};
+    static const int32_t labels[2][3] = {{0, 1, 1}, {1, 0}};
+    zp_dataset_t *ds = calloc(1, sizeof *ds);
+    assert_non_null(ds);
+    zp_dataset_meta_t *m = &ds->meta;
+    m->n[0] = 3, m->n[1] = 2;
+    m->shape[0] = 3, m->shape[1] = m->shape[2] = 32;
+    m->elems = 3 * 32 * 32;
+    m->dtype = ZP_DTYPE_U8;
+    m->sample_bytes = (size_t)m->elems;
+    m->classes = 2;
+    m->files_bytes[0] = 12345, m->files_bytes[1] = 678;
+    m->files_mtime[0] = 1700000000, m->files_mtime[1] = 1700000001;
+    for (int s = 0; s < 2; s++) {
+        ds->split[s].n = m->n[s];
+        ds->split[s].label = malloc(sizeof(int32_t) * 3);
+        ds->split[s].path = calloc(3, sizeof(char *));
+        for (int i = 0; i < m->n[s]; i++) {
+            ds->split[s].label[i] = labels[s][i];
+            ds->split[s].path[i] = strdup(files[s][i]);
+        }
+    }
+    m->probed = ds;
+    return ds;
+}
+
+static void a_description_reads_back_as_the_same_dataset_and_fingerprint(void **state)
+{
+    zp_dataset_t *ds = made_up(), *back = NULL;
+    char err[PATH_MAX + 200];
+    assert_int_equal(zp_dataset_write(ds, *state, err, sizeof err), 0);
+    assert_int_equal(zp_dataset_read(&back, *state, err, sizeof err), 0);
+    const zp_dataset_meta_t *a = &ds->meta, *b = &back->meta;
+    assert_ptr_equal(b->probed, back);
+    for (int s = 0; s < ZP_SPLITS; s++) {
+        assert_int_equal(a->n[s], b->n[s]);
+        assert_int_equal(a->files_bytes[s], b->files_bytes[s]);
+        assert_int_equal(a->files_mtime[s], b->files_mtime[s]);
+        assert_int_equal(back->split[s].n, a->n[s]);
+        for (int64_t i = 0; i < a->n[s]; i++) {
+            assert_int_equal(back->split[s].label[i], ds->split[s].label[i]);
+            assert_string_equal(back->split[s].path[i], ds->split[s].path[i]);
+        }
+    }
+    assert_memory_equal(a->shape, b->shape, sizeof a->shape);
+    assert_int_equal(a->elems, b->elems);
+    assert_int_equal(a->sample_bytes, b->sample_bytes);
+    assert_int_equal(a->dtype, b->dtype);
+    assert_int_equal(a->classes, b->classes);
+    /* the cache's fingerprint (what a run and its cache must agree on) is unchanged */
+    static zp_config_t cfg;
+    assert_int_equal(zp_config_load(&cfg, "configs/good/minimal.yaml", NULL, 0, err, sizeof err), 0);
+    cfg.dataset_source = ZP_SOURCE_IMAGE_FOLDER;
+    char fa[4096], fb[4096];
+    for (int s = 0; s < ZP_SPLITS; s++) {
+        zp_cachedb_fingerprint(&cfg, a, s, fa, sizeof fa);
+        zp_cachedb_fingerprint(&cfg, b, s, fb, sizeof fb);
+        assert_string_equal(fa, fb);
+    }
+    zp_dataset_destroy(&back);
+    zp_dataset_destroy(&ds);
+    assert_null(ds);
+    zp_dataset_destroy(&ds); /* twice: nothing */
+}
+
+static void a_missing_description_is_enoent_and_a_damaged_one_is_edata(void **state)
+{
+    zp_dataset_t *ds = made_up(), *back = (zp_dataset_t *)1;
+    char err[PATH_MAX + 200], path[PATH_MAX];
+    assert_int_equal(zp_dataset_read(&back, *state, err, sizeof err), -ENOENT);
+    assert_null(back);
+    assert_int_equal(zp_dataset_write(ds, *state, err, sizeof err), 0);
+    snprintf(path, sizeof path, "%s/dataset/test.labels", (const char *)*state);
+    assert_int_equal(truncate(path, 5), 0); /* not 2 int32 labels */
+    assert_int_equal(zp_dataset_read(&back, *state, err, sizeof err), ZP_EDATA);
+    assert_non_null(strstr(err, "test.labels"));
+    assert_null(back);
+    assert_int_equal(zp_dataset_write(ds, *state, err, sizeof err), 0);
+    snprintf(path, sizeof path, "%s/dataset/train.paths", (const char *)*state);
+    assert_int_equal(truncate(path, 4), 0); /* fewer paths than samples */
+    assert_int_equal(zp_dataset_read(&back, *state, err, sizeof err), ZP_EDATA);
+    assert_non_null(strstr(err, "train.paths"));
+    snprintf(path, sizeof path, "%s/dataset/meta", (const char *)*state);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs("zeus-pipe dataset 1\nn 3\n", f);
+    fclose(f);
+    assert_int_equal(zp_dataset_read(&back, *state, err, sizeof err), ZP_EDATA);
+    assert_non_null(strstr(err, "meta"));
+    zp_dataset_destroy(&ds);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(a_description_reads_back_as_the_same_dataset_and_fingerprint,
+                                        make_dir, remove_dir),
+        cmocka_unit_test_setup_teardown(a_missing_description_is_enoent_and_a_damaged_one_is_edata,
+                                        make_dir, remove_dir),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
