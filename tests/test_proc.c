@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "pipeline/log.h"
+#include "pipeline/names.h"
 #include "pipeline/supervisor/supervisor.h"
 
 typedef struct {
@@ -93,13 +94,13 @@ static void a_trainer_that_exits_0_is_done_and_a_failing_stage_is_named(void **s
     fixture_t *f = *state;
     int done = 0;
     wrapper(f, "ok", "exit 0");
-    assert_int_equal(zp_procs_spawn(&f->procs, "trainer", 0, 0), 0);
+    assert_int_equal(zp_procs_spawn(&f->procs, ZP_STAGE_TRAINER, 0, 0), 0);
     zp_child_t *t = &f->procs.child[0];
     assert_true(t->pid > 0);
     assert_null(reap_until_gone(f, t, &done));
     assert_int_equal(done, 1);
     wrapper(f, "fail", "exit 1");
-    assert_int_equal(zp_procs_spawn(&f->procs, "cache", 0, 0), 0);
+    assert_int_equal(zp_procs_spawn(&f->procs, ZP_STAGE_CACHE, 0, 0), 0);
     zp_child_t *c = &f->procs.child[1];
     assert_ptr_equal(reap_until_gone(f, c, &done), c);
     char how[128];
@@ -114,14 +115,14 @@ static void a_loader_that_dies_is_flagged_for_restart_unless_its_config_is_wrong
     int done = 0;
     f->procs.keep_loaders = 1;
     wrapper(f, "crash", "exit 1");
-    assert_int_equal(zp_procs_spawn(&f->procs, "loader", 3, 0), 0);
+    assert_int_equal(zp_procs_spawn(&f->procs, ZP_STAGE_LOADER, 3, 0), 0);
     zp_child_t *l = &f->procs.child[0];
     assert_null(reap_until_gone(f, l, &done));
     assert_int_equal(l->exited, 1);
     assert_int_equal(l->delivered, 0);
     /* the same instance again takes the same entry */
     wrapper(f, "config", "exit 2");
-    assert_int_equal(zp_procs_spawn(&f->procs, "loader", 3, 0), 0);
+    assert_int_equal(zp_procs_spawn(&f->procs, ZP_STAGE_LOADER, 3, 0), 0);
     assert_int_equal(f->procs.nchild, 1);
     assert_int_equal(l->exited, 0);
     assert_ptr_equal(reap_until_gone(f, l, &done), l); /* exit 2: no restart mends it */
@@ -138,7 +139,7 @@ static void a_stage_gets_its_run_instance_mode_and_the_extra_arguments(void **st
     memcpy(f->procs.extra, extra, sizeof extra);
     f->procs.mode = 2;
     int done = 0;
-    assert_int_equal(zp_procs_spawn(&f->procs, "loader", 7, 0), 0);
+    assert_int_equal(zp_procs_spawn(&f->procs, ZP_STAGE_LOADER, 7, 0), 0);
     reap_until_gone(f, &f->procs.child[0], &done);
     FILE *a = fopen(path, "r");
     assert_non_null(a);
@@ -156,9 +157,9 @@ static void stop_terms_then_kills_and_reaps_every_child(void **state)
 {
     fixture_t *f = *state;
     wrapper(f, "slow", "exec sleep 30");
-    assert_int_equal(zp_procs_spawn(&f->procs, "prefetch", 0, 0), 0);
+    assert_int_equal(zp_procs_spawn(&f->procs, ZP_STAGE_PREFETCH, 0, 0), 0);
     wrapper(f, "stubborn", "trap '' TERM; while :; do sleep 0.05; done");
-    assert_int_equal(zp_procs_spawn(&f->procs, "cache", 0, 0), 0);
+    assert_int_equal(zp_procs_spawn(&f->procs, ZP_STAGE_CACHE, 0, 0), 0);
     usleep(200000); /* the trap is set */
     zp_procs_stop(&f->procs, 0, 500);
     char how[128];

@@ -2,6 +2,7 @@
 #define _GNU_SOURCE
 #include "pipeline/cli/cmd.h"
 #include "pipeline/log.h"
+#include "pipeline/names.h"
 #include "pipeline/sock.h"
 #include "pipeline/supervisor/supervisor.h"
 
@@ -32,7 +33,7 @@ int cmd_down(int argc, char **argv)
     snprintf(req.cmd, sizeof req.cmd, "down");
     zp_frames_t f;
     zp_frames_init(&f);
-    rc = zp_request(dir, "control", &req, &f, 3000);
+    rc = zp_request(dir, zp_sock_name(ZP_SOCK_CONTROL), &req, &f, 3000);
     zp_frames_close(&f);
     if (rc) {
         fprintf(stderr, "zeus-pipe: %s: the supervisor (pid %d) did not answer: %s\n", dir, (int)pid,

@@ -4,6 +4,7 @@
 #define _GNU_SOURCE
 #include "pipeline/cli/cmd.h"
 #include "pipeline/log.h"
+#include "pipeline/names.h"
 #include "pipeline/sock.h"
 #include "pipeline/supervisor/supervisor.h"
 
@@ -45,7 +46,7 @@ int cmd_scale(int argc, char **argv)
     snprintf(req.cmd, sizeof req.cmd, "scale %.24s", what);
     zp_frames_t f;
     zp_frames_init(&f);
-    rc = zp_request(dir, "control", &req, &f, 3000);
+    rc = zp_request(dir, zp_sock_name(ZP_SOCK_CONTROL), &req, &f, 3000);
     zp_msg_t rep;
     char why[256];
     int got = !rc;

@@ -7,6 +7,7 @@
 #include "pipeline/cli/cmd.h"
 #include "pipeline/keys.h"
 #include "pipeline/log.h"
+#include "pipeline/names.h"
 #include "pipeline/stage.h"
 #include "stages/cache/cache.h"
 #include "stages/loader/loader.h"
@@ -22,12 +23,11 @@
 #include <sys/prctl.h>
 #include <unistd.h>
 
-static const struct {
-    const char *name;
-    int (*main)(zp_stage_t *);
-} STAGES[] = {
-    {"loader", zp_loader_main},     {"cache", zp_cache_main},   {"prefetch", zp_prefetch_main},
-    {"trainer", zp_trainer_main},   {"logger", zp_logger_main},
+/* Each stage's entry point, by its ZP_STAGE_* (pipeline/names.h names them). */
+static int (*const MAINS[ZP_STAGE_COUNT])(zp_stage_t *) = {
+    [ZP_STAGE_LOADER] = zp_loader_main,     [ZP_STAGE_CACHE] = zp_cache_main,
+    [ZP_STAGE_PREFETCH] = zp_prefetch_main, [ZP_STAGE_TRAINER] = zp_trainer_main,
+    [ZP_STAGE_LOGGER] = zp_logger_main,
 };
 
 /* The dataset as the supervisor probed it; a run directory without that
@@ -90,12 +90,9 @@ int cmd_stage(int argc, char **argv)
         else if (!strcmp(argv[i], "--ckpts"))
             snprintf(st.ckpts, sizeof st.ckpts, "%s", argv[i + 1]);
     }
-    int (*entry)(zp_stage_t *) = NULL;
-    for (size_t i = 0; i < sizeof STAGES / sizeof STAGES[0]; i++)
-        if (!strcmp(argv[1], STAGES[i].name)) {
-            entry = STAGES[i].main;
-            st.name = STAGES[i].name;
-        }
+    int stage = zp_stage_of(argv[1]);
+    int (*entry)(zp_stage_t *) = stage >= 0 ? MAINS[stage] : NULL;
+    st.name = stage >= 0 ? zp_stage_name(stage) : NULL;
     if (!entry || !run) {
         fprintf(stderr, "zeus-pipe stage: unknown stage '%s' or missing --run\n", argv[1]);
         return 2;

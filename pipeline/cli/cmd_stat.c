@@ -5,7 +5,7 @@
 #include "pipeline/json.h"
 #include "pipeline/log.h"
 #include "pipeline/names.h"
-#include "pipeline/supervisor/rundir.h"
+#include "pipeline/supervisor/supervisor.h"
 #include "pipeline/sock.h"
 
 #include <limits.h>

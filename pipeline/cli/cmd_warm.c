@@ -9,6 +9,7 @@
 #include "pipeline/config.h"
 #include "pipeline/dataset.h"
 #include "pipeline/log.h"
+#include "pipeline/names.h"
 #include "pipeline/sock.h"
 #include "pipeline/supervisor/supervisor.h"
 
@@ -160,7 +161,7 @@ static int drive(warm_t *w)
         if (bad && !status) {
             char how[128];
             zp_procs_describe(bad, how, sizeof how);
-            fprintf(stderr, "\nzeus-pipe: %s[%d] %s\n", bad->stage, bad->instance, how);
+            fprintf(stderr, "\nzeus-pipe: %s[%d] %s\n", zp_stage_name(bad->stage), bad->instance, how);
             zp_procs_log_tail(&w->procs, bad);
             status = 1;
         }
@@ -195,16 +196,16 @@ static int start(warm_t *w)
         return 1;
     }
     zp_procs_init(&w->procs, w->run_dir);
-    if (zp_endpoint(ep, sizeof ep, w->run_dir, "fetch")) {
+    if (zp_endpoint(ep, sizeof ep, w->run_dir, zp_sock_name(ZP_SOCK_FETCH))) {
         fprintf(stderr, "zeus-pipe: %s: path too long for UNIX sockets\n", w->run_dir);
         return 2;
     }
     w->zctx = zmq_ctx_new();
     if (!(w->fetch = zp_sock_open(w->zctx, ZMQ_DEALER, ep, 0, 0)))
         return 1;
-    rc = zp_procs_spawn(&w->procs, "cache", 0, 0);
+    rc = zp_procs_spawn(&w->procs, ZP_STAGE_CACHE, 0, 0);
     for (int i = 0; !rc && i < w->cfg.loader_workers; i++)
-        rc = zp_procs_spawn(&w->procs, "loader", i, 0);
+        rc = zp_procs_spawn(&w->procs, ZP_STAGE_LOADER, i, 0);
     return rc ? 1 : 0;
 }
 

@@ -2,6 +2,7 @@
  * and `loader`): fork and exec `zeus-pipe stage NAME`, reap, TERM then KILL. */
 #define _GNU_SOURCE
 #include "pipeline/log.h"
+#include "pipeline/names.h"
 #include "pipeline/stage.h"
 #include "pipeline/supervisor/supervisor.h"
 
@@ -73,12 +74,12 @@ typedef struct {
     sigset_t none;
 } spawn_t;
 
-static void spawn_prepare(spawn_t *p, zp_procs_t *s, const char *stage, int instance)
+static void spawn_prepare(spawn_t *p, zp_procs_t *s, int stage, int instance)
 {
     snprintf(p->inst, sizeof p->inst, "%d", instance);
     snprintf(p->mode, sizeof p->mode, "%d", s->mode);
     int n = wrapper_args(p->args, 36);
-    char *tail[] = {s->exe, "stage", (char *)stage, "--run", s->run_dir, "--instance", p->inst,
+    char *tail[] = {s->exe, "stage", (char *)zp_stage_name(stage), "--run", s->run_dir, "--instance", p->inst,
                     "--mode", p->mode, "--ckpts", s->ckpts};
     memcpy(p->args + n, tail, sizeof tail);
     n += (int)(sizeof tail / sizeof tail[0]);
@@ -86,7 +87,7 @@ static void spawn_prepare(spawn_t *p, zp_procs_t *s, const char *stage, int inst
         p->args[n++] = s->extra[i];
     p->args[n] = NULL;
     resolve(p->args[0], p->prog, sizeof p->prog);
-    snprintf(p->fail, sizeof p->fail, "zeus-pipe: %s[%d]: cannot exec %s\n", stage, instance, p->prog);
+    snprintf(p->fail, sizeof p->fail, "zeus-pipe: %s[%d]: cannot exec %s\n", zp_stage_name(stage), instance, p->prog);
     p->parent = getpid();
     sigemptyset(&p->none);
     p->nhandled = 0; /* signals with a handler here: back to default in the child */
@@ -118,17 +119,17 @@ static void spawn_child(const spawn_t *p)
     _exit(127);
 }
 
-int zp_procs_spawn(zp_procs_t *s, const char *stage, int instance, int keep_stdout)
+int zp_procs_spawn(zp_procs_t *s, int stage, int instance, int keep_stdout)
 {
     zp_child_t *slot = NULL;
     for (int i = 0; i < s->nchild && !slot; i++)
-        if (!s->child[i].pid && s->child[i].instance == instance && !strcmp(s->child[i].stage, stage))
+        if (!s->child[i].pid && s->child[i].instance == instance && s->child[i].stage == stage)
             slot = &s->child[i];
     if (!slot && s->nchild == ZP_CHILDREN_MAX)
         return ZP_EFULL;
     static spawn_t p; /* large; the supervisor spawns from one thread */
     char logpath[PATH_MAX + 64];
-    snprintf(logpath, sizeof logpath, "%s/logs/%s-%d.log", s->run_dir, stage, instance);
+    snprintf(logpath, sizeof logpath, "%s/logs/%s-%d.log", s->run_dir, zp_stage_name(stage), instance);
     p.log = s->inherit ? -1 : open(logpath, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
     if (p.log < 0 && !s->inherit)
         return -errno;
@@ -175,7 +176,7 @@ void zp_procs_describe(const zp_child_t *c, char *buf, size_t len)
 void zp_procs_log_tail(zp_procs_t *s, const zp_child_t *c)
 {
     char path[PATH_MAX + 64], lines[8][400];
-    snprintf(path, sizeof path, "%s/logs/%s-%d.log", s->run_dir, c->stage, c->instance);
+    snprintf(path, sizeof path, "%s/logs/%s-%d.log", s->run_dir, zp_stage_name(c->stage), c->instance);
     FILE *f = fopen(path, "r");
     if (!f)
         return;
@@ -200,21 +201,21 @@ zp_child_t *zp_procs_reap(zp_procs_t *s, int *trainer_done)
                 continue;
             c->pid = 0;
             c->status = status;
-            c->delivered = !strcmp(c->stage, "loader") && zp_records_delivered(s->run_dir, c->instance, pid);
+            c->delivered = c->stage == ZP_STAGE_LOADER && zp_records_delivered(s->run_dir, c->instance, pid);
             int ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
             int config_error = WIFEXITED(status) && WEXITSTATUS(status) == 2;
-            if (ok && !strcmp(c->stage, "trainer"))
+            if (ok && c->stage == ZP_STAGE_TRAINER)
                 ++*trainer_done;
-            else if (s->keep_loaders && !strcmp(c->stage, "loader") && !config_error)
+            else if (s->keep_loaders && c->stage == ZP_STAGE_LOADER && !config_error)
                 c->exited = 1;
-            else if (!(ok && !strcmp(c->stage, "prefetch")) && !bad)
+            else if (!(ok && c->stage == ZP_STAGE_PREFETCH) && !bad)
                 bad = c;
         }
     }
     return bad;
 }
 
-static int is_logger(const zp_child_t *c) { return !strcmp(c->stage, "logger"); }
+static int is_logger(const zp_child_t *c) { return c->stage == ZP_STAGE_LOGGER; }
 
 static int alive(zp_procs_t *s, int logger)
 {
@@ -239,7 +240,7 @@ void zp_procs_stop(zp_procs_t *s, int logger, int ms)
     for (int i = 0; i < s->nchild; i++)
         if (s->child[i].pid > 0 && is_logger(&s->child[i]) == logger) {
             fprintf(stderr, "zeus-pipe: %s[%d] did not stop in time; killing it\n",
-                    s->child[i].stage, s->child[i].instance);
+                    zp_stage_name(s->child[i].stage), s->child[i].instance);
             kill(s->child[i].pid, SIGKILL);
         }
     for (int i = 0; i < s->nchild; i++) { /* wait for exactly those killed */

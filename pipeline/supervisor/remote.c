@@ -5,6 +5,7 @@
 #define _GNU_SOURCE
 #include "pipeline/keys.h"
 #include "pipeline/log.h"
+#include "pipeline/names.h"
 #include "pipeline/stage.h"
 #include "pipeline/supervisor/supervisor.h"
 
@@ -99,7 +100,7 @@ static int tend(zp_procs_t *p)
                 int code = on_exit_of(c, 0);
                 failed = code > failed ? code : failed;
             }
-            if (c->restart_at && now >= c->restart_at && zp_procs_spawn(p, "loader", c->instance, 0))
+            if (c->restart_at && now >= c->restart_at && zp_procs_spawn(p, ZP_STAGE_LOADER, c->instance, 0))
                 c->restart_at = now + 1000000000; /* cannot fork now: again in a second */
             live += c->pid > 0 || c->restart_at;
         }
@@ -133,7 +134,7 @@ int zp_loaders_run(const zp_config_t *cfg, const zp_dataset_t *ds, const zp_remo
     signal(SIGPIPE, SIG_IGN);
     int rc = 0, failed = 0;
     for (int i = 0; i < r->workers && !rc; i++)
-        rc = zp_procs_spawn(&p, "loader", i, 0);
+        rc = zp_procs_spawn(&p, ZP_STAGE_LOADER, i, 0);
     if (rc)
         fprintf(stderr, "zeus-pipe: loader: cannot start a loader: %s\n", zp_strerror(rc));
     else

@@ -6,6 +6,7 @@
  * it. The contract: supervisor.h. */
 #define _GNU_SOURCE
 #include "pipeline/log.h"
+#include "pipeline/names.h"
 #include "pipeline/sock.h"
 #include "pipeline/stage.h"
 #include "pipeline/supervisor/supervisor.h"
@@ -64,7 +65,7 @@ static int loaders_running(const zp_sup_t *s)
     int n = 0;
     for (int i = 0; i < s->procs.nchild; i++) {
         const zp_child_t *c = &s->procs.child[i];
-        n += !strcmp(c->stage, "loader") && (c->pid > 0 || c->restart_at) && !c->retiring;
+        n += c->stage == ZP_STAGE_LOADER && (c->pid > 0 || c->restart_at) && !c->retiring;
     }
     return n;
 }
@@ -91,14 +92,14 @@ static int scale(zp_sup_t *s, const char *arg, char *err, size_t len)
         int taken = 0;
         for (int i = 0; i < s->procs.nchild; i++) {
             zp_child_t *c = &s->procs.child[i];
-            taken |= !strcmp(c->stage, "loader") && c->instance == next && (c->pid > 0 || c->restart_at);
+            taken |= c->stage == ZP_STAGE_LOADER && c->instance == next && (c->pid > 0 || c->restart_at);
         }
-        if (!taken && zp_procs_spawn(&s->procs, "loader", next, 0) == 0)
+        if (!taken && zp_procs_spawn(&s->procs, ZP_STAGE_LOADER, next, 0) == 0)
             now++;
     }
     for (int i = s->procs.nchild - 1; i >= 0 && now > want; i--) { /* the newest retire */
         zp_child_t *c = &s->procs.child[i];
-        if (strcmp(c->stage, "loader") || c->retiring || (!c->pid && !c->restart_at))
+        if (c->stage != ZP_STAGE_LOADER || c->retiring || (!c->pid && !c->restart_at))
             continue;
         if (c->pid)
             kill(c->pid, SIGUSR1), c->retiring = 1;
@@ -142,20 +143,20 @@ static int start_all(zp_sup_t *s)
 {
     int slurm = s->slurm.world > 1, rc = 0;
     if (!slurm || s->slurm.rank == 0) {
-        rc = zp_procs_spawn(&s->procs, "logger", 0, 1);
+        rc = zp_procs_spawn(&s->procs, ZP_STAGE_LOGGER, 0, 1);
         if (!rc)
-            rc = zp_procs_spawn(&s->procs, "cache", 0, 0);
+            rc = zp_procs_spawn(&s->procs, ZP_STAGE_CACHE, 0, 0);
     }
     s->loader_base = slurm ? 256 * s->slurm.rank : 0; /* loader.workers <= 256: no two alike */
     for (int i = 0; !rc && i < s->cfg.loader_workers; i++)
-        rc = zp_procs_spawn(&s->procs, "loader", s->loader_base + i, 0);
+        rc = zp_procs_spawn(&s->procs, ZP_STAGE_LOADER, s->loader_base + i, 0);
     int first = slurm ? s->slurm.rank : 0, ranks = 1;
     if (!slurm && (s->procs.mode == ZP_MODE_TRAIN || s->procs.mode == ZP_MODE_RESUME))
         ranks = (int)s->cfg.gpus; /* as zp_stage_world() */
     for (int r = first; !rc && r < first + ranks; r++)
-        rc = zp_procs_spawn(&s->procs, "prefetch", r, 0);
+        rc = zp_procs_spawn(&s->procs, ZP_STAGE_PREFETCH, r, 0);
     for (int r = first; !rc && r < first + ranks; r++)
-        rc = zp_procs_spawn(&s->procs, "trainer", r, 0);
+        rc = zp_procs_spawn(&s->procs, ZP_STAGE_TRAINER, r, 0);
     s->trainers = ranks;
     return rc;
 }
@@ -173,7 +174,7 @@ static int tend_loaders(zp_sup_t *s)
         s->window_start = now, s->restarts = 0;
     for (int i = 0; i < s->procs.nchild; i++) {
         zp_child_t *c = &s->procs.child[i];
-        if (strcmp(c->stage, "loader"))
+        if (c->stage != ZP_STAGE_LOADER)
             continue;
         if (c->exited) {
             c->exited = 0;
@@ -204,7 +205,7 @@ static int tend_loaders(zp_sup_t *s)
                     (long long)(delay / 1000000));
         }
         if (c->restart_at && now >= c->restart_at && !c->pid &&
-            zp_procs_spawn(&s->procs, "loader", c->instance, 0))
+            zp_procs_spawn(&s->procs, ZP_STAGE_LOADER, c->instance, 0))
             c->restart_at = now + 1000000000; /* cannot fork now: try again in a second */
     }
     return loaders_running(s) == 0;
@@ -229,7 +230,7 @@ static int supervise(zp_sup_t *s)
         } else if (bad) {
             char how[128];
             zp_procs_describe(bad, how, sizeof how);
-            fprintf(stderr, "zeus-pipe: %s[%d] %s; stopping the run\n", bad->stage, bad->instance, how);
+            fprintf(stderr, "zeus-pipe: %s[%d] %s; stopping the run\n", zp_stage_name(bad->stage), bad->instance, how);
             zp_procs_log_tail(&s->procs, bad);
             status = 1;
         } else if (trainer_done >= s->trainers) {
@@ -259,7 +260,7 @@ static int run_stages(zp_sup_t *s)
     sigaction(SIGHUP, &sa, NULL);
     char ep[ZP_ENDPOINT_MAX + 16];
     s->zctx = zmq_ctx_new();
-    if (zp_endpoint(ep, sizeof ep, s->run_dir, "control")) {
+    if (zp_endpoint(ep, sizeof ep, s->run_dir, zp_sock_name(ZP_SOCK_CONTROL))) {
         fprintf(stderr, "zeus-pipe: %s: path too long for UNIX sockets; choose a shorter run.dir\n", s->run_dir);
         cleanup(s);
         return 2;

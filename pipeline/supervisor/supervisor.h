@@ -33,6 +33,7 @@
 #ifndef ZP_SUPERVISOR_H
 #define ZP_SUPERVISOR_H
 
+#include "pipeline/names.h"
 #include "pipeline/config.h"
 #include "pipeline/dataset.h"
 #include "pipeline/slurm.h"
@@ -103,7 +104,7 @@ int zp_loaders_run(const zp_config_t *cfg, const zp_dataset_t *ds, const zp_remo
 #define ZP_CHILDREN_MAX 300
 
 typedef struct {
-    const char *stage; /* static string */
+    int stage; /* ZP_STAGE_* (pipeline/names.h) */
     int instance;
     pid_t pid; /* 0 once reaped */
     int status;
@@ -137,7 +138,7 @@ void zp_procs_init(zp_procs_t *s, const char *run_dir);
  * before and exited gets its entry again. 0; ZP_EFULL when ZP_CHILDREN_MAX
  * children are known; a negative errno when the log cannot be opened or
  * fork fails (nothing started). */
-int zp_procs_spawn(zp_procs_t *s, const char *stage, int instance, int keep_stdout);
+int zp_procs_spawn(zp_procs_t *s, int stage, int instance, int keep_stdout);
 /* Reaps exited children; returns the first that exited when it should not
  * have (anything but the trainer, or prefetch, ending with status 0; with
  * keep_loaders, a loader only when it exited with status 2, a config error

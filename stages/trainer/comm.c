@@ -2,6 +2,7 @@
 #define _GNU_SOURCE
 #include "stages/trainer/comm.h"
 #include "pipeline/log.h"
+#include "pipeline/names.h"
 #include "pipeline/sock.h"
 #include "pipeline/timer.h"
 #include "pipeline/zap.h"
@@ -45,7 +46,7 @@ int zp_comm_open(zp_comm_t **out, zp_stage_t *st, int rank, int world)
     }
     if (rank == 0) {
         /* linger: the last sum's answers leave even when rank 0 closes at once */
-        c->sock = zp_stage_socket(st, ZMQ_ROUTER, "comm", 1, 2000);
+        c->sock = zp_stage_socket(st, ZMQ_ROUTER, zp_sock_name(ZP_SOCK_COMM), 1, 2000);
         int mandatory = 1; /* a reply to a rank that is gone fails instead of vanishing */
         if (c->sock)
             zmq_setsockopt(c->sock, ZMQ_ROUTER_MANDATORY, &mandatory, sizeof mandatory);
@@ -54,7 +55,7 @@ int zp_comm_open(zp_comm_t **out, zp_stage_t *st, int rank, int world)
         int linger = 2000, n = snprintf(id, sizeof id, "%d", rank);
         zmq_setsockopt(c->sock, ZMQ_ROUTING_ID, id, (size_t)n);
         zmq_setsockopt(c->sock, ZMQ_LINGER, &linger, sizeof linger);
-        if ((rc = zp_stage_attach(st, c->sock, "comm", 0)))
+        if ((rc = zp_stage_attach(st, c->sock, zp_sock_name(ZP_SOCK_COMM), 0)))
             zp_sock_close(&c->sock);
     }
     if (rc || !c->sock) {
