@@ -1,5 +1,6 @@
 #define _GNU_SOURCE
 #include "pipeline/cachedb.h"
+#include "pipeline/files.h"
 #include "pipeline/log.h"
 
 #include <errno.h>
@@ -129,9 +130,10 @@ int zp_cachedb_open(zp_cachedb_t *c, const zp_config_t *cfg, const zp_dataset_me
     dataset_name(cfg, ds, sizeof ds);
     for (int s = 0; s < ZP_SPLITS; s++)
         snprintf(c->name[s], sizeof c->name[s], "%.80s/%s", ds, zp_split_name(s));
-    if (!readonly && mkdir(c->path, 0755) && errno != EEXIST) {
-        snprintf(err, len, "%s: cannot create: %s", c->path, strerror(errno));
-        return -errno;
+    int made = readonly ? 0 : zp_mkdirs(c->path, 0755);
+    if (made) {
+        snprintf(err, len, "%s: cannot create: %s", c->path, strerror(-made));
+        return made;
     }
     int rc = mdb_env_create(&c->env);
     if (rc)

@@ -1,4 +1,5 @@
 #define _GNU_SOURCE
+#include "pipeline/files.h"
 #include "pipeline/log.h"
 #include "pipeline/records.h"
 #include "pipeline/ring.h"
@@ -16,25 +17,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-static int mkdir_p(const char *path, mode_t mode)
-{
-    char buf[PATH_MAX];
-    snprintf(buf, sizeof buf, "%s", path);
-    for (char *p = buf + 1; *p; p++)
-        if (*p == '/') {
-            *p = 0;
-            if (mkdir(buf, 0755) && errno != EEXIST)
-                return -errno;
-            *p = '/';
-        }
-    if (mkdir(buf, mode) && errno != EEXIST)
-        return -errno;
-    return 0;
-}
-
 int zp_rundir_create(const char *dir, const char *name, char *out, size_t len)
 {
-    int rc = mkdir_p(dir, 0755);
+    int rc = zp_mkdirs(dir, 0755);
     if (rc)
         return rc;
     char path[PATH_MAX], real[PATH_MAX];
