@@ -300,11 +300,15 @@ static void a_cache_path_that_cannot_be_made_is_an_error_naming_it(void **state)
     zp_config_t cfg;
     zp_dataset_meta_t m;
     char path[128];
-    snprintf(path, sizeof path, "cache.path=%s/no/such/folder", dir);
+    snprintf(path, sizeof path, "%s/a-file", dir); /* a file where a folder must go */
+    FILE *in_the_way = fopen(path, "w");
+    assert_non_null(in_the_way);
+    fclose(in_the_way);
+    snprintf(path, sizeof path, "cache.path=%s/a-file/cache", dir);
     config(&cfg, &m, path);
     zp_cachedb_t c;
     assert_int_not_equal(zp_cachedb_open(&c, &cfg, &m, 0, err, sizeof err), 0);
-    assert_non_null(strstr(err, "/no/such/folder: cannot create"));
+    assert_non_null(strstr(err, "/a-file/cache: cannot create"));
 }
 
 static void present_lists_the_stored_keys_of_a_split(void **state)

@@ -252,7 +252,11 @@ static void a_store_that_cannot_open_says_so_and_a_null_store_is_a_miss(void **s
 {
     (void)state;
     char path[128];
-    snprintf(path, sizeof path, "cache.path=%s/no/such/folder", dir);
+    snprintf(path, sizeof path, "%s/a-file", dir); /* a file where a folder must go */
+    FILE *in_the_way = fopen(path, "w");
+    assert_non_null(in_the_way);
+    fclose(in_the_way);
+    snprintf(path, sizeof path, "cache.path=%s/a-file/cache", dir);
     stage(path);
     zp_store_t *s = (zp_store_t *)1;
     assert_int_equal(zp_store_open(&s, st), ZP_EDATA);
