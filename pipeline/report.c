@@ -1,10 +1,12 @@
 #define _GNU_SOURCE
 #include "pipeline/report.h"
+#include "pipeline/dataset.h"
 #include "pipeline/json.h"
 #include "pipeline/log.h"
 #include "pipeline/names.h"
 #include "pipeline/timer.h"
 #include "schemas/msg.h"
+#include "schemas/records.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -62,12 +64,6 @@ typedef struct { /* per stage, from its instances */
     double items, items_per_s, busy, wait_in, wait_out, errors;
 } stage_sum_t;
 
-/* A number from a record as an integer; -1 when it is none (NaN, huge). */
-static int64_t to_i64(double v)
-{
-    return v >= -1e15 && v <= 1e15 ? (int64_t)v : -1;
-}
-
 static int push(series_t *s, double v)
 {
     if (s->n == s->cap) {
@@ -83,13 +79,13 @@ static int push(series_t *s, double v)
 
 static int on_timer(report_t *r, int stage, const msgpack_object *b)
 {
-    char name[32];
-    int region = zp_region_of(zp_map_str(b, "region", name, sizeof name));
-    const msgpack_object *ns = zp_map_get(b, "ns");
-    if (region < 0 || !ns || ns->type != MSGPACK_OBJECT_ARRAY)
+    zp_rec_timer_t t;
+    zp_record_decode(ZP_REC_TIMER, b, &t);
+    int region = zp_region_of(t.region);
+    if (region < 0 || !t.ns)
         return ZP_EPROTO;
-    for (uint32_t i = 0; i < ns->via.array.size; i++) {
-        const msgpack_object *x = &ns->via.array.ptr[i];
+    for (uint32_t i = 0; i < t.ns->via.array.size; i++) {
+        const msgpack_object *x = &t.ns->via.array.ptr[i];
         if (x->type != MSGPACK_OBJECT_POSITIVE_INTEGER && x->type != MSGPACK_OBJECT_NEGATIVE_INTEGER)
             return ZP_EPROTO;
         int rc = push(&r->series[stage][region], (double)x->via.i64 / 1e6);
@@ -99,9 +95,8 @@ static int on_timer(report_t *r, int stage, const msgpack_object *b)
     return 0;
 }
 
-static int on_stats(report_t *r, int stage, const msgpack_object *b)
+static int on_stats(report_t *r, int stage, int64_t instance, const msgpack_object *b)
 {
-    int64_t instance = to_i64(zp_map_num(b, "instance", 0));
     inst_t *e = NULL;
     for (int i = 0; i < r->ninst && !e; i++)
         if (r->inst[i].stage == stage && r->inst[i].instance == instance)
@@ -117,47 +112,50 @@ static int on_stats(report_t *r, int stage, const msgpack_object *b)
         e = &r->inst[r->ninst++];
         e->stage = stage, e->instance = instance;
     }
-    e->items = zp_map_num(b, "total_items", 0);
-    e->errors = zp_map_num(b, "errors", 0);
-    e->uptime = zp_map_num(b, "uptime_s", 0);
-    e->busy = zp_map_num(b, "total_busy_s", 0);
-    e->wait_in = zp_map_num(b, "total_wait_in_s", 0);
-    e->wait_out = zp_map_num(b, "total_wait_out_s", 0);
+    zp_rec_stats_t x;
+    zp_record_decode(ZP_REC_STATS, b, &x);
+    e->items = (double)x.total_items;
+    e->errors = (double)x.errors;
+    e->uptime = x.uptime_s;
+    e->busy = x.total_busy_s;
+    e->wait_in = x.total_wait_in_s;
+    e->wait_out = x.total_wait_out_s;
     return 0;
 }
 
 static int on_epoch(report_t *r, const msgpack_object *b)
 {
-    int64_t epoch = to_i64(zp_map_num(b, "epoch", -1));
-    if (epoch < 0 || epoch >= 1000000)
+    zp_rec_epoch_end_t x;
+    zp_record_decode(ZP_REC_EPOCH_END, b, &x);
+    if (x.epoch < 0 || x.epoch >= 1000000)
         return ZP_EPROTO;
-    if (epoch >= r->nrows) {
-        int64_t n = epoch + 16;
+    if (x.epoch >= r->nrows) {
+        int64_t n = x.epoch + 16;
         epoch_row_t *p = realloc(r->rows, (size_t)n * sizeof *p);
         if (!p)
             return ZP_ENOMEM;
         memset(p + r->nrows, 0, (size_t)(n - r->nrows) * sizeof *p);
         r->rows = p, r->nrows = n;
     }
-    epoch_row_t *row = &r->rows[epoch];
-    char split[16];
-    double loss = zp_map_num(b, "loss", -1), acc = zp_map_num(b, "accuracy", -1);
-    if (!strcmp(zp_map_str(b, "split", split, sizeof split), "test")) {
-        row->have_test = 1, row->test_loss = loss, row->test_acc = acc;
+    epoch_row_t *row = &r->rows[x.epoch];
+    if (!strcmp(x.split, zp_split_name(ZP_SPLIT_TEST))) {
+        row->have_test = 1, row->test_loss = x.loss, row->test_acc = x.accuracy;
     } else {
-        row->have_train = 1, row->train_loss = loss, row->train_acc = acc;
-        row->samples_per_s = zp_map_num(b, "samples_per_s", 0);
-        row->seconds = zp_map_num(b, "seconds", 0);
+        row->have_train = 1, row->train_loss = x.loss, row->train_acc = x.accuracy;
+        row->samples_per_s = x.samples_per_s;
+        row->seconds = x.seconds;
     }
     return 0;
 }
 
 static int on_skip(report_t *r, const msgpack_object *b)
 {
+    zp_rec_sample_skipped_t x;
+    zp_record_decode(ZP_REC_SAMPLE_SKIPPED, b, &x);
     skip_t s;
-    zp_map_str(b, "split", s.split, sizeof s.split);
-    s.index = to_i64(zp_map_num(b, "index", -1));
-    zp_map_str(b, "error", s.error, sizeof s.error);
+    snprintf(s.split, sizeof s.split, "%.*s", (int)sizeof s.split - 1, x.split);
+    s.index = x.index;
+    snprintf(s.error, sizeof s.error, "%.*s", (int)sizeof s.error - 1, x.error);
     r->skip_events++;
     for (int i = 0; i < r->nskips; i++)
         if (r->skips[i].index == s.index && !strcmp(r->skips[i].split, s.split))
@@ -170,33 +168,33 @@ static int on_skip(report_t *r, const msgpack_object *b)
     return 0;
 }
 
+static void on_loader_lost(report_t *r, const msgpack_object *b)
+{
+    zp_rec_loader_lost_t x;
+    zp_record_decode(ZP_REC_LOADER_LOST, b, &x);
+    r->loaders_lost++;
+    r->requeued += x.requeued > 0 ? x.requeued : 0;
+}
+
 /* One record: the EVENT message {v, t, body: {kind, stage, ...}}. */
 static int on_record(report_t *r, const msgpack_object *o)
 {
     const msgpack_object *b = zp_map_get(o, "body");
     if (!b || b->type != MSGPACK_OBJECT_MAP)
         return ZP_EPROTO;
-    char kind[16], name[16], event[24];
-    zp_map_str(b, "kind", kind, sizeof kind);
-    int stage = zp_stage_of(zp_map_str(b, "stage", name, sizeof name));
+    zp_rec_head_t h;
+    zp_record_type_t type = zp_record_head(b, &h);
+    int stage = zp_stage_of(h.stage);
     if (stage < 0)
         return ZP_EPROTO;
-    if (!strcmp(kind, "timer"))
-        return on_timer(r, stage, b);
-    if (!strcmp(kind, "stats"))
-        return on_stats(r, stage, b);
-    if (strcmp(kind, "metric"))
-        return 0;
-    zp_map_str(b, "event", event, sizeof event);
-    if (!strcmp(event, "epoch_end"))
-        return on_epoch(r, b);
-    if (!strcmp(event, "sample_skipped"))
-        return on_skip(r, b);
-    if (!strcmp(event, "loader_lost")) {
-        r->loaders_lost++;
-        r->requeued += to_i64(zp_map_num(b, "requeued", 0)) > 0 ? to_i64(zp_map_num(b, "requeued", 0)) : 0;
+    switch (type) {
+    case ZP_REC_TIMER: return on_timer(r, stage, b);
+    case ZP_REC_STATS: return on_stats(r, stage, h.instance, b);
+    case ZP_REC_EPOCH_END: return on_epoch(r, b);
+    case ZP_REC_SAMPLE_SKIPPED: return on_skip(r, b);
+    case ZP_REC_LOADER_LOST: on_loader_lost(r, b); return 0;
+    default: return 0; /* a record the report does not use, or one it does not know */
     }
-    return 0;
 }
 
 /* The bytes every EVENT record starts with, as the encoder writes them

@@ -155,9 +155,9 @@ static void send_samples(void *ctx, int region, const int64_t *ns, int n)
 {
     zp_stage_t *st = ctx;
     zp_event_t ev;
-    zp_ev_begin(st, &ev, "timer", 2);
-    zp_ev_str(&ev, "region", zp_region_name(region));
-    zp_ev_ints(&ev, "ns", ns, n);
+    zp_ev_record(st, &ev, ZP_REC_TIMER, 2);
+    zp_ev_str(&ev, ZP_KEY(TIMER, region), zp_region_name(region));
+    zp_ev_ints(&ev, ZP_KEY(TIMER, ns), ns, n);
     zp_ev_send(st, &ev);
 }
 
@@ -229,11 +229,19 @@ void zp_ev_begin(zp_stage_t *st, zp_event_t *ev, const char *kind, int nfields)
     zp_msg_pack_begin(&ev->pk, ZP_MSG_EVENT, 1);
     zp_pack_str(&ev->pk, "body");
     msgpack_pack_map(&ev->pk, (uint32_t)nfields + 5);
-    zp_ev_str(ev, "kind", kind);
-    zp_ev_str(ev, "stage", st->name);
-    zp_ev_int(ev, "instance", st->instance);
-    zp_ev_int(ev, "pid", getpid());
-    zp_ev_num(ev, "time", zp_wall_s());
+    zp_ev_str(ev, ZP_KEY(HEAD, kind), kind);
+    zp_ev_str(ev, ZP_KEY(HEAD, stage), st->name);
+    zp_ev_int(ev, ZP_KEY(HEAD, instance), st->instance);
+    zp_ev_int(ev, ZP_KEY(HEAD, pid), getpid());
+    zp_ev_num(ev, ZP_KEY(HEAD, time), zp_wall_s());
+}
+
+void zp_ev_record(zp_stage_t *st, zp_event_t *ev, zp_record_type_t type, int nfields)
+{
+    int metric = zp_record_kind(type) == ZP_KIND_METRIC;
+    zp_ev_begin(st, ev, zp_record_kind_name(zp_record_kind(type)), nfields + metric);
+    if (metric)
+        zp_ev_str(ev, ZP_KEY(HEAD, event), zp_record_event(type));
 }
 
 void zp_ev_str(zp_event_t *ev, const char *key, const char *val)
@@ -283,27 +291,27 @@ void zp_stats_tick(zp_stage_t *st)
     int64_t cpu = (int64_t)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000000000 +
                   (int64_t)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1000;
     zp_event_t ev;
-    zp_ev_begin(st, &ev, "stats", 19);
+    zp_ev_record(st, &ev, ZP_REC_STATS, 19);
     int64_t lookups = s->lookups - s->w_lookups;
-    zp_ev_num(&ev, "hit_rate", lookups ? (double)(s->hits - s->w_hits) / (double)lookups : -1);
-    zp_ev_num(&ev, "cpu", s->w_cpu_ns ? (double)(cpu - s->w_cpu_ns) / dt : 0);
-    zp_ev_num(&ev, "items_per_s", (double)(s->items - s->w_items) / dts);
-    zp_ev_num(&ev, "bytes_per_s", (double)(s->bytes - s->w_bytes) / dts);
-    zp_ev_num(&ev, "busy", (double)(s->ns[ZP_ST_BUSY] - s->w_ns[ZP_ST_BUSY]) / dt);
-    zp_ev_num(&ev, "wait_in", (double)(s->ns[ZP_ST_WAIT_IN] - s->w_ns[ZP_ST_WAIT_IN]) / dt);
-    zp_ev_num(&ev, "wait_out", (double)(s->ns[ZP_ST_WAIT_OUT] - s->w_ns[ZP_ST_WAIT_OUT]) / dt);
-    zp_ev_int(&ev, "queue", s->queue);
-    zp_ev_int(&ev, "total_items", s->items);
-    zp_ev_int(&ev, "total_bytes", s->bytes);
-    zp_ev_int(&ev, "errors", s->errors);
-    zp_ev_int(&ev, "lmdb_errors", s->lmdb_errors);
-    zp_ev_int(&ev, "events_dropped", st->events_dropped);
-    zp_ev_num(&ev, "window_s", dts);
-    zp_ev_num(&ev, "uptime_s", (double)(now - s->start) / 1e9);
-    zp_ev_num(&ev, "total_busy_s", (double)s->ns[ZP_ST_BUSY] / 1e9);
-    zp_ev_num(&ev, "total_wait_in_s", (double)s->ns[ZP_ST_WAIT_IN] / 1e9);
-    zp_ev_num(&ev, "total_wait_out_s", (double)s->ns[ZP_ST_WAIT_OUT] / 1e9);
-    zp_ev_int(&ev, "final", s->final); /* the stage is exiting */
+    zp_ev_num(&ev, ZP_KEY(STATS, hit_rate), lookups ? (double)(s->hits - s->w_hits) / (double)lookups : -1);
+    zp_ev_num(&ev, ZP_KEY(STATS, cpu), s->w_cpu_ns ? (double)(cpu - s->w_cpu_ns) / dt : 0);
+    zp_ev_num(&ev, ZP_KEY(STATS, items_per_s), (double)(s->items - s->w_items) / dts);
+    zp_ev_num(&ev, ZP_KEY(STATS, bytes_per_s), (double)(s->bytes - s->w_bytes) / dts);
+    zp_ev_num(&ev, ZP_KEY(STATS, busy), (double)(s->ns[ZP_ST_BUSY] - s->w_ns[ZP_ST_BUSY]) / dt);
+    zp_ev_num(&ev, ZP_KEY(STATS, wait_in), (double)(s->ns[ZP_ST_WAIT_IN] - s->w_ns[ZP_ST_WAIT_IN]) / dt);
+    zp_ev_num(&ev, ZP_KEY(STATS, wait_out), (double)(s->ns[ZP_ST_WAIT_OUT] - s->w_ns[ZP_ST_WAIT_OUT]) / dt);
+    zp_ev_int(&ev, ZP_KEY(STATS, queue), s->queue);
+    zp_ev_int(&ev, ZP_KEY(STATS, total_items), s->items);
+    zp_ev_int(&ev, ZP_KEY(STATS, total_bytes), s->bytes);
+    zp_ev_int(&ev, ZP_KEY(STATS, errors), s->errors);
+    zp_ev_int(&ev, ZP_KEY(STATS, lmdb_errors), s->lmdb_errors);
+    zp_ev_int(&ev, ZP_KEY(STATS, events_dropped), st->events_dropped);
+    zp_ev_num(&ev, ZP_KEY(STATS, window_s), dts);
+    zp_ev_num(&ev, ZP_KEY(STATS, uptime_s), (double)(now - s->start) / 1e9);
+    zp_ev_num(&ev, ZP_KEY(STATS, total_busy_s), (double)s->ns[ZP_ST_BUSY] / 1e9);
+    zp_ev_num(&ev, ZP_KEY(STATS, total_wait_in_s), (double)s->ns[ZP_ST_WAIT_IN] / 1e9);
+    zp_ev_num(&ev, ZP_KEY(STATS, total_wait_out_s), (double)s->ns[ZP_ST_WAIT_OUT] / 1e9);
+    zp_ev_int(&ev, ZP_KEY(STATS, final), s->final); /* the stage is exiting */
     zp_ev_send(st, &ev);
     zp_timers_flush(&st->timers);
     s->w_start = now;

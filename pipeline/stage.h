@@ -11,6 +11,7 @@
 #include "pipeline/dataset.h"
 #include "pipeline/slurm.h"
 #include "pipeline/timer.h"
+#include "schemas/records.h"
 
 #include <limits.h>
 #include <msgpack.h>
@@ -75,13 +76,19 @@ void zp_stats_state(zp_stats_t *s, int state);
  * zp_stage_close() emits a last one of each. */
 void zp_stats_tick(zp_stage_t *st);
 
-/* Events: a msgpack map body {kind, stage, instance, time, ...fields}. Build with
- * begin, exactly `nfields` zp_ev_* calls, then send. Dropped (and counted) when
- * the logger cannot keep up. */
+/* Events: the records of schemas/records.h, a msgpack map body {kind, stage,
+ * instance, pid, time, [event,] ...fields}. Build with zp_ev_record, exactly
+ * `nfields` zp_ev_* calls naming their keys with ZP_KEY(RECORD, key), then
+ * send. Dropped (and counted) when the logger cannot keep up. */
 typedef struct {
     msgpack_packer pk;
 } zp_event_t;
 
+/* Starts record `type`: its head (with its `event` for a metric record) and
+ * room for `nfields` fields of its own to come. */
+void zp_ev_record(zp_stage_t *st, zp_event_t *ev, zp_record_type_t type, int nfields);
+/* The same with the kind given by name and no `event` written for it (a
+ * metric's `event` is then one of the nfields). */
 void zp_ev_begin(zp_stage_t *st, zp_event_t *ev, const char *kind, int nfields);
 void zp_ev_str(zp_event_t *ev, const char *key, const char *val);
 void zp_ev_int(zp_event_t *ev, const char *key, int64_t val);

@@ -7,6 +7,7 @@
 #include "pipeline/names.h"
 #include "pipeline/supervisor/supervisor.h"
 #include "pipeline/sock.h"
+#include "schemas/records.h"
 
 #include <limits.h>
 #include <math.h>
@@ -16,10 +17,11 @@
 #include <unistd.h>
 
 
-typedef struct {
-    char stage[16];
-    int instance;
-    double items, bytes, cpu, busy, wait_in, wait_out, queue, errors, hit_rate, lmdb_errors;
+#define ROWS_MAX 1100
+
+typedef struct { /* one stage instance's latest stats record */
+    zp_rec_head_t h;
+    zp_rec_stats_t s;
 } row_t;
 
 /* Rows in data-path order (names.h); an unknown stage last. */
@@ -32,8 +34,8 @@ static int rank_of(const char *stage)
 static int cmp_rows(const void *a, const void *b)
 {
     const row_t *x = a, *y = b;
-    int d = rank_of(x->stage) - rank_of(y->stage);
-    return d ? d : x->instance - y->instance;
+    int d = rank_of(x->h.stage) - rank_of(y->h.stage);
+    return d ? d : (x->h.instance > y->h.instance) - (x->h.instance < y->h.instance);
 }
 
 static void human(char *buf, size_t len, double v, const char *unit)
@@ -71,18 +73,8 @@ static int fetch_rows(const char *dir, row_t *rows, int max)
     for (uint32_t i = 0; n >= 0 && i < m.body.via.array.size && n < max; i++) {
         const msgpack_object *o = &m.body.via.array.ptr[i];
         row_t *r = &rows[n++];
-        zp_map_str(o, "stage", r->stage, sizeof r->stage);
-        r->instance = (int)zp_map_num(o, "instance", 0);
-        r->items = zp_map_num(o, "items_per_s", 0);
-        r->bytes = zp_map_num(o, "bytes_per_s", 0);
-        r->cpu = zp_map_num(o, "cpu", 0);
-        r->busy = zp_map_num(o, "busy", 0);
-        r->wait_in = zp_map_num(o, "wait_in", 0);
-        r->wait_out = zp_map_num(o, "wait_out", 0);
-        r->queue = zp_map_num(o, "queue", 0);
-        r->errors = zp_map_num(o, "errors", 0);
-        r->hit_rate = zp_map_num(o, "hit_rate", -1);
-        r->lmdb_errors = zp_map_num(o, "lmdb_errors", 0);
+        zp_record_head(o, &r->h);
+        zp_record_decode(ZP_REC_STATS, o, &r->s);
     }
     zp_msg_release(&m);
     zp_frames_close(&f);
@@ -91,43 +83,59 @@ static int fetch_rows(const char *dir, row_t *rows, int max)
     return n;
 }
 
-static void print_json(const char *dir, const row_t *r, int n)
+/* ,"key":value with `prec` decimals */
+static void json_num(const char *key, double v, int prec)
+{
+    printf(",\"%s\":%.*f", key, prec, v);
+}
+
+static void print_json(const char *dir, const row_t *rows, int n)
 {
     printf("{\"run\":");
     zp_json_str(stdout, dir);
     printf(",\"stages\":[");
     for (int i = 0; i < n; i++) {
-        printf("%s{\"stage\":", i ? "," : "");
-        zp_json_str(stdout, r[i].stage); /* from the stage's events: bytes off a socket */
-        printf(",\"instance\":%d,\"items_per_s\":%.3f,\"bytes_per_s\":%.1f,"
-               "\"cpu\":%.4f,\"busy\":%.4f,\"wait_in\":%.4f,\"wait_out\":%.4f,\"queue\":%.0f,"
-               "\"errors\":%.0f,\"hit_rate\":%.4f,\"lmdb_errors\":%.0f}",
-               r[i].instance, r[i].items, r[i].bytes, r[i].cpu, r[i].busy, r[i].wait_in,
-               r[i].wait_out, r[i].queue, r[i].errors, r[i].hit_rate, r[i].lmdb_errors);
+        const zp_rec_stats_t *s = &rows[i].s;
+        printf("%s{\"%s\":", i ? "," : "", ZP_KEY(HEAD, stage));
+        zp_json_str(stdout, rows[i].h.stage); /* from the stage's events: bytes off a socket */
+        printf(",\"%s\":%d", ZP_KEY(HEAD, instance), (int)rows[i].h.instance);
+        json_num(ZP_KEY(STATS, items_per_s), s->items_per_s, 3);
+        json_num(ZP_KEY(STATS, bytes_per_s), s->bytes_per_s, 1);
+        json_num(ZP_KEY(STATS, cpu), s->cpu, 4);
+        json_num(ZP_KEY(STATS, busy), s->busy, 4);
+        json_num(ZP_KEY(STATS, wait_in), s->wait_in, 4);
+        json_num(ZP_KEY(STATS, wait_out), s->wait_out, 4);
+        json_num(ZP_KEY(STATS, queue), (double)s->queue, 0);
+        json_num(ZP_KEY(STATS, errors), (double)s->errors, 0);
+        json_num(ZP_KEY(STATS, hit_rate), s->hit_rate, 4);
+        json_num(ZP_KEY(STATS, lmdb_errors), (double)s->lmdb_errors, 0);
+        printf("}");
     }
     printf("]}\n");
 }
 
-static void print_table(const row_t *r, int n)
+static void print_table(const row_t *rows, int n)
 {
     int hot = -1;
     for (int i = 0; i < n; i++)
-        if (zp_stage_of(r[i].stage) != ZP_STAGE_LOGGER &&
-            (hot < 0 || fmax(r[i].busy, r[i].cpu) > fmax(r[hot].busy, r[hot].cpu)))
+        if (zp_stage_of(rows[i].h.stage) != ZP_STAGE_LOGGER &&
+            (hot < 0 || fmax(rows[i].s.busy, rows[i].s.cpu) > fmax(rows[hot].s.busy, rows[hot].s.cpu)))
             hot = i;
     printf("%-9s %4s %10s %11s %5s %6s %8s %9s %6s %5s %7s\n", "STAGE", "INST", "ITEMS/S", "BYTES/S",
            "CPU", "BUSY", "WAIT-IN", "WAIT-OUT", "QUEUE", "HIT", "ERRORS");
     for (int i = 0; i < n; i++) {
+        const zp_rec_stats_t *s = &rows[i].s;
         char items[24], bytes[24];
-        human(items, sizeof items, r[i].items, "/s");
-        human(bytes, sizeof bytes, r[i].bytes, "B/s");
+        human(items, sizeof items, s->items_per_s, "/s");
+        human(bytes, sizeof bytes, s->bytes_per_s, "B/s");
         char hit[8] = "-";
-        if (r[i].hit_rate >= 0)
-            snprintf(hit, sizeof hit, "%.0f%%", 100 * r[i].hit_rate);
-        printf("%-9s %4d %10s %11s %4.0f%% %5.0f%% %7.0f%% %8.0f%% %6.0f %5s %7.0f%s\n", r[i].stage,
-               r[i].instance, items, bytes, 100 * r[i].cpu, 100 * r[i].busy, 100 * r[i].wait_in,
-               100 * r[i].wait_out, r[i].queue, hit, r[i].errors + r[i].lmdb_errors,
-               i == hot && fmax(r[i].busy, r[i].cpu) > 0.5 ? "  <- bottleneck" : "");
+        if (s->hit_rate >= 0)
+            snprintf(hit, sizeof hit, "%.0f%%", 100 * s->hit_rate);
+        printf("%-9s %4d %10s %11s %4.0f%% %5.0f%% %7.0f%% %8.0f%% %6.0f %5s %7.0f%s\n",
+               rows[i].h.stage, (int)rows[i].h.instance, items, bytes, 100 * s->cpu, 100 * s->busy,
+               100 * s->wait_in, 100 * s->wait_out, (double)s->queue, hit,
+               (double)(s->errors + s->lmdb_errors),
+               i == hot && fmax(s->busy, s->cpu) > 0.5 ? "  <- bottleneck" : "");
     }
 }
 
@@ -156,9 +164,9 @@ int cmd_stat(int argc, char **argv)
     int rc = zp_find_run(run, dir, sizeof dir);
     if (rc)
         return rc;
-    row_t rows[1100];
+    static row_t rows[ROWS_MAX];
     for (;;) {
-        int n = fetch_rows(dir, rows, 1100);
+        int n = fetch_rows(dir, rows, ROWS_MAX);
         if (n < 0)
             return 1;
         if (json)

@@ -183,11 +183,10 @@ static int refuse(cache_t *c, loader_rec_t *l, const char *why)
     c->st->stats.errors++;
     zp_warn("loader %d refused, %lld task(s) re-queued: %s", i, (long long)n, why);
     zp_event_t ev;
-    zp_ev_begin(c->st, &ev, "metric", 4);
-    zp_ev_str(&ev, "event", "loader_refused");
-    zp_ev_int(&ev, "loader", i);
-    zp_ev_int(&ev, "requeued", n);
-    zp_ev_str(&ev, "error", why);
+    zp_ev_record(c->st, &ev, ZP_REC_LOADER_REFUSED, 3);
+    zp_ev_int(&ev, ZP_KEY(LOADER_REFUSED, loader), i);
+    zp_ev_int(&ev, ZP_KEY(LOADER_REFUSED, requeued), n);
+    zp_ev_str(&ev, ZP_KEY(LOADER_REFUSED, error), why);
     zp_ev_send(c->st, &ev);
     zp_msg_t m = {.type = ZP_MSG_REFUSED};
     snprintf(m.error, sizeof m.error, "%.255s", why);
@@ -211,11 +210,10 @@ static void expire_loaders(cache_t *c, int64_t now)
         zp_warn("loader %d silent for %lld ms: declared dead, %lld task(s) re-queued (%d alive)",
                 i, (long long)((now - l->last_seen) / 1000000), (long long)n, alive_count(c));
         zp_event_t ev;
-        zp_ev_begin(c->st, &ev, "metric", 4);
-        zp_ev_str(&ev, "event", "loader_lost");
-        zp_ev_int(&ev, "loader", i);
-        zp_ev_int(&ev, "requeued", n);
-        zp_ev_int(&ev, "alive", alive_count(c));
+        zp_ev_record(c->st, &ev, ZP_REC_LOADER_LOST, 3);
+        zp_ev_int(&ev, ZP_KEY(LOADER_LOST, loader), i);
+        zp_ev_int(&ev, ZP_KEY(LOADER_LOST, requeued), n);
+        zp_ev_int(&ev, ZP_KEY(LOADER_LOST, alive), alive_count(c));
         zp_ev_send(c->st, &ev);
     }
 }

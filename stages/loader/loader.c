@@ -60,11 +60,10 @@ static void skip_sample(loader_t *l, int split, uint32_t index, const char *why)
 {
     zp_warn_limited(&l->skipped, "skipped: %s", why);
     zp_event_t ev;
-    zp_ev_begin(l->st, &ev, "metric", 4);
-    zp_ev_str(&ev, "event", "sample_skipped");
-    zp_ev_str(&ev, "split", zp_split_name(split));
-    zp_ev_int(&ev, "index", index);
-    zp_ev_str(&ev, "error", why);
+    zp_ev_record(l->st, &ev, ZP_REC_SAMPLE_SKIPPED, 3);
+    zp_ev_str(&ev, ZP_KEY(SAMPLE_SKIPPED, split), zp_split_name(split));
+    zp_ev_int(&ev, ZP_KEY(SAMPLE_SKIPPED, index), index);
+    zp_ev_str(&ev, ZP_KEY(SAMPLE_SKIPPED, error), why);
     zp_ev_send(l->st, &ev);
 }
 

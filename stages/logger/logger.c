@@ -11,6 +11,7 @@
 #include "pipeline/sock.h"
 #include "pipeline/stage.h"
 #include "pipeline/json.h"
+#include "schemas/records.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -21,7 +22,7 @@
 #define RECORDS_MAX 1100
 
 typedef struct {
-    char stage[16];
+    char stage[ZP_REC_NAME_MAX];
     int64_t instance;
     double received;  /* wall time */
     msgpack_sbuffer body;
@@ -68,21 +69,21 @@ static void fmt_rate(char *buf, size_t len, double v)
 
 static void progress(logger_t *l, const msgpack_object *b)
 {
-    int64_t epoch = (int64_t)zp_map_num(b, "epoch", 0), epochs = (int64_t)zp_map_num(b, "epochs", 1);
-    int64_t step = (int64_t)zp_map_num(b, "step", 0), spe = (int64_t)zp_map_num(b, "steps_per_epoch", 1);
+    zp_rec_step_t x;
+    zp_record_decode(ZP_REC_STEP, b, &x);
     int64_t now = zp_now_ns();
     if (!l->first_step_ns) {
         l->first_step_ns = now;
-        l->first_step = step;
+        l->first_step = x.step;
     }
-    int64_t total = spe * epochs, done = step - l->first_step;
-    double eta = done > 0 ? (now - l->first_step_ns) / 1e9 / done * (total - step) : 0;
+    int64_t total = x.steps_per_epoch * x.epochs, done = x.step - l->first_step;
+    double eta = done > 0 ? (now - l->first_step_ns) / 1e9 / done * (total - x.step) : 0;
     char rate[16];
-    fmt_rate(rate, sizeof rate, zp_map_num(b, "samples_per_s", 0));
+    fmt_rate(rate, sizeof rate, x.samples_per_s);
     char line[200];
     snprintf(line, sizeof line, "epoch %lld/%lld  step %lld/%lld  %s samples/s  loss %.4f  ETA %dm%02ds",
-             (long long)epoch + 1, (long long)epochs, (long long)step, (long long)total, rate,
-             zp_map_num(b, "loss", 0), (int)eta / 60, (int)eta % 60);
+             (long long)x.epoch + 1, (long long)x.epochs, (long long)x.step, (long long)total, rate,
+             x.loss, (int)eta / 60, (int)eta % 60);
     if (l->tty) {
         printf("\r\033[K%s", line);
         l->progress_shown = 1;
@@ -95,64 +96,68 @@ static void progress(logger_t *l, const msgpack_object *b)
 
 static void epoch_end(logger_t *l, const msgpack_object *b)
 {
-    int64_t epoch = (int64_t)zp_map_num(b, "epoch", -1);
-    char split[16];
-    zp_map_str(b, "split", split, sizeof split);
-    double loss = zp_map_num(b, "loss", -1), acc = zp_map_num(b, "accuracy", -1);
+    zp_rec_epoch_end_t x;
+    zp_record_decode(ZP_REC_EPOCH_END, b, &x);
     if (l->progress_shown)
         printf("\r\033[K");
     l->progress_shown = 0;
     char rate[16];
-    fmt_rate(rate, sizeof rate, zp_map_num(b, "samples_per_s", 0));
-    if (acc >= 0)
-        printf("epoch %lld %-5s loss %.4f  accuracy %.4f  (%s samples/s)\n", (long long)epoch + 1,
-               split, loss, acc, rate);
+    fmt_rate(rate, sizeof rate, x.samples_per_s);
+    if (x.accuracy >= 0)
+        printf("epoch %lld %-5s loss %.4f  accuracy %.4f  (%s samples/s)\n", (long long)x.epoch + 1,
+               x.split, x.loss, x.accuracy, rate);
     else
-        printf("epoch %lld %-5s %lld samples  (%s samples/s)\n", (long long)epoch + 1, split,
-               (long long)zp_map_num(b, "samples", 0), rate);
+        printf("epoch %lld %-5s %lld samples  (%s samples/s)\n", (long long)x.epoch + 1, x.split,
+               (long long)x.samples, rate);
     fflush(stdout);
+}
+
+/* The latest stats record of its stage instance, kept for `zeus-pipe stat`;
+ * a final one (the stage exited) drops the instance from the list. */
+static void keep_stats(logger_t *l, const zp_rec_head_t *h, const msgpack_object *b)
+{
+    zp_rec_stats_t x;
+    zp_record_decode(ZP_REC_STATS, b, &x);
+    latest_t *e = latest_slot(l, h->stage, h->instance);
+    if (e && x.final == 1) {
+        e->received = 0; /* gone: `stat` stops listing it */
+    } else if (e) {
+        e->body.size = 0;
+        msgpack_packer pk;
+        msgpack_packer_init(&pk, &e->body, msgpack_sbuffer_write);
+        msgpack_pack_object(&pk, *b);
+        e->received = zp_wall_s();
+    }
+}
+
+static void write_line(FILE *f, const msgpack_object *b)
+{
+    zp_json_write(f, b);
+    fputc('\n', f);
 }
 
 static void on_event(logger_t *l, const zp_msg_t *m)
 {
-    char kind[16], stage[16], event[24];
-    zp_map_str(&m->body, "kind", kind, sizeof kind);
-    zp_map_str(&m->body, "stage", stage, sizeof stage);
-    if (!strcmp(kind, "stats")) {
-        latest_t *e = latest_slot(l, stage, (int64_t)zp_map_num(&m->body, "instance", 0));
-        if (e && zp_map_num(&m->body, "final", 0) == 1) {
-            e->received = 0; /* gone: `stat` stops listing it */
-        } else if (e) {
-            e->body.size = 0;
-            msgpack_packer pk;
-            msgpack_packer_init(&pk, &e->body, msgpack_sbuffer_write);
-            msgpack_pack_object(&pk, m->body);
-            e->received = zp_wall_s();
-        }
-        zp_json_write(l->stats, &m->body);
-        fputc('\n', l->stats);
-        return;
-    }
-    if (!strcmp(kind, "warning")) {
-        char msg[512];
-        zp_map_str(&m->body, "message", msg, sizeof msg);
+    zp_rec_head_t h;
+    zp_record_type_t type = zp_record_head(&m->body, &h);
+    if (type == ZP_REC_STATS) {
+        keep_stats(l, &h, &m->body);
+        write_line(l->stats, &m->body);
+    } else if (type == ZP_REC_WARNING) {
+        zp_rec_warning_t x;
+        zp_record_decode(ZP_REC_WARNING, &m->body, &x);
         if (l->progress_shown)
             printf("\r\033[K");
         l->progress_shown = 0;
-        printf("warning: %s[%lld]: %s\n", stage, (long long)zp_map_num(&m->body, "instance", 0), msg);
+        printf("warning: %s[%lld]: %s\n", h.stage, (long long)h.instance, x.message);
         fflush(stdout);
-        zp_json_write(l->metrics, &m->body);
-        fputc('\n', l->metrics);
-        return;
-    }
-    if (!strcmp(kind, "metric")) {
-        zp_json_write(l->metrics, &m->body);
-        fputc('\n', l->metrics);
+        write_line(l->metrics, &m->body);
+    } else if (!strcmp(h.kind, zp_record_kind_name(ZP_KIND_METRIC))) { /* also one not declared */
+        write_line(l->metrics, &m->body);
         fflush(l->metrics);
-        zp_map_str(&m->body, "event", event, sizeof event);
-        if (!strcmp(event, "step"))
+        if (type == ZP_REC_STEP)
             progress(l, &m->body);
-        else if (!strcmp(event, "epoch_end"))
+        else if (type == ZP_REC_EPOCH_END)
             epoch_end(l, &m->body);
     }
 }

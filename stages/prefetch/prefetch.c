@@ -354,15 +354,15 @@ static int emit_ready(prefetch_t *p, int *rc)
 static void cache_record(prefetch_t *p, int64_t cached)
 {
     zp_event_t ev;
-    zp_ev_begin(p->st, &ev, "metric", 8);
-    zp_ev_str(&ev, "event", "cache");
-    zp_ev_str(&ev, "split", zp_split_name(p->split));
-    zp_ev_int(&ev, "epoch", p->epoch);
-    zp_ev_int(&ev, "hits", p->hits);
-    zp_ev_int(&ev, "misses", p->misses);
-    zp_ev_int(&ev, "corrupt", p->corrupt);
-    zp_ev_int(&ev, "cached_at_start", cached);
-    zp_ev_num(&ev, "hit_rate", p->hits + p->misses ? (double)p->hits / (double)(p->hits + p->misses) : 0);
+    int64_t lookups = p->hits + p->misses;
+    zp_ev_record(p->st, &ev, ZP_REC_CACHE, 7);
+    zp_ev_str(&ev, ZP_KEY(CACHE, split), zp_split_name(p->split));
+    zp_ev_int(&ev, ZP_KEY(CACHE, epoch), p->epoch);
+    zp_ev_int(&ev, ZP_KEY(CACHE, hits), p->hits);
+    zp_ev_int(&ev, ZP_KEY(CACHE, misses), p->misses);
+    zp_ev_int(&ev, ZP_KEY(CACHE, corrupt), p->corrupt);
+    zp_ev_int(&ev, ZP_KEY(CACHE, cached_at_start), cached);
+    zp_ev_num(&ev, ZP_KEY(CACHE, hit_rate), lookups ? (double)p->hits / (double)lookups : 0);
     zp_ev_send(p->st, &ev);
     zp_info("%s epoch %lld: %lld hits, %lld misses, %lld corrupt", zp_split_name(p->split),
             (long long)p->epoch + 1, (long long)p->hits, (long long)p->misses, (long long)p->corrupt);
