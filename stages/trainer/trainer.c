@@ -11,6 +11,7 @@
 #include "stages/trainer/trainer.h"
 #include "pipeline/hash.h"
 #include "pipeline/log.h"
+#include "schemas/records.h"
 #include "pipeline/stage.h"
 #include "stages/trainer/backend.h"
 #include "stages/trainer/checkpoints.h"
@@ -52,18 +53,17 @@ static void step_record(trainer_t *t, int64_t epoch)
     const zp_config_t *c = &t->st->cfg;
     zp_event_t ev;
     if (t->leader) {
-        zp_ev_begin(t->st, &ev, "metric", 11);
-        zp_ev_str(&ev, "event", "step");
-        zp_ev_str(&ev, "split", "train");
-        zp_ev_int(&ev, "epoch", epoch);
-        zp_ev_int(&ev, "epochs", c->epochs);
-        zp_ev_int(&ev, "step", t->step);
-        zp_ev_int(&ev, "steps_per_epoch", t->steps_per_epoch);
-        zp_ev_num(&ev, "loss", t->win_samples ? t->win_loss / t->win_samples : 0);
-        zp_ev_num(&ev, "accuracy", t->win_samples ? (double)t->win_correct / t->win_samples : 0);
-        zp_ev_num(&ev, "samples_per_s", dt > 0 ? t->win_samples / dt : 0);
-        zp_ev_num(&ev, "lr", (float)t->lr);
-        zp_ev_int(&ev, "samples", t->win_samples);
+        zp_ev_record(t->st, &ev, ZP_REC_STEP, 10);
+        zp_ev_str(&ev, ZP_KEY(STEP, split), "train");
+        zp_ev_int(&ev, ZP_KEY(STEP, epoch), epoch);
+        zp_ev_int(&ev, ZP_KEY(STEP, epochs), c->epochs);
+        zp_ev_int(&ev, ZP_KEY(STEP, step), t->step);
+        zp_ev_int(&ev, ZP_KEY(STEP, steps_per_epoch), t->steps_per_epoch);
+        zp_ev_num(&ev, ZP_KEY(STEP, loss), t->win_samples ? t->win_loss / t->win_samples : 0);
+        zp_ev_num(&ev, ZP_KEY(STEP, accuracy), t->win_samples ? (double)t->win_correct / t->win_samples : 0);
+        zp_ev_num(&ev, ZP_KEY(STEP, samples_per_s), dt > 0 ? t->win_samples / dt : 0);
+        zp_ev_num(&ev, ZP_KEY(STEP, lr), (float)t->lr);
+        zp_ev_int(&ev, ZP_KEY(STEP, samples), t->win_samples);
         zp_ev_send(t->st, &ev);
     }
     t->win_loss = 0;
@@ -79,23 +79,22 @@ static void epoch_event(trainer_t *t, const zp_msg_t *m, const zp_coverage_t *a,
     snprintf(order, sizeof order, "%016llx", (unsigned long long)a->order);
     zp_event_t ev;
     int with_model = t->be->ops->metrics;
-    zp_ev_begin(t->st, &ev, "metric", 13 + 2 * with_model);
-    zp_ev_str(&ev, "event", "epoch_end");
-    zp_ev_str(&ev, "split", zp_split_name((int)m->split));
-    zp_ev_int(&ev, "epoch", (int64_t)m->epoch);
-    zp_ev_int(&ev, "epochs", t->st->cfg.epochs);
-    zp_ev_int(&ev, "step", t->step);
-    zp_ev_int(&ev, "samples", a->samples);
-    zp_ev_int(&ev, "expected_samples", (int64_t)m->n);
-    zp_ev_int(&ev, "skipped", (int64_t)m->skipped);
-    zp_ev_int(&ev, "distinct", a->distinct);
-    zp_ev_str(&ev, "index_checksum", sum);
-    zp_ev_str(&ev, "order_digest", order);
-    zp_ev_num(&ev, "samples_per_s", dt > 0 ? a->samples / dt : 0);
-    zp_ev_num(&ev, "seconds", dt);
+    zp_ev_record(t->st, &ev, ZP_REC_EPOCH_END, 12 + 2 * with_model);
+    zp_ev_str(&ev, ZP_KEY(EPOCH_END, split), zp_split_name((int)m->split));
+    zp_ev_int(&ev, ZP_KEY(EPOCH_END, epoch), (int64_t)m->epoch);
+    zp_ev_int(&ev, ZP_KEY(EPOCH_END, epochs), t->st->cfg.epochs);
+    zp_ev_int(&ev, ZP_KEY(EPOCH_END, step), t->step);
+    zp_ev_int(&ev, ZP_KEY(EPOCH_END, samples), a->samples);
+    zp_ev_int(&ev, ZP_KEY(EPOCH_END, expected_samples), (int64_t)m->n);
+    zp_ev_int(&ev, ZP_KEY(EPOCH_END, skipped), (int64_t)m->skipped);
+    zp_ev_int(&ev, ZP_KEY(EPOCH_END, distinct), a->distinct);
+    zp_ev_str(&ev, ZP_KEY(EPOCH_END, index_checksum), sum);
+    zp_ev_str(&ev, ZP_KEY(EPOCH_END, order_digest), order);
+    zp_ev_num(&ev, ZP_KEY(EPOCH_END, samples_per_s), dt > 0 ? a->samples / dt : 0);
+    zp_ev_num(&ev, ZP_KEY(EPOCH_END, seconds), dt);
     if (with_model) {
-        zp_ev_num(&ev, "loss", a->samples ? a->loss_sum / a->samples : 0);
-        zp_ev_num(&ev, "accuracy", a->samples ? (double)a->correct / a->samples : 0);
+        zp_ev_num(&ev, ZP_KEY(EPOCH_END, loss), a->samples ? a->loss_sum / a->samples : 0);
+        zp_ev_num(&ev, ZP_KEY(EPOCH_END, accuracy), a->samples ? (double)a->correct / a->samples : 0);
     }
     zp_ev_send(t->st, &ev);
 }
