@@ -206,6 +206,47 @@ int zp_sweep_run(zp_sweep_t *s, zp_sweep_start_fn *starting, void *arg);
  * (higher first), then by test loss (lower first). */
 void zp_sweep_rank(zp_sweep_point_t *pt, int n);
 
+/* ---- Evaluating and overfitting ------------------------------------------------------------ */
+
+#define ZP_EVAL_CKPTS_MAX 1024 /* checkpoints of a run looked at */
+
+/* Sorts checkpoint names: last, best, then epoch-N by N, then any other by name. */
+void zp_eval_sort(char names[][64], int n);
+/* The checkpoint names in run_dir/checkpoints (file names less ".ckpt",
+ * shorter than 64 bytes), sorted; their count (at most max; 0 when the
+ * folder cannot be read). */
+int zp_eval_list(const char *run_dir, char names[][64], int max);
+/* `which` among names into out, a comma-separated list: NULL is best when
+ * names has it, else last; N is epoch-N; all is every one; another word that
+ * checkpoint. The name looked for in want ("all" for all). Returns how many
+ * were chosen; 0 when none is there (out ""). Names that would not fit in
+ * out are left out. */
+int zp_eval_pick(char names[][64], int n, const char *which, char *want, size_t wlen, char *out,
+                 size_t len);
+/* zp_eval_pick over run_dir's checkpoints, each chosen one read back whole
+ * (checksum) so that a damaged file is refused before anything starts. 0, or
+ * 2 after printing which checkpoints the run has, or why one cannot be read. */
+int zp_eval_choose(const char *run_dir, const char *which, char *out, size_t len);
+/* `zeus-pipe eval`: the test split of run_dir's dataset (its config.yaml)
+ * through the pipeline in mode ZP_MODE_EVAL and the checkpoints `ckpts`
+ * (zp_eval_choose), in run_dir/eval (eval-2, ... when taken); the trainer
+ * writes run_dir/eval-<checkpoint>.json and .txt. The exit status; 2 after
+ * printing when the config or dataset cannot be read or has no test split. */
+int zp_eval(const char *run_dir, const char *ckpts);
+
+/* What an overfit run did: steps trained, the loss of the batch first and last. */
+typedef struct {
+    long long steps;
+    double first, last;
+} zp_overfit_t;
+
+/* `zeus-pipe overfit`: cfg (zp_sup_load's, with its probed ds; borrowed)
+ * changed to one epoch of `steps` steps on one batch, no checkpoint, a log
+ * line every steps/10, run in <run.dir>/<run.name>-overfit in mode
+ * ZP_MODE_OVERFIT; *out from the run's overfit.txt. The exit status: 0 with
+ * *out set; 1 after printing when overfit.txt is missing or unreadable. */
+int zp_overfit(zp_config_t *cfg, const zp_dataset_t *ds, long steps, zp_overfit_t *out);
+
 /* ---- Stage processes ------------------------------------------------------------------------ */
 
 /* Each stage runs as `zeus-pipe stage NAME --run DIR --instance I`, with
