@@ -9,6 +9,8 @@
  *     directory, RUN/dataset/, and never probe again);
  *   - zp_up / zp_up_resume / zp_pipeline_run: a run, supervised to its end;
  *   - zp_loaders_run: loaders on this host for a run on another one;
+ *   - zp_warm_*, zp_sweep_*, zp_eval*, zp_overfit: the engines of `warm`,
+ *     `sweep`, `eval` and `overfit` (the commands parse and print);
  *   - the pieces they are made of: stage processes (zp_procs_*) and run
  *     directories (zp_rundir_*, zp_find_run, the RUN/resources sweep).
  *
