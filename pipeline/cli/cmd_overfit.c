@@ -2,13 +2,12 @@
  * on the first train batch again and again. A model wired right to its data
  * drives the loss of one batch towards zero; one that does not (labels
  * shuffled against images, a broken transform, a learning rate far off)
- * shows it here in seconds instead of after an epoch. */
+ * shows it here in seconds instead of after an epoch. The run is zp_overfit
+ * (pipeline/supervisor/supervisor.h); this file parses and prints the verdict. */
 #define _GNU_SOURCE
 #include "pipeline/cli/cmd.h"
-#include "pipeline/stage.h"
 #include "pipeline/supervisor/supervisor.h"
 
-#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -51,39 +50,18 @@ int cmd_overfit(int argc, char **argv)
     int rc = zp_sup_load(nrest, rest, NULL, &cfg, &ds);
     if (rc)
         return rc < 0 ? usage(stderr, 2) : rc;
-    cfg.epochs = 1;
-    cfg.limit_train_batches = steps;
-    cfg.ckpt_every_epochs = cfg.ckpt_every_steps = 0;
-    cfg.fast_dev_run = false;
-    cfg.log_every_steps = steps >= 10 ? steps / 10 : 1;
-    char name[80], dir[PATH_MAX];
-    snprintf(name, sizeof name, "%s-overfit", cfg.run_name);
-    int status = (cfg.cache_enabled && zp_cache_prepare(&cfg, &ds->meta)) ||
-                         zp_rundir_start(&cfg, name, dir, sizeof dir)
-                     ? 2
-                     : zp_pipeline_run(&cfg, ds, dir, ZP_MODE_OVERFIT, NULL);
+    zp_overfit_t r;
+    int status = zp_overfit(&cfg, ds, steps, &r);
     zp_dataset_destroy(&ds);
     if (status)
         return status;
-    char path[PATH_MAX + 16];
-    snprintf(path, sizeof path, "%s/overfit.txt", dir);
-    FILE *f = fopen(path, "r");
-    long long done = 0;
-    double first = 0, last = 0;
-    int ok = f && fscanf(f, "%lld %lf %lf", &done, &first, &last) == 3;
-    if (f)
-        fclose(f);
-    if (!ok) {
-        fprintf(stderr, "zeus-pipe: %s: missing or unreadable; did the trainer train?\n", path);
-        return 1;
-    }
-    if (last < target) {
+    if (r.last < target) {
         printf("overfit: the loss of one batch fell from %.4f to %.4f in %lld steps "
-               "(target < %g): model and data are wired right\n", first, last, done, target);
+               "(target < %g): model and data are wired right\n", r.first, r.last, r.steps, target);
         return 0;
     }
     printf("overfit: the loss of one batch went from %.4f to %.4f in %lld steps, not below %g: "
            "check that labels match their samples, the normalization (dataset.mean/std) and "
-           "trainer.optimizer.lr, or give it more --steps\n", first, last, done, target);
+           "trainer.optimizer.lr, or give it more --steps\n", r.first, r.last, r.steps, target);
     return 1;
 }

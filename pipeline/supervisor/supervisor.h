@@ -9,6 +9,8 @@
  *     directory, RUN/dataset/, and never probe again);
  *   - zp_up / zp_up_resume / zp_pipeline_run: a run, supervised to its end;
  *   - zp_loaders_run: loaders on this host for a run on another one;
+ *   - zp_warm_*, zp_sweep_*, zp_eval*, zp_overfit: the engines of `warm`,
+ *     `sweep`, `eval` and `overfit` (the commands parse and print);
  *   - the pieces they are made of: stage processes (zp_procs_*) and run
  *     directories (zp_rundir_*, zp_find_run, the RUN/resources sweep).
  *
@@ -36,6 +38,7 @@
 #include "pipeline/names.h"
 #include "pipeline/config.h"
 #include "pipeline/dataset.h"
+#include "pipeline/report.h"
 #include "pipeline/slurm.h"
 
 #include <limits.h>
@@ -91,6 +94,160 @@ typedef struct {
  * restarted); 1 when none could start; else 0 once every loader has
  * retired. */
 int zp_loaders_run(const zp_config_t *cfg, const zp_dataset_t *ds, const zp_remote_t *r);
+
+/* ---- Warming the cache --------------------------------------------------------------------- */
+
+/* `zeus-pipe warm`: the cache stage and the loaders only, in a run
+ * directory <run.name>-warm, asked (as a prefetcher would ask) for every
+ * sample the cache lacks; the cache stage writes them. What an earlier warm
+ * committed, even a killed one, is skipped. */
+typedef struct zp_warm zp_warm_t;
+
+/* What a warm has planned and done, for its caller to print. */
+typedef struct {
+    const char *cache_path;         /* cache.path */
+    const char *run_dir;            /* the warm's run directory ("" before it starts) */
+    char db[ZP_SPLITS][96];         /* each split's database name */
+    int64_t n[ZP_SPLITS];           /* samples of the split */
+    int64_t cached[ZP_SPLITS];      /* of them, in the cache before the warm */
+    int64_t todo[ZP_SPLITS];        /* of them, to load */
+    int64_t total, done;            /* samples to load; loaded so far */
+    int64_t start_ns;               /* zp_now_ns() when loading began */
+    int64_t have, want;             /* once done: the cache's entries; the dataset's samples */
+} zp_warm_progress_t;
+
+/* Loads `CONFIG [KEY=VALUE ...]` as zp_sup_load does (cache.enabled forced
+ * on), prepares the cache (zp_cache_prepare) and plans what it lacks.
+ * Returns 0 with *w (zp_warm_destroy frees it); -1 for a usage error
+ * (nothing printed); 1 or 2 after printing why (*w NULL). */
+int zp_warm_open(zp_warm_t **w, int nargs, char **args);
+/* What w planned and has done; owned by w, valid until zp_warm_destroy. */
+const zp_warm_progress_t *zp_warm_progress(const zp_warm_t *w);
+
+/* Called about every 100 ms while loading (final 0), and once at the end
+ * (final 1). */
+typedef void zp_warm_progress_fn(const zp_warm_progress_t *p, int final, void *arg);
+
+/* Starts the stages, keeps WINDOW fetches of missing samples in flight until
+ * every one is loaded, stops the stages (the cache stage commits on TERM),
+ * removes what the run left, then counts the cache's entries (have, want).
+ * SIGINT and SIGTERM stop it. The exit status: 0 when every fetch was
+ * answered (the caller compares have with want); 1 when a stage or loader
+ * failed or the cache could not be read (printed); 128+N on signal N. */
+int zp_warm_run(zp_warm_t *w, zp_warm_progress_fn *progress, void *arg);
+/* Frees w (NULL does nothing) and sets *w to NULL. */
+void zp_warm_destroy(zp_warm_t **w);
+
+/* ---- Sweeps -------------------------------------------------------------------------------- */
+
+/* `zeus-pipe sweep`: one run per point of a grid of config values, one
+ * after another, each named after its swept values; every point is
+ * validated before the first run starts. */
+#define ZP_SWEEP_AXES_MAX 8
+#define ZP_SWEEP_VALUES_MAX 32 /* values of an axis; more are left out */
+#define ZP_SWEEP_FIXED_MAX 200
+#define ZP_SWEEP_POINTS_MAX 10000
+
+/* One swept key and its values. */
+typedef struct {
+    char key[128];
+    char *value[ZP_SWEEP_VALUES_MAX]; /* into buf */
+    int n;
+    char buf[1024];
+} zp_sweep_axis_t;
+
+/* One point of the grid and how its run went. */
+typedef struct {
+    char name[64];        /* run.name: "<base>-lr=0.1-batch_size=128" */
+    char values[256];     /* "lr=0.1 batch_size=128" */
+    char dir[PATH_MAX];   /* its run directory, once it ran */
+    int status;           /* its exit status */
+    zp_run_summary_t sum; /* its final metrics, when status is 0 */
+} zp_sweep_point_t;
+
+typedef struct {
+    const char *config;                   /* CONFIG; borrowed */
+    char *fixed[ZP_SWEEP_FIXED_MAX];      /* KEY=VALUE for every run; borrowed */
+    int nfixed;
+    zp_sweep_axis_t axis[ZP_SWEEP_AXES_MAX];
+    int naxes;
+    zp_sweep_point_t *point;              /* npoints of them, once planned; owned */
+    int npoints, done;                    /* points; points run so far */
+    char run_dir[256], run_name[64];      /* the base config's run.dir and run.name */
+} zp_sweep_t;
+
+/* An empty sweep; NULL when out of memory. */
+zp_sweep_t *zp_sweep_new(void);
+/* Frees s and its points (NULL does nothing); sets *s to NULL. */
+void zp_sweep_destroy(zp_sweep_t **s);
+
+/* Splits KEY=A,B,... (arg holds a '=') into a at the commas outside
+ * brackets ("[1,2]" is one value); returns the number of values. */
+int zp_sweep_axis(zp_sweep_axis_t *a, const char *arg);
+/* The value of each axis at point k (0..npoints-1), the last axis fastest. */
+void zp_sweep_pick(const zp_sweep_t *s, int k, int pick[ZP_SWEEP_AXES_MAX]);
+/* The point's name, "<base>-<leaf>=<value>-..." (a key's last component, or
+ * its parent's for a `.name`: schedule.name=cosine is "schedule=cosine";
+ * characters outside [A-Za-z0-9._=-] as '_'), and its values. 0, or 2 after
+ * printing that the name is longer than 63 bytes. */
+int zp_sweep_point_name(const char *base, const zp_sweep_axis_t *ax, int nax, const int *pick,
+                        zp_sweep_point_t *pt);
+
+/* Counts the points (2 past ZP_SWEEP_POINTS_MAX), loads the base config and
+ * every point's (config and dataset, as zp_sup_load) and names them. 0, or
+ * the exit status after printing why not. */
+int zp_sweep_plan(zp_sweep_t *s);
+/* Called before each point runs. */
+typedef void zp_sweep_start_fn(const zp_sweep_t *s, int k, void *arg);
+/* Runs the planned points in order, as `up` runs one, and reads each one's
+ * summary; stops after a point stopped by a signal or that could not start
+ * (exit 2). s->done counts the points run. The exit status: that point's,
+ * else 1 when a point failed, else 0. */
+int zp_sweep_run(zp_sweep_t *s, zp_sweep_start_fn *starting, void *arg);
+/* Orders points best first: finished before failed, then by test accuracy
+ * (higher first), then by test loss (lower first). */
+void zp_sweep_rank(zp_sweep_point_t *pt, int n);
+
+/* ---- Evaluating and overfitting ------------------------------------------------------------ */
+
+#define ZP_EVAL_CKPTS_MAX 1024 /* checkpoints of a run looked at */
+
+/* Sorts checkpoint names: last, best, then epoch-N by N, then any other by name. */
+void zp_eval_sort(char names[][64], int n);
+/* The checkpoint names in run_dir/checkpoints (file names less ".ckpt",
+ * shorter than 64 bytes), sorted; their count (at most max; 0 when the
+ * folder cannot be read). */
+int zp_eval_list(const char *run_dir, char names[][64], int max);
+/* `which` among names into out, a comma-separated list: NULL is best when
+ * names has it, else last; N is epoch-N; all is every one; another word that
+ * checkpoint. The name looked for in want ("all" for all). Returns how many
+ * were chosen; 0 when none is there (out ""). Names that would not fit in
+ * out are left out. */
+int zp_eval_pick(char names[][64], int n, const char *which, char *want, size_t wlen, char *out,
+                 size_t len);
+/* zp_eval_pick over run_dir's checkpoints, each chosen one read back whole
+ * (checksum) so that a damaged file is refused before anything starts. 0, or
+ * 2 after printing which checkpoints the run has, or why one cannot be read. */
+int zp_eval_choose(const char *run_dir, const char *which, char *out, size_t len);
+/* `zeus-pipe eval`: the test split of run_dir's dataset (its config.yaml)
+ * through the pipeline in mode ZP_MODE_EVAL and the checkpoints `ckpts`
+ * (zp_eval_choose), in run_dir/eval (eval-2, ... when taken); the trainer
+ * writes run_dir/eval-<checkpoint>.json and .txt. The exit status; 2 after
+ * printing when the config or dataset cannot be read or has no test split. */
+int zp_eval(const char *run_dir, const char *ckpts);
+
+/* What an overfit run did: steps trained, the loss of the batch first and last. */
+typedef struct {
+    long long steps;
+    double first, last;
+} zp_overfit_t;
+
+/* `zeus-pipe overfit`: cfg (zp_sup_load's, with its probed ds; borrowed)
+ * changed to one epoch of `steps` steps on one batch, no checkpoint, a log
+ * line every steps/10, run in <run.dir>/<run.name>-overfit in mode
+ * ZP_MODE_OVERFIT; *out from the run's overfit.txt. The exit status: 0 with
+ * *out set; 1 after printing when overfit.txt is missing or unreadable. */
+int zp_overfit(zp_config_t *cfg, const zp_dataset_t *ds, long steps, zp_overfit_t *out);
 
 /* ---- Stage processes ------------------------------------------------------------------------ */
 
