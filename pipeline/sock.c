@@ -1,7 +1,7 @@
 #define _GNU_SOURCE
 #include "pipeline/sock.h"
 #include "pipeline/log.h"
-#include "pipeline/records.h"
+#include "pipeline/resources.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -23,7 +23,7 @@ void *zp_sock_open(void *ctx, int type, const char *endpoint, int bind, int ling
         return NULL;
     }
     zmq_setsockopt(s, ZMQ_LINGER, &linger_ms, sizeof linger_ms);
-    if (bind && zp_records_add_endpoint(endpoint)) { /* recorded before the file exists */
+    if (bind && zp_resources_add_endpoint(endpoint)) { /* recorded before the file exists */
         zmq_close(s);
         return NULL;
     }
@@ -36,7 +36,7 @@ void *zp_sock_open(void *ctx, int type, const char *endpoint, int bind, int ling
     return s;
 }
 
-void zp_sock_close(void **sock)
+void zp_sock_destroy(void **sock)
 {
     if (sock && *sock) {
         zmq_close(*sock);
@@ -202,7 +202,7 @@ int zp_request(const char *run_dir, const char *sock_name, const zp_msg_t *req, 
         zmq_pollitem_t it = {s, 0, ZMQ_POLLIN, 0};
         rc = zmq_poll(&it, 1, timeout_ms) > 0 ? zp_frames_recv(f, s, 0) : ZP_ETIMEOUT;
     }
-    zp_sock_close(&s);
+    zp_sock_destroy(&s);
     if (ctx)
         zmq_ctx_term(ctx);
     return rc;

@@ -16,9 +16,10 @@
 int zp_endpoint(char *buf, size_t len, const char *run_dir, const char *name);
 
 /* Creates a socket of `type`, binds (bind != 0) or connects it. LINGER is set
- * to `linger_ms`. On failure logs the endpoint and the zmq error. */
+ * to `linger_ms`. NULL on failure, with the endpoint and the zmq error logged. */
 void *zp_sock_open(void *ctx, int type, const char *endpoint, int bind, int linger_ms);
-void zp_sock_close(void **sock);
+/* Closes the socket (its LINGER applies). Safe on NULL; nulls *sock. */
+void zp_sock_destroy(void **sock);
 
 
 /* A received multipart message: frames stay owned here until zp_frames_close()

@@ -4,7 +4,7 @@
 #include "pipeline/log.h"
 #include "pipeline/names.h"
 #include "pipeline/keys.h"
-#include "pipeline/records.h"
+#include "pipeline/resources.h"
 #include "pipeline/sock.h"
 #include "pipeline/zap.h"
 
@@ -108,7 +108,7 @@ static int curve(zp_stage_t *st, void *sock, int server)
 /* bind or connect, the endpoint and the error logged */
 static int link_to(void *sock, const char *ep, int bind)
 {
-    if (bind && zp_records_add_endpoint(ep)) /* an ipc file: recorded before it exists */
+    if (bind && zp_resources_add_endpoint(ep)) /* an ipc file: recorded before it exists */
         return ZP_EINVAL;
     if (bind ? zmq_bind(sock, ep) == 0 : zmq_connect(sock, ep) == 0)
         return 0;
@@ -146,7 +146,7 @@ void *zp_stage_socket(zp_stage_t *st, int type, const char *name, int bind, int 
     }
     zmq_setsockopt(s, ZMQ_LINGER, &linger_ms, sizeof linger_ms);
     if (zp_stage_attach(st, s, name, bind))
-        zp_sock_close(&s);
+        zp_sock_destroy(&s);
     return s;
 }
 
@@ -199,8 +199,8 @@ void zp_stage_close(zp_stage_t *st)
         st->stats.final = 1;
         zp_stats_tick(st);
     }
-    zp_sock_close(&st->events);
-    zp_zap_stop(&st->zap); /* after the stage closed its sockets: none is bound now */
+    zp_sock_destroy(&st->events);
+    zp_zap_destroy(&st->zap); /* after the stage closed its sockets: none is bound now */
     if (st->zctx) {
         /* Blocks until pending events reach the logger (or LINGER passes);
          * a SIGTERM arriving meanwhile must not cut that short. */

@@ -227,7 +227,7 @@ int zp_zap_rank(zmq_msg_t *msg, int world)
     return r;
 }
 
-void zp_zap_stop(zp_zap_t **zap)
+void zp_zap_destroy(zp_zap_t **zap)
 {
     if (!zap || !*zap)
         return;

@@ -37,7 +37,7 @@ typedef enum { ZP_ZAP_DOMAINS(ZP_ZAP_ENUM) ZP_ZAP_COUNT } zp_zap_domain_t;
  * 0, or an error, logged. */
 int zp_zap_serve(zp_stage_t *st, void *sock, zp_zap_domain_t domain);
 /* Stops the handler; safe twice, nulls the pointer. */
-void zp_zap_stop(zp_zap_t **zap);
+void zp_zap_destroy(zp_zap_t **zap);
 
 /* The rank 1..world-1 whose key the sender of `msg` (a frame received on a
  * ranks socket) proved, or -1: a peer of no rank key, or one that came

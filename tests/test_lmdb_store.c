@@ -125,14 +125,14 @@ static void what_is_put_is_got_back_before_and_after_commit_and_reopen(void **st
     assert_int_equal(get(s, ZP_SPLIT_TEST, 3, &b), 0);  /* another split */
     zp_store_commit(s);
     assert_int_equal(get(s, ZP_SPLIT_TRAIN, 3, &b), 1); /* a read transaction of its own */
-    zp_store_close(&s);
+    zp_store_destroy(&s);
     assert_null(s);
-    zp_store_close(&s); /* safe twice */
+    zp_store_destroy(&s); /* safe twice */
 
     assert_int_equal(zp_store_open(&s, st), 0);
     assert_int_equal(get(s, ZP_SPLIT_TRAIN, 3, &b), 1);
     assert_int_equal(st->events_dropped, 0); /* no warning was sent */
-    zp_store_close(&s);
+    zp_store_destroy(&s);
 }
 
 static void a_commit_every_n_samples_makes_them_durable(void **state)
@@ -150,7 +150,7 @@ static void a_commit_every_n_samples_makes_them_durable(void **state)
     zp_store_put(s, ZP_SPLIT_TRAIN, 1, b.idx, b.lab, (const uint8_t *)b.data);
     int wait = zp_store_tick(s); /* pending: the time left to the 100 ms commit */
     assert_true(wait >= 1 && wait <= 101);
-    zp_store_close(&s);
+    zp_store_destroy(&s);
 }
 
 static void a_missing_or_skipped_sample_makes_the_request_a_miss(void **state)
@@ -167,7 +167,7 @@ static void a_missing_or_skipped_sample_makes_the_request_a_miss(void **state)
     assert_int_equal(get(s, ZP_SPLIT_TRAIN, 1, &b), 1); /* the other was */
     batch(&b, 2, (const uint32_t[]){1, 9}, (const int32_t[]){1, 0});
     assert_int_equal(get(s, ZP_SPLIT_TRAIN, 2, &b), 0); /* 9 was never put */
-    zp_store_close(&s);
+    zp_store_destroy(&s);
 }
 
 static void a_corrupt_value_is_a_miss_and_a_new_put_heals_it(void **state)
@@ -179,7 +179,7 @@ static void a_corrupt_value_is_a_miss_and_a_new_put_heals_it(void **state)
     batch_t b;
     batch(&b, 2, (const uint32_t[]){4, 6}, (const int32_t[]){3, 1});
     zp_store_put(s, ZP_SPLIT_TRAIN, 2, b.idx, b.lab, (const uint8_t *)b.data);
-    zp_store_close(&s);
+    zp_store_destroy(&s);
 
     /* flip one pixel of sample 6 behind the store's back */
     zp_cachedb_t c;
@@ -202,7 +202,7 @@ static void a_corrupt_value_is_a_miss_and_a_new_put_heals_it(void **state)
     assert_int_equal(get(s, ZP_SPLIT_TRAIN, 2, &b), 0); /* never served */
     zp_store_put(s, ZP_SPLIT_TRAIN, 2, b.idx, b.lab, (const uint8_t *)b.data); /* the loaders' answer */
     assert_int_equal(get(s, ZP_SPLIT_TRAIN, 2, &b), 1);
-    zp_store_close(&s);
+    zp_store_destroy(&s);
 }
 
 static void a_full_map_turns_caching_off_with_one_warning(void **state)
@@ -236,7 +236,7 @@ static void a_full_map_turns_caching_off_with_one_warning(void **state)
     assert_int_equal(zp_store_get(s, ZP_SPLIT_TRAIN, 4, idx, labels, out), 0); /* off: misses */
     zp_store_put(s, ZP_SPLIT_TRAIN, 4, idx, lab, data); /* and puts do nothing */
     assert_int_equal(st->events_dropped, 1);
-    zp_store_close(&s);
+    zp_store_destroy(&s);
     /* what was committed before the map filled is whole */
     zp_cachedb_t r;
     assert_int_equal(zp_cachedb_open(&r, &st->cfg, &st->meta, 1, err, sizeof err), 0);
@@ -266,7 +266,7 @@ static void a_store_that_cannot_open_says_so_and_a_null_store_is_a_miss(void **s
     zp_store_put(NULL, ZP_SPLIT_TRAIN, 1, b.idx, b.lab, (const uint8_t *)b.data);
     assert_int_equal(get(NULL, ZP_SPLIT_TRAIN, 1, &b), 0);
     zp_store_commit(NULL);
-    zp_store_close(NULL);
+    zp_store_destroy(NULL);
 }
 
 int main(void)

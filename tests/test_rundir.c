@@ -15,7 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "pipeline/records.h"
+#include "pipeline/resources.h"
 #include "pipeline/ring.h"
 #include "pipeline/supervisor/supervisor.h"
 
@@ -52,13 +52,13 @@ static void touch(const char *path)
 static void make_run(const char *dir, const char *name, char *run, size_t len)
 {
     assert_int_equal(zp_rundir_create(dir, name, run, len), 0);
-    assert_int_equal(zp_records_start(run), 0);
+    assert_int_equal(zp_resources_start(run), 0);
 }
 
 static void record(const char *run, const char *line)
 {
     char path[PATH_MAX + 16];
-    zp_records_path(path, sizeof path, run);
+    zp_resources_path(path, sizeof path, run);
     FILE *f = fopen(path, "a");
     assert_non_null(f);
     fprintf(f, "%s\n", line);
@@ -124,7 +124,7 @@ static void the_sweep_removes_its_own_shm_sockets_and_nested_runs_and_refuses_th
     snprintf(line, sizeof line, "run %s", nested_run);
     record(run, line);
 
-    zp_records_cleanup(run);
+    zp_resources_cleanup(run);
 
     char path[PATH_MAX + 32];
     assert_int_equal(shm_open(shm, O_RDONLY, 0), -1); /* removed */
@@ -135,9 +135,9 @@ static void the_sweep_removes_its_own_shm_sockets_and_nested_runs_and_refuses_th
     assert_false(exists("%s/%s", run, "sock/work.ipc"));
     assert_true(access(outside, F_OK) == 0);
     assert_false(access(sock, F_OK) == 0); /* the nested run's socket */
-    zp_records_path(path, sizeof path, run);
+    zp_resources_path(path, sizeof path, run);
     assert_false(access(path, F_OK) == 0); /* the record itself is gone */
-    zp_records_path(path, sizeof path, nested_run);
+    zp_resources_path(path, sizeof path, nested_run);
     assert_false(access(path, F_OK) == 0);
 }
 
@@ -150,10 +150,10 @@ static void another_hosts_run_is_left_alone(void **state)
     touch(sock);
     snprintf(line, sizeof line, "sock %s", sock);
     record(run, line);
-    assert_int_equal(zp_records_foreign(run), 1);
+    assert_int_equal(zp_resources_foreign(run), 1);
     zp_rundir_cleanup(run);
     assert_true(access(sock, F_OK) == 0);
-    zp_records_path(path, sizeof path, run);
+    zp_resources_path(path, sizeof path, run);
     assert_true(access(path, F_OK) == 0);
 }
 

@@ -34,8 +34,8 @@ static int teardown(void **state)
 {
     (void)state;
     zp_frames_close(&f);
-    zp_sock_close(&in);
-    zp_sock_close(&out);
+    zp_sock_destroy(&in);
+    zp_sock_destroy(&out);
     return zmq_ctx_term(ctx);
 }
 
@@ -72,7 +72,7 @@ static void a_socket_that_cannot_connect_is_null(void **state)
     assert_null(s);
     void *dup = zp_sock_open(ctx, ZMQ_PULL, "inproc://test", 1, 0); /* bound already */
     assert_null(dup);
-    zp_sock_close(&dup); /* safe on NULL */
+    zp_sock_destroy(&dup); /* safe on NULL */
 }
 
 /* ---- frames --------------------------------------------------------------------------- */
@@ -157,8 +157,8 @@ static void a_routers_identity_frame_is_peeled(void **state)
     zp_msg_release(&m);
     zp_frames_close(&g);
     zp_frames_close(&f);
-    zp_sock_close(&dealer);
-    zp_sock_close(&router);
+    zp_sock_destroy(&dealer);
+    zp_sock_destroy(&router);
 }
 
 static void send_parts_moves_the_payload_into_zeromq(void **state)

@@ -147,7 +147,7 @@ static void a_dropped_batch_is_freed_and_the_ring_keeps_its_slots(void **state)
     assert_int_equal(waitpid(pid, &status, 0), pid);
     trainer = 0;
     zp_frames_close(&f);
-    zp_sock_close(&sock);
+    zp_sock_destroy(&sock);
     zmq_ctx_term(ctx);
     zp_ring_destroy(&ring);
     char cmd[PATH_MAX + 16];

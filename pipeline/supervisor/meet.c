@@ -4,7 +4,7 @@
  * that its config is rank 0's word for word and runs in RUN/rank-<r>. */
 #define _GNU_SOURCE
 #include "pipeline/log.h"
-#include "pipeline/records.h"
+#include "pipeline/resources.h"
 #include "pipeline/slurm.h"
 #include "pipeline/supervisor/supervisor.h"
 
@@ -113,7 +113,7 @@ static int slurm_join(zp_sup_t *s)
     snprintf(name, sizeof name, "rank-%d", s->slurm.rank);
     int rc = zp_rundir_make(&s->cfg, run0, name, s->run_dir, sizeof s->run_dir);
     /* in rank 0's record: a cleanup of the run reaches this rank's leftovers */
-    return rc ? rc : zp_records_add(run0, "run", s->run_dir) ? 1 : 0;
+    return rc ? rc : zp_resources_add(run0, "run", s->run_dir) ? 1 : 0;
 }
 
 /* `srun zeus-pipe up CONFIG`: this task's part of the run. */

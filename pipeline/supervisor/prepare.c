@@ -6,7 +6,7 @@
 #include "pipeline/ckpt.h"
 #include "pipeline/keys.h"
 #include "pipeline/log.h"
-#include "pipeline/records.h"
+#include "pipeline/resources.h"
 #include "pipeline/ring.h"
 #include "pipeline/stage.h"
 #include "pipeline/supervisor/supervisor.h"
@@ -126,7 +126,7 @@ int zp_sup_prepare_resume(zp_sup_t *s, const char *run)
     if (s->cfg.cache_enabled && zp_cache_prepare(&s->cfg, &s->ds->meta))
         return 2;
     zp_rundir_cleanup(s->run_dir); /* what its killed supervisor left */
-    if ((rc = zp_records_start(s->run_dir))) {
+    if ((rc = zp_resources_start(s->run_dir))) {
         fprintf(stderr, "zeus-pipe: %s/resources: cannot write: %s\n", s->run_dir, zp_strerror(rc));
         return 1;
     }

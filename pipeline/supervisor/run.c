@@ -272,7 +272,7 @@ static int run_stages(zp_sup_t *s)
     if (status)
         fprintf(stderr, "zeus-pipe: cannot start the stages\n");
     status = status ? (zp_procs_stop(&s->procs, 0, 1000), zp_procs_stop(&s->procs, 1, 1000), 1) : supervise(s);
-    zp_sock_close(&s->control);
+    zp_sock_destroy(&s->control);
     zmq_ctx_term(s->zctx);
     cleanup(s);
     if (status == 0)

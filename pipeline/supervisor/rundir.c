@@ -1,7 +1,7 @@
 #define _GNU_SOURCE
 #include "pipeline/files.h"
 #include "pipeline/log.h"
-#include "pipeline/records.h"
+#include "pipeline/resources.h"
 #include "pipeline/ring.h"
 #include "pipeline/supervisor/supervisor.h"
 
@@ -69,7 +69,7 @@ int zp_rundir_make(const zp_config_t *cfg, const char *dir, const char *name, ch
     }
     zp_config_print(cfg, f);
     fclose(f);
-    if ((rc = zp_records_start(out))) {
+    if ((rc = zp_resources_start(out))) {
         fprintf(stderr, "zeus-pipe: %s/resources: %s\n", out, zp_strerror(rc));
         return 1;
     }
@@ -139,7 +139,7 @@ int zp_find_run(const char *run, char *dir, size_t len)
     return 2;
 }
 
-/* ---- after a run: what RUN/resources lists (pipeline/records.h) ------------------------------ */
+/* ---- after a run: what RUN/resources lists (pipeline/resources.h) ------------------------------ */
 
 #define NEST_MAX 2 /* RUN/rank-<r>, and one more level */
 
@@ -215,8 +215,8 @@ static void sweep_line(const char *run_dir, int depth, char *line, sweep_t *sw)
 /* The run's record, or NULL; *foreign set when it names another host. */
 static FILE *open_record(const char *run_dir, const char *me, int *foreign)
 {
-    char path[PATH_MAX + 16], line[ZP_RECORDS_LINE_MAX];
-    zp_records_path(path, sizeof path, run_dir);
+    char path[PATH_MAX + 16], line[ZP_RESOURCES_LINE_MAX];
+    zp_resources_path(path, sizeof path, run_dir);
     *foreign = 0;
     FILE *f = fopen(path, "r");
     if (!f)
@@ -241,7 +241,7 @@ static int sweep_run(const char *run_dir, int depth, sweep_t *sw)
             fclose(f);
         return -1;
     }
-    char line[ZP_RECORDS_LINE_MAX], path[PATH_MAX + 16];
+    char line[ZP_RESOURCES_LINE_MAX], path[PATH_MAX + 16];
     while (fgets(line, sizeof line, f)) {
         size_t n = strcspn(line, "\n");
         if (!line[n] && !feof(f)) { /* longer than any name we write: skip the rest of it */
@@ -256,7 +256,7 @@ static int sweep_run(const char *run_dir, int depth, sweep_t *sw)
             sweep_line(run_dir, depth, line, sw);
     }
     fclose(f);
-    zp_records_path(path, sizeof path, run_dir);
+    zp_resources_path(path, sizeof path, run_dir);
     unlink(path);
     return 0;
 }
@@ -269,7 +269,7 @@ static void my_host(char *buf, size_t len)
     buf[len - 1] = 0;
 }
 
-int zp_records_foreign(const char *run_dir)
+int zp_resources_foreign(const char *run_dir)
 {
     char me[256];
     int foreign;
@@ -280,7 +280,7 @@ int zp_records_foreign(const char *run_dir)
     return foreign;
 }
 
-void zp_records_cleanup(const char *run_dir)
+void zp_resources_cleanup(const char *run_dir)
 {
     sweep_t sw = {.foreign = 0};
     my_host(sw.host, sizeof sw.host);
@@ -294,10 +294,10 @@ void zp_records_cleanup(const char *run_dir)
                         "process there can remove their shared memory\n", run_dir, sw.foreign);
 }
 
-int zp_records_delivered(const char *run_dir, int instance, pid_t pid)
+int zp_resources_delivered(const char *run_dir, int instance, pid_t pid)
 {
     char path[PATH_MAX + 64], buf[24] = "";
-    zp_records_mark_path(path, sizeof path, run_dir, instance);
+    zp_resources_mark_path(path, sizeof path, run_dir, instance);
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return 0;
@@ -312,14 +312,14 @@ int zp_records_delivered(const char *run_dir, int instance, pid_t pid)
     return 1;
 }
 
-/* Removes what the run recorded that it created (pipeline/records.h):
+/* Removes what the run recorded that it created (pipeline/resources.h):
  * every rank's ring, the socket files, nested Slurm ranks; then its pid file. */
 void zp_rundir_cleanup(const char *run_dir)
 {
     char path[PATH_MAX + 64];
-    if (zp_records_foreign(run_dir))
+    if (zp_resources_foreign(run_dir))
         return; /* its supervisor's host cleans up after it */
-    zp_records_cleanup(run_dir);
+    zp_resources_cleanup(run_dir);
     snprintf(path, sizeof path, "%s/supervisor.pid", run_dir);
     unlink(path);
 }
@@ -339,7 +339,7 @@ void zp_rundir_cleanup_stale(const char *dir)
         snprintf(pidfile, sizeof pidfile, "%s/supervisor.pid", run);
         char real[PATH_MAX];
         if (access(pidfile, F_OK) || zp_rundir_live_pid(run) || !realpath(run, real) ||
-            zp_records_foreign(real))
+            zp_resources_foreign(real))
             continue;
         fprintf(stderr, "zeus-pipe: cleaning up after %s, whose supervisor died\n", real);
         zp_rundir_cleanup(real);

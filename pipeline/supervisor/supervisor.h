@@ -314,7 +314,7 @@ void zp_procs_log_tail(zp_procs_t *s, const zp_child_t *c);
 
 /* runs/<name>/ with config.yaml, sock/ (0700), logs/, dataset/ (what the
  * supervisor probed), metrics.jsonl, stats.jsonl, report.txt,
- * supervisor.pid, resources (pipeline/records.h). */
+ * supervisor.pid, resources (pipeline/resources.h). */
 
 /* Creates `<dir>/<name>` (or `<name>-2`, `-3`... when taken) with sock/ and
  * logs/, and writes the absolute path into out. 0, or a negative errno
@@ -336,7 +336,7 @@ pid_t zp_rundir_live_pid(const char *run);
 int zp_find_run(const char *run, char *dir, size_t len);
 
 /* Removes the shared memory, socket files and nested rank folders' leftovers
- * that the run recorded in RUN/resources (pipeline/records.h), and its pid
+ * that the run recorded in RUN/resources (pipeline/resources.h), and its pid
  * file; nothing for a run whose supervisor is on another host. */
 void zp_rundir_cleanup(const char *run_dir);
 /* Does that for every run under `dir` whose supervisor died without it. */
@@ -344,15 +344,15 @@ void zp_rundir_cleanup_stale(const char *dir);
 
 /* 1 when RUN/resources says that the run belongs to another host (its
  * resources are out of reach from here), else 0. */
-int zp_records_foreign(const char *run_dir);
+int zp_resources_foreign(const char *run_dir);
 /* Removes what RUN/resources lists and belongs to the run (nested runs
  * included, when their supervisor is dead), then the record itself. Lines
  * that name something else are left alone, counted and reported. Does
  * nothing for a run of another host. */
-void zp_records_cleanup(const char *run_dir);
+void zp_resources_cleanup(const char *run_dir);
 /* 1 when loader `instance`, process `pid`, had delivered samples before it
  * ended; removes the mark. */
-int zp_records_delivered(const char *run_dir, int instance, pid_t pid);
+int zp_resources_delivered(const char *run_dir, int instance, pid_t pid);
 
 /* ---- Between the supervisor's own files (run.c, prepare.c, meet.c) -------------------------- */
 

@@ -248,7 +248,7 @@ int zp_warm_run(zp_warm_t *w, zp_warm_progress_fn *progress, void *arg)
     if (!status)
         status = drive(w, progress, arg);
     zp_procs_stop(&w->procs, 0, status >= 128 ? 1000 : 10000); /* the cache stage commits on TERM */
-    zp_sock_close(&w->fetch);
+    zp_sock_destroy(&w->fetch);
     if (w->zctx)
         zmq_ctx_term(w->zctx);
     w->zctx = NULL;

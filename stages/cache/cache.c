@@ -509,11 +509,11 @@ int zp_cache_main(zp_stage_t *st)
         zp_info("%lld sample(s) answered from the cache", (long long)c.served);
     rc = rc ? 1 : 0;
 out:
-    zp_store_close(&c.store); /* commits what is pending, also on SIGTERM */
+    zp_store_destroy(&c.store); /* commits what is pending, also on SIGTERM */
     zp_frames_close(&c.f);
-    zp_sock_close(&c.work);
-    zp_sock_close(&c.fetch);
-    zp_sock_close(&c.remote);
+    zp_sock_destroy(&c.work);
+    zp_sock_destroy(&c.fetch);
+    zp_sock_destroy(&c.remote);
     free(c.hit_labels);
     free(c.hit_data);
     zp_tasks_destroy(&c.tasks);

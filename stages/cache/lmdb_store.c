@@ -204,7 +204,7 @@ int zp_store_tick(zp_store_t *s)
     return (int)((100000000 - age) / 1000000) + 1;
 }
 
-void zp_store_close(zp_store_t **sp)
+void zp_store_destroy(zp_store_t **sp)
 {
     if (!sp || !*sp)
         return;

@@ -15,7 +15,7 @@ typedef struct zp_store zp_store_t;
  * the LMDB error logged (cache.path unusable), with *out NULL. */
 int zp_store_open(zp_store_t **out, zp_stage_t *st);
 /* Commits what is pending and closes. Safe on NULL; nulls *s. */
-void zp_store_close(zp_store_t **s);
+void zp_store_destroy(zp_store_t **s);
 
 /* Puts n samples (frames as SAMPLES carries them; may be unaligned),
  * replacing what a key held. Never fails the caller: LMDB errors turn caching

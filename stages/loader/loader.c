@@ -12,7 +12,7 @@
 #include "pipeline/cachedb.h"
 #include "pipeline/log.h"
 #include "pipeline/names.h"
-#include "pipeline/records.h"
+#include "pipeline/resources.h"
 #include "pipeline/sock.h"
 #include "pipeline/stage.h"
 #include "stages/loader/source.h"
@@ -45,7 +45,7 @@ typedef struct {
     char ep[ZP_ENDPOINT_MAX + 16];
     int64_t last_send, last_recv; /* ns */
     int retire_sent;
-    int delivered; /* samples went out: the supervisor knows (pipeline/records.h) */
+    int delivered; /* samples went out: the supervisor knows (pipeline/resources.h) */
     int64_t skipped;
     zp_augment_t aug; /* dataset.augment.where = loader (cache off) */
     float *scratch;   /* one transformed sample before its augmentation; owned */
@@ -103,7 +103,7 @@ static void *open_remote(loader_t *l)
 /* A new connection (a new identity) to the cache stage, offering full credit. */
 static int connect_broker(loader_t *l)
 {
-    zp_sock_close(&l->work);
+    zp_sock_destroy(&l->work);
     l->work = l->st->connect[0] ? open_remote(l) : zp_sock_open(l->st->zctx, ZMQ_DEALER, l->ep, 0, 0);
     if (!l->work)
         return ZP_EZMQ;
@@ -260,7 +260,7 @@ static int run_task(void *ctx, const zp_msg_t *t, zp_frames_t *f)
         ZP_TIME_END(&l->st->timers, ZP_R_SEND);
         l->last_send = zp_now_ns();
         if (!rc && !l->delivered && l->st->run_dir[0]) /* a supervised loader: tell it once */
-            l->delivered = 1, zp_records_mark_delivered(l->st->run_dir, l->st->instance);
+            l->delivered = 1, zp_resources_mark_delivered(l->st->run_dir, l->st->instance);
         l->st->stats.items += (int64_t)t->n;
         l->st->stats.bytes += (int64_t)bytes;
     }
@@ -373,7 +373,7 @@ int zp_loader_main(zp_stage_t *st)
         zp_error("stopped: %s", zp_strerror(rc));
     rc = l.refused ? 2 : rc ? 1 : 0; /* 2: a config error, which the supervisor does not restart */
 out:
-    zp_sock_close(&l.work);
+    zp_sock_destroy(&l.work);
     if (l.src)
         l.src->destroy(l.src);
     free(l.pixels);

@@ -304,8 +304,8 @@ int zp_logger_main(zp_stage_t *st)
     if (!rc)
         finish(&l);
     zp_frames_close(&l.f);
-    zp_sock_close(&l.pull);
-    zp_sock_close(&l.rep);
+    zp_sock_destroy(&l.pull);
+    zp_sock_destroy(&l.rep);
     if (l.metrics)
         fclose(l.metrics);
     if (l.stats)

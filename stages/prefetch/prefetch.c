@@ -13,7 +13,7 @@
 #include "pipeline/ckpt.h"
 #include "pipeline/log.h"
 #include "pipeline/names.h"
-#include "pipeline/records.h"
+#include "pipeline/resources.h"
 #include "pipeline/ring.h"
 #include "pipeline/sampler.h"
 #include "pipeline/sock.h"
@@ -584,7 +584,7 @@ static int open_all(prefetch_t *p)
     }
     char name[128], ep[ZP_ENDPOINT_MAX + 16];
     zp_ring_name(name, sizeof name, st->run_dir, st->instance);
-    int rc = zp_records_add(st->run_dir, "shm", name); /* for the cleanup after a crash */
+    int rc = zp_resources_add(st->run_dir, "shm", name); /* for the cleanup after a crash */
     if (!rc)
         rc = open_ring(p, name);
     if (rc)
@@ -616,8 +616,8 @@ static int open_all(prefetch_t *p)
 static void close_all(prefetch_t *p)
 {
     zp_frames_close(&p->f);
-    zp_sock_close(&p->fetch);
-    zp_sock_close(&p->ring_sock);
+    zp_sock_destroy(&p->fetch);
+    zp_sock_destroy(&p->ring_sock);
     zp_ring_destroy(&p->ring);
     for (int s = 0; s < ZP_SPLITS; s++)
         zp_sampler_free(&p->sampler[s]);
@@ -628,7 +628,7 @@ static void close_all(prefetch_t *p)
     free(p->vals);
     free(p->status);
     free(p->why);
-    zp_readers_stop(&p->readers);
+    zp_readers_destroy(&p->readers);
     for (int s = 0; s < ZP_SPLITS; s++)
         free(p->present[s]);
     if (p->rtxn)

@@ -133,7 +133,7 @@ void zp_readers_run(zp_readers_t *r, const zp_copy_job_t *job)
     pthread_mutex_unlock(&r->mu);
 }
 
-void zp_readers_stop(zp_readers_t **rp)
+void zp_readers_destroy(zp_readers_t **rp)
 {
     if (!rp || !*rp)
         return;

@@ -56,7 +56,7 @@ int zp_comm_open(zp_comm_t **out, zp_stage_t *st, int rank, int world)
         zmq_setsockopt(c->sock, ZMQ_ROUTING_ID, id, (size_t)n);
         zmq_setsockopt(c->sock, ZMQ_LINGER, &linger, sizeof linger);
         if ((rc = zp_stage_attach(st, c->sock, zp_sock_name(ZP_SOCK_COMM), 0)))
-            zp_sock_close(&c->sock);
+            zp_sock_destroy(&c->sock);
     }
     if (rc || !c->sock) {
         zp_comm_destroy(&c);
@@ -73,7 +73,7 @@ void zp_comm_destroy(zp_comm_t **cp)
         return;
     for (int i = 0; i < c->world; i++)
         zp_frames_close(&c->in[i]);
-    zp_sock_close(&c->sock);
+    zp_sock_destroy(&c->sock);
     free(c->acc);
     free(c);
     *cp = NULL;

@@ -35,7 +35,7 @@ int zp_consumer_open(zp_consumer_t *c, zp_stage_t *st, int rank, const zp_route_
 void zp_consumer_close(zp_consumer_t *c)
 {
     zp_frames_close(&c->f);
-    zp_sock_close(&c->sock);
+    zp_sock_destroy(&c->sock);
     zp_ring_destroy(&c->ring);
 }
 

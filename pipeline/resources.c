@@ -1,9 +1,9 @@
-/* records.c — RUN/resources (what a run created, for cleanup after a crash)
+/* resources.c — RUN/resources (what a run created, for cleanup after a crash)
  * and the loaders' delivery marks (for the supervisor's restart policy): the
  * writing side, used by the stages. The supervisor reads them and cleans up
  * (pipeline/supervisor/rundir.c). */
 #define _GNU_SOURCE
-#include "pipeline/records.h"
+#include "pipeline/resources.h"
 #include "pipeline/log.h"
 
 #include <errno.h>
@@ -15,7 +15,7 @@
 #include <unistd.h>
 
 
-void zp_records_path(char *buf, size_t len, const char *run_dir)
+void zp_resources_path(char *buf, size_t len, const char *run_dir)
 {
     snprintf(buf, len, "%s/resources", run_dir);
 }
@@ -24,7 +24,7 @@ void zp_records_path(char *buf, size_t len, const char *run_dir)
 static int append_line(const char *run_dir, const char *line, size_t n)
 {
     char path[PATH_MAX + 16];
-    zp_records_path(path, sizeof path, run_dir);
+    zp_resources_path(path, sizeof path, run_dir);
     int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
     int rc = fd < 0 ? -errno : 0;
     if (!rc) {
@@ -38,26 +38,26 @@ static int append_line(const char *run_dir, const char *line, size_t n)
     return rc;
 }
 
-int zp_records_add(const char *run_dir, const char *kind, const char *name)
+int zp_resources_add(const char *run_dir, const char *kind, const char *name)
 {
-    char line[ZP_RECORDS_LINE_MAX + 8];
+    char line[ZP_RESOURCES_LINE_MAX + 8];
     int n = snprintf(line, sizeof line, "%s %s\n", kind, name);
-    if (n < 0 || (size_t)n >= ZP_RECORDS_LINE_MAX || strchr(name, '\n')) {
+    if (n < 0 || (size_t)n >= ZP_RESOURCES_LINE_MAX || strchr(name, '\n')) {
         zp_error("%s/resources: cannot record %s %.100s...: name too long", run_dir, kind, name);
         return ZP_EINVAL;
     }
     return append_line(run_dir, line, (size_t)n);
 }
 
-int zp_records_start(const char *run_dir)
+int zp_resources_start(const char *run_dir)
 {
     char host[256] = "";
     if (gethostname(host, sizeof host - 1))
         return -errno;
-    return zp_records_add(run_dir, "host", host);
+    return zp_resources_add(run_dir, "host", host);
 }
 
-int zp_records_add_endpoint(const char *endpoint)
+int zp_resources_add_endpoint(const char *endpoint)
 {
     if (strncmp(endpoint, "ipc://", 6))
         return 0;
@@ -68,20 +68,20 @@ int zp_records_add_endpoint(const char *endpoint)
         return 0; /* not a run's endpoint */
     char run_dir[PATH_MAX];
     snprintf(run_dir, sizeof run_dir, "%.*s", (int)(sock - path), path);
-    return zp_records_add(run_dir, "sock", path);
+    return zp_resources_add(run_dir, "sock", path);
 }
 
 /* ---- loaders' delivery marks ---------------------------------------------------------------- */
 
-void zp_records_mark_path(char *buf, size_t len, const char *run_dir, int instance)
+void zp_resources_mark_path(char *buf, size_t len, const char *run_dir, int instance)
 {
     snprintf(buf, len, "%s/logs/loader-%d.delivered", run_dir, instance);
 }
 
-int zp_records_mark_delivered(const char *run_dir, int instance)
+int zp_resources_mark_delivered(const char *run_dir, int instance)
 {
     char path[PATH_MAX + 64], pid[24];
-    zp_records_mark_path(path, sizeof path, run_dir, instance);
+    zp_resources_mark_path(path, sizeof path, run_dir, instance);
     int n = snprintf(pid, sizeof pid, "%d\n", (int)getpid());
     int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     int rc = fd < 0 ? -errno : write(fd, pid, (size_t)n) == n ? 0 : -EIO;

@@ -1,4 +1,4 @@
-/* records.h — what a run writes into its own directory about itself, so
+/* resources.h — what a run writes into its own directory about itself, so
  * that whoever comes after a crash knows what it left.
  *
  * RUN/resources: every shared-memory segment, socket file and nested run
@@ -17,27 +17,27 @@
  * RUN/logs/loader-<i>.delivered: the pid of loader i once it has returned
  * samples, so that the supervisor tells a loader killed at work from one
  * that dies before it delivers anything (a crash loop). */
-#ifndef ZP_RECORDS_H
-#define ZP_RECORDS_H
+#ifndef ZP_RESOURCES_H
+#define ZP_RESOURCES_H
 
 #include <limits.h>
 #include <stddef.h>
 
 /* The longest line of RUN/resources. */
-#define ZP_RECORDS_LINE_MAX (PATH_MAX + 16)
+#define ZP_RESOURCES_LINE_MAX (PATH_MAX + 16)
 
 /* RUN/resources, and RUN/logs/loader-<instance>.delivered. */
-void zp_records_path(char *buf, size_t len, const char *run_dir);
-void zp_records_mark_path(char *buf, size_t len, const char *run_dir, int instance);
+void zp_resources_path(char *buf, size_t len, const char *run_dir);
+void zp_resources_mark_path(char *buf, size_t len, const char *run_dir, int instance);
 
 /* Starts the run's record with this host's name. 0 or a negative errno. */
-int zp_records_start(const char *run_dir);
+int zp_resources_start(const char *run_dir);
 /* Appends "KIND NAME" (kind: "shm", "sock" or "run"). 0, or a negative
  * errno / ZP_EINVAL with the file and the reason logged. */
-int zp_records_add(const char *run_dir, const char *kind, const char *name);
+int zp_resources_add(const char *run_dir, const char *kind, const char *name);
 /* For an endpoint "ipc://RUN/sock/NAME.ipc": appends "sock RUN/sock/NAME.ipc"
  * to RUN/resources. Other endpoints (tcp, inproc) need no record: 0. */
-int zp_records_add_endpoint(const char *endpoint);
+int zp_resources_add_endpoint(const char *endpoint);
 /* Loader `instance` of the run has delivered samples: writes its pid. */
-int zp_records_mark_delivered(const char *run_dir, int instance);
+int zp_resources_mark_delivered(const char *run_dir, int instance);
 #endif
