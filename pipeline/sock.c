@@ -112,6 +112,14 @@ void zp_inbox_drop(const zp_inbox_t *in, const char *why)
     zp_warn_limited(in->dropped, "dropped a message from %s: %s", in->from, why);
 }
 
+/* A message zp_inbox_recv could not route: counted, warned, and told to the owner. */
+static void dropped(const zp_inbox_t *in, void *ctx, const char *why)
+{
+    zp_inbox_drop(in, why);
+    if (in->on_drop)
+        in->on_drop(ctx, why);
+}
+
 int zp_inbox_recv(const zp_inbox_t *in, void *sock, int flags, zp_frames_t *f, void *ctx)
 {
     int rc = zp_frames_recv(f, sock, flags);
@@ -120,11 +128,11 @@ int zp_inbox_recv(const zp_inbox_t *in, void *sock, int flags, zp_frames_t *f, v
     zp_msg_t m;
     char why[256];
     if (f->n <= in->first) {
-        zp_inbox_drop(in, "no header frame");
+        dropped(in, ctx, "no header frame");
         return 0;
     }
     if (zp_frames_decode(f, in->first, &m, why, sizeof why)) {
-        zp_inbox_drop(in, why);
+        dropped(in, ctx, why);
         zp_msg_release(&m);
         return 0;
     }
@@ -135,7 +143,7 @@ int zp_inbox_recv(const zp_inbox_t *in, void *sock, int flags, zp_frames_t *f, v
     if (i < in->nroutes)
         rc = in->routes[i].on(ctx, &m, f);
     else
-        zp_inbox_drop(in, zp_msg_name(m.type));
+        dropped(in, ctx, zp_msg_name(m.type));
     zp_msg_release(&m);
     return rc;
 }
@@ -190,8 +198,10 @@ int zp_send(void *sock, const zmq_msg_t *identity, const zp_msg_t *m, const void
 }
 
 int zp_request(const char *run_dir, const char *sock_name, const zp_msg_t *req, zp_frames_t *f,
-               int timeout_ms)
+               zp_msg_t *rep, char *why, size_t whylen, int timeout_ms)
 {
+    memset(rep, 0, sizeof *rep);
+    snprintf(why, whylen, "no reply");
     char ep[ZP_ENDPOINT_MAX + 16];
     if (zp_endpoint(ep, sizeof ep, run_dir, sock_name))
         return ZP_EINVAL;
@@ -205,5 +215,16 @@ int zp_request(const char *run_dir, const char *sock_name, const zp_msg_t *req, 
     zp_sock_destroy(&s);
     if (ctx)
         zmq_ctx_term(ctx);
-    return rc;
+    if (rc)
+        return rc;
+    uint32_t want = req->type == ZP_MSG_STAT_REQ ? ZP_MSG_STAT_REP : ZP_MSG_CTL_REP;
+    if (zp_frames_decode(f, 0, rep, why, whylen))
+        return ZP_EPROTO;
+    if (rep->type != want) {
+        snprintf(why, whylen, "a %s, not a %s", zp_msg_name(rep->type), zp_msg_name(want));
+        zp_msg_release(rep);
+        memset(rep, 0, sizeof *rep);
+        return ZP_EPROTO;
+    }
+    return 0;
 }

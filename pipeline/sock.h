@@ -58,12 +58,16 @@ typedef struct {
     const char *from; /* "the cache stage", "a loader", ... */
     int64_t *dropped; /* malformed or unexpected messages, dropped and counted */
     int64_t *errors;  /* also counted here when not NULL: the stage's stats.errors */
+    /* Called after a message is dropped, when not NULL: a REP socket must
+     * answer every request, even one it cannot read. */
+    void (*on_drop)(void *ctx, const char *why);
 } zp_inbox_t;
 
 /* Receives one message from sock into f (flags: 0 or ZMQ_DONTWAIT), decodes
  * it and calls the route for its type. A message that does not decode, or of
  * a type with no route, is dropped: counted in *in->dropped and warned about
- * (zp_warn_limited), naming in->from; counted in *in->errors too when set.
+ * (zp_warn_limited), naming in->from; counted in *in->errors too when set,
+ * and handed to in->on_drop when set.
  * Returns the route's result; 0 when
  * nothing was waiting (ZMQ_DONTWAIT) or the message was dropped; ZP_ESTOP or
  * ZP_EZMQ when the socket failed. */
@@ -86,10 +90,13 @@ int zp_send_raw(void *sock, const zmq_msg_t *identity, const void *hdr, size_t h
 
 /* One request and its reply on a run's socket RUN/sock/NAME.ipc (a REP:
  * the supervisor's "control", the logger's "stat"), in a context of its own.
- * Returns 0 with the reply in f (the caller's, zp_frames_init'ed; close it);
- * ZP_EINVAL when the path is too long for a socket, ZP_EZMQ when it cannot
- * connect or send, ZP_ETIMEOUT when no reply came within timeout_ms. */
+ * Returns 0 with the reply decoded into rep (a CTL_REP for a CTL, a STAT_REP
+ * for a STAT_REQ; it points into f, the caller's, zp_frames_init'ed: release
+ * rep, then close f); ZP_EINVAL when the path is too long for a socket,
+ * ZP_EZMQ when it cannot connect or send, ZP_ETIMEOUT when no reply came
+ * within timeout_ms, ZP_EPROTO when the reply is malformed or of another
+ * type (the reason in why). */
 int zp_request(const char *run_dir, const char *sock_name, const zp_msg_t *req, zp_frames_t *f,
-               int timeout_ms);
+               zp_msg_t *rep, char *why, size_t whylen, int timeout_ms);
 
 #endif

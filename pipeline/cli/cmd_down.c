@@ -33,11 +33,14 @@ int cmd_down(int argc, char **argv)
     snprintf(req.cmd, sizeof req.cmd, "down");
     zp_frames_t f;
     zp_frames_init(&f);
-    rc = zp_request(dir, zp_sock_name(ZP_SOCK_CONTROL), &req, &f, 3000);
+    zp_msg_t rep;
+    char why[256];
+    rc = zp_request(dir, zp_sock_name(ZP_SOCK_CONTROL), &req, &f, &rep, why, sizeof why, 3000);
+    zp_msg_release(&rep);
     zp_frames_close(&f);
     if (rc) {
         fprintf(stderr, "zeus-pipe: %s: the supervisor (pid %d) did not answer: %s\n", dir, (int)pid,
-                zp_strerror(rc));
+                rc == ZP_EPROTO ? why : zp_strerror(rc));
         return 1;
     }
     for (int i = 0; i < 200 && zp_rundir_live_pid(dir); i++)

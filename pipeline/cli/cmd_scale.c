@@ -46,22 +46,19 @@ int cmd_scale(int argc, char **argv)
     snprintf(req.cmd, sizeof req.cmd, "scale %.24s", what);
     zp_frames_t f;
     zp_frames_init(&f);
-    rc = zp_request(dir, zp_sock_name(ZP_SOCK_CONTROL), &req, &f, 3000);
     zp_msg_t rep;
     char why[256];
-    int got = !rc;
-    if (got && (zp_frames_decode(&f, 0, &rep, why, sizeof why) || rep.type != ZP_MSG_CTL_REP))
-        rc = ZP_EPROTO;
+    rc = zp_request(dir, zp_sock_name(ZP_SOCK_CONTROL), &req, &f, &rep, why, sizeof why, 3000);
     if (rc) {
-        fprintf(stderr, "zeus-pipe: %s: the supervisor did not answer: %s\n", dir, zp_strerror(rc));
+        fprintf(stderr, "zeus-pipe: %s: the supervisor did not answer: %s\n", dir,
+                rc == ZP_EPROTO ? why : zp_strerror(rc));
     } else if (rep.present & ZP_B(error)) {
         fprintf(stderr, "zeus-pipe: scale: %s\n", rep.error);
         rc = 2;
     } else {
         printf("%s: %s\n", dir, what);
     }
-    if (got)
-        zp_msg_release(&rep);
+    zp_msg_release(&rep);
     zp_frames_close(&f);
     return rc == 2 ? 2 : rc ? 1 : 0;
 }

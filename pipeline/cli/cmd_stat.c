@@ -52,7 +52,14 @@ static int fetch_rows(const char *dir, row_t *rows, int max)
     zp_msg_t req = {.type = ZP_MSG_STAT_REQ};
     zp_frames_t f;
     zp_frames_init(&f);
-    int rc = zp_request(dir, zp_sock_name(ZP_SOCK_STAT), &req, &f, 2000);
+    zp_msg_t m;
+    char why[256];
+    int rc = zp_request(dir, zp_sock_name(ZP_SOCK_STAT), &req, &f, &m, why, sizeof why, 2000);
+    if (rc == ZP_EPROTO) {
+        fprintf(stderr, "zeus-pipe: %s: malformed stat reply: %s\n", dir, why);
+        zp_frames_close(&f);
+        return -1;
+    }
     if (rc) {
         const char *base = strrchr(dir, '/');
         if (base && !strncmp(base + 1, "rank-", 5)) /* RUN/rank-<r> of a Slurm run: no logger there */
@@ -63,14 +70,8 @@ static int fetch_rows(const char *dir, row_t *rows, int max)
                     dir, zp_strerror(rc));
         return -1;
     }
-    zp_msg_t m;
-    char why[256];
     int n = 0;
-    if (zp_frames_decode(&f, 0, &m, why, sizeof why) || m.type != ZP_MSG_STAT_REP) {
-        fprintf(stderr, "zeus-pipe: %s: malformed stat reply: %s\n", dir, why);
-        n = -1;
-    }
-    for (uint32_t i = 0; n >= 0 && i < m.body.via.array.size && n < max; i++) {
+    for (uint32_t i = 0; i < m.body.via.array.size && n < max; i++) {
         const msgpack_object *o = &m.body.via.array.ptr[i];
         row_t *r = &rows[n++];
         zp_record_head(o, &r->h);

@@ -112,29 +112,59 @@ static int scale(zp_sup_t *s, const char *arg, char *err, size_t len)
     return 0;
 }
 
+/* The control socket's requests: CTL "scale ..." and "down". */
+typedef struct {
+    zp_sup_t *s;
+    int down; /* `zeus-pipe down` asked the run to stop */
+} control_t;
+
+static void reply(zp_sup_t *s, const char *error)
+{
+    zp_msg_t rep = {.type = ZP_MSG_CTL_REP};
+    if (error) {
+        rep.present |= ZP_B(error);
+        snprintf(rep.error, sizeof rep.error, "%s", error);
+    }
+    zp_send(s->control, NULL, &rep, NULL, NULL, 0, 0);
+}
+
+static int on_ctl(void *ctx, const zp_msg_t *m, zp_frames_t *f)
+{
+    (void)f;
+    control_t *c = ctx;
+    char err[sizeof ((zp_msg_t *)0)->error] = "";
+    if (!strcmp(m->cmd, "down"))
+        c->down = 1;
+    else if (!strncmp(m->cmd, "scale ", 6))
+        scale(c->s, m->cmd + 6, err, sizeof err);
+    else
+        snprintf(err, sizeof err, "unknown request: %.200s", m->cmd);
+    reply(c->s, err[0] ? err : NULL);
+    return 0;
+}
+
+/* A REP socket answers every request, even one it cannot read. */
+static void on_bad_ctl(void *ctx, const char *why)
+{
+    char err[256];
+    snprintf(err, sizeof err, "unknown request: %.200s", why);
+    reply(((control_t *)ctx)->s, err);
+}
+
+static const zp_route_t CONTROL_ROUTES[] = {{ZP_MSG_CTL, on_ctl}};
+
 /* Answers one control request; returns 1 when it asks the run to stop. */
 static int on_control(zp_sup_t *s)
 {
+    static int64_t dropped;
+    const zp_inbox_t in = {.routes = CONTROL_ROUTES, .nroutes = ZP_COUNT(CONTROL_ROUTES),
+                           .from = "a control client", .dropped = &dropped, .on_drop = on_bad_ctl};
+    control_t c = {.s = s};
     zp_frames_t f;
     zp_frames_init(&f);
-    if (zp_frames_recv(&f, s->control, ZMQ_DONTWAIT))
-        return 0;
-    zp_msg_t m;
-    char why[256];
-    int rc = zp_frames_decode(&f, 0, &m, why, sizeof why);
-    zp_msg_t rep = {.type = ZP_MSG_CTL_REP};
-    int down = !rc && m.type == ZP_MSG_CTL && !strcmp(m.cmd, "down");
-    if (!rc && m.type == ZP_MSG_CTL && !strncmp(m.cmd, "scale ", 6)) {
-        if (scale(s, m.cmd + 6, rep.error, sizeof rep.error))
-            rep.present |= ZP_B(error);
-    } else if (!down) {
-        rep.present |= ZP_B(error);
-        snprintf(rep.error, sizeof rep.error, "unknown request: %.200s", rc ? why : m.cmd);
-    }
-    zp_send(s->control, NULL, &rep, NULL, NULL, 0, 0);
-    zp_msg_release(&m);
+    zp_inbox_recv(&in, s->control, ZMQ_DONTWAIT, &f, &c);
     zp_frames_close(&f);
-    return down;
+    return c.down;
 }
 
 /* Every stage of this host: under Slurm rank 0's host also runs the logger

@@ -126,27 +126,28 @@ static int send_next(zp_warm_t *w, int slot)
     return zp_send(w->fetch, NULL, &m, parts, sizes, 1, 0);
 }
 
-/* One reply from the cache stage; returns 1 on a FAIL. */
-static int on_reply(zp_warm_t *w, zp_frames_t *f)
+/* The cache stage's replies: RESULTs count as done, a FAIL ends the warm. */
+static int on_result(void *ctx, const zp_msg_t *m, zp_frames_t *f)
 {
-    zp_msg_t m;
-    char why[256];
-    int rc = 0;
-    if (zp_frames_decode(f, 0, &m, why, sizeof why) == 0) {
-        if (m.type == ZP_MSG_FAIL) {
-            fprintf(stderr, "\nzeus-pipe: a loader failed: %s\n", m.error);
-            rc = 1;
+    (void)f;
+    zp_warm_t *w = ctx;
+    for (int i = 0; i < WINDOW; i++)
+        if (w->inflight[i] == m->id) {
+            w->p.done += (int64_t)m->n;
+            if ((w->inflight_n[i] -= (int64_t)m->n) == 0)
+                w->inflight[i] = 0;
         }
-        for (int i = 0; m.type == ZP_MSG_RESULT && i < WINDOW; i++)
-            if (w->inflight[i] == m.id) {
-                w->p.done += (int64_t)m.n;
-                if ((w->inflight_n[i] -= (int64_t)m.n) == 0)
-                    w->inflight[i] = 0;
-            }
-    }
-    zp_msg_release(&m);
-    return rc;
+    return 0;
 }
+
+static int on_fail(void *ctx, const zp_msg_t *m, zp_frames_t *f)
+{
+    (void)ctx, (void)f;
+    fprintf(stderr, "\nzeus-pipe: a loader failed: %s\n", m->error);
+    return 1;
+}
+
+static const zp_route_t REPLIES[] = {{ZP_MSG_RESULT, on_result}, {ZP_MSG_FAIL, on_fail}};
 
 /* 1 after printing which stage ended when it should not have, else 0. */
 static int stage_failed(zp_warm_t *w)
@@ -164,6 +165,9 @@ static int stage_failed(zp_warm_t *w)
 
 static int drive(zp_warm_t *w, zp_warm_progress_fn *progress, void *arg)
 {
+    static int64_t dropped;
+    const zp_inbox_t in = {.routes = REPLIES, .nroutes = ZP_COUNT(REPLIES),
+                           .from = "the cache stage", .dropped = &dropped};
     zp_frames_t f;
     zp_frames_init(&f);
     w->p.start_ns = zp_now_ns();
@@ -173,8 +177,8 @@ static int drive(zp_warm_t *w, zp_warm_progress_fn *progress, void *arg)
             if (!w->inflight[i] && w->sent < w->p.total && send_next(w, i))
                 status = 1;
         zmq_pollitem_t it = {w->fetch, 0, ZMQ_POLLIN, 0};
-        if (zmq_poll(&it, 1, 100) > 0 && zp_frames_recv(&f, w->fetch, ZMQ_DONTWAIT) == 0)
-            status = on_reply(w, &f);
+        if (zmq_poll(&it, 1, 100) > 0)
+            status = zp_inbox_recv(&in, w->fetch, ZMQ_DONTWAIT, &f, w) ? 1 : 0;
         if (g_signal)
             status = 128 + g_signal;
         if (!status)

@@ -335,8 +335,9 @@ int zp_loader_main(zp_stage_t *st)
     static loader_t l;
     l.st = st;
     zp_frames_init(&l.f);
-    l.in = (zp_inbox_t){ROUTES, ZP_COUNT(ROUTES), 0, "the cache stage", &l.dropped,
-                        &st->stats.errors};
+    l.in = (zp_inbox_t){.routes = ROUTES, .nroutes = ZP_COUNT(ROUTES), .first = 0,
+                        .from = "the cache stage", .dropped = &l.dropped,
+                        .errors = &st->stats.errors};
     char err[700];
     int src = st->cfg.dataset_source, rc;
     if (src == ZP_SOURCE_IDX)

@@ -40,7 +40,6 @@ typedef struct {
     int64_t dropped; /* malformed or unexpected messages on either socket */
     zp_frames_t f;
     zp_inbox_t pull_in, rep_in; /* events; stat requests */
-    int replied;                /* the REP socket's request has its answer */
 } logger_t;
 
 static latest_t *latest_slot(logger_t *l, const char *stage, int64_t instance)
@@ -209,20 +208,17 @@ static int on_stat_req(void *ctx, const zp_msg_t *m, zp_frames_t *f)
         if (now - l->latest[i].received < stale)
             msgpack_sbuffer_write(&sb, l->latest[i].body.data, l->latest[i].body.size);
     zmq_send(l->rep, sb.data, sb.size, 0);
-    l->replied = 1;
     return 0;
 }
 
 static const zp_route_t REP_ROUTES[] = {{ZP_MSG_STAT_REQ, on_stat_req}};
 
-/* A request on the REP socket; one that is not a STAT_REQ is answered with
- * an error (a REP socket answers every request before the next). */
-static void on_rep(logger_t *l)
+/* A request the REP socket could not read or route is answered with an error:
+ * a REP socket answers every request before it can take the next. */
+static void on_bad_request(void *ctx, const char *why)
 {
-    l->replied = 0;
-    zp_inbox_recv(&l->rep_in, l->rep, ZMQ_DONTWAIT, &l->f, l);
-    if (l->replied || !l->f.n)
-        return;
+    (void)why; /* logged by the inbox */
+    logger_t *l = ctx;
     static msgpack_sbuffer sb;
     sb.size = 0;
     msgpack_packer pk;
@@ -283,10 +279,11 @@ int zp_logger_main(zp_stage_t *st)
     l.st = st;
     l.tty = isatty(STDOUT_FILENO);
     zp_frames_init(&l.f);
-    l.pull_in = (zp_inbox_t){PULL_ROUTES, ZP_COUNT(PULL_ROUTES), 0, "a stage", &l.dropped,
-                             &st->stats.errors};
-    l.rep_in = (zp_inbox_t){REP_ROUTES, ZP_COUNT(REP_ROUTES), 0, "a stat client", &l.dropped,
-                            &st->stats.errors};
+    l.pull_in = (zp_inbox_t){.routes = PULL_ROUTES, .nroutes = ZP_COUNT(PULL_ROUTES), .first = 0,
+                             .from = "a stage", .dropped = &l.dropped, .errors = &st->stats.errors};
+    l.rep_in = (zp_inbox_t){.routes = REP_ROUTES, .nroutes = ZP_COUNT(REP_ROUTES), .first = 0,
+                            .from = "a stat client", .dropped = &l.dropped,
+                            .errors = &st->stats.errors, .on_drop = on_bad_request};
     int rc = open_all(&l);
     while (!rc && !zp_stop) {
         zp_stats_state(&st->stats, ZP_ST_WAIT_IN);
@@ -296,7 +293,7 @@ int zp_logger_main(zp_stage_t *st)
         if (n > 0 && (it[0].revents & ZMQ_POLLIN))
             on_pull(&l);
         if (n > 0 && (it[1].revents & ZMQ_POLLIN))
-            on_rep(&l);
+            zp_inbox_recv(&l.rep_in, l.rep, ZMQ_DONTWAIT, &l.f, &l);
         zp_stats_tick(st);
         if (n > 0 || zp_now_ns() % 1000000000 < 100000000)
             fflush(l.stats), fflush(l.events);
