@@ -56,8 +56,10 @@ typedef struct {
     zp_timers_t timers; /* of the stage's main thread; flushed with every stats event */
     int64_t events_dropped;
     int mode;        /* ZP_MODE_*, from `up`, `up --resume`, `eval` or `overfit` */
-    /* `zeus-pipe loader --connect`: a loader of a run on another host. No run
-     * directory, no logger (events are dropped and counted). */
+    /* `zeus-pipe loader --connect`: a loader of a run on another host. Its
+     * run_dir is a private folder of that command (the config and the
+     * dataset description), not the run's; there is no logger (events are
+     * dropped and counted). */
     char connect[160]; /* tcp://host:port of the run's cache stage */
     char server_pub[41], pub[41], sec[41]; /* CURVE keys, Z85 */
     char ckpts[1024]; /* eval: comma-separated names in the evaluated run's checkpoints/ */
