@@ -31,6 +31,18 @@ static int open_env(const char *path, int readonly, MDB_env **env, char *err, si
     return rc;
 }
 
+/* The environment at path, read-only, with a read transaction begun. */
+static int open_read(const char *path, MDB_env **env, MDB_txn **txn, char *err, size_t len)
+{
+    int rc = open_env(path, 1, env, err, len);
+    if (!rc && (rc = mdb_txn_begin(*env, NULL, MDB_RDONLY, txn))) {
+        snprintf(err, len, "%s: %s", path, mdb_strerror(rc));
+        mdb_env_close(*env);
+        *env = NULL;
+    }
+    return rc;
+}
+
 /* The names of the named databases (keys of the main database). */
 static int list_dbs(MDB_txn *txn, char names[][96], int max)
 {
@@ -64,19 +76,14 @@ static void fingerprint_of(MDB_txn *txn, const char *db, char *buf, size_t len)
 int zp_cachedb_stat(const char *path, zp_cachedb_stat_t *out, char *err, size_t len)
 {
     MDB_env *env;
-    int rc = open_env(path, 1, &env, err, len);
+    MDB_txn *txn;
+    int rc = open_read(path, &env, &txn, err, len);
     if (rc)
         return rc;
-    MDB_txn *txn;
     MDB_envinfo info;
     MDB_stat est;
     mdb_env_info(env, &info);
     mdb_env_stat(env, &est);
-    if ((rc = mdb_txn_begin(env, NULL, MDB_RDONLY, &txn))) {
-        snprintf(err, len, "%s: %s", path, mdb_strerror(rc));
-        mdb_env_close(env);
-        return rc;
-    }
     char names[ZP_CACHEDB_DBS_MAX][96];
     int n = list_dbs(txn, names, ZP_CACHEDB_DBS_MAX);
     out->map_bytes = info.me_mapsize;
@@ -155,15 +162,10 @@ int zp_cachedb_verify(const char *path, zp_cachedb_bad_fn *bad, void *arg, int64
 {
     MDB_env *env;
     *values = *nbad = 0;
-    int rc = open_env(path, 1, &env, err, len);
+    MDB_txn *txn;
+    int rc = open_read(path, &env, &txn, err, len);
     if (rc)
         return rc;
-    MDB_txn *txn;
-    if ((rc = mdb_txn_begin(env, NULL, MDB_RDONLY, &txn))) {
-        snprintf(err, len, "%s: %s", path, mdb_strerror(rc));
-        mdb_env_close(env);
-        return rc;
-    }
     char names[ZP_CACHEDB_DBS_MAX][96];
     int n = list_dbs(txn, names, ZP_CACHEDB_DBS_MAX);
     for (int i = 0; i < n; i++)
