@@ -210,6 +210,18 @@ def state(pid):
         return None
 
 
+def catches(pid, sig):
+    """True when process pid has a handler installed for sig (SigCgt in /proc)."""
+    try:
+        with open("/proc/%d/status" % pid) as f:
+            for line in f:
+                if line.startswith("SigCgt:"):
+                    return bool(int(line.split()[1], 16) >> (sig - 1) & 1)
+    except FileNotFoundError:
+        pass
+    return False
+
+
 def a_killed_remote_loader_worker_is_reaped_and_restarted():
     with zp.Workdir() as w:
         rc, out, err = w.run("keygen", "host")
@@ -228,6 +240,10 @@ def a_killed_remote_loader_worker_is_reaped_and_restarted():
                     "a worker in its place")
         zp.check(all(state(k) not in ("Z", None) for k in children(p.pid)),
                  "states %s" % [state(k) for k in children(p.pid)])
+        # the new worker is a fresh exec: stop it once it handles SIGTERM (under
+        # ASan its start takes a while), so that it too says what it loaded
+        zp.wait_for(lambda: all(catches(k, signal.SIGTERM) for k in children(p.pid)), 20,
+                    "every worker to handle SIGTERM")
         os.kill(p.pid, signal.SIGTERM)
         out, err = p.communicate(timeout=30)
         zp.check(p.returncode == 128 + signal.SIGTERM, "exit %d: %s" % (p.returncode, err[-1500:]))
