@@ -98,7 +98,7 @@ def a_remote_loader_with_an_allowed_key_delivers_and_others_are_refused():
         good = start_in(w, ns.b, *common, "--key", "keys/hostb.key", cfg)
         bad = start_in(w, ns.b, *common, "--key", "stranger.key", cfg)
         cache_log = os.path.join(run, "logs", "cache-0.log")
-        zp.wait_for(lambda: os.path.exists(cache_log) and "remote loaders connect" in open(cache_log).read(),
+        zp.wait_for(lambda: "remote loaders connect" in zp.text(cache_log),
                     20, "the cache stage to listen on tcp")
         junk = subprocess.run(["ip", "netns", "exec", ns.b, "/usr/bin/python3", "-c",
                                "import socket,time\n"

@@ -124,7 +124,7 @@ def a_client_without_the_jobs_key_is_refused():
         stranger = w.start("loader", "--connect", "127.0.0.1:%d" % (PORT + 1), "--server-key",
                            os.path.join(run, "server.pub"), "--key", "stranger.key", cfg)
         cache_log = os.path.join(run, "logs", "cache-0.log")
-        zp.wait_for(lambda: "refused a peer from 127.0.0.1" in open(cache_log).read(), 30, "the refusal")
+        zp.wait_for(lambda: "refused a peer from 127.0.0.1" in zp.text(cache_log), 30, "the refusal")
         stranger.kill()
         stranger.wait()
         rc0, err0 = finish(r0)
@@ -195,7 +195,7 @@ def a_loader_key_is_refused_on_the_ranks_sockets_and_a_rank_is_its_key():
         loader = w.start("loader", "--connect", "127.0.0.1:%d" % PORT, "--server-key",
                          os.path.join(run, "server.pub"), "--key", "hostb.key", cfg)
         cache_log = os.path.join(run, "logs", "cache-0.log")
-        zp.wait_for(lambda: "connected over tcp" in open(cache_log).read(), 60, "hostb's loader")
+        zp.wait_for(lambda: "connected over tcp" in zp.text(cache_log), 60, "hostb's loader")
         # ... and nowhere else: fetches (cache), events (logger), the ranks' sum (trainer)
         logs = {PORT + 1: cache_log, PORT + 2: os.path.join(run, "logs", "logger-0.log"),
                 PORT + 3: os.path.join(run, "logs", "trainer-0.log")}
@@ -204,7 +204,7 @@ def a_loader_key_is_refused_on_the_ranks_sockets_and_a_rank_is_its_key():
             p.send(reduce_of_one_value(0))
         refusal = "tcp ranks: refused a peer from 127.0.0.1 with key %s" % hostb_pub.decode()
         for port, log in logs.items():
-            zp.wait_for(lambda: os.path.exists(log) and refusal in open(log).read(), 60,
+            zp.wait_for(lambda: refusal in zp.text(log), 60,
                         "the refusal of hostb's key on port %d in %s" % (port, os.path.basename(log)))
         # rank 2's key, under the routing id "1": rank 0 takes its word for nothing but the key
         rank2 = [l.split() for l in open(os.path.join(run, "ranks.key")) if l.startswith("rank 2 ")][0]

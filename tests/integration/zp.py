@@ -253,6 +253,15 @@ class Zmtp:
         self.s.close()
 
 
+def text(path):
+    """The file's text, or "" while it does not exist yet (a log a stage is about to open)."""
+    try:
+        with open(path, errors="replace") as f:
+            return f.read()
+    except FileNotFoundError:
+        return ""
+
+
 def wait_for(pred, timeout, what):
     end = time.time() + timeout
     while time.time() < end:
