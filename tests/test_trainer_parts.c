@@ -18,7 +18,7 @@
 
 #include "pipeline/hash.h"
 #include "schemas/errors.h"
-#include "stages/trainer/coverage.h"
+#include "pipeline/coverage.h"
 #include "stages/trainer/nan_guard.h"
 #include "stages/trainer/schedule.h"
 

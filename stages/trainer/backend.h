@@ -37,22 +37,13 @@
 #ifndef ZP_TRAINER_BACKEND_H
 #define ZP_TRAINER_BACKEND_H
 
+#include "pipeline/consumer.h"
 #include "pipeline/ring.h"
 #include "pipeline/stage.h"
 #include "stages/trainer/comm.h"
 
 #include <stddef.h>
 #include <stdint.h>
-
-/* One batch inside a ring slot: owned by the ring, valid during the call
- * that is given it (until the slot is FREE). */
-typedef struct {
-    int split, n;
-    uint64_t epoch, index;  /* the epoch (from 0) and the batch within it */
-    const uint32_t *idx;    /* n sample indices */
-    const int32_t *labels;  /* n labels */
-    const void *data;       /* n samples of meta.sample_bytes: float32 or uint8 */
-} zp_batch_view_t;
 
 /* The step a train batch makes. */
 typedef struct {

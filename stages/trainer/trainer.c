@@ -1,5 +1,6 @@
 /* trainer.c — the trainer stage's loop: takes every BATCH of its rank's ring
- * (consumer.c), accounts its sample indices (coverage.c), hands it to the
+ * (pipeline/consumer.c, shared with the client library), accounts its sample
+ * indices (pipeline/coverage.c, which also sends the epoch_end record), hands it to the
  * backend (backend.h: cpu, cuda, eval or null) with the step's learning rate
  * (schedule.c), gives the slot back with FREE(slot, gen), and writes the
  * step and epoch records and checkpoints (checkpoints.c). At an epoch's end
@@ -16,8 +17,8 @@
 #include "stages/trainer/backend.h"
 #include "stages/trainer/checkpoints.h"
 #include "stages/trainer/comm.h"
-#include "stages/trainer/consumer.h"
-#include "stages/trainer/coverage.h"
+#include "pipeline/consumer.h"
+#include "pipeline/coverage.h"
 #include "stages/trainer/schedule.h"
 
 #include <errno.h>
@@ -71,41 +72,16 @@ static void step_record(trainer_t *t, int64_t epoch)
     t->win_start = now;
 }
 
-/* The epoch_end metric, of every rank's counts. */
-static void epoch_event(trainer_t *t, const zp_msg_t *m, const zp_coverage_t *a, double dt)
-{
-    char sum[24], order[24];
-    snprintf(sum, sizeof sum, "%016llx", (unsigned long long)a->checksum);
-    snprintf(order, sizeof order, "%016llx", (unsigned long long)a->order);
-    zp_event_t ev;
-    int with_model = t->be->ops->metrics;
-    zp_ev_record(t->st, &ev, ZP_REC_EPOCH_END, 12 + 2 * with_model);
-    zp_ev_str(&ev, ZP_KEY(EPOCH_END, split), zp_split_name((int)m->split));
-    zp_ev_int(&ev, ZP_KEY(EPOCH_END, epoch), (int64_t)m->epoch);
-    zp_ev_int(&ev, ZP_KEY(EPOCH_END, epochs), t->st->cfg.epochs);
-    zp_ev_int(&ev, ZP_KEY(EPOCH_END, step), t->step);
-    zp_ev_int(&ev, ZP_KEY(EPOCH_END, samples), a->samples);
-    zp_ev_int(&ev, ZP_KEY(EPOCH_END, expected_samples), (int64_t)m->n);
-    zp_ev_int(&ev, ZP_KEY(EPOCH_END, skipped), (int64_t)m->skipped);
-    zp_ev_int(&ev, ZP_KEY(EPOCH_END, distinct), a->distinct);
-    zp_ev_str(&ev, ZP_KEY(EPOCH_END, index_checksum), sum);
-    zp_ev_str(&ev, ZP_KEY(EPOCH_END, order_digest), order);
-    zp_ev_num(&ev, ZP_KEY(EPOCH_END, samples_per_s), dt > 0 ? a->samples / dt : 0);
-    zp_ev_num(&ev, ZP_KEY(EPOCH_END, seconds), dt);
-    if (with_model) {
-        zp_ev_num(&ev, ZP_KEY(EPOCH_END, loss), a->samples ? a->loss_sum / a->samples : 0);
-        zp_ev_num(&ev, ZP_KEY(EPOCH_END, accuracy), a->samples ? (double)a->correct / a->samples : 0);
-    }
-    zp_ev_send(t->st, &ev);
-}
-
 static int epoch_record(trainer_t *t, const zp_msg_t *m)
 {
     int split = (int)m->split;
     zp_coverage_t *a = &t->acc[split];
     double dt = (zp_now_ns() - a->start_ns) / 1e9;
-    if (t->leader)
-        epoch_event(t, m, a, dt);
+    if (t->leader) {
+        zp_epoch_info_t e = {split, m->epoch, t->st->cfg.epochs, t->step, (int64_t)m->n,
+                             (int64_t)m->skipped, t->be->ops->metrics};
+        zp_coverage_record(t->st, a, &e, dt);
+    }
     int rc = t->be->ops->epoch_end(t->be, split);
     int repeats = t->st->mode == ZP_MODE_OVERFIT; /* one batch again and again */
     if (a->samples + (int64_t)m->skipped != (int64_t)m->n || (a->distinct != a->samples && !repeats))
@@ -326,7 +302,7 @@ static int loop(trainer_t *t)
     int rc = 0;
     t->win_start = zp_now_ns();
     while (!rc && !zp_stop)
-        rc = zp_consumer_wait(&t->ring, t);
+        rc = zp_consumer_wait(&t->ring, t, 100);
     return rc == ZP_ESTOP ? 0 : rc;
 }
 

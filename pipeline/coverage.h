@@ -4,8 +4,10 @@
  * zp_index_term) and an order-dependent digest of the sequence
  * (zp_order_step from ZP_ORDER_INIT); with the epoch's loss and hits beside.
  * With ranks, every rank's counts are summed (zp_coverage_pack/unpack). */
-#ifndef ZP_TRAINER_COVERAGE_H
-#define ZP_TRAINER_COVERAGE_H
+#ifndef ZP_COVERAGE_H
+#define ZP_COVERAGE_H
+
+#include "pipeline/stage.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -37,5 +39,20 @@ void zp_coverage_end(zp_coverage_t *a);
 #define ZP_COVERAGE_SUMS 6
 void zp_coverage_pack(const zp_coverage_t *a, double *s);
 void zp_coverage_unpack(zp_coverage_t *a, const double *s);
+
+/* What an epoch_end record says beside the counts. */
+typedef struct {
+    int split;
+    uint64_t epoch;           /* from 0 */
+    int64_t epochs, step;     /* the run's epochs; train steps taken */
+    int64_t expected, skipped; /* the sampler's count (EPOCH_END's n) and samples left out */
+    int with_model;           /* loss and accuracy, from loss_sum and correct */
+} zp_epoch_info_t;
+
+/* Sends the epoch_end metric record of `a` (dt: the epoch's seconds) to the
+ * logger: the one record of an epoch's proof, of the built-in trainer and of
+ * the client library alike. */
+void zp_coverage_record(zp_stage_t *st, const zp_coverage_t *a, const zp_epoch_info_t *e,
+                        double dt);
 
 #endif

@@ -1,8 +1,12 @@
 /* coverage.c — epoch accounting of sample indices; see coverage.h. */
-#include "stages/trainer/coverage.h"
+#include "pipeline/coverage.h"
+#include "pipeline/dataset.h"
 #include "pipeline/hash.h"
 #include "pipeline/log.h"
 #include "schemas/errors.h"
+#include "schemas/records.h"
+
+#include <stdio.h>
 
 #include <stdlib.h>
 #include <string.h>
@@ -66,4 +70,32 @@ void zp_coverage_unpack(zp_coverage_t *a, const double *s)
     a->samples = (int64_t)s[0], a->distinct = (int64_t)s[1];
     a->checksum = (uint64_t)s[2] + ((uint64_t)s[3] << 32);
     a->loss_sum = s[4], a->correct = (int64_t)s[5];
+}
+
+void zp_coverage_record(zp_stage_t *st, const zp_coverage_t *a, const zp_epoch_info_t *e,
+                        double dt)
+{
+    char sum[24], order[24];
+    snprintf(sum, sizeof sum, "%016llx", (unsigned long long)a->checksum);
+    snprintf(order, sizeof order, "%016llx", (unsigned long long)a->order);
+    zp_event_t ev;
+    zp_ev_record(st, &ev, ZP_REC_EPOCH_END, 12 + 2 * !!e->with_model);
+    zp_ev_str(&ev, ZP_KEY(EPOCH_END, split), zp_split_name(e->split));
+    zp_ev_int(&ev, ZP_KEY(EPOCH_END, epoch), (int64_t)e->epoch);
+    zp_ev_int(&ev, ZP_KEY(EPOCH_END, epochs), e->epochs);
+    zp_ev_int(&ev, ZP_KEY(EPOCH_END, step), e->step);
+    zp_ev_int(&ev, ZP_KEY(EPOCH_END, samples), a->samples);
+    zp_ev_int(&ev, ZP_KEY(EPOCH_END, expected_samples), e->expected);
+    zp_ev_int(&ev, ZP_KEY(EPOCH_END, skipped), e->skipped);
+    zp_ev_int(&ev, ZP_KEY(EPOCH_END, distinct), a->distinct);
+    zp_ev_str(&ev, ZP_KEY(EPOCH_END, index_checksum), sum);
+    zp_ev_str(&ev, ZP_KEY(EPOCH_END, order_digest), order);
+    zp_ev_num(&ev, ZP_KEY(EPOCH_END, samples_per_s), dt > 0 ? a->samples / dt : 0);
+    zp_ev_num(&ev, ZP_KEY(EPOCH_END, seconds), dt);
+    if (e->with_model) {
+        zp_ev_num(&ev, ZP_KEY(EPOCH_END, loss), a->samples ? a->loss_sum / a->samples : 0);
+        zp_ev_num(&ev, ZP_KEY(EPOCH_END, accuracy),
+                  a->samples ? (double)a->correct / a->samples : 0);
+    }
+    zp_ev_send(st, &ev);
 }

@@ -1,16 +1,25 @@
 /* consumer.h — the trainer side of one rank's ring: the PAIR socket to the
  * prefetch of that rank, the shared-memory ring it fills, and the checks a
  * BATCH passes before its slot is read. Messages are received, decoded and
- * dispatched by zp_inbox_recv to the routes the caller gives; what the
- * trainer does with them lives in trainer.c. (The next issue's client
- * library, for a user's own training program, is this side of the ring.) */
+ * dispatched by zp_inbox_recv to the routes the caller gives. Two callers:
+ * the built-in trainer (stages/trainer/trainer.c) and the client library
+ * for a user's own training program (client.c, zeus_pipe.h). */
 #ifndef ZP_TRAINER_CONSUMER_H
 #define ZP_TRAINER_CONSUMER_H
 
 #include "pipeline/ring.h"
 #include "pipeline/sock.h"
 #include "pipeline/stage.h"
-#include "stages/trainer/backend.h"
+
+/* One batch inside a ring slot: owned by the ring, valid during the call
+ * that is given it (until the slot is FREE). */
+typedef struct {
+    int split, n;
+    uint64_t epoch, index;  /* the epoch (from 0) and the batch within it */
+    const uint32_t *idx;    /* n sample indices */
+    const int32_t *labels;  /* n labels */
+    const void *data;       /* n samples of meta.sample_bytes: float32 or uint8 */
+} zp_batch_view_t;
 
 typedef struct {
     zp_stage_t *st;
@@ -31,10 +40,11 @@ int zp_consumer_open(zp_consumer_t *c, zp_stage_t *st, int rank, const zp_route_
                      int nroutes);
 void zp_consumer_close(zp_consumer_t *c);
 
-/* Waits up to 100 ms for the prefetch's next message and dispatches it.
+/* Waits up to timeout_ms for the prefetch's next message and dispatches it
+ * (the wait is charged to the stage's wait-in state).
  * Returns the route's result, 0 when none came (or it was dropped), or
  * ZP_ESTOP / ZP_EZMQ. */
-int zp_consumer_wait(zp_consumer_t *c, void *ctx);
+int zp_consumer_wait(zp_consumer_t *c, void *ctx, int timeout_ms);
 
 /* Maps this rank's ring, the one whose header carries `nonce` (0: the file
  * of that name now). A dead run's file of the same name (another nonce) is

@@ -1,6 +1,6 @@
 /* consumer.c — the trainer side of one rank's ring; see consumer.h. */
 #define _GNU_SOURCE
-#include "stages/trainer/consumer.h"
+#include "pipeline/consumer.h"
 #include "pipeline/log.h"
 #include "pipeline/names.h"
 
@@ -39,11 +39,11 @@ void zp_consumer_close(zp_consumer_t *c)
     zp_ring_destroy(&c->ring);
 }
 
-int zp_consumer_wait(zp_consumer_t *c, void *ctx)
+int zp_consumer_wait(zp_consumer_t *c, void *ctx, int timeout_ms)
 {
     zp_stats_state(&c->st->stats, ZP_ST_WAIT_IN);
     zmq_pollitem_t it = {c->sock, 0, ZMQ_POLLIN, 0};
-    int n = zmq_poll(&it, 1, 100);
+    int n = zmq_poll(&it, 1, timeout_ms);
     zp_stats_tick(c->st);
     if (n <= 0)
         return 0;

@@ -1,0 +1,317 @@
+/* client.c — the public API of zeus_pipe.h: a user's program as rank r's
+ * trainer. A client is a stage named "trainer" of the run (its config,
+ * dataset description, event socket, stats and timers: stage.h), the ring's
+ * consumer side (consumer.c, the built-in trainer's too) and one epoch proof
+ * per split (coverage.c, whose epoch_end record the built-in trainer sends
+ * too). Only zp_client_* leave libzeuspipe.so (scripts/zeuspipe.map). */
+#define _GNU_SOURCE
+#include "pipeline/zeus_pipe.h"
+#include "pipeline/consumer.h"
+#include "pipeline/coverage.h"
+#include "pipeline/dataset.h"
+#include "pipeline/log.h"
+#include "pipeline/names.h"
+#include "schemas/errors.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define ZP_CLIENT_LOG_MAX 32
+
+struct zp_client {
+    zp_stage_t st;        /* name "trainer", instance: the rank */
+    zp_dataset_t *ds;     /* the run's dataset description; owned (st.meta points into it) */
+    zp_consumer_t ring;
+    zp_coverage_t acc[ZP_SPLITS];
+    int world;
+    int opened;           /* st was opened (1), and the ring's consumer too (2) */
+    int64_t step;         /* train batches received */
+    zp_client_batch_t *out; /* where a route writes what came; during zp_client_next */
+    int kind;             /* what came: ZP_CLIENT_*, 0 while nothing */
+};
+
+int zp_client_api_version(void) { return ZP_CLIENT_API_VERSION; }
+
+const char *zp_client_strerror(int rc) { return zp_strerror(rc); }
+
+static void say(char *err, size_t len, const char *fmt, ...)
+{
+    if (!err || !len)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, len, fmt, ap);
+    va_end(ap);
+}
+
+static void to_view(const zp_client_t *c, const zp_msg_t *m, const zp_batch_view_t *v,
+                    zp_client_batch_t *b)
+{
+    const zp_dataset_meta_t *meta = &c->st.meta;
+    *b = (zp_client_batch_t){.kind = ZP_CLIENT_BATCH, .split = v->split, .epoch = v->epoch,
+                             .index = v->index, .batches = m->batches, .n = v->n,
+                             .indices = v->idx, .labels = v->labels, .data = v->data,
+                             .dtype = meta->dtype == ZP_DTYPE_U8 ? ZP_CLIENT_U8 : ZP_CLIENT_F32,
+                             .c = meta->shape[0], .h = meta->shape[1], .w = meta->shape[2],
+                             .sample_bytes = meta->sample_bytes, .slot = m->slot, .gen = m->gen};
+}
+
+static int route_batch(void *ctx, const zp_msg_t *m, zp_frames_t *f)
+{
+    zp_client_t *c = ctx;
+    zp_batch_view_t v;
+    int rc = zp_consumer_view(&c->ring, m, &v);
+    if (rc)
+        return rc > 0 ? 0 : rc; /* 1: dropped, counted, its slot given back */
+    zp_coverage_add(&c->acc[v.split], v.idx, v.n);
+    to_view(c, m, &v, c->out);
+    c->step += v.split == ZP_SPLIT_TRAIN;
+    c->kind = ZP_CLIENT_BATCH;
+    return 0;
+}
+
+/* The epoch's proof to the logger (rank 0, as the built-in trainer's
+ * leader), and a check that the sampler's count arrived. */
+static int route_epoch_end(void *ctx, const zp_msg_t *m, zp_frames_t *f)
+{
+    zp_client_t *c = ctx;
+    zp_timers_t *tm = &c->st.timers;
+    int split = (int)m->split;
+    zp_coverage_t *a = &c->acc[split];
+    double dt = a->start_ns ? (zp_now_ns() - a->start_ns) / 1e9 : 0;
+    if (zp_timer_is_open(tm, ZP_R_EPOCH))
+        ZP_TIME_END(tm, ZP_R_EPOCH);
+    if (c->st.instance == 0) {
+        zp_epoch_info_t e = {split, m->epoch, c->st.cfg.epochs, c->step, (int64_t)m->n,
+                             (int64_t)m->skipped, 0};
+        zp_coverage_record(&c->st, a, &e, dt);
+    }
+    if (a->samples + (int64_t)m->skipped != (int64_t)m->n || a->distinct != a->samples)
+        zp_error("%s epoch %llu: %lld samples (%lld distinct) and %llu skipped, but the sampler "
+                 "sent %llu", zp_split_name(split), (unsigned long long)m->epoch,
+                 (long long)a->samples, (long long)a->distinct, (unsigned long long)m->skipped,
+                 (unsigned long long)m->n);
+    *c->out = (zp_client_batch_t){.kind = ZP_CLIENT_EPOCH_END, .split = split,
+                                  .epoch = m->epoch, .samples = a->samples,
+                                  .expected = (int64_t)(m->n - m->skipped)};
+    zp_coverage_end(a);
+    c->kind = ZP_CLIENT_EPOCH_END;
+    return 0;
+}
+
+static int route_end(void *ctx, const zp_msg_t *m, zp_frames_t *f)
+{
+    zp_client_t *c = ctx;
+    c->kind = ZP_CLIENT_END;
+    return 0;
+}
+
+static const zp_route_t routes[] = {
+    {ZP_MSG_BATCH, route_batch},
+    {ZP_MSG_EPOCH_END, route_epoch_end},
+    {ZP_MSG_END, route_end},
+};
+
+/* The run's config and dataset description, as `zeus-pipe stage` reads them. */
+static int read_run(zp_client_t *c, const char *run_dir, char *err, size_t len)
+{
+    zp_stage_t *st = &c->st;
+    char path[PATH_MAX + 32];
+    if (!run_dir || !realpath(run_dir, st->run_dir)) {
+        say(err, len, "%s: no such run directory (give the folder `zeus-pipe up` made: "
+            "run.dir/NAME)", run_dir ? run_dir : "(null)");
+        return ZP_EINVAL;
+    }
+    snprintf(path, sizeof path, "%s/config.yaml", st->run_dir);
+    if (access(path, R_OK)) {
+        say(err, len, "%s: no config.yaml: not a zeus-pipe run directory (give the folder "
+            "`zeus-pipe up` made: run.dir/NAME)", st->run_dir);
+        return ZP_EINVAL;
+    }
+    if (zp_config_load(&st->cfg, path, NULL, 0, err, len))
+        return ZP_ECONFIG;
+    int rc = zp_dataset_read(&c->ds, st->run_dir, err, len);
+    if (rc == -ENOENT) /* a run directory made by hand: probed here, as a stage does */
+        rc = zp_dataset_open(&c->ds, &st->cfg, err, len);
+    if (rc)
+        return rc;
+    st->meta = c->ds->meta;
+    return 0;
+}
+
+/* Maps rank's ring once it exists (the prefetch creates it), for up to
+ * timeout_ms. A ring of a previous run of the same name is replaced at the
+ * first BATCH, whose nonce names this run's (consumer.c). */
+static int wait_ring(zp_client_t *c, int timeout_ms, char *err, size_t len)
+{
+    char name[128];
+    zp_ring_name(name, sizeof name, c->st.run_dir, c->st.instance);
+    int64_t give_up = zp_now_ns() + (int64_t)timeout_ms * 1000000;
+    int rc;
+    while ((rc = zp_ring_open(&c->ring.ring, name, 0)) == -ENOENT || rc == ZP_EPROTO) {
+        if (timeout_ms >= 0 && zp_now_ns() >= give_up)
+            break;
+        usleep(10000);
+    }
+    if (rc == -ENOENT || rc == ZP_EPROTO)
+        say(err, len, "%s: rank %d's ring %s is not there after %d ms: is the run's prefetch "
+            "started (`zeus-pipe up`)? Attach again, or with a longer timeout", c->st.run_dir,
+            c->st.instance, name, timeout_ms);
+    else if (rc)
+        say(err, len, "%s: rank %d's ring %s: %s", c->st.run_dir, c->st.instance, name,
+            zp_strerror(rc));
+    else if (c->ring.lay.bytes > c->ring.ring->slot_bytes)
+        say(err, len, "%s: ring %s has slots of %zu bytes, but a batch of this run needs %zu: "
+            "the ring is another run's", c->st.run_dir, name, c->ring.ring->slot_bytes,
+            c->ring.lay.bytes), rc = ZP_EPROTO;
+    return rc;
+}
+
+static int attach(zp_client_t *c, const char *run_dir, int rank, int timeout_ms, char *err,
+                  size_t len)
+{
+    zp_stage_t *st = &c->st;
+    st->name = zp_stage_name(ZP_STAGE_TRAINER);
+    st->instance = rank;
+    int rc = read_run(c, run_dir, err, len);
+    if (rc)
+        return rc;
+    if ((rc = zp_stage_slurm(st))) {
+        say(err, len, "%s: the Slurm environment of this task is not one zeus-pipe can use "
+            "(see the error above)", st->run_dir);
+        return rc;
+    }
+    c->world = zp_stage_world(st);
+    if (rank < 0 || rank >= c->world) {
+        say(err, len, "%s: rank %d is out of range: the run has %d trainer rank%s (0..%d; "
+            "trainer.gpus or the Slurm tasks)", st->run_dir, rank, c->world,
+            c->world == 1 ? "" : "s", c->world - 1);
+        return ZP_EINVAL;
+    }
+    for (int s = 0; s < ZP_SPLITS && !rc; s++)
+        rc = zp_coverage_init(&c->acc[s], st->meta.n[s]);
+    if (rc) {
+        say(err, len, "%s: no memory for the epoch proofs", st->run_dir);
+        return rc;
+    }
+    c->opened = 1;
+    if (!(rc = zp_stage_open(st)))
+        c->opened = 2, rc = zp_consumer_open(&c->ring, st, rank, routes,
+                                             (int)(sizeof routes / sizeof *routes));
+    if (rc) {
+        say(err, len, "%s: cannot open rank %d's sockets: %s", st->run_dir, rank, zp_strerror(rc));
+        return rc;
+    }
+    return wait_ring(c, timeout_ms, err, len);
+}
+
+zp_client_t *zp_client_attach(const char *run_dir, int rank, int timeout_ms, char *err,
+                              size_t errlen)
+{
+    zp_client_t *c = calloc(1, sizeof *c);
+    if (!c) {
+        say(err, errlen, "zp_client_attach: out of memory");
+        return NULL;
+    }
+    zp_log_init(zp_stage_name(ZP_STAGE_TRAINER), rank);
+    if (attach(c, run_dir, rank, timeout_ms, err, errlen))
+        zp_client_destroy(&c);
+    return c;
+}
+
+int zp_client_next(zp_client_t *c, zp_client_batch_t *b, int timeout_ms)
+{
+    zp_timers_t *tm = &c->st.timers;
+    if (zp_timer_is_open(tm, ZP_R_BATCH)) /* a batch not released: its time ends here */
+        ZP_TIME_END(tm, ZP_R_BATCH);
+    if (!zp_timer_is_open(tm, ZP_R_IO))
+        ZP_TIME_BEGIN(tm, ZP_R_IO);
+    int64_t give_up = zp_now_ns() + (int64_t)timeout_ms * 1000000;
+    int rc = 0;
+    c->out = b, c->kind = 0;
+    while (!c->kind && rc >= 0) {
+        int64_t left = timeout_ms < 0 ? 100 : (give_up - zp_now_ns()) / 1000000;
+        rc = zp_consumer_wait(&c->ring, c, left < 0 ? 0 : left > 100 ? 100 : (int)left);
+        if (timeout_ms >= 0 && zp_now_ns() >= give_up)
+            break;
+    }
+    c->out = NULL;
+    zp_stats_state(&c->st.stats, ZP_ST_BUSY);
+    if (rc < 0 || !c->kind)
+        return rc < 0 ? rc : 0; /* io stays open: the program waits again */
+    ZP_TIME_END(tm, ZP_R_IO);
+    if (c->kind == ZP_CLIENT_BATCH) {
+        if (!zp_timer_is_open(tm, ZP_R_EPOCH))
+            ZP_TIME_BEGIN(tm, ZP_R_EPOCH);
+        ZP_TIME_BEGIN(tm, ZP_R_BATCH);
+    }
+    return c->kind;
+}
+
+int zp_client_release(zp_client_t *c, const zp_client_batch_t *b)
+{
+    if (!b || b->kind != ZP_CLIENT_BATCH || !c->ring.ring || b->slot >= c->ring.ring->depth)
+        return ZP_EINVAL;
+    int rc = zp_consumer_free(&c->ring, b->slot, b->gen);
+    c->st.stats.items += b->n;
+    c->st.stats.bytes += (int64_t)((size_t)b->n * c->st.meta.sample_bytes);
+    if (zp_timer_is_open(&c->st.timers, ZP_R_BATCH))
+        ZP_TIME_END(&c->st.timers, ZP_R_BATCH);
+    zp_stats_tick(&c->st);
+    return rc;
+}
+
+int zp_client_log(zp_client_t *c, const char *event, int64_t step, int64_t epoch, int n,
+                  const char *const *keys, const double *values)
+{
+    if (!event || !*event || n < 0 || n > ZP_CLIENT_LOG_MAX || (n && (!keys || !values)))
+        return ZP_EINVAL;
+    for (int i = 0; i < n; i++)
+        if (!keys[i] || !*keys[i])
+            return ZP_EINVAL;
+    zp_event_t ev;
+    zp_ev_begin(&c->st, &ev, "metric", 3 + n);
+    zp_ev_str(&ev, "event", event);
+    zp_ev_int(&ev, "step", step);
+    zp_ev_int(&ev, "epoch", epoch);
+    for (int i = 0; i < n; i++)
+        zp_ev_num(&ev, keys[i], values[i]);
+    zp_ev_send(&c->st, &ev);
+    zp_stats_tick(&c->st);
+    return 0;
+}
+
+int zp_client_region_begin(zp_client_t *c, const char *region)
+{
+    int r = region ? zp_region_of(region) : -1;
+    return r < 0 ? ZP_EINVAL : zp_timer_begin_at(&c->st.timers, r, "zp_client_region_begin", 0);
+}
+
+int zp_client_region_end(zp_client_t *c, const char *region)
+{
+    int r = region ? zp_region_of(region) : -1;
+    if (r < 0)
+        return ZP_EINVAL;
+    return zp_timer_end_at(&c->st.timers, r, "zp_client_region_end", 0) < 0 ? ZP_EINVAL : 0;
+}
+
+void zp_client_destroy(zp_client_t **cp)
+{
+    zp_client_t *c = cp ? *cp : NULL;
+    if (!c)
+        return;
+    if (c->opened == 2)
+        zp_consumer_close(&c->ring);
+    if (c->opened)
+        zp_stage_close(&c->st);
+    for (int s = 0; s < ZP_SPLITS; s++)
+        zp_coverage_free(&c->acc[s]);
+    zp_dataset_destroy(&c->ds);
+    free(c);
+    *cp = NULL;
+}

@@ -1,0 +1,122 @@
+/* zeus_pipe.h — the public API of zeus-pipe: the trainer side of one rank's
+ * ring, for a user's own training program. Link with -lzeuspipe
+ * (libzeuspipe.so, built beside the zeus-pipe binary); nothing else of
+ * zeus-pipe is needed to compile against this header.
+ *
+ *     char err[512];
+ *     zp_client_t *c = zp_client_attach("runs/fashion-mnist", 0, 30000, err, sizeof err);
+ *     if (!c) { fprintf(stderr, "%s\n", err); return 1; }
+ *     zp_client_batch_t b;
+ *     int k;
+ *     while ((k = zp_client_next(c, &b, -1)) > 0 && k != ZP_CLIENT_END)
+ *         if (k == ZP_CLIENT_BATCH) { ...use b.data, b.labels...; zp_client_release(c, &b); }
+ *     zp_client_destroy(&c);
+ *
+ * The program is then rank r's trainer: the library receives the prefetch's
+ * batches from the run's shared-memory ring (no copy), gives slots back,
+ * proves each epoch's coverage in the same `epoch_end` record as the
+ * built-in trainer, and sends its stats (the time waiting in
+ * zp_client_next is the trainer's wait-in), timer samples and metrics to the
+ * run's logger, so `zeus-pipe stat`, `report` and metrics.jsonl see it.
+ *
+ * ZP_CLIENT_API_VERSION is the version of this header's contract; it grows
+ * only when a function or a field is added (the shared library's SOVERSION
+ * changes only when one is removed or changed). A program may check at run
+ * time that zp_client_api_version() >= the version it was compiled with.
+ *
+ * Errors are negative numbers; zp_client_strerror() names them. Not
+ * thread-safe: one client is used by one thread at a time. */
+#ifndef ZEUS_PIPE_H
+#define ZEUS_PIPE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define ZP_CLIENT_API_VERSION 1
+
+typedef struct zp_client zp_client_t;
+
+/* What zp_client_next returned. */
+enum { ZP_CLIENT_BATCH = 1, ZP_CLIENT_EPOCH_END = 2, ZP_CLIENT_END = 3 };
+/* Splits and sample types of a batch. */
+enum { ZP_CLIENT_TRAIN = 0, ZP_CLIENT_TEST = 1 };
+enum { ZP_CLIENT_F32 = 1, ZP_CLIENT_U8 = 2 };
+
+/* A batch (kind BATCH) or an epoch's end (kind EPOCH_END: split, epoch and
+ * samples only). The pointers are into a ring slot: owned by the ring,
+ * valid until zp_client_release of this batch; copy what must live longer. */
+typedef struct {
+    int kind;               /* ZP_CLIENT_BATCH or ZP_CLIENT_EPOCH_END */
+    int split;              /* ZP_CLIENT_TRAIN or ZP_CLIENT_TEST */
+    uint64_t epoch;         /* from 0 */
+    uint64_t index;         /* the batch within its epoch, from 0 */
+    uint64_t batches;       /* batches of this rank in the epoch */
+    int64_t n;              /* samples in the batch */
+    const uint32_t *indices; /* n sample indices in the split */
+    const int32_t *labels;  /* n labels */
+    const void *data;       /* n samples, each sample_bytes: float32 or uint8, C*H*W */
+    int dtype;              /* ZP_CLIENT_F32 or ZP_CLIENT_U8 */
+    int64_t c, h, w;        /* a sample's shape */
+    size_t sample_bytes;
+    int64_t samples;        /* EPOCH_END: samples this rank received in the epoch */
+    int64_t expected;       /* EPOCH_END: samples the sampler sent it (skipped ones aside) */
+    uint64_t slot, gen;     /* the slot, for zp_client_release: do not change */
+    uint64_t reserved[8];
+} zp_client_batch_t;
+
+/* ZP_CLIENT_API_VERSION of the library loaded. */
+int zp_client_api_version(void);
+
+/* The name and a sentence for a negative return of this API. */
+const char *zp_client_strerror(int rc);
+
+/* Attaches to rank `rank` of the run in `run_dir` (the folder holding its
+ * config.yaml, dataset/ and sock/, as `zeus-pipe up` made it): reads the
+ * config and dataset description, connects to the rank's ring socket and
+ * waits up to timeout_ms (< 0: for ever) for the prefetch's ring to exist.
+ * Returns the client, or NULL with a sentence in err (no such run, rank out
+ * of range, no ring within the timeout, ...). Destroy with zp_client_destroy. */
+zp_client_t *zp_client_attach(const char *run_dir, int rank, int timeout_ms, char *err,
+                              size_t errlen);
+
+/* Waits up to timeout_ms (< 0: until something comes) for the next batch,
+ * epoch end or end of the run, into *b. At an epoch's end the library has
+ * sent the epoch's `epoch_end` record (samples, distinct indices, index
+ * checksum, order digest) to the logger. Returns ZP_CLIENT_BATCH,
+ * ZP_CLIENT_EPOCH_END, ZP_CLIENT_END (no more: detach), 0 when the timeout
+ * passed first, or a negative error. A batch not released by the next call
+ * stays the program's: the prefetch has one slot fewer until it is. */
+int zp_client_next(zp_client_t *c, zp_client_batch_t *b, int timeout_ms);
+
+/* Gives batch b's slot back to the prefetch (FREE). Returns 0, or a
+ * negative error (not a batch of this client). */
+int zp_client_release(zp_client_t *c, const zp_client_batch_t *b);
+
+/* Sends a metric record {event, step, epoch, keys[i]: values[i]...} to the
+ * run's metrics.jsonl (event: "train_step", "test_epoch", ... ; n <= 32).
+ * Returns 0, or ZP_EINVAL-like negative error on bad arguments. */
+int zp_client_log(zp_client_t *c, const char *event, int64_t step, int64_t epoch, int n,
+                  const char *const *keys, const double *values);
+
+/* Times a region of the program ("forward", "backward", "h2d", "comm",
+ * "transform", "augment", "other", ...: the names of the report): its samples
+ * appear in `zeus-pipe report` beside the pipeline's. Returns 0, or a
+ * negative error for a name the report does not know or a region already
+ * open (begin) or not open (end). */
+int zp_client_region_begin(zp_client_t *c, const char *region);
+int zp_client_region_end(zp_client_t *c, const char *region);
+
+/* Detaches: the last stats and timer samples go to the logger, the ring is
+ * unmapped and the socket closed. Batches not released are lost to the
+ * prefetch. Safe on NULL and twice; sets *c to NULL. */
+void zp_client_destroy(zp_client_t **c);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

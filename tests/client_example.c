@@ -1,0 +1,49 @@
+/* client_example.c — a user's training program on libzeuspipe.so, with
+ * nothing but <zeus_pipe.h>: attaches to rank R of a run, consumes every
+ * batch, and prints per epoch its split, samples and an index checksum.
+ *
+ *     zp-client-example RUN_DIR [RANK]
+ *
+ * Exit: 0 at the run's end, 1 on an error, 2 on usage. */
+#include <zeus_pipe.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        fprintf(stderr, "usage: zp-client-example RUN_DIR [RANK]\n");
+        return 2;
+    }
+    if (zp_client_api_version() < ZP_CLIENT_API_VERSION) {
+        fprintf(stderr, "zp-client-example: libzeuspipe.so is older than its header\n");
+        return 1;
+    }
+    char err[1024];
+    zp_client_t *c = zp_client_attach(argv[1], argc > 2 ? atoi(argv[2]) : 0, 60000, err, sizeof err);
+    if (!c) {
+        fprintf(stderr, "zp-client-example: %s\n", err);
+        return 1;
+    }
+    zp_client_batch_t b;
+    uint64_t sum = 0; /* of the indices, this rank's, mod 2^64 */
+    int k;
+    while ((k = zp_client_next(c, &b, -1)) > 0 && k != ZP_CLIENT_END) {
+        if (k == ZP_CLIENT_BATCH) {
+            for (int64_t i = 0; i < b.n; i++)
+                sum += b.indices[i];
+            zp_client_release(c, &b);
+        } else {
+            printf("%s epoch %llu: %lld samples, index sum %llu\n",
+                   b.split == ZP_CLIENT_TRAIN ? "train" : "test", (unsigned long long)b.epoch,
+                   (long long)b.samples, (unsigned long long)sum);
+            fflush(stdout);
+            sum = 0;
+        }
+    }
+    if (k < 0)
+        fprintf(stderr, "zp-client-example: %s\n", zp_client_strerror(k));
+    zp_client_destroy(&c);
+    return k < 0;
+}
