@@ -227,7 +227,7 @@ static const char *type_name(kt_t t)
 {
     static const char *names[] = {"an integer", "a number", "true or false", "a string",
                                   "one of the choices", "a list of integers", "a list of numbers",
-                                  "a size like 4GiB"};
+                                  "a size like 4GiB", "a list of strings"};
     return names[t];
 }
 
@@ -290,6 +290,41 @@ static int set_list(origin_t *o, const zp_config_key_t *k, yaml_document_t *doc,
     return 0;
 }
 
+/* A list of strings: a sequence of non-empty scalars (quoted or not), or one
+ * non-empty scalar, a list of one. An empty item is refused where it stands. */
+static int set_strs(origin_t *o, const zp_config_key_t *k, yaml_document_t *doc, yaml_node_t *n,
+                    zp_strs_t *dst)
+{
+    yaml_node_t *items[ZP_STRS_MAX];
+    int count = 0;
+    if (n->type == YAML_SCALAR_NODE && n->data.scalar.length > 0) {
+        items[count++] = n;
+    } else if (n->type == YAML_SEQUENCE_NODE) {
+        for (yaml_node_item_t *it = n->data.sequence.items.start; it < n->data.sequence.items.top;
+             it++) {
+            if (count == ZP_STRS_MAX)
+                return fail_at(o, &n->start_mark, k->key, NULL, "at most %d items", ZP_STRS_MAX);
+            items[count++] = yaml_document_get_node(doc, *it);
+        }
+    } else {
+        return fail_at(o, &n->start_mark, k->key, NULL, "expected %s", type_name(k->type));
+    }
+    for (int i = 0; i < count; i++) {
+        yaml_node_t *e = items[i];
+        if (e->type != YAML_SCALAR_NODE)
+            return fail_at(o, &e->start_mark, k->key, NULL, "item %d: expected a string", i);
+        if (e->data.scalar.length == 0)
+            return fail_at(o, &e->start_mark, k->key, NULL, "item %d is empty: remove it or "
+                           "write what it should be", i);
+        if (e->data.scalar.length >= ZP_STR_LEN || strlen(scalar_of(e)) != e->data.scalar.length)
+            return fail_at(o, &e->start_mark, k->key, NULL, "item %d: longer than %d characters "
+                           "or holds a NUL", i, ZP_STR_LEN - 1);
+        memcpy(dst->v[i], scalar_of(e), e->data.scalar.length + 1);
+    }
+    dst->n = count;
+    return 0;
+}
+
 /* Validates node `n` against key `k` and stores it into cfg. */
 static int set_value(origin_t *o, zp_config_t *cfg, const zp_config_key_t *k, yaml_document_t *doc,
                      yaml_node_t *n)
@@ -297,6 +332,8 @@ static int set_value(origin_t *o, zp_config_t *cfg, const zp_config_key_t *k, ya
     void *dst = (char *)cfg + k->off;
     if (k->type == KT_INTS || k->type == KT_FLOATS)
         return set_list(o, k, doc, n, dst);
+    if (k->type == KT_STRS)
+        return set_strs(o, k, doc, n, dst);
     if (n->type != YAML_SCALAR_NODE)
         return fail_at(o, &n->start_mark, k->key, NULL, "expected %s, not a %s", type_name(k->type),
                        n->type == YAML_MAPPING_NODE ? "mapping" : "list");

@@ -24,6 +24,14 @@ typedef struct {
     double v[ZP_LIST_MAX];
 } zp_floats_t;
 
+/* A list of strings (trainer.command): n of them, each NUL-terminated. */
+#define ZP_STRS_MAX 32
+#define ZP_STR_LEN 256
+typedef struct {
+    int n;
+    char v[ZP_STRS_MAX][ZP_STR_LEN];
+} zp_strs_t;
+
 enum { ZP_SOURCE_IDX, ZP_SOURCE_SYNTHETIC, ZP_SOURCE_IMAGE_FOLDER, ZP_SOURCE_IMAGE_LIST };
 enum { ZP_BACKEND_CPU, ZP_BACKEND_NULL, ZP_BACKEND_CUDA, ZP_BACKEND_AUTO };
 enum { ZP_MISMATCH_ERROR, ZP_MISMATCH_REBUILD };
@@ -75,6 +83,7 @@ typedef struct {
     int64_t nan_at_step;
     int64_t epochs, limit_train_batches, limit_test_batches, log_every_steps, threads;
     int64_t gpus, comm_timeout_s;
+    zp_strs_t trainer_command; /* empty: the built-in trainer */
     int64_t ckpt_every_epochs, ckpt_every_steps;
     int ckpt_keep;
     bool log_batches;

@@ -19,6 +19,20 @@ static void print_double(FILE *out, double v)
     fputs(buf, out);
 }
 
+static void print_string(FILE *out, const char *s)
+{
+    fputc('"', out);
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if (*p == '"' || *p == '\\')
+            fprintf(out, "\\%c", *p);
+        else if (*p < 0x20 || *p == 0x7f) /* a raw newline would fold into a space */
+            fprintf(out, "\\x%02x", *p);
+        else
+            fputc(*p, out);
+    }
+    fputc('"', out);
+}
+
 static void print_value(FILE *out, const zp_config_t *cfg, const zp_config_key_t *k)
 {
     const void *src = (const char *)cfg + k->off;
@@ -29,18 +43,17 @@ static void print_value(FILE *out, const zp_config_t *cfg, const zp_config_key_t
     case KT_FLOAT: print_double(out, *(const double *)src); break;
     case KT_BOOL: fputs(*(const bool *)src ? "true" : "false", out); break;
     case KT_ENUM: fputs(zp_config_enum_name(k->choices, *(const int *)src, buf, sizeof buf), out); break;
-    case KT_STR:
-        fputc('"', out);
-        for (const unsigned char *p = src; *p; p++) {
-            if (*p == '"' || *p == '\\')
-                fprintf(out, "\\%c", *p);
-            else if (*p < 0x20 || *p == 0x7f) /* a raw newline would fold into a space */
-                fprintf(out, "\\x%02x", *p);
-            else
-                fputc(*p, out);
+    case KT_STR: print_string(out, src); break;
+    case KT_STRS: {
+        const zp_strs_t *l = src;
+        fputc('[', out);
+        for (int i = 0; i < l->n; i++) {
+            fputs(i ? ", " : "", out);
+            print_string(out, l->v[i]);
         }
-        fputc('"', out);
+        fputc(']', out);
         break;
+    }
     case KT_INTS: {
         const zp_ints_t *l = src;
         fputc('[', out);
@@ -87,7 +100,8 @@ void zp_config_print(const zp_config_t *cfg, FILE *out)
 
 void zp_config_print_keys(FILE *out, bool markdown)
 {
-    static const char *tn[] = {"int", "float", "bool", "string", "enum", "int list", "float list", "size"};
+    static const char *tn[] = {"int", "float", "bool", "string", "enum", "int list", "float list", "size",
+                             "string list"};
     if (markdown)
         fprintf(out, "| key | type | default | range | meaning |\n| --- | --- | --- | --- | --- |\n");
     for (int i = 0; i < zp_config_nkeys; i++) {

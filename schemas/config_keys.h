@@ -3,7 +3,8 @@
  * One row per key: X(key, type, field, default, lo, hi, help).
  *   key      dotted name as written in YAML (`trainer.optimizer.lr`) and in
  *            command-line overrides (`trainer.optimizer.lr=0.05`)
- *   type     INT, FLOAT, BOOL, STR, ENUM (choices "a|b" in lo), INTS, FLOATS, SIZE
+ *   type     INT, FLOAT, BOOL, STR, ENUM (choices "a|b" in lo), INTS, FLOATS, STRS
+ *            (a list of non-empty strings), SIZE
  *            (bytes, written with a unit: 4GiB, 512MiB, 2GB)
  *   field    member of zp_config_t that receives the value
  *   default  the value, written as it would be in YAML; NULL = required
@@ -149,6 +150,9 @@
     X("trainer.gpus", INT, gpus, "1", 1, 64,                                                       \
       "data-parallel ranks on this node, each a prefetch and a trainer with its own shard and ring; " \
       "gradients summed every step (NCCL with cuda, rank 0 over ZeroMQ with cpu)")                 \
+    X("trainer.command", STRS, trainer_command, "[]", 0, 0,                                       \
+      "a program to run as each rank's trainer instead of the built-in one, as a list "           \
+      "([\"python3\", \"train.py\"]), run in the config file's folder ([] = the built-in MLP)")     \
     X("trainer.comm_timeout_s", INT, comm_timeout_s, "300", 1, 86400,                              \
       "how long a rank waits for the others in a gradient sum before it stops the run")            \
     X("trainer.checkpoint.every_epochs", INT, ckpt_every_epochs, "1", 0, 100000,                   \

@@ -102,6 +102,10 @@ static const struct CMUnitTest bad_files[] = {
          "5:19: trainer.model.hidden: expected a list of integers (got 'x')", true),
     CASE(list_element_out_of_range_is_rejected_at_the_element, "list_element_out_of_range.yaml",
          "5:19: trainer.model.hidden: must be 1..65536 (got 0)", true),
+    CASE(empty_item_of_a_string_list_is_rejected_at_the_item, "command_empty_item.yaml",
+         "4:27: trainer.command: item 1 is empty: remove it or write what it should be", true),
+    CASE(mapping_for_a_string_list_is_rejected, "command_mapping.yaml",
+         "4:12: trainer.command: expected a list of strings", true),
     CASE(list_longer_than_the_maximum_is_rejected, "list_too_long.yaml",
          "5:13: trainer.model.hidden: at most 8 values", true),
     CASE(mapping_where_an_int_is_expected_is_rejected, "mapping_for_int.yaml",
@@ -249,6 +253,9 @@ static void default_size(const char *key, const char *def, int64_t got)
 #define CHECK_ENUM(k, d, f, lo) default_enum(k, d, lo, c.f)
 #define CHECK_INTS(k, d, f, lo) default_list(k, d, c.f.n, c.f.v, NULL)
 #define CHECK_FLOATS(k, d, f, lo) default_list(k, d, c.f.n, NULL, c.f.v)
+#define CHECK_STRS(k, d, f, lo)                                                                    \
+    if (strcmp(d, "[]") || c.f.n != 0)                                                             \
+        fail_msg("%s: default %s, got %d strings", k, d, c.f.n);
 #define CHECK_DEFAULT(key, type, field, def, lo, hi, help)                                         \
     if (def && strcmp(key, "run.name") != 0) /* run.name: see the base-name tests */               \
         CHECK_##type(key, def, field, lo);
@@ -323,6 +330,29 @@ static void every_key_of_a_full_file_is_parsed(void **state)
     assert_true(c.momentum == 0.0);
     assert_int_equal(c.limit_train_batches, 1000000000);
     assert_int_equal(c.stat_interval_ms, 50);
+    assert_int_equal(c.trainer_command.n, 4);
+    assert_string_equal(c.trainer_command.v[0], "./train.sh");
+    assert_string_equal(c.trainer_command.v[2], "a \"quoted\" arg, with spaces");
+    assert_string_equal(c.trainer_command.v[3], "0.1");
+}
+
+static void string_list_override_and_single_string(void **state)
+{
+    (void)state;
+    char *ov[] = {"trainer.command=[python3, 'my train.py', --lr, '0.5']"};
+    zp_config_t c;
+    assert_int_equal(zp_config_load(&c, GOOD "minimal.yaml", ov, 1, err, sizeof err), 0);
+    assert_int_equal(c.trainer_command.n, 4);
+    assert_string_equal(c.trainer_command.v[1], "my train.py");
+    assert_string_equal(c.trainer_command.v[3], "0.5");
+    char *one[] = {"trainer.command=./run.sh"}; /* one string: a list of one */
+    assert_int_equal(zp_config_load(&c, GOOD "minimal.yaml", one, 1, err, sizeof err), 0);
+    assert_int_equal(c.trainer_command.n, 1);
+    assert_string_equal(c.trainer_command.v[0], "./run.sh");
+    char *empty[] = {"trainer.command=[a, '']"};
+    assert_int_equal(zp_config_load(&c, GOOD "minimal.yaml", empty, 1, err, sizeof err), ZP_ECONFIG);
+    assert_string_equal(err, "override 'trainer.command=[a, '']': trainer.command: item 1 is empty: "
+                             "remove it or write what it should be");
 }
 
 /* dataset.augment.where: loader excludes every_key.yaml's cache.enabled: true;
@@ -549,6 +579,7 @@ int main(void)
         cmocka_unit_test(run_name_defaults_to_the_file_base_name_without_extension),
         cmocka_unit_test(run_name_drops_only_the_last_extension),
         cmocka_unit_test(run_name_in_the_file_wins_over_the_base_name),
+        cmocka_unit_test(string_list_override_and_single_string),
         cmocka_unit_test(every_key_of_a_full_file_is_parsed),
         cmocka_unit_test(full_fixture_sets_every_key),
         cmocka_unit_test(overrides_apply_after_the_file),

@@ -67,15 +67,30 @@ static void resolve(const char *name, char *out, size_t len)
 /* Everything the child needs, made before the fork: between fork and exec
  * the child only makes async-signal-safe calls on it. */
 typedef struct {
-    char prog[PATH_MAX], mode[16], inst[16], fail[PATH_MAX + 64];
+    char prog[PATH_MAX], mode[16], inst[16], fail[PATH_MAX + 64], nodir[PATH_MAX + 64];
     char *args[56];
-    int log, keep_stdout, handled[64], nhandled;
+    char *const *env; /* NULL: this process's */
+    const char *cwd;  /* NULL: this process's */
+    int log, keep_stdout, group, handled[64], nhandled;
     pid_t parent;
     sigset_t none;
 } spawn_t;
 
+/* trainer.command's program as trainer `instance`: its own arguments,
+ * environment and folder, in a process group of its own. */
+static void command_prepare(spawn_t *p, const zp_command_t *c, int instance)
+{
+    memcpy(p->args, c->args, sizeof c->args);
+    snprintf(p->prog, sizeof p->prog, "%s", c->prog);
+    p->env = zp_command_env(c, instance);
+    p->cwd = c->cwd;
+    p->group = 1;
+    snprintf(p->nodir, sizeof p->nodir, "zeus-pipe: trainer[%d]: cannot enter %s\n", instance, c->cwd);
+}
+
 static void spawn_prepare(spawn_t *p, zp_procs_t *s, int stage, int instance)
 {
+    p->env = NULL, p->cwd = NULL, p->group = 0;
     snprintf(p->inst, sizeof p->inst, "%d", instance);
     snprintf(p->mode, sizeof p->mode, "%d", s->mode);
     int n = wrapper_args(p->args, 36);
@@ -87,6 +102,8 @@ static void spawn_prepare(spawn_t *p, zp_procs_t *s, int stage, int instance)
         p->args[n++] = s->extra[i];
     p->args[n] = NULL;
     resolve(p->args[0], p->prog, sizeof p->prog);
+    if (stage == ZP_STAGE_TRAINER && s->command)
+        command_prepare(p, s->command, instance);
     snprintf(p->fail, sizeof p->fail, "zeus-pipe: %s[%d]: cannot exec %s\n", zp_stage_name(stage), instance, p->prog);
     p->parent = getpid();
     sigemptyset(&p->none);
@@ -113,7 +130,14 @@ static void spawn_child(const spawn_t *p)
         sigaction(p->handled[i], &dfl, NULL); /* a TERM before exec stops it, as it should */
     sigaction(SIGUSR1, &ign, NULL); /* a retire before the stage's handler is up: not fatal */
     sigprocmask(SIG_SETMASK, &p->none, NULL);
-    execve(p->prog, p->args, environ);
+    if (p->group)
+        setpgid(0, 0);
+    if (p->cwd && chdir(p->cwd) != 0) {
+        ssize_t w = write(STDERR_FILENO, p->nodir, strlen(p->nodir));
+        (void)w;
+        _exit(127);
+    }
+    execve(p->prog, p->args, p->env ? p->env : environ);
     ssize_t w = write(STDERR_FILENO, p->fail, strlen(p->fail));
     (void)w;
     _exit(127);
@@ -130,9 +154,17 @@ int zp_procs_spawn(zp_procs_t *s, int stage, int instance, int keep_stdout)
     static spawn_t p; /* large; the supervisor spawns from one thread */
     char logpath[PATH_MAX + 64];
     snprintf(logpath, sizeof logpath, "%s/logs/%s-%d.log", s->run_dir, zp_stage_name(stage), instance);
-    p.log = s->inherit ? -1 : open(logpath, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-    if (p.log < 0 && !s->inherit)
+    int log = s->inherit ? -1 : open(logpath, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (log < 0 && !s->inherit)
         return -errno;
+    /* trainer.command: its output goes through a pipe that the relay tees into the log */
+    int relay[2] = {-1, -1}, piped = stage == ZP_STAGE_TRAINER && s->command && !s->inherit;
+    if (piped && pipe2(relay, O_CLOEXEC)) {
+        int e = errno;
+        close(log);
+        return -e;
+    }
+    p.log = piped ? relay[1] : log;
     p.keep_stdout = keep_stdout;
     spawn_prepare(&p, s, stage, instance);
     sigset_t all, old;
@@ -145,11 +177,18 @@ int zp_procs_spawn(zp_procs_t *s, int stage, int instance, int keep_stdout)
     sigprocmask(SIG_SETMASK, &old, NULL);
     if (p.log >= 0)
         close(p.log);
+    if (piped && pid > 0)
+        zp_command_relay(s->command, instance, relay[0], log);
+    else if (piped)
+        close(relay[0]), close(log);
     if (pid < 0)
         return -e;
+    if (p.group)
+        setpgid(pid, pid); /* as the child does: no signal to the group misses it */
     if (!slot)
         slot = &s->child[s->nchild++], *slot = (zp_child_t){.stage = stage, .instance = instance};
     slot->pid = pid;
+    slot->group = p.group;
     slot->status = slot->exited = slot->retiring = 0;
     slot->restart_at = 0;
     return 0;
@@ -176,6 +215,8 @@ void zp_procs_describe(const zp_child_t *c, char *buf, size_t len)
 void zp_procs_log_tail(zp_procs_t *s, const zp_child_t *c)
 {
     char path[PATH_MAX + 64], lines[8][400];
+    if (c->stage == ZP_STAGE_TRAINER && s->command)
+        zp_command_drain(s->command, c->instance, 1000); /* the relay has written it all */
     snprintf(path, sizeof path, "%s/logs/%s-%d.log", s->run_dir, zp_stage_name(c->stage), c->instance);
     FILE *f = fopen(path, "r");
     if (!f)
@@ -225,12 +266,19 @@ static int alive(zp_procs_t *s, int logger)
     return n;
 }
 
+/* A program of trainer.command leads a group: what it started stops with it. */
+static void signal_child(const zp_child_t *c, int sig)
+{
+    if (!c->group || kill(-c->pid, sig) != 0)
+        kill(c->pid, sig);
+}
+
 /* TERM the chosen children, wait up to `ms`, then KILL what is left. */
 void zp_procs_stop(zp_procs_t *s, int logger, int ms)
 {
     for (int i = 0; i < s->nchild; i++)
         if (s->child[i].pid > 0 && is_logger(&s->child[i]) == logger)
-            kill(s->child[i].pid, SIGTERM);
+            signal_child(&s->child[i], SIGTERM);
     int dummy;
     int64_t until = zp_now_ns() + (int64_t)ms * 1000000;
     while (alive(s, logger) && zp_now_ns() < until) {
@@ -241,7 +289,7 @@ void zp_procs_stop(zp_procs_t *s, int logger, int ms)
         if (s->child[i].pid > 0 && is_logger(&s->child[i]) == logger) {
             fprintf(stderr, "zeus-pipe: %s[%d] did not stop in time; killing it\n",
                     zp_stage_name(s->child[i].stage), s->child[i].instance);
-            kill(s->child[i].pid, SIGKILL);
+            signal_child(&s->child[i], SIGKILL);
         }
     for (int i = 0; i < s->nchild; i++) { /* wait for exactly those killed */
         zp_child_t *c = &s->child[i];

@@ -328,7 +328,20 @@ static int supervise_run(zp_sup_t *s, int mode, const char *ckpts)
             return 2;
         setenv(ZP_SLURM_ENV, s->slurm.host, 1); /* the stages are ranks' stages */
     }
-    return run_stages(s);
+    zp_command_t *command = NULL;
+    int training = mode == ZP_MODE_TRAIN || mode == ZP_MODE_RESUME;
+    if (training && s->cfg.trainer_command.n > 0) {
+        int rc = zp_command_open(&command, s);
+        if (rc) {
+            cleanup(s);
+            return rc;
+        }
+        s->procs.command = command;
+    }
+    int status = run_stages(s);
+    s->procs.command = NULL;
+    zp_command_destroy(&command);
+    return status;
 }
 
 /* A run of this host: its description of the dataset, then its stages. */
@@ -381,6 +394,12 @@ int zp_up(const zp_config_t *cfg, const zp_dataset_t *ds)
     }
     if (zp_sup_shm_room(&s))
         return 2;
+    char prog[PATH_MAX], cwd[PATH_MAX];
+    if (s.cfg.trainer_command.n > 0 && zp_command_check(&s.cfg, prog, sizeof prog, cwd, sizeof cwd))
+        return 2; /* before the run directory, the cache or any stage */
+    if (s.cfg.trainer_command.n > 0 && strchr(s.cfg.trainer_command.v[0], '/') &&
+        strlen(prog) < sizeof s.cfg.trainer_command.v[0]) /* config.yaml keeps it for --resume */
+        snprintf(s.cfg.trainer_command.v[0], sizeof s.cfg.trainer_command.v[0], "%s", prog);
     int rc = slurm ? zp_sup_prepare_slurm(&s)
              : s.cfg.cache_enabled && zp_cache_prepare(&s.cfg, &ds->meta)
                  ? 2

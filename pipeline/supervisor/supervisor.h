@@ -42,6 +42,8 @@
 #include "pipeline/slurm.h"
 
 #include <limits.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -249,6 +251,63 @@ typedef struct {
  * *out set; 1 after printing when overfit.txt is missing or unreadable. */
 int zp_overfit(zp_config_t *cfg, const zp_dataset_t *ds, long steps, zp_overfit_t *out);
 
+/* ---- A user's program as the trainer (trainer.command) ------------------------------------- */
+
+/* With trainer.command set, `up` (train and resume modes) starts that program
+ * as each rank's trainer instead of `zeus-pipe stage trainer`: in the config
+ * file's folder, as a stage is started (its own process group, TERM then
+ * KILL, PR_SET_PDEATHSIG), with in its environment ZP_RUN (this host's run
+ * directory), ZP_RANK, ZP_WORLD and, as torchrun sets them, RANK,
+ * WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR (127.0.0.1, or rank
+ * 0's host under Slurm) and MASTER_PORT (transport.bind's port + 4 under
+ * Slurm or with transport tcp, else a port free when the run starts). Its
+ * stdout and stderr go through a pipe that the supervisor relays into
+ * logs/trainer-R.log and, line by line as "trainer[R]: ...", onto its own
+ * stderr. Its exit status counts as the built-in trainer's. */
+#define ZP_COMMAND_RANKS 64 /* trainer.gpus at most */
+#define ZP_COMMAND_ENV 9    /* variables set for the program */
+
+typedef struct {
+    char prog[PATH_MAX];                    /* the program, absolute (PATH searched) */
+    char cwd[PATH_MAX];                     /* the config file's folder */
+    char *args[ZP_STRS_MAX + 1];            /* trainer.command, NULL-terminated; into the config */
+    char **env[ZP_COMMAND_RANKS];           /* each local rank's environment; owned */
+    char envbuf[ZP_COMMAND_RANKS][ZP_COMMAND_ENV][PATH_MAX + 32];
+    int nenvbuf[ZP_COMMAND_RANKS];
+    int first, ranks, port;                 /* the ranks here: first .. first+ranks-1 */
+    /* the relay; fd and log under lock */
+    pthread_mutex_t lock;
+    pthread_t thread;
+    int started;
+    atomic_int stop;
+    int fd[ZP_COMMAND_RANKS], log[ZP_COMMAND_RANKS]; /* each rank's pipe and log; -1: none */
+    char line[ZP_COMMAND_RANKS][1024];      /* each rank's output line so far */
+    size_t nline[ZP_COMMAND_RANKS];
+} zp_command_t;
+
+/* Resolves trainer.command's program into prog (absolute): a name with a '/'
+ * from the config file's folder (cwd gets that folder), a bare name on PATH.
+ * 0, or 2 after printing, naming the key, the path and what to do, when it
+ * does not exist, is not a regular file or is not executable. */
+int zp_command_check(const zp_config_t *cfg, char *prog, size_t len, char *cwd, size_t cwdlen);
+/* Makes *c for the supervisor s (its config, run directory and Slurm rank
+ * set): the program checked, its arguments, each local rank's environment.
+ * 0; on failure *c stays NULL and the exit status is returned after printing
+ * why (2: the program, 1: out of memory or no free port). */
+struct zp_sup;
+int zp_command_open(zp_command_t **c, const struct zp_sup *s);
+/* The environment of `rank`'s program (owned by c), NULL for a rank not here. */
+char *const *zp_command_env(const zp_command_t *c, int rank);
+/* Hands rank's pipe (its read end) and log to the relay thread, which owns
+ * them from now on (and starts with the first). 0, or ZP_EINVAL (a rank not
+ * here: both closed) or ZP_ENOMEM (no thread: the output waits in the pipe). */
+int zp_command_relay(zp_command_t *c, int rank, int fd, int log);
+/* Waits up to ms for rank's pipe to be at its end (its log complete). */
+void zp_command_drain(zp_command_t *c, int rank, int ms);
+/* Waits up to 500 ms for each rank's output to end, stops the relay, closes
+ * and frees everything; NULL does nothing; sets *c to NULL. */
+void zp_command_destroy(zp_command_t **c);
+
 /* ---- Stage processes ------------------------------------------------------------------------ */
 
 /* Each stage runs as `zeus-pipe stage NAME --run DIR --instance I`, with
@@ -265,6 +324,7 @@ typedef struct {
     int instance;
     pid_t pid; /* 0 once reaped */
     int status;
+    int group;    /* it leads its own process group (a trainer.command): signals go to the group */
     int exited;   /* a loader that exited, until the supervisor handles it */
     int retiring; /* a loader sent SIGUSR1: its exit 0 is expected */
     int deaths;   /* recent deaths (back-off) */
@@ -287,6 +347,7 @@ typedef struct {
     int inherit;       /* stages write to the supervisor's stdout/stderr, not to logs/ */
     char ckpts[1024];  /* eval: the checkpoints to evaluate */
     char *extra[8];    /* more arguments for every stage, NULL-terminated; borrowed */
+    zp_command_t *command; /* trainer.command: started instead of the trainer; borrowed */
 } zp_procs_t;
 
 /* Empties s for the run in run_dir; never fails. */
@@ -359,7 +420,7 @@ int zp_resources_delivered(const char *run_dir, int instance, pid_t pid);
 /* One supervisor's state: a run of this host, its children, the Slurm
  * rendezvous. Owned by zp_up / zp_up_resume / zp_pipeline_run; callers
  * outside pipeline/supervisor/ never see one. */
-typedef struct {
+typedef struct zp_sup {
     zp_config_t cfg;
     const zp_dataset_t *ds; /* borrowed, or own (a resumed run's) */
     zp_dataset_t *own;
