@@ -171,7 +171,7 @@ int zp_send_raw(void *sock, const zmq_msg_t *identity, const void *hdr, size_t h
 
 int zp_send_parts(void *sock, const zp_msg_t *m, zmq_msg_t *parts, int nparts)
 {
-    static msgpack_sbuffer sb;
+    static _Thread_local msgpack_sbuffer sb; /* per thread: a client may send from several */
     sb.size = 0;
     int rc = zp_msg_encode(m, &sb);
     if (rc)
@@ -189,7 +189,7 @@ int zp_send(void *sock, const zmq_msg_t *identity, const zp_msg_t *m, const void
 {
     /* One header buffer per process, reused: headers are small and stages are
      * single-threaded, so steady state does no allocation here. */
-    static msgpack_sbuffer sb;
+    static _Thread_local msgpack_sbuffer sb; /* per thread: a client may send from several */
     sb.size = 0;
     int rc = zp_msg_encode(m, &sb);
     if (!rc)

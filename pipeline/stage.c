@@ -220,7 +220,7 @@ void zp_stats_state(zp_stats_t *s, int state)
 
 /* ---- events ------------------------------------------------------------------------------- */
 
-static msgpack_sbuffer g_ev_buf;
+static _Thread_local msgpack_sbuffer g_ev_buf; /* per thread, as the send buffers in sock.c */
 
 void zp_ev_begin(zp_stage_t *st, zp_event_t *ev, const char *kind, int nfields)
 {
