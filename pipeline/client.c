@@ -84,8 +84,11 @@ static int route_epoch_end(void *ctx, const zp_msg_t *m, zp_frames_t *f)
     int split = (int)m->split;
     zp_coverage_t *a = &c->acc[split];
     double dt = a->start_ns ? (zp_now_ns() - a->start_ns) / 1e9 : 0;
+    if (zp_timer_is_open(tm, ZP_R_IO))
+        ZP_TIME_END(tm, ZP_R_IO);
     if (zp_timer_is_open(tm, ZP_R_EPOCH))
         ZP_TIME_END(tm, ZP_R_EPOCH);
+    ZP_TIME_BEGIN(tm, ZP_R_EPOCH); /* the next epoch runs from the end of this one */
     if (c->st.instance == 0) {
         zp_epoch_info_t e = {split, m->epoch, c->st.cfg.epochs, c->step, (int64_t)m->n,
                              (int64_t)m->skipped, 0};
@@ -229,7 +232,9 @@ int zp_client_next(zp_client_t *c, zp_client_batch_t *b, int timeout_ms)
     zp_timers_t *tm = &c->st.timers;
     if (zp_timer_is_open(tm, ZP_R_BATCH)) /* a batch not released: its time ends here */
         ZP_TIME_END(tm, ZP_R_BATCH);
-    if (!zp_timer_is_open(tm, ZP_R_IO))
+    /* as the built-in trainer's: an epoch runs from the run's first batch or
+     * the end of the previous epoch, and io is the wait for a batch inside one */
+    if (zp_timer_is_open(tm, ZP_R_EPOCH) && !zp_timer_is_open(tm, ZP_R_IO))
         ZP_TIME_BEGIN(tm, ZP_R_IO);
     int64_t give_up = zp_now_ns() + (int64_t)timeout_ms * 1000000;
     int rc = 0;
@@ -244,7 +249,8 @@ int zp_client_next(zp_client_t *c, zp_client_batch_t *b, int timeout_ms)
     zp_stats_state(&c->st.stats, ZP_ST_BUSY);
     if (rc < 0 || !c->kind)
         return rc < 0 ? rc : 0; /* io stays open: the program waits again */
-    ZP_TIME_END(tm, ZP_R_IO);
+    if (zp_timer_is_open(tm, ZP_R_IO))
+        ZP_TIME_END(tm, ZP_R_IO);
     if (c->kind == ZP_CLIENT_BATCH) {
         if (!zp_timer_is_open(tm, ZP_R_EPOCH))
             ZP_TIME_BEGIN(tm, ZP_R_EPOCH);

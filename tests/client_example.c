@@ -2,7 +2,10 @@
  * nothing but <zeus_pipe.h>: attaches to rank R of a run, consumes every
  * batch, and prints per epoch its split, samples and an index checksum.
  *
- *     zp-client-example RUN_DIR [RANK]
+ *     zp-client-example [RUN_DIR [RANK]]
+ *
+ * Without arguments it takes them from ZP_RUN and ZP_RANK, which `zeus-pipe
+ * up` sets for a trainer.command: `trainer: {command: [zp-client-example]}`.
  *
  * Exit: 0 at the run's end, 1 on an error, 2 on usage. */
 #include <zeus_pipe.h>
@@ -12,8 +15,10 @@
 
 int main(int argc, char **argv)
 {
-    if (argc < 2) {
-        fprintf(stderr, "usage: zp-client-example RUN_DIR [RANK]\n");
+    const char *run = argc > 1 ? argv[1] : getenv("ZP_RUN");
+    const char *rank = argc > 2 ? argv[2] : getenv("ZP_RANK");
+    if (!run || argc > 3) {
+        fprintf(stderr, "usage: zp-client-example [RUN_DIR [RANK]] (default: $ZP_RUN, $ZP_RANK)\n");
         return 2;
     }
     if (zp_client_api_version() < ZP_CLIENT_API_VERSION) {
@@ -21,7 +26,7 @@ int main(int argc, char **argv)
         return 1;
     }
     char err[1024];
-    zp_client_t *c = zp_client_attach(argv[1], argc > 2 ? atoi(argv[2]) : 0, 60000, err, sizeof err);
+    zp_client_t *c = zp_client_attach(run, rank ? atoi(rank) : 0, 60000, err, sizeof err);
     if (!c) {
         fprintf(stderr, "zp-client-example: %s\n", err);
         return 1;
