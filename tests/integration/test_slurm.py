@@ -67,9 +67,10 @@ def two_tasks_train_as_one_trainer_of_both_batches():
         for path, want in ((os.path.join(run, "batches.log"), 34), (os.path.join(rank1, "batches-rank1.log"), 32)):
             n = sum(1 for _ in open(path))
             zp.check(n == want, "%s: %d batches, expected %d" % (path, n, want))
-        # rank 1's loader (instance 256) worked for the run over tcp, and its events reached rank 0's logger
+        # rank 1's loader (instance 256) joined over tcp and its events reached rank 0's logger
+        # (how much it loaded depends on when it joined: rank 0's loaders may have done it all)
         loaders = stats_of(run, "loader")
-        zp.check(256 in loaders and loaders[256]["total_items"] > 0, "loader[256] of rank 1: %r" % loaders.get(256))
+        zp.check(256 in loaders, "no stats of loader[256], rank 1's: %r" % sorted(loaders))
         # every sample loaded once: rank 1 cannot read rank 0's LMDB, so in epoch 2 the cache stage
         # answered its fetches from the store instead of sending them to loaders again
         loaded = sum(r["total_items"] for r in loaders.values())
