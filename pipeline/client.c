@@ -11,6 +11,7 @@
 #include "pipeline/dataset.h"
 #include "pipeline/log.h"
 #include "pipeline/names.h"
+#include "pipeline/sampler.h"
 #include "schemas/errors.h"
 
 #include <errno.h>
@@ -38,6 +39,20 @@ struct zp_client {
 int zp_client_api_version(void) { return ZP_CLIENT_API_VERSION; }
 
 const char *zp_client_strerror(int rc) { return zp_strerror(rc); }
+
+/* As the prefetch counts a phase's batches (run_phase), without a resume's
+ * batches already trained. */
+int64_t zp_client_batches(const zp_client_t *c, int split)
+{
+    if (!c || split < ZP_CLIENT_TRAIN || split > ZP_CLIENT_TEST)
+        return ZP_EINVAL;
+    const zp_config_t *cfg = &c->st.cfg;
+    int train = split == ZP_CLIENT_TRAIN;
+    int64_t n = zp_sampler_shard_batches(c->st.meta.n[split], c->st.instance, c->world,
+                                         cfg->batch_size, train && cfg->drop_last);
+    int64_t limit = train ? cfg->limit_train_batches : cfg->limit_test_batches;
+    return limit && n > limit ? limit : n;
+}
 
 static void say(char *err, size_t len, const char *fmt, ...)
 {

@@ -36,7 +36,7 @@
 extern "C" {
 #endif
 
-#define ZP_CLIENT_API_VERSION 1
+#define ZP_CLIENT_API_VERSION 2
 
 typedef struct zp_client zp_client_t;
 
@@ -82,6 +82,13 @@ const char *zp_client_strerror(int rc);
  * of range, no ring within the timeout, ...). Destroy with zp_client_destroy. */
 zp_client_t *zp_client_attach(const char *run_dir, int rank, int timeout_ms, char *err,
                               size_t errlen);
+
+/* The batches rank c gets in each epoch of `split` (ZP_CLIENT_TRAIN or
+ * ZP_CLIENT_TEST), as the prefetch counts them: its shard of the split,
+ * prefetch.batch_size, prefetch.drop_last (train), trainer.limit_*_batches.
+ * Known from attach on, before any batch. Returns it, or a negative error
+ * for a bad split. (Since API version 2.) */
+int64_t zp_client_batches(const zp_client_t *c, int split);
 
 /* Waits up to timeout_ms (< 0: until something comes) for the next batch,
  * epoch end or end of the run, into *b. At an epoch's end the library has

@@ -127,7 +127,8 @@ static void put_env(zp_command_t *c, int slot, const char *name, const char *fmt
 static int ours(const char *e)
 {
     static const char *names[] = {"ZP_RUN=", "ZP_RANK=", "ZP_WORLD=", "RANK=", "WORLD_SIZE=",
-                                  "LOCAL_RANK=", "LOCAL_WORLD_SIZE=", "MASTER_ADDR=", "MASTER_PORT="};
+                                  "LOCAL_RANK=", "LOCAL_WORLD_SIZE=", "MASTER_ADDR=", "MASTER_PORT=",
+                                  "ZP_LIBRARY="};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if (!strncmp(e, names[i], strlen(names[i])))
             return 1;
@@ -147,6 +148,10 @@ static int make_env(zp_command_t *c, const zp_sup_t *s, int slot, int rank, int 
     for (size_t i = 0; i < n; i++)
         if (!ours(environ[i]))
             env[k++] = environ[i];
+    char library[PATH_MAX + 16];
+    const char *slash = strrchr(s->procs.exe, '/');
+    snprintf(library, sizeof library, "%.*s/libzeuspipe.so",
+             slash ? (int)(slash - s->procs.exe) : 1, slash ? s->procs.exe : ".");
     c->nenvbuf[slot] = 0;
     put_env(c, slot, "ZP_RUN", NULL, 0, s->run_dir);
     put_env(c, slot, "ZP_RANK", "%s=%lld", rank, NULL);
@@ -157,6 +162,7 @@ static int make_env(zp_command_t *c, const zp_sup_t *s, int slot, int rank, int 
     put_env(c, slot, "LOCAL_WORLD_SIZE", "%s=%lld", locals, NULL);
     put_env(c, slot, "MASTER_ADDR", NULL, 0, s->slurm.world > 1 ? s->slurm.host : "127.0.0.1");
     put_env(c, slot, "MASTER_PORT", "%s=%lld", port, NULL);
+    put_env(c, slot, "ZP_LIBRARY", NULL, 0, library); /* beside zeus-pipe, for the Python package */
     for (int i = 0; i < c->nenvbuf[slot]; i++)
         env[k++] = c->envbuf[slot][i];
     env[k] = NULL;

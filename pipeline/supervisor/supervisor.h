@@ -257,7 +257,8 @@ int zp_overfit(zp_config_t *cfg, const zp_dataset_t *ds, long steps, zp_overfit_
  * as each rank's trainer instead of `zeus-pipe stage trainer`: in the config
  * file's folder, as a stage is started (its own process group, TERM then
  * KILL, PR_SET_PDEATHSIG), with in its environment ZP_RUN (this host's run
- * directory), ZP_RANK, ZP_WORLD and, as torchrun sets them, RANK,
+ * directory), ZP_RANK, ZP_WORLD, ZP_LIBRARY (the libzeuspipe.so beside the
+ * zeus-pipe binary) and, as torchrun sets them, RANK,
  * WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR (127.0.0.1, or rank
  * 0's host under Slurm) and MASTER_PORT (transport.bind's port + 4 under
  * Slurm or with transport tcp, else a port free when the run starts). Its
@@ -265,7 +266,7 @@ int zp_overfit(zp_config_t *cfg, const zp_dataset_t *ds, long steps, zp_overfit_
  * logs/trainer-R.log and, line by line as "trainer[R]: ...", onto its own
  * stderr. Its exit status counts as the built-in trainer's. */
 #define ZP_COMMAND_RANKS 64 /* trainer.gpus at most */
-#define ZP_COMMAND_ENV 9    /* variables set for the program */
+#define ZP_COMMAND_ENV 10   /* variables set for the program */
 
 typedef struct {
     char prog[PATH_MAX];                    /* the program, absolute (PATH searched) */

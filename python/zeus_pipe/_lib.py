@@ -1,0 +1,114 @@
+"""_lib.py — libzeuspipe.so through ctypes: finding it, and the prototypes of
+pipeline/zeus_pipe.h that the package calls.
+
+The library is looked for, in order: the path in $ZP_LIBRARY (`zeus-pipe up`
+sets it for a trainer.command to the one beside its binary), the build/
+folder of the checkout this package sits in (python/../build), then the
+system's loader path (ldconfig, LD_LIBRARY_PATH). load() raises
+ZeusPipeError naming every place tried and why it failed."""
+import ctypes
+import os
+
+API_VERSION = 2  # ZP_CLIENT_API_VERSION this package was written for (zp_client_batches)
+
+BATCH, EPOCH_END, END = 1, 2, 3  # what zp_client_next returned
+TRAIN, TEST = 0, 1
+F32, U8 = 1, 2
+
+
+class ZeusPipeError(RuntimeError):
+    """A failure of zeus_pipe: the library, the run, or the order of use."""
+
+
+class Batch(ctypes.Structure):
+    """zp_client_batch_t: the pointers are into a ring slot, valid until the
+    batch is released."""
+    _fields_ = [
+        ("kind", ctypes.c_int),
+        ("split", ctypes.c_int),
+        ("epoch", ctypes.c_uint64),
+        ("index", ctypes.c_uint64),
+        ("batches", ctypes.c_uint64),
+        ("n", ctypes.c_int64),
+        ("indices", ctypes.c_void_p),
+        ("labels", ctypes.c_void_p),
+        ("data", ctypes.c_void_p),
+        ("dtype", ctypes.c_int),
+        ("c", ctypes.c_int64),
+        ("h", ctypes.c_int64),
+        ("w", ctypes.c_int64),
+        ("sample_bytes", ctypes.c_size_t),
+        ("samples", ctypes.c_int64),
+        ("expected", ctypes.c_int64),
+        ("slot", ctypes.c_uint64),
+        ("gen", ctypes.c_uint64),
+        ("reserved", ctypes.c_uint64 * 8),
+    ]
+
+
+def _candidates():
+    """(where, path) in the order they are tried."""
+    env = os.environ.get("ZP_LIBRARY")
+    if env:
+        yield "$ZP_LIBRARY", env
+    here = os.path.dirname(os.path.abspath(__file__))
+    yield "the checkout's build/", os.path.join(here, "..", "..", "build", "libzeuspipe.so")
+    yield "the loader path", "libzeuspipe.so.1"
+
+
+def _prototypes(lib):
+    P, I, I64, S = ctypes.c_void_p, ctypes.c_int, ctypes.c_int64, ctypes.c_char_p
+    BP = ctypes.POINTER(Batch)
+    sigs = {
+        "zp_client_api_version": (I, []),
+        "zp_client_strerror": (S, [I]),
+        "zp_client_attach": (P, [S, I, I, ctypes.c_char_p, ctypes.c_size_t]),
+        "zp_client_batches": (I64, [P, I]),
+        "zp_client_next": (I, [P, BP, I]),
+        "zp_client_release": (I, [P, BP]),
+        "zp_client_log": (I, [P, S, I64, I64, I, ctypes.POINTER(S),
+                              ctypes.POINTER(ctypes.c_double)]),
+        "zp_client_region_begin": (I, [P, S]),
+        "zp_client_region_end": (I, [P, S]),
+        "zp_client_destroy": (None, [ctypes.POINTER(P)]),
+    }
+    for name, (res, args) in sigs.items():
+        f = getattr(lib, name)
+        f.restype, f.argtypes = res, args
+
+
+_lib = None
+
+
+def load():
+    """The library, loaded once. Raises ZeusPipeError naming what was tried."""
+    global _lib
+    if _lib is not None:
+        return _lib
+    tried = []
+    for where, path in _candidates():
+        if os.sep in path and not os.path.exists(path):
+            tried.append("%s %s: no such file" % (where, os.path.normpath(path)))
+            continue
+        try:
+            lib = ctypes.CDLL(path)
+        except OSError as e:
+            tried.append("%s %s: %s" % (where, path, e))
+            continue
+        try:
+            version = lib.zp_client_api_version()
+            if version < API_VERSION:
+                raise AttributeError("API version %d, this package needs %d" % (version, API_VERSION))
+            _prototypes(lib)
+        except AttributeError as e:
+            tried.append("%s %s: too old (%s): rebuild zeus-pipe" % (where, path, e))
+            continue
+        _lib = lib
+        return lib
+    raise ZeusPipeError("zeus_pipe: libzeuspipe.so not found; tried " + "; ".join(tried) +
+                        ". Build zeus-pipe (cmake --build build), or set ZP_LIBRARY to the "
+                        "libzeuspipe.so beside the zeus-pipe binary")
+
+
+def strerror(rc):
+    return load().zp_client_strerror(rc).decode(errors="replace")

@@ -1,0 +1,154 @@
+"""The Python package zeus_pipe (python/) as trainer.command: a PyTorch
+consumer gets, for the same seed, the batches the built-in trainer gets (the
+same indices in the same order, the same pixels: its batches.log), every
+epoch of both splits exactly once, len() right, x float32 or uint8 N,C,H,W by
+dataset.dtype and y int64; a consumer that raises fails the run naming
+trainer[0] and the Python error. Exits 77 (skipped) where /usr/bin/python3
+has no torch."""
+import os
+import subprocess
+import sys
+import zp
+
+PYTHON = sys.executable
+PACKAGE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python")
+
+CONFIG = """
+run: {{name: {name}}}
+seed: 5
+dataset:
+  source: synthetic
+  dtype: {dtype}
+  synthetic: {{train_samples: 1000, test_samples: 300, shape: [2, 6, 5], classes: 4}}
+loader: {{workers: 2, task_size: 32}}
+prefetch: {{batch_size: 64, depth: 2, shuffle: true}}
+trainer:
+  epochs: 2
+  debug: {{log_batches: true}}
+{trainer}
+"""
+
+# The consumer: every batch's split, epoch, position, shape, dtypes, pixel
+# digest and indices, one line each, into the file named by its argument.
+CONSUMER = """
+import ctypes, sys, zeus_pipe
+xx = ctypes.CDLL("libxxhash.so.0")
+xx.XXH3_64bits.restype, xx.XXH3_64bits.argtypes = ctypes.c_uint64, [ctypes.c_void_p, ctypes.c_size_t]
+out = open(sys.argv[1], "w")
+with zeus_pipe.attach() as zp:
+    print("len", len(zp.train), len(zp.test), file=out)
+    for epoch in range(2):
+        for name, src in (("train", zp.train), ("test", zp.test)):
+            for i, (x, y) in enumerate(src):
+                px = xx.XXH3_64bits(x.data_ptr(), x.numel() * x.element_size())
+                print(name, epoch, i, tuple(x.shape), x.dtype, y.dtype, len(y), "%016x" % px,
+                      ",".join(map(str, zp.indices.tolist())), file=out)
+            if name == "train":
+                zp.log("train_epoch", epoch=epoch, batches=i + 1)
+"""
+
+RAISES = """
+import zeus_pipe
+with zeus_pipe.attach() as zp:
+    for x, y in zp.train:
+        raise ValueError("the model wants 3 channels, got %d" % x.shape[1])
+"""
+
+
+def order_digest(indices):
+    d = 0xcbf29ce484222325
+    for i in indices:
+        d = ((d ^ zp.mix64(i)) * 0x100000001b3) & zp.MASK
+    return "%016x" % d
+
+
+def up(w, name, dtype, trainer):
+    cfg = w.write(name + ".yaml", CONFIG.format(name=name, dtype=dtype, trainer=trainer))
+    env = dict(os.environ, PYTHONPATH=os.path.abspath(PACKAGE))
+    p = w.start("up", cfg, env=env)
+    out, err = p.communicate(timeout=240)
+    return p.returncode, err
+
+
+def builtin_batches(w, name, dtype):
+    """{(epoch, index): (order digest, pixel digest)} of the built-in trainer."""
+    rc, err = up(w, name, dtype, "  backend: cpu")
+    zp.check(rc == 0, "built-in run: exit %d:\n%s" % (rc, err[-2000:]))
+    with open(os.path.join(w.run_dir(name), "batches.log")) as f:
+        return {(int(e), int(i)): (order, px) for e, i, _, order, px in map(str.split, f)}
+
+
+def consumer_batches(w, name, dtype):
+    """The consumer's lines, by (split, epoch, index)."""
+    w.write("consumer.py", CONSUMER)
+    rc, err = up(w, name, dtype, "  command: [%s, consumer.py, %s.out]" % (PYTHON, name))
+    zp.check(rc == 0, "the consumer: exit %d:\n%s" % (rc, err[-2000:]))
+    with open(os.path.join(w.path, name + ".out")) as f:
+        lines = [l.split() for l in f]
+    zp.check(lines[0] == ["len", "16", "5"], "len(): %s, want 16 and 5" % lines[0])
+    got = {}
+    for split, epoch, i, *shape, xd, yd, n, px, idx in lines[1:]:
+        got[split, int(epoch), int(i)] = (" ".join(shape), xd, yd, int(n), px,
+                                          [int(v) for v in idx.split(",")])
+    return got
+
+
+def the_consumer_gets_the_built_in_trainers_batches(dtype, xdtype, pixels):
+    with zp.Workdir() as w:
+        want = builtin_batches(w, "builtin", dtype)
+        got = consumer_batches(w, "mine", dtype)
+        zp.check(len(want) == 2 * 16, "the built-in trainer logged %d batches" % len(want))
+        zp.check(len(got) == 2 * (16 + 5), "the consumer got %d batches" % len(got))
+        for split, samples in (("train", 1000), ("test", 300)):
+            for epoch in range(2):
+                seen = [i for (s, e, _), v in sorted(got.items()) if s == split and e == epoch
+                        for i in v[5]]
+                zp.check(sorted(seen) == list(range(samples)),
+                         "%s epoch %d: %d samples, %d distinct" % (split, epoch, len(seen), len(set(seen))))
+        for (split, epoch, i), (shape, xd, yd, n, px, idx) in got.items():
+            zp.check(shape == "(%d, 2, 6, 5)" % n and xd == xdtype and yd == "torch.int64",
+                     "%s batch %d,%d: x %s %s, y %s" % (split, epoch, i, shape, xd, yd))
+            if split == "train":
+                order, bpx = want[epoch, i]
+                zp.check(order_digest(idx) == order, "train batch %d,%d: other indices" % (epoch, i))
+                zp.check(not pixels or px == bpx, "train batch %d,%d: other pixels" % (epoch, i))
+        records = [m for m in zp.metrics(w.run_dir("mine")) if m.get("event") == "train_epoch"]
+        zp.check([(m["epoch"], m["batches"]) for m in records] == [(0, 16), (1, 16)],
+                 "log(): %s" % records)
+
+
+def a_float32_consumer_gets_the_built_in_trainers_indices_and_pixels():
+    the_consumer_gets_the_built_in_trainers_batches("float32", "torch.float32", True)
+
+
+def a_uint8_consumer_gets_uint8_batches_of_the_same_indices():
+    # the built-in trainer logs the pixels after normalising them to float32:
+    # only the indices compare
+    the_consumer_gets_the_built_in_trainers_batches("uint8", "torch.uint8", False)
+
+
+def a_consumer_that_raises_fails_the_run_naming_trainer_0_and_the_error():
+    with zp.Workdir() as w:
+        w.write("raises.py", RAISES)
+        rc, err = up(w, "raises", "float32", "  command: [%s, raises.py]" % PYTHON)
+        zp.check(rc == 1, "exit %d, want 1:\n%s" % (rc, err[-2000:]))
+        zp.check("trainer[0]" in err and "ValueError: the model wants 3 channels, got 2" in err,
+                 err[-2000:])
+
+
+def reading_test_before_train_is_an_error_not_a_hang():
+    with zp.Workdir() as w:
+        w.write("order.py", "import zeus_pipe\nfor x, y in zeus_pipe.attach().test:\n    pass\n")
+        rc, err = up(w, "order", "float32", "  command: [%s, order.py]" % PYTHON)
+        zp.check(rc == 1 and "iterating test, but the pipeline sends train epoch 0 next" in err,
+                 "exit %d:\n%s" % (rc, err[-2000:]))
+
+
+if __name__ == "__main__":
+    if subprocess.run([PYTHON, "-c", "import torch"], capture_output=True).returncode:
+        print("SKIP: %s has no torch (Debian: apt install python3-torch)" % PYTHON)
+        sys.exit(77)
+    zp.main([a_float32_consumer_gets_the_built_in_trainers_indices_and_pixels,
+             a_uint8_consumer_gets_uint8_batches_of_the_same_indices,
+             a_consumer_that_raises_fails_the_run_naming_trainer_0_and_the_error,
+             reading_test_before_train_is_an_error_not_a_hang])
