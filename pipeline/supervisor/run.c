@@ -397,9 +397,11 @@ int zp_up(const zp_config_t *cfg, const zp_dataset_t *ds)
     char prog[PATH_MAX], cwd[PATH_MAX];
     if (s.cfg.trainer_command.n > 0 && zp_command_check(&s.cfg, prog, sizeof prog, cwd, sizeof cwd))
         return 2; /* before the run directory, the cache or any stage */
-    if (s.cfg.trainer_command.n > 0 && strchr(s.cfg.trainer_command.v[0], '/') &&
-        strlen(prog) < sizeof s.cfg.trainer_command.v[0]) /* config.yaml keeps it for --resume */
-        snprintf(s.cfg.trainer_command.v[0], sizeof s.cfg.trainer_command.v[0], "%s", prog);
+    if (s.cfg.trainer_command.n > 0 && strchr(s.cfg.trainer_command.v[0], '/')) {
+        size_t plen = strlen(prog); /* config.yaml keeps the absolute path, for --resume */
+        if (plen < sizeof s.cfg.trainer_command.v[0])
+            memcpy(s.cfg.trainer_command.v[0], prog, plen + 1);
+    }
     int rc = slurm ? zp_sup_prepare_slurm(&s)
              : s.cfg.cache_enabled && zp_cache_prepare(&s.cfg, &ds->meta)
                  ? 2
