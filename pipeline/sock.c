@@ -4,6 +4,7 @@
 #include "pipeline/resources.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -169,14 +170,38 @@ int zp_send_raw(void *sock, const zmq_msg_t *identity, const void *hdr, size_t h
     return 0;
 }
 
+/* ---- header buffers, one per thread -------------------------------------------------------- */
+
+static pthread_key_t g_buf_key[ZP_BUF_COUNT];
+static pthread_once_t g_buf_once = PTHREAD_ONCE_INIT;
+
+static void buf_free(void *p) { msgpack_sbuffer_free(p); }
+static void buf_keys(void)
+{
+    for (int i = 0; i < ZP_BUF_COUNT; i++)
+        pthread_key_create(&g_buf_key[i], buf_free);
+}
+
+msgpack_sbuffer *zp_thread_buffer(int which)
+{
+    pthread_once(&g_buf_once, buf_keys);
+    msgpack_sbuffer *b = pthread_getspecific(g_buf_key[which]);
+    if (!b && (b = msgpack_sbuffer_new()) && pthread_setspecific(g_buf_key[which], b)) {
+        msgpack_sbuffer_free(b);
+        b = NULL;
+    }
+    if (b)
+        b->size = 0;
+    return b;
+}
+
 int zp_send_parts(void *sock, const zp_msg_t *m, zmq_msg_t *parts, int nparts)
 {
-    static _Thread_local msgpack_sbuffer sb; /* per thread: a client may send from several */
-    sb.size = 0;
-    int rc = zp_msg_encode(m, &sb);
+    msgpack_sbuffer *sb = zp_thread_buffer(ZP_BUF_HEADER);
+    int rc = sb ? zp_msg_encode(m, sb) : ZP_ENOMEM;
     if (rc)
         return rc;
-    if (zmq_send(sock, sb.data, sb.size, nparts ? ZMQ_SNDMORE : 0) < 0)
+    if (zmq_send(sock, sb->data, sb->size, nparts ? ZMQ_SNDMORE : 0) < 0)
         return ZP_EZMQ;
     for (int i = 0; i < nparts; i++)
         if (zmq_msg_send(&parts[i], sock, i + 1 < nparts ? ZMQ_SNDMORE : 0) < 0)
@@ -187,13 +212,10 @@ int zp_send_parts(void *sock, const zp_msg_t *m, zmq_msg_t *parts, int nparts)
 int zp_send(void *sock, const zmq_msg_t *identity, const zp_msg_t *m, const void *const *parts,
             const size_t *sizes, int nparts, int flags)
 {
-    /* One header buffer per process, reused: headers are small and stages are
-     * single-threaded, so steady state does no allocation here. */
-    static _Thread_local msgpack_sbuffer sb; /* per thread: a client may send from several */
-    sb.size = 0;
-    int rc = zp_msg_encode(m, &sb);
+    msgpack_sbuffer *sb = zp_thread_buffer(ZP_BUF_HEADER);
+    int rc = sb ? zp_msg_encode(m, sb) : ZP_ENOMEM;
     if (!rc)
-        rc = zp_send_raw(sock, identity, sb.data, sb.size, parts, sizes, nparts, flags);
+        rc = zp_send_raw(sock, identity, sb->data, sb->size, parts, sizes, nparts, flags);
     return rc;
 }
 

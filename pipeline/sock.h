@@ -76,6 +76,14 @@ int zp_inbox_recv(const zp_inbox_t *in, void *sock, int flags, zp_frames_t *f, v
  * (in->errors too when set). */
 void zp_inbox_drop(const zp_inbox_t *in, const char *why);
 
+/* This thread's buffer `which` (a message header being sent, an event being
+ * built), emptied: reused, so steady state does no allocation, and freed when
+ * the thread exits (a client program, or a test, may send from several
+ * threads). NULL when out of memory. Valid until this thread's next call with
+ * the same `which`. */
+enum { ZP_BUF_HEADER, ZP_BUF_EVENT, ZP_BUF_COUNT };
+msgpack_sbuffer *zp_thread_buffer(int which);
+
 /* Sends an optional routing identity, the header `m` encodes, and `nparts`
  * payload buffers (copied by zmq). Returns 0 or ZP_EZMQ / -EAGAIN. */
 int zp_send(void *sock, const zmq_msg_t *identity, const zp_msg_t *m, const void *const *parts,

@@ -220,12 +220,17 @@ void zp_stats_state(zp_stats_t *s, int state)
 
 /* ---- events ------------------------------------------------------------------------------- */
 
-static _Thread_local msgpack_sbuffer g_ev_buf; /* per thread, as the send buffers in sock.c */
+
+static int drop_write(void *data, const char *buf, size_t len)
+{
+    (void)data, (void)buf, (void)len;
+    return 0;
+}
 
 void zp_ev_begin(zp_stage_t *st, zp_event_t *ev, const char *kind, int nfields)
 {
-    g_ev_buf.size = 0;
-    msgpack_packer_init(&ev->pk, &g_ev_buf, msgpack_sbuffer_write);
+    ev->buf = zp_thread_buffer(ZP_BUF_EVENT); /* NULL: the event is dropped, counted */
+    msgpack_packer_init(&ev->pk, ev->buf, ev->buf ? msgpack_sbuffer_write : drop_write);
     zp_msg_pack_begin(&ev->pk, ZP_MSG_EVENT, 1);
     zp_pack_str(&ev->pk, "body");
     msgpack_pack_map(&ev->pk, (uint32_t)nfields + 5);
@@ -272,8 +277,7 @@ void zp_ev_ints(zp_event_t *ev, const char *key, const int64_t *v, int n)
 
 void zp_ev_send(zp_stage_t *st, zp_event_t *ev)
 {
-    (void)ev;
-    if (!st->events || zmq_send(st->events, g_ev_buf.data, g_ev_buf.size, ZMQ_DONTWAIT) < 0)
+    if (!st->events || !ev->buf || zmq_send(st->events, ev->buf->data, ev->buf->size, ZMQ_DONTWAIT) < 0)
         st->events_dropped++;
 }
 

@@ -84,6 +84,7 @@ void zp_stats_tick(zp_stage_t *st);
  * send. Dropped (and counted) when the logger cannot keep up. */
 typedef struct {
     msgpack_packer pk;
+    msgpack_sbuffer *buf; /* this thread's event buffer (zp_thread_buffer) */
 } zp_event_t;
 
 /* Starts record `type`: its head (with its `event` for a metric record) and

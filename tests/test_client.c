@@ -60,10 +60,13 @@ typedef struct {
 static int take_free(prefetch_t *p, zp_frames_t *f)
 {
     zmq_pollitem_t it = {p->sock, 0, ZMQ_POLLIN, 0};
-    zp_msg_t m;
+    zp_msg_t m = {0};
     char why[256];
-    if (zmq_poll(&it, 1, 10000) != 1 || zp_frames_recv(f, p->sock, 0) ||
-        zp_frames_decode(f, 0, &m, why, sizeof why) || m.type != ZP_MSG_FREE)
+    if (zmq_poll(&it, 1, 10000) != 1 || zp_frames_recv(f, p->sock, 0))
+        return -1;
+    int bad = zp_frames_decode(f, 0, &m, why, sizeof why) || m.type != ZP_MSG_FREE;
+    zp_msg_release(&m); /* the fields stay: slot and gen are copies */
+    if (bad)
         return -1;
     if (m.slot >= DEPTH || !p->in_flight[m.slot] || m.gen != p->gens[m.slot] ||
         zp_ring_release(p->ring, (uint32_t)m.slot, (uint32_t)m.gen)) {

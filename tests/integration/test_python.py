@@ -11,6 +11,19 @@ import sys
 import zp
 
 PYTHON = sys.executable
+
+
+def python_command():
+    """The interpreter as the first items of a trainer.command. With a sanitizer
+    build of libzeuspipe.so the ASan runtime must come first in the process,
+    so Python starts with it preloaded (and without leak checks: those are
+    Python's own)."""
+    lib = os.path.join(os.path.dirname(zp.BIN), "libzeuspipe.so")
+    ldd = subprocess.run(["ldd", lib], capture_output=True, text=True).stdout
+    asan = [l.split("=>")[1].split()[0] for l in ldd.splitlines() if "libasan" in l and "=>" in l]
+    if not asan:
+        return PYTHON
+    return "env, LD_PRELOAD=%s, ASAN_OPTIONS=detect_leaks=0, %s" % (asan[0], PYTHON)
 PACKAGE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python")
 
 CONFIG = """
@@ -81,7 +94,7 @@ def builtin_batches(w, name, dtype):
 def consumer_batches(w, name, dtype):
     """The consumer's lines, by (split, epoch, index)."""
     w.write("consumer.py", CONSUMER)
-    rc, err = up(w, name, dtype, "  command: [%s, consumer.py, %s.out]" % (PYTHON, name))
+    rc, err = up(w, name, dtype, "  command: [%s, consumer.py, %s.out]" % (python_command(), name))
     zp.check(rc == 0, "the consumer: exit %d:\n%s" % (rc, err[-2000:]))
     with open(os.path.join(w.path, name + ".out")) as f:
         lines = [l.split() for l in f]
@@ -130,7 +143,7 @@ def a_uint8_consumer_gets_uint8_batches_of_the_same_indices():
 def a_consumer_that_raises_fails_the_run_naming_trainer_0_and_the_error():
     with zp.Workdir() as w:
         w.write("raises.py", RAISES)
-        rc, err = up(w, "raises", "float32", "  command: [%s, raises.py]" % PYTHON)
+        rc, err = up(w, "raises", "float32", "  command: [%s, raises.py]" % python_command())
         zp.check(rc == 1, "exit %d, want 1:\n%s" % (rc, err[-2000:]))
         zp.check("trainer[0]" in err and "ValueError: the model wants 3 channels, got 2" in err,
                  err[-2000:])
@@ -139,7 +152,7 @@ def a_consumer_that_raises_fails_the_run_naming_trainer_0_and_the_error():
 def reading_test_before_train_is_an_error_not_a_hang():
     with zp.Workdir() as w:
         w.write("order.py", "import zeus_pipe\nfor x, y in zeus_pipe.attach().test:\n    pass\n")
-        rc, err = up(w, "order", "float32", "  command: [%s, order.py]" % PYTHON)
+        rc, err = up(w, "order", "float32", "  command: [%s, order.py]" % python_command())
         zp.check(rc == 1 and "iterating test, but the pipeline sends train epoch 0 next" in err,
                  "exit %d:\n%s" % (rc, err[-2000:]))
 
