@@ -3,9 +3,12 @@
  * dataset description, event socket, stats and timers: stage.h), the ring's
  * consumer side (consumer.c, the built-in trainer's too) and one epoch proof
  * per split (coverage.c, whose epoch_end record the built-in trainer sends
- * too). Only zp_client_* leave libzeuspipe.so (scripts/zeuspipe.map). */
+ * too), summed over the ranks at each epoch's end (comm.c, as the built-in
+ * trainer's ranks sum theirs). Only zp_client_* leave libzeuspipe.so
+ * (scripts/zeuspipe.map). */
 #define _GNU_SOURCE
 #include "pipeline/zeus_pipe.h"
+#include "pipeline/comm.h"
 #include "pipeline/consumer.h"
 #include "pipeline/coverage.h"
 #include "pipeline/dataset.h"
@@ -29,6 +32,7 @@ struct zp_client {
     zp_dataset_t *ds;     /* the run's dataset description; owned (st.meta points into it) */
     zp_consumer_t ring;
     zp_coverage_t acc[ZP_SPLITS];
+    zp_comm_t *comm;      /* the epoch sums over the ranks; one rank sums alone */
     int world;
     int opened;           /* st was opened (1), and the ring's consumer too (2) */
     int64_t step;         /* train batches received */
@@ -90,33 +94,39 @@ static int route_batch(void *ctx, const zp_msg_t *m, zp_frames_t *f)
     return 0;
 }
 
-/* The epoch's proof to the logger (rank 0, as the built-in trainer's
- * leader), and a check that the sampler's count arrived. */
+/* The epoch's counts summed over the ranks (every rank waits here for the
+ * others' epoch end, up to trainer.comm_timeout_s), then the whole epoch's
+ * proof to the logger (rank 0, as the built-in trainer's leader), and a check
+ * that the sampler's count arrived. The caller is told this rank's counts. */
 static int route_epoch_end(void *ctx, const zp_msg_t *m, zp_frames_t *f)
 {
     zp_client_t *c = ctx;
     zp_timers_t *tm = &c->st.timers;
     int split = (int)m->split;
     zp_coverage_t *a = &c->acc[split];
-    double dt = a->start_ns ? (zp_now_ns() - a->start_ns) / 1e9 : 0;
+    int64_t mine = a->samples, expected = (int64_t)(m->n - m->skipped);
+    uint64_t n = m->n, skipped = m->skipped;
     if (zp_timer_is_open(tm, ZP_R_IO))
         ZP_TIME_END(tm, ZP_R_IO);
+    int rc = zp_coverage_sum_ranks(a, c->comm, &n, &skipped);
+    if (rc)
+        return rc;
+    double dt = a->start_ns ? (zp_now_ns() - a->start_ns) / 1e9 : 0;
     if (zp_timer_is_open(tm, ZP_R_EPOCH))
         ZP_TIME_END(tm, ZP_R_EPOCH);
     ZP_TIME_BEGIN(tm, ZP_R_EPOCH); /* the next epoch runs from the end of this one */
     if (c->st.instance == 0) {
-        zp_epoch_info_t e = {split, m->epoch, c->st.cfg.epochs, c->step, (int64_t)m->n,
-                             (int64_t)m->skipped, 0};
+        zp_epoch_info_t e = {split, m->epoch, c->st.cfg.epochs, c->step, (int64_t)n,
+                             (int64_t)skipped, 0};
         zp_coverage_record(&c->st, a, &e, dt);
     }
-    if (a->samples + (int64_t)m->skipped != (int64_t)m->n || a->distinct != a->samples)
+    if (a->samples + (int64_t)skipped != (int64_t)n || a->distinct != a->samples)
         zp_error("%s epoch %llu: %lld samples (%lld distinct) and %llu skipped, but the sampler "
                  "sent %llu", zp_split_name(split), (unsigned long long)m->epoch,
-                 (long long)a->samples, (long long)a->distinct, (unsigned long long)m->skipped,
-                 (unsigned long long)m->n);
+                 (long long)a->samples, (long long)a->distinct, (unsigned long long)skipped,
+                 (unsigned long long)n);
     *c->out = (zp_client_batch_t){.kind = ZP_CLIENT_EPOCH_END, .split = split,
-                                  .epoch = m->epoch, .samples = a->samples,
-                                  .expected = (int64_t)(m->n - m->skipped)};
+                                  .epoch = m->epoch, .samples = mine, .expected = expected};
     zp_coverage_end(a);
     c->kind = ZP_CLIENT_EPOCH_END;
     return 0;
@@ -225,6 +235,12 @@ static int attach(zp_client_t *c, const char *run_dir, int rank, int timeout_ms,
         say(err, len, "%s: cannot open rank %d's sockets: %s", st->run_dir, rank, zp_strerror(rc));
         return rc;
     }
+    /* a user's program handles its own signals: Ctrl-C ends a wait for the ranks */
+    if ((rc = zp_comm_open(&c->comm, st, rank, c->world, ZP_COMM_SIGNAL_STOPS))) {
+        say(err, len, "%s: rank %d of %d cannot open the ranks' socket %s: %s (see the error "
+            "above)", st->run_dir, rank, c->world, zp_sock_name(ZP_SOCK_COMM), zp_strerror(rc));
+        return rc;
+    }
     return wait_ring(c, timeout_ms, err, len);
 }
 
@@ -326,6 +342,7 @@ void zp_client_destroy(zp_client_t **cp)
     zp_client_t *c = cp ? *cp : NULL;
     if (!c)
         return;
+    zp_comm_destroy(&c->comm); /* its socket before the context (zp_stage_close) */
     if (c->opened == 2)
         zp_consumer_close(&c->ring);
     if (c->opened)

@@ -72,6 +72,20 @@ void zp_coverage_unpack(zp_coverage_t *a, const double *s)
     a->loss_sum = s[4], a->correct = (int64_t)s[5];
 }
 
+int zp_coverage_sum_ranks(zp_coverage_t *a, zp_comm_t *comm, uint64_t *n, uint64_t *skipped)
+{
+    double s[ZP_COVERAGE_SUMS + 2];
+    float no_values = 0;
+    zp_coverage_pack(a, s);
+    s[ZP_COVERAGE_SUMS] = (double)*n, s[ZP_COVERAGE_SUMS + 1] = (double)*skipped;
+    int rc = zp_comm_sum(comm, &no_values, 0, s, ZP_COVERAGE_SUMS + 2);
+    if (rc)
+        return rc;
+    zp_coverage_unpack(a, s);
+    *n = (uint64_t)s[ZP_COVERAGE_SUMS], *skipped = (uint64_t)s[ZP_COVERAGE_SUMS + 1];
+    return 0;
+}
+
 void zp_coverage_record(zp_stage_t *st, const zp_coverage_t *a, const zp_epoch_info_t *e,
                         double dt)
 {

@@ -7,6 +7,7 @@
 #ifndef ZP_COVERAGE_H
 #define ZP_COVERAGE_H
 
+#include "pipeline/comm.h"
 #include "pipeline/stage.h"
 
 #include <stddef.h>
@@ -39,6 +40,14 @@ void zp_coverage_end(zp_coverage_t *a);
 #define ZP_COVERAGE_SUMS 6
 void zp_coverage_pack(const zp_coverage_t *a, double *s);
 void zp_coverage_unpack(zp_coverage_t *a, const double *s);
+
+/* The epoch's counts of every rank, and the sampler's counts (EPOCH_END's n
+ * and skipped), summed over the ranks of `comm` into `a`, *n and *skipped:
+ * after it every rank holds the whole epoch's. The built-in trainer and the
+ * client library call it at each EPOCH_END, every rank in the same order.
+ * With one rank nothing changes. Returns 0, or zp_comm_sum's error (then a,
+ * *n and *skipped are as they were). */
+int zp_coverage_sum_ranks(zp_coverage_t *a, zp_comm_t *comm, uint64_t *n, uint64_t *skipped);
 
 /* What an epoch_end record says beside the counts. */
 typedef struct {

@@ -92,7 +92,10 @@ int64_t zp_client_batches(const zp_client_t *c, int split);
 
 /* Waits up to timeout_ms (< 0: until something comes) for the next batch,
  * epoch end or end of the run, into *b. At an epoch's end the library has
- * sent the epoch's `epoch_end` record (samples, distinct indices, index
+ * summed the epoch's counts over the run's ranks (each rank waits there for
+ * every other rank's end of the same epoch, up to trainer.comm_timeout_s; a
+ * signal the program handles ends that wait with ZP_ESTOP) and rank 0 has
+ * sent the whole epoch's `epoch_end` record (samples, distinct indices, index
  * checksum, order digest) to the logger. Returns ZP_CLIENT_BATCH,
  * ZP_CLIENT_EPOCH_END, ZP_CLIENT_END (no more: detach), 0 when the timeout
  * passed first, or a negative error. A batch not released by the next call

@@ -1,4 +1,4 @@
-/* Unit tests of the trainer ranks' sums (stages/trainer/comm.c), with the
+/* Unit tests of the trainer ranks' sums (pipeline/comm.c), with the
  * ranks as threads of this process over the ipc socket of a scratch run
  * directory: every rank ends with the same totals, reduction after
  * reduction; one rank sums alone with no socket; a rank whose part has
@@ -11,6 +11,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,7 +21,7 @@
 
 #include "pipeline/stage.h"
 #include "schemas/errors.h"
-#include "stages/trainer/comm.h"
+#include "pipeline/comm.h"
 
 #define WORLD 3
 
@@ -51,7 +52,7 @@ static void *rank_main(void *arg)
     rank_t *r = arg;
     zp_comm_t *c;
     r->rc[0] = r->rc[1] = -1;
-    if (zp_comm_open(&c, &r->st, r->rank, r->world))
+    if (zp_comm_open(&c, &r->st, r->rank, r->world, 0))
         return NULL;
     for (int k = 0; k < 2; k++) {
         r->v[k][0] = (float)(r->rank + 1), r->v[k][1] = (float)(10 * r->rank + k);
@@ -98,7 +99,7 @@ static void one_rank_sums_alone(void **state)
     zp_stage_t st;
     stage_init(&st, 10);
     zp_comm_t *c;
-    assert_int_equal(zp_comm_open(&c, &st, 0, 1), 0);
+    assert_int_equal(zp_comm_open(&c, &st, 0, 1, 0), 0);
     float v[2] = {1.5f, -2};
     double s[1] = {7};
     assert_int_equal(zp_comm_sum(c, v, 2, s, 1), 0);
@@ -120,16 +121,40 @@ static void a_part_of_another_size_stops_the_sum(void **state)
     assert_true(r[1].rc[0] != 0 && r[2].rc[0] != 0);
 }
 
+static void on_alarm(int sig) { (void)sig; }
+
+/* A user's program handles its own signals (zp_stop is never set there):
+ * with ZP_COMM_SIGNAL_STOPS a handled signal ends rank 0's wait for a rank
+ * that never comes, long before trainer.comm_timeout_s (ZP_ETIMEOUT). */
+static void a_handled_signal_ends_the_wait_with_signal_stops(void **state)
+{
+    (void)state;
+    zp_stage_t st;
+    stage_init(&st, 600);
+    zp_comm_t *c;
+    assert_int_equal(zp_comm_open(&c, &st, 0, 2, ZP_COMM_SIGNAL_STOPS), 0);
+    struct sigaction sa = {.sa_handler = on_alarm}, old; /* no SA_RESTART: the poll sees EINTR */
+    assert_int_equal(sigaction(SIGALRM, &sa, &old), 0);
+    alarm(1);
+    float v[1] = {1};
+    double s[1] = {1};
+    assert_int_equal(zp_comm_sum(c, v, 1, s, 1), ZP_ESTOP);
+    alarm(0);
+    sigaction(SIGALRM, &old, NULL);
+    assert_int_equal(zp_stop, 0);
+    zp_comm_destroy(&c);
+}
+
 static void a_bad_rank_or_world_is_refused(void **state)
 {
     (void)state;
     zp_stage_t st;
     stage_init(&st, 10);
     zp_comm_t *c = (zp_comm_t *)&st;
-    assert_int_equal(zp_comm_open(&c, &st, 2, 2), ZP_EINVAL);
+    assert_int_equal(zp_comm_open(&c, &st, 2, 2, 0), ZP_EINVAL);
     assert_null(c);
-    assert_int_equal(zp_comm_open(&c, &st, 0, 0), ZP_EINVAL);
-    assert_int_equal(zp_comm_open(&c, &st, 0, 65), ZP_EINVAL);
+    assert_int_equal(zp_comm_open(&c, &st, 0, 0, 0), ZP_EINVAL);
+    assert_int_equal(zp_comm_open(&c, &st, 0, 65, 0), ZP_EINVAL);
 }
 
 static int setup(void **state)
@@ -161,6 +186,7 @@ int main(void)
         cmocka_unit_test(every_rank_ends_with_the_same_totals),
         cmocka_unit_test(one_rank_sums_alone),
         cmocka_unit_test(a_part_of_another_size_stops_the_sum),
+        cmocka_unit_test(a_handled_signal_ends_the_wait_with_signal_stops),
         cmocka_unit_test(a_bad_rank_or_world_is_refused),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -4,7 +4,7 @@
  * model and its compute, and never sees a message or a slot number.
  *
  *   cpu   (backend_cpu.c)   the MLP on OpenBLAS (mlp.c); with ranks, the
- *                           gradients summed through comm.c
+ *                           gradients summed through pipeline/comm.c
  *   cuda  (backend_cuda.c)  the same MLP on one GPU (gpu_load.c -> the
  *                           module zeus-pipe-cuda.so); with ranks, NCCL
  *   eval  (backend_eval.c)  `zeus-pipe eval`: test batches through several
@@ -40,7 +40,7 @@
 #include "pipeline/consumer.h"
 #include "pipeline/ring.h"
 #include "pipeline/stage.h"
-#include "stages/trainer/comm.h"
+#include "pipeline/comm.h"
 
 #include <stddef.h>
 #include <stdint.h>

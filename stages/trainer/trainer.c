@@ -4,7 +4,7 @@
  * backend (backend.h: cpu, cuda, eval or null) with the step's learning rate
  * (schedule.c), gives the slot back with FREE(slot, gen), and writes the
  * step and epoch records and checkpoints (checkpoints.c). At an epoch's end
- * the ranks' counts are summed (comm.c; one rank sums alone), so every
+ * the ranks' counts are summed (pipeline/comm.c; one rank sums alone), so every
  * epoch-end record carries the whole epoch's samples, distinct indices, an
  * order-independent checksum of them and an order-dependent digest of the
  * batch sequence. */
@@ -16,7 +16,7 @@
 #include "pipeline/stage.h"
 #include "stages/trainer/backend.h"
 #include "stages/trainer/checkpoints.h"
-#include "stages/trainer/comm.h"
+#include "pipeline/comm.h"
 #include "pipeline/consumer.h"
 #include "pipeline/coverage.h"
 #include "stages/trainer/schedule.h"
@@ -233,17 +233,7 @@ static int sum_epoch(trainer_t *t, zp_msg_t *m)
         rc = backend_batch(t, &none, 0);
         t->step++;
     }
-    double s[ZP_COVERAGE_SUMS + 2];
-    zp_coverage_pack(&t->acc[split], s);
-    s[ZP_COVERAGE_SUMS] = (double)m->n, s[ZP_COVERAGE_SUMS + 1] = (double)m->skipped;
-    float no_values = 0;
-    if (!rc)
-        rc = zp_comm_sum(t->comm, &no_values, 0, s, ZP_COVERAGE_SUMS + 2);
-    if (rc)
-        return rc;
-    zp_coverage_unpack(&t->acc[split], s);
-    m->n = (uint64_t)s[ZP_COVERAGE_SUMS], m->skipped = (uint64_t)s[ZP_COVERAGE_SUMS + 1];
-    return 0;
+    return rc ? rc : zp_coverage_sum_ranks(&t->acc[split], t->comm, &m->n, &m->skipped);
 }
 
 /* The first message maps the ring (a BATCH's names its nonce; it is created
@@ -337,7 +327,7 @@ static int setup(trainer_t *t, zp_stage_t *st)
     int rc = 0;
     for (int s = 0; s < ZP_SPLITS && !rc; s++)
         rc = zp_coverage_init(&t->acc[s], st->meta.n[s]);
-    if (!rc && (rc = zp_comm_open(&t->comm, st, t->rank, t->world)))
+    if (!rc && (rc = zp_comm_open(&t->comm, st, t->rank, t->world, 0)))
         zp_error("trainer.gpus: rank %d of %d cannot reach the others: %s", t->rank, t->world,
                  zp_strerror(rc));
     if (!rc)

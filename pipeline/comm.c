@@ -1,6 +1,6 @@
 /* comm.c — sums over the trainer ranks through rank 0; see comm.h. */
 #define _GNU_SOURCE
-#include "stages/trainer/comm.h"
+#include "pipeline/comm.h"
 #include "pipeline/log.h"
 #include "pipeline/names.h"
 #include "pipeline/sock.h"
@@ -17,6 +17,7 @@
 struct zp_comm {
     zp_stage_t *st;
     int rank, world;
+    int flags;          /* ZP_COMM_* */
     void *sock;
     uint64_t seq;       /* id of the next reduction */
     int64_t timeout_ns;
@@ -27,7 +28,7 @@ struct zp_comm {
     int64_t last_ns;           /* the last sum's time (ZP_R_COMM) */
 };
 
-int zp_comm_open(zp_comm_t **out, zp_stage_t *st, int rank, int world)
+int zp_comm_open(zp_comm_t **out, zp_stage_t *st, int rank, int world, int flags)
 {
     *out = NULL;
     if (world < 1 || world > MAX_WORLD || rank < 0 || rank >= world)
@@ -35,7 +36,7 @@ int zp_comm_open(zp_comm_t **out, zp_stage_t *st, int rank, int world)
     zp_comm_t *c = calloc(1, sizeof *c);
     if (!c)
         return ZP_ENOMEM;
-    c->st = st, c->rank = rank, c->world = world;
+    c->st = st, c->rank = rank, c->world = world, c->flags = flags;
     c->timeout_ns = st->cfg.comm_timeout_s * 1000000000ll;
     for (int i = 0; i < world; i++)
         zp_frames_init(&c->in[i]);
@@ -92,7 +93,7 @@ static int recv_by(zp_comm_t *c, zp_frames_t *f, int64_t deadline, const char *w
         }
         zmq_pollitem_t it = {c->sock, 0, ZMQ_POLLIN, 0};
         int n = zmq_poll(&it, 1, 100);
-        if (zp_stop)
+        if (zp_stop || (n < 0 && errno == EINTR && (c->flags & ZP_COMM_SIGNAL_STOPS)))
             return ZP_ESTOP;
         if (n > 0)
             return zp_frames_recv(f, c->sock, 0);
