@@ -36,6 +36,7 @@ struct zp_client {
     int world;
     int opened;           /* st was opened (1), and the ring's consumer too (2) */
     int64_t step;         /* train batches received */
+    int had_batch;         /* a batch (of either split) was received: the ring is this run's */
     zp_client_batch_t *out; /* where a route writes what came; during zp_client_next */
     int kind;             /* what came: ZP_CLIENT_*, 0 while nothing */
 };
@@ -90,6 +91,7 @@ static int route_batch(void *ctx, const zp_msg_t *m, zp_frames_t *f)
     zp_coverage_add(&c->acc[v.split], v.idx, v.n);
     to_view(c, m, &v, c->out);
     c->step += v.split == ZP_SPLIT_TRAIN;
+    c->had_batch = 1;
     c->kind = ZP_CLIENT_BATCH;
     return 0;
 }
@@ -335,6 +337,29 @@ int zp_client_region_end(zp_client_t *c, const char *region)
     if (r < 0)
         return ZP_EINVAL;
     return zp_timer_end_at(&c->st.timers, r, "zp_client_region_end", 0) < 0 ? ZP_EINVAL : 0;
+}
+
+int zp_client_ring(zp_client_t *c, void **base, size_t *bytes)
+{
+    if (!c || !base || !bytes || !c->ring.ring || !c->had_batch)
+        return ZP_EINVAL;
+    c->ring.pinned = 1; /* page-locked by the program: never remapped (consumer.c) */
+    *base = c->ring.ring->base;
+    *bytes = c->ring.ring->map_bytes;
+    return 0;
+}
+
+int zp_client_normalization(const zp_client_t *c, float *mean, float *std, int channels)
+{
+    int64_t n = c ? c->st.meta.shape[0] : 0;
+    if (!c || !mean || !std || n < 1 || channels < n)
+        return ZP_EINVAL;
+    const zp_floats_t *m = &c->st.cfg.mean, *s = &c->st.cfg.std;
+    for (int64_t k = 0; k < n; k++) { /* as zp_normalize_lut */
+        mean[k] = (float)m->v[m->n > k ? k : 0];
+        std[k] = (float)s->v[s->n > k ? k : 0];
+    }
+    return (int)n;
 }
 
 void zp_client_destroy(zp_client_t **cp)

@@ -90,7 +90,8 @@ static int ring_for(zp_consumer_t *c, uint64_t nonce)
             "mapping this run's", (unsigned long long)nonce,
             (unsigned long long)(c->ring ? c->ring->nonce : 0));
     if (c->pinned) {
-        zp_error("the cuda backend page-locked the previous ring; restart the run");
+        zp_error("the previous ring was page-locked for a GPU (the cuda backend, or a "
+                 "program's zp_client_ring) and cannot be replaced; restart the run");
         return ZP_EPROTO;
     }
     return zp_consumer_map(c, nonce);

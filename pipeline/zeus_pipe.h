@@ -36,7 +36,7 @@
 extern "C" {
 #endif
 
-#define ZP_CLIENT_API_VERSION 2
+#define ZP_CLIENT_API_VERSION 3
 
 typedef struct zp_client zp_client_t;
 
@@ -124,6 +124,25 @@ int zp_client_region_end(zp_client_t *c, const char *region);
  * unmapped and the socket closed. Batches not released are lost to the
  * prefetch. Safe on NULL and twice; sets *c to NULL. */
 void zp_client_destroy(zp_client_t **c);
+
+/* The mapping of rank c's shared-memory ring, into *base and *bytes: every
+ * batch's indices, labels and data lie inside it. For a program that
+ * page-locks it once to copy batches to a GPU without staging
+ * (cudaHostRegister(*base, *bytes, 0); cudaHostUnregister before
+ * zp_client_destroy, which unmaps it). Call it after the first
+ * ZP_CLIENT_BATCH: until then the mapping may still be replaced by this
+ * run's ring. From this call on it never changes (a BATCH of another ring is
+ * then an error). Returns 0, or a negative error: no batch has come yet, or
+ * an argument is NULL. (Since API version 3.) */
+int zp_client_ring(zp_client_t *c, void **base, size_t *bytes);
+
+/* The normalisation the built-in trainer applies to uint8 pixels p of
+ * channel k: (p / 255 - mean[k]) / std[k], from the run's dataset.mean and
+ * dataset.std (one value in the config: every channel). Writes the batch
+ * shape's C channels into mean[0..C) and std[0..C) (`channels`: the room in
+ * each, >= C). Returns C, or a negative error: an argument is NULL or
+ * channels < C. (Since API version 3.) */
+int zp_client_normalization(const zp_client_t *c, float *mean, float *std, int channels);
 
 #ifdef __cplusplus
 }

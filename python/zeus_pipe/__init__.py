@@ -26,7 +26,20 @@ Lifetime (CPU): x is a view of the ring slot (torch.frombuffer over the
 shared memory, no copy). It is valid until the next batch is taken: the slot
 goes back to the pipeline when the loop asks for the next batch, or at the
 end of the epoch. Keep one longer with x.clone(). Never use it after close().
-y is made from the slot's int32 labels: one copy, into int64."""
+y is made from the slot's int32 labels: one copy, into int64.
+
+device="cuda" (attach(..., device="cuda")): x and y are on the GPU, the
+loop's own (the slot goes back once they are copied); uint8 batches come as
+float32 normalised with the run's dataset.mean/std. See _cuda.py.
+
+DDP: every rank iterates its own shard, and `len(train)` is this rank's
+batches. DistributedDataParallel needs every rank to take the same number of
+steps: a split of n samples on W ranks gives equal counts when n is a
+multiple of W; otherwise the ranks differ by one batch exactly when
+ceil(n/W) (with prefetch.drop_last: true) or floor(n/W) (without) is a
+multiple of prefetch.batch_size. A rank with a batch more waits in its
+all-reduce while the others wait for it at the epoch's end (where the ranks
+sum their coverage): the run fails after trainer.comm_timeout_s."""
 import contextlib
 import ctypes
 import os
@@ -41,23 +54,29 @@ _SPLIT = {TRAIN: "train", TEST: "test"}
 _POLL_MS = 200  # zp_client_next waits this long at a time, so that Ctrl-C is seen
 
 
-def attach(run=None, rank=None, timeout_s=60):
+def attach(run=None, rank=None, timeout_s=60, device=None):
     """Attaches to rank `rank` of the run in folder `run` (defaults: $ZP_RUN,
-    $ZP_RANK, else 0), waiting up to timeout_s for its ring. Returns a Client;
-    raises ZeusPipeError with the library's sentence when it cannot."""
+    $ZP_RANK, else 0), waiting up to timeout_s for its ring. device: None
+    (or "cpu") for CPU views of the ring, "cuda" or "cuda:N" for batches
+    copied to that GPU. Returns a Client; raises ZeusPipeError with the
+    library's sentence when it cannot (also: a device without CUDA)."""
     run = run if run is not None else os.environ.get("ZP_RUN")
     if not run:
         raise ZeusPipeError("zeus_pipe.attach: no run: give attach(run=...) or start the "
                             "program as trainer.command of `zeus-pipe up`, which sets ZP_RUN")
     rank = int(rank if rank is not None else os.environ.get("ZP_RANK", "0"))
-    return Client(run, rank, timeout_s)
+    return Client(run, rank, timeout_s, device)
 
 
 class Client:
     """Rank r's side of a run: `.train` and `.test` sources, log(), region().
     Not thread-safe: one thread uses a client. close() (or `with`) detaches."""
 
-    def __init__(self, run, rank, timeout_s=60):
+    def __init__(self, run, rank, timeout_s=60, device=None):
+        self._c, self._gpu = None, None
+        if device is not None and str(device) != "cpu":
+            from . import _cuda
+            device = _cuda.check(device)  # before attaching: a clear error, nothing held
         self._lib = load()
         err = ctypes.create_string_buffer(1024)
         self._c = self._lib.zp_client_attach(os.fsencode(run), rank, int(timeout_s * 1000),
@@ -73,6 +92,12 @@ class Client:
         self._open = {}         # split -> epoch left unfinished by a loop that stopped early
         self.train = Source(self, TRAIN)
         self.test = Source(self, TEST)
+        if device is not None and str(device) != "cpu":
+            try:
+                self._gpu = _cuda.Device(self, device)
+            except BaseException:
+                self.close()
+                raise
 
     # ---- the library's batches ------------------------------------------------------------------
 
@@ -105,6 +130,8 @@ class Client:
 
     def _tensors(self):
         b = self._batch
+        if self._gpu:
+            return self._gpu.tensors(b)  # copied, and the slot released
         shape = (b.n, b.c, b.h, b.w)
         nbytes = b.n * b.sample_bytes
         if nbytes:
@@ -128,6 +155,8 @@ class Client:
         """The sample indices (in the split) of the batch last handed out, as
         int64 (a copy); valid while that batch is."""
         b = self._batch
+        if self._gpu:
+            return self._gpu.indices
         if not self._held or not b.n:
             return torch.empty(0, dtype=torch.int64)
         mem = (ctypes.c_uint32 * b.n).from_address(b.indices)
@@ -158,6 +187,8 @@ class Client:
     def close(self):
         """Detaches (zp_client_destroy); every tensor view of a slot is invalid
         after it. Safe twice."""
+        if self._gpu:
+            self._gpu.close()  # unregisters the ring before the library unmaps it
         if self._c:
             p = ctypes.c_void_p(self._c)
             self._lib.zp_client_destroy(ctypes.byref(p))

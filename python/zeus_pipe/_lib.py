@@ -9,7 +9,7 @@ ZeusPipeError naming every place tried and why it failed."""
 import ctypes
 import os
 
-API_VERSION = 2  # ZP_CLIENT_API_VERSION this package was written for (zp_client_batches)
+API_VERSION = 3  # ZP_CLIENT_API_VERSION this package was written for (zp_client_ring, _normalization)
 
 BATCH, EPOCH_END, END = 1, 2, 3  # what zp_client_next returned
 TRAIN, TEST = 0, 1
@@ -71,6 +71,9 @@ def _prototypes(lib):
         "zp_client_region_begin": (I, [P, S]),
         "zp_client_region_end": (I, [P, S]),
         "zp_client_destroy": (None, [ctypes.POINTER(P)]),
+        "zp_client_ring": (I, [P, ctypes.POINTER(P), ctypes.POINTER(ctypes.c_size_t)]),
+        "zp_client_normalization": (I, [P, ctypes.POINTER(ctypes.c_float),
+                                        ctypes.POINTER(ctypes.c_float), I]),
     }
     for name, (res, args) in sigs.items():
         f = getattr(lib, name)
