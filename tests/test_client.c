@@ -235,6 +235,14 @@ static void an_epoch_reaches_the_client_and_its_proof_the_logger(void **state)
     zp_client_t *c = zp_client_attach(p.run, 0, 5000, err, sizeof err);
     if (!c)
         fail_msg("attach: %s", err);
+    /* the normalisation of uint8 pixels: the config's default mean/std, for 1 channel */
+    float mean[2], std[2];
+    assert_int_equal(zp_client_normalization(c, mean, std, 0), ZP_EINVAL);
+    assert_int_equal(zp_client_normalization(c, mean, std, 2), 1);
+    assert_true(mean[0] == 0.2860f && std[0] == 0.3530f);
+    void *base = NULL;
+    size_t bytes = 0;
+    assert_int_equal(zp_client_ring(c, &base, &bytes), ZP_EINVAL); /* no batch yet */
     pthread_t th;
     assert_int_equal(pthread_create(&th, NULL, play_prefetch, &p), 0);
     zp_client_batch_t b;
@@ -251,6 +259,11 @@ static void an_epoch_reaches_the_client_and_its_proof_the_logger(void **state)
             continue;
         }
         check_batch(&b, k++);
+        if (k == 1) { /* the mapping every batch lies in, for a GPU to page-lock */
+            assert_int_equal(zp_client_ring(c, &base, &bytes), 0);
+            const uint8_t *lo = base, *d = b.data;
+            assert_true(d >= lo && d + (size_t)b.n * b.sample_bytes <= lo + bytes);
+        }
         for (int i = 0; i < BATCH; i++)
             checksum += zp_index_term(b.indices[i]);
         assert_int_equal(zp_client_region_begin(c, "forward"), 0);
