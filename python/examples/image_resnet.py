@@ -1,0 +1,136 @@
+"""image_resnet.py — a torchvision ResNet-18 trained on a folder of JPEGs
+(ImageFolder layout), fed by zeus-pipe through the zeus_pipe package. Run it
+with `zeus-pipe up configs/images-resnet.yaml`, which starts it as the trainer
+(trainer.command) with ZP_RUN and ZP_RANK set.
+
+    image_resnet.py [--epochs E] [--lr LR] [--pad P]
+
+The batches come as uint8 N,3,H,W (the config's dataset.dtype: a quarter of
+the bytes of float32 through the loaders, the cache and the ring). On the GPU
+when there is one, else on the CPU, each train batch is augmented (a random
+crop from the sample padded by P pixels, a random horizontal flip, drawn per
+sample) and normalised with the config's dataset.mean and dataset.std; test
+batches are only normalised. The classes are the run's (the train folder's
+class folders). E defaults to the run's trainer.epochs.
+
+Logs per epoch train_epoch {loss, accuracy} and test_epoch {loss, accuracy}
+into the run's metrics.jsonl and prints them."""
+import argparse
+import os
+import sys
+
+import torch
+import torch.nn.functional as F
+import torchvision
+import yaml
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import zeus_pipe  # noqa: E402  (the checkout's python/, when not installed)
+
+
+def run_settings(run):
+    """{classes, mean, std, crop, epochs} of the run in folder `run`: from its
+    dataset description (RUN/dataset/meta) and its resolved config
+    (RUN/config.yaml). Raises ZeusPipeError naming the file it cannot read."""
+    meta = os.path.join(run, "dataset", "meta")
+    try:
+        with open(meta) as f:
+            classes = int(next(l.split()[1] for l in f if l.startswith("classes ")))
+        with open(os.path.join(run, "config.yaml")) as f:
+            cfg = yaml.safe_load(f)
+    except (OSError, StopIteration, ValueError, yaml.YAMLError) as e:
+        raise zeus_pipe.ZeusPipeError("image_resnet: %s: cannot read the run's description (%s): "
+                                      "is it a zeus-pipe run?" % (run, e))
+    ds = cfg["dataset"]
+    return dict(classes=classes, mean=ds["mean"], std=ds["std"], crop=int(ds["image"]["crop"]),
+                epochs=int(cfg["trainer"]["epochs"]))
+
+
+class DevicePrep:
+    """uint8 N,C,H,W batches on `device`: random crop with padding and flip
+    (train), normalisation (both), each draw from a seeded generator."""
+
+    def __init__(self, device, mean, std, pad, seed):
+        self.device, self.pad = device, pad
+        self.scale = 1 / (255 * torch.tensor(std, device=device).view(1, -1, 1, 1))
+        self.shift = 255 * torch.tensor(mean, device=device).view(1, -1, 1, 1)
+        self.gen = torch.Generator(device=device)
+        self.gen.manual_seed(seed)
+
+    def _rand(self, n, high):
+        return torch.randint(0, high, (n,), generator=self.gen, device=self.device)
+
+    def augment(self, x):
+        n, c, h, w = x.shape
+        if self.pad:
+            p = self.pad
+            padded = F.pad(x, (p, p, p, p))  # black borders, as torchvision's RandomCrop(padding=p)
+            rows = self._rand(n, 2 * p + 1).view(n, 1) + torch.arange(h, device=self.device)
+            cols = self._rand(n, 2 * p + 1).view(n, 1) + torch.arange(w, device=self.device)
+            x = padded[torch.arange(n, device=self.device).view(n, 1, 1, 1),
+                       torch.arange(c, device=self.device).view(1, c, 1, 1),
+                       rows.view(n, 1, h, 1), cols.view(n, 1, 1, w)]
+        flip = self._rand(n, 2).bool().view(n, 1, 1, 1)
+        return torch.where(flip, x.flip(3), x)
+
+    def __call__(self, x, y, train):
+        x = x.to(self.device)  # from the ring slot: x is valid until the next batch
+        if train:
+            x = self.augment(x)
+        return x.float().sub_(self.shift).mul_(self.scale), y.to(self.device)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--epochs", type=int, default=None, help="default: the run's trainer.epochs")
+    ap.add_argument("--lr", type=float, default=0.05)
+    ap.add_argument("--pad", type=int, default=None, help="random-crop padding (default: crop / 8)")
+    args = ap.parse_args()
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    torch.manual_seed(1)
+    with zeus_pipe.attach() as zp:
+        run = run_settings(zp.run)
+        epochs = args.epochs or run["epochs"]
+        pad = args.pad if args.pad is not None else run["crop"] // 8
+        prep = DevicePrep(device, run["mean"], run["std"], pad, seed=1)
+        model = torchvision.models.resnet18(num_classes=run["classes"]).to(device)
+        opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9, weight_decay=5e-4)
+        sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, epochs)
+        print("image_resnet: resnet18, %d classes, epochs %d, on %s" % (run["classes"], epochs, device),
+              flush=True)
+        for epoch in range(epochs):
+            model.train()
+            loss_sum = correct = n = 0
+            for x, y in zp.train:
+                with zp.region("transform"):
+                    x, y = prep(x, y, train=True)
+                with zp.region("forward"):
+                    out = model(x)
+                    loss = F.cross_entropy(out, y)
+                with zp.region("backward"):
+                    opt.zero_grad()
+                    loss.backward()
+                    opt.step()
+                loss_sum += loss.item() * len(y)
+                correct += (out.argmax(1) == y).sum().item()
+                n += len(y)
+            sched.step()
+            train_loss = loss_sum / max(n, 1)
+            zp.log("train_epoch", epoch=epoch, loss=train_loss, accuracy=correct / max(n, 1))
+            model.eval()
+            loss_sum = correct = m = 0
+            with torch.no_grad():
+                for x, y in zp.test:
+                    x, y = prep(x, y, train=False)
+                    out = model(x)
+                    loss_sum += F.cross_entropy(out, y, reduction="sum").item()
+                    correct += (out.argmax(1) == y).sum().item()
+                    m += len(y)
+            m = max(m, 1)
+            zp.log("test_epoch", epoch=epoch, loss=loss_sum / m, accuracy=correct / m)
+            print("epoch %d: train loss %.4f, test loss %.4f, test accuracy %.4f"
+                  % (epoch + 1, train_loss, loss_sum / m, correct / m), flush=True)
+
+
+if __name__ == "__main__":
+    main()
