@@ -346,7 +346,7 @@ static int seek_check(const zp_client_t *c, int split, uint64_t epoch, uint64_t 
     else if (plan & ~7u)
         say(err, len, "zp_client_seek: plan %u: a plan is ZP_CLIENT_PLAN_* bits (1 train, 2 "
             "test, 4 test first)", plan);
-    else if (c->ended && !c->seeked)
+    else if (c->ended && !c->seeked && c->st.cfg.trainer_command.n == 0)
         say(err, len, "zp_client_seek: the run has ended (its last epoch was sent) and its "
             "prefetch no longer listens");
     else

@@ -561,14 +561,16 @@ static int apply_seek(prefetch_t *p, zp_phase_t *ph)
     return zp_send(p->ring_sock, NULL, &m, NULL, NULL, 0, 0);
 }
 
-/* Every phase sent: END. A trainer that has seeked may seek again (until the
- * run stops): 1 when it did, with the seek pending. */
+/* Every phase sent: END. A trainer that has seeked, or a program's
+ * (trainer.command), may seek still (until the run stops): 1 when it did,
+ * with the seek pending. The built-in trainer's prefetch exits. */
 static int end_of_run(prefetch_t *p, int *rc)
 {
     zp_msg_t end = {.type = ZP_MSG_END};
     *rc = zp_send(p->ring_sock, NULL, &end, NULL, NULL, 0, 0);
     drain(p);
-    while (!*rc && !zp_stop && p->seeked && !p->seek.pending) {
+    int listen = p->seeked || p->st->cfg.trainer_command.n > 0;
+    while (!*rc && !zp_stop && listen && !p->seek.pending) {
         zmq_pollitem_t it = {p->ring_sock, 0, ZMQ_POLLIN, 0};
         if (zmq_poll(&it, 1, 100) > 0)
             on_ring_sock(p);
