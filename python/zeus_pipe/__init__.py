@@ -310,6 +310,8 @@ class Source:
 
     def __iter__(self):
         c = self._client
+        if not self._len:
+            return iter(())  # a split without samples (or limited to none): nothing to seek
         e, b = self._begin()
         c._peek()
         while c._peeked == EPOCH_END and c._batch.split in c._open:
