@@ -227,15 +227,17 @@ class Client:
             plan = PLAN_TRAIN | PLAN_TEST | (PLAN_TEST_FIRST if self._last == TEST else 0)
         self._loaded_plan = None
         self._release()
-        if self._peeked == BATCH:  # taken from the library, not handed out: its slot goes back
-            self._check(self._lib.zp_client_release(self._c, ctypes.byref(self._batch)), "release")
-        self._peeked = 0
-        self._open.clear()  # what loops left is released by the library before SEEKED
         err = ctypes.create_string_buffer(512)
         rc = self._lib.zp_client_seek(self._c, split, epoch, batch, plan, err, len(err))
         if rc < 0:
             raise ZeusPipeError("zeus_pipe: " + (err.value.decode(errors="replace") or strerror(rc)))
         self._plan = plan
+        # A batch taken from the library and not handed out goes back after the
+        # SEEK: the prefetch hears the seek before it has that slot to fill again.
+        if self._peeked == BATCH:
+            self._check(self._lib.zp_client_release(self._c, ctypes.byref(self._batch)), "release")
+        self._peeked = 0
+        self._open.clear()  # what loops left is released by the library before SEEKED
 
     def log(self, event="step", step=None, epoch=None, **metrics):
         """Appends {event, step, epoch, **metrics} (numbers) to the run's
