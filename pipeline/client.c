@@ -39,6 +39,11 @@ struct zp_client {
     int had_batch;         /* a batch (of either split) was received: the ring is this run's */
     zp_client_batch_t *out; /* where a route writes what came; during zp_client_next */
     int kind;             /* what came: ZP_CLIENT_*, 0 while nothing */
+    uint64_t seek_seq;    /* the id of the last SEEK sent */
+    int seeking;          /* what comes before its SEEKED is released unread */
+    int seek_refused;     /* the prefetch answered it with an error: zp_client_next says so */
+    int seeked;           /* a SEEK was taken: the prefetch listens for more after END */
+    int ended;            /* END came (not before a SEEKED) */
 };
 
 int zp_client_api_version(void) { return ZP_CLIENT_API_VERSION; }
@@ -88,6 +93,8 @@ static int route_batch(void *ctx, const zp_msg_t *m, zp_frames_t *f)
     int rc = zp_consumer_view(&c->ring, m, &v);
     if (rc)
         return rc > 0 ? 0 : rc; /* 1: dropped, counted, its slot given back */
+    if (c->seeking) /* sent before the prefetch heard the seek */
+        return zp_consumer_free(&c->ring, m->slot, m->gen);
     zp_coverage_add(&c->acc[v.split], v.idx, v.n);
     to_view(c, m, &v, c->out);
     c->step += v.split == ZP_SPLIT_TRAIN;
@@ -105,6 +112,8 @@ static int route_epoch_end(void *ctx, const zp_msg_t *m, zp_frames_t *f)
     zp_client_t *c = ctx;
     zp_timers_t *tm = &c->st.timers;
     int split = (int)m->split;
+    if (c->seeking)
+        return 0; /* the end of a phase the seek left */
     zp_coverage_t *a = &c->acc[split];
     int64_t mine = a->samples, expected = (int64_t)(m->n - m->skipped);
     uint64_t n = m->n, skipped = m->skipped;
@@ -137,7 +146,26 @@ static int route_epoch_end(void *ctx, const zp_msg_t *m, zp_frames_t *f)
 static int route_end(void *ctx, const zp_msg_t *m, zp_frames_t *f)
 {
     zp_client_t *c = ctx;
+    if (c->seeking)
+        return 0; /* the prefetch goes on from the seek's position */
     c->kind = ZP_CLIENT_END;
+    c->ended = 1;
+    return 0;
+}
+
+/* The prefetch heard the latest SEEK: what follows is from its position. */
+static int route_seeked(void *ctx, const zp_msg_t *m, zp_frames_t *f)
+{
+    zp_client_t *c = ctx;
+    if (!c->seeking || m->id != c->seek_seq)
+        return 0; /* an earlier seek's answer: the latest one's is still to come */
+    c->seeking = 0;
+    if (m->present & ZP_B(error)) {
+        zp_error("the prefetch refused the seek: %s", m->error);
+        c->seek_refused = 1;
+        return 0;
+    }
+    c->seeked = 1, c->ended = 0;
     return 0;
 }
 
@@ -145,6 +173,7 @@ static const zp_route_t routes[] = {
     {ZP_MSG_BATCH, route_batch},
     {ZP_MSG_EPOCH_END, route_epoch_end},
     {ZP_MSG_END, route_end},
+    {ZP_MSG_SEEKED, route_seeked},
 };
 
 /* The run's config and dataset description, as `zeus-pipe stage` reads them. */
@@ -272,7 +301,7 @@ int zp_client_next(zp_client_t *c, zp_client_batch_t *b, int timeout_ms)
     int64_t give_up = zp_now_ns() + (int64_t)timeout_ms * 1000000;
     int rc = 0;
     c->out = b, c->kind = 0;
-    while (!c->kind && rc >= 0) {
+    while (!c->kind && !c->seek_refused && rc >= 0) {
         int64_t left = timeout_ms < 0 ? 100 : (give_up - zp_now_ns()) / 1000000;
         rc = zp_consumer_wait(&c->ring, c, left < 0 ? 0 : left > 100 ? 100 : (int)left);
         if (timeout_ms >= 0 && zp_now_ns() >= give_up)
@@ -280,6 +309,10 @@ int zp_client_next(zp_client_t *c, zp_client_batch_t *b, int timeout_ms)
     }
     c->out = NULL;
     zp_stats_state(&c->st.stats, ZP_ST_BUSY);
+    if (c->seek_refused) {
+        c->seek_refused = 0;
+        return ZP_EINVAL;
+    }
     if (rc < 0 || !c->kind)
         return rc < 0 ? rc : 0; /* io stays open: the program waits again */
     if (zp_timer_is_open(tm, ZP_R_IO))
@@ -290,6 +323,73 @@ int zp_client_next(zp_client_t *c, zp_client_batch_t *b, int timeout_ms)
         ZP_TIME_BEGIN(tm, ZP_R_BATCH);
     }
     return c->kind;
+}
+
+int zp_client_run_info(const zp_client_t *c, zp_client_run_t *out)
+{
+    if (!c || !out)
+        return ZP_EINVAL;
+    const zp_config_t *cfg = &c->st.cfg;
+    *out = (zp_client_run_t){.seed = (uint64_t)cfg->seed, .world = c->world,
+                             .rank = c->st.instance, .batch_size = cfg->batch_size,
+                             .epochs = cfg->epochs, .shuffle = !!cfg->shuffle,
+                             .drop_last = !!cfg->drop_last};
+    for (int s = 0; s < ZP_SPLITS; s++) {
+        out->samples[s] = c->st.meta.n[s];
+        out->batches[s] = zp_client_batches(c, s);
+    }
+    return 0;
+}
+
+/* Whether the prefetch can go to the position: as plan.c checks it there. */
+static int seek_check(const zp_client_t *c, int split, uint64_t epoch, uint64_t batch,
+                      unsigned plan, char *err, size_t len)
+{
+    const char *name = split == ZP_CLIENT_TRAIN ? "train" : "test";
+    int64_t batches = split == ZP_CLIENT_TRAIN || split == ZP_CLIENT_TEST
+                          ? zp_client_batches(c, split) : 0;
+    if (split != ZP_CLIENT_TRAIN && split != ZP_CLIENT_TEST)
+        say(err, len, "zp_client_seek: split %d is not ZP_CLIENT_TRAIN (0) or ZP_CLIENT_TEST (1)",
+            split);
+    else if (c->st.meta.n[split] == 0 || batches <= 0)
+        say(err, len, "zp_client_seek: the run has no %s batches", name);
+    else if (epoch >= (uint64_t)c->st.cfg.epochs)
+        say(err, len, "zp_client_seek: %s epoch %llu is past the run's last (epochs 0..%lld: "
+            "trainer.epochs %lld)", name, (unsigned long long)epoch,
+            (long long)c->st.cfg.epochs - 1, (long long)c->st.cfg.epochs);
+    else if (batch >= (uint64_t)batches)
+        say(err, len, "zp_client_seek: batch %llu of %s epoch %llu: an epoch of %s has batches "
+            "0..%lld on rank %d", (unsigned long long)batch, name, (unsigned long long)epoch,
+            name, (long long)batches - 1, c->st.instance);
+    else if (plan & ~7u)
+        say(err, len, "zp_client_seek: plan %u: a plan is ZP_CLIENT_PLAN_* bits (1 train, 2 "
+            "test, 4 test first)", plan);
+    else if (c->ended && !c->seeked && c->st.cfg.trainer_command.n == 0)
+        say(err, len, "zp_client_seek: the run has ended (its last epoch was sent) and its "
+            "prefetch no longer listens");
+    else
+        return 0;
+    return ZP_EINVAL;
+}
+
+int zp_client_seek(zp_client_t *c, int split, uint64_t epoch, uint64_t batch, unsigned plan,
+                   char *err, size_t errlen)
+{
+    if (!c)
+        return ZP_EINVAL;
+    int rc = seek_check(c, split, epoch, batch, plan, err, errlen);
+    if (rc)
+        return rc;
+    zp_msg_t m = {.type = ZP_MSG_SEEK, .id = ++c->seek_seq, .split = (uint64_t)split,
+                  .epoch = epoch, .index = batch, .plan = plan};
+    if ((rc = zp_send(c->ring.sock, NULL, &m, NULL, NULL, 0, 0))) {
+        say(err, errlen, "zp_client_seek: cannot send to the prefetch: %s", zp_strerror(rc));
+        return rc;
+    }
+    c->seeking = 1;
+    for (int s = 0; s < ZP_SPLITS; s++)
+        zp_coverage_end(&c->acc[s]); /* a phase left mid-way gets no record */
+    return 0;
 }
 
 int zp_client_release(zp_client_t *c, const zp_client_batch_t *b)

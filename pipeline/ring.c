@@ -246,6 +246,14 @@ int zp_ring_publish(zp_ring_t *r, uint32_t slot)
     return 0;
 }
 
+int zp_ring_unacquire(zp_ring_t *r, uint32_t slot)
+{
+    if (slot >= r->depth || r->state[slot] != ZP_SLOT_FILLING)
+        return ZP_EINVAL;
+    r->state[slot] = ZP_SLOT_FREE;
+    return 0;
+}
+
 int zp_ring_release(zp_ring_t *r, uint32_t slot, uint32_t gen)
 {
     if (slot >= r->depth)

@@ -64,6 +64,10 @@ void zp_ring_destroy(zp_ring_t **r);
 int zp_ring_acquire(zp_ring_t *r, uint32_t *slot, uint32_t *gen);
 /* FILLING -> READY. */
 int zp_ring_publish(zp_ring_t *r, uint32_t slot);
+/* FILLING -> FREE: a slot acquired and never published (its batch was
+ * abandoned) is free again; its generation stays spent. ZP_EINVAL for a slot
+ * that is not FILLING. */
+int zp_ring_unacquire(zp_ring_t *r, uint32_t slot);
 /* READY -> FREE when gen matches; ZP_ESTALE otherwise, ZP_EINVAL for a bad slot. */
 int zp_ring_release(zp_ring_t *r, uint32_t slot, uint32_t gen);
 uint32_t zp_ring_free_count(const zp_ring_t *r);

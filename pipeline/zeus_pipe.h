@@ -45,6 +45,10 @@ enum { ZP_CLIENT_BATCH = 1, ZP_CLIENT_EPOCH_END = 2, ZP_CLIENT_END = 3 };
 /* Splits and sample types of a batch. */
 enum { ZP_CLIENT_TRAIN = 0, ZP_CLIENT_TEST = 1 };
 enum { ZP_CLIENT_F32 = 1, ZP_CLIENT_U8 = 2 };
+/* The phases a program reads (zp_client_seek's plan): the splits of each
+ * epoch, train before test unless ZP_CLIENT_PLAN_TEST_FIRST. (Since API
+ * version 3.) */
+enum { ZP_CLIENT_PLAN_TRAIN = 1, ZP_CLIENT_PLAN_TEST = 2, ZP_CLIENT_PLAN_TEST_FIRST = 4 };
 
 /* A batch (kind BATCH) or an epoch's end (kind EPOCH_END: split, epoch and
  * samples only). The pointers are into a ring slot: owned by the ring,
@@ -89,6 +93,43 @@ zp_client_t *zp_client_attach(const char *run_dir, int rank, int timeout_ms, cha
  * Known from attach on, before any batch. Returns it, or a negative error
  * for a bad split. (Since API version 2.) */
 int64_t zp_client_batches(const zp_client_t *c, int split);
+
+/* What fixes the order of the run's batches for this rank: a position
+ * (split, epoch, batch) names the same samples in every run where these are
+ * the same, whatever the loaders and the cache. (Since API version 3.) */
+typedef struct {
+    uint64_t seed;         /* the run's seed */
+    int64_t world, rank;   /* trainer ranks, and this one */
+    int64_t batch_size;    /* prefetch.batch_size */
+    int64_t epochs;        /* trainer.epochs */
+    int64_t samples[2];    /* samples of the train and test splits */
+    int64_t batches[2];    /* this rank's batches per epoch: zp_client_batches */
+    int shuffle, drop_last; /* prefetch.shuffle, prefetch.drop_last */
+    uint64_t reserved[8];
+} zp_client_run_t;
+
+/* Fills *out. Returns 0, or a negative error for a NULL argument. (Since
+ * API version 3.) */
+int zp_client_run_info(const zp_client_t *c, zp_client_run_t *out);
+
+/* Moves the position: the prefetch drops what it prepared and starts at
+ * batch `batch` of `split`'s epoch `epoch`; after that phase it sends the
+ * phases of `plan` (ZP_CLIENT_PLAN_* bits: the splits the program reads each
+ * epoch, and their order) until the run's last epoch. Without a seek the
+ * prefetch sends every epoch's train batches, then its test batches.
+ * Release the batch you hold first. zp_client_next then releases, unread,
+ * everything the prefetch sent before it heard the seek, and returns what
+ * comes from the new position on; no epoch_end record is sent for a phase
+ * left mid-way, and a phase entered at batch k gets a record of batches k..
+ * (its EPOCH_END's expected counts those). The batches of a position are the
+ * same in every run of the same zp_client_run_t, so a saved position resumes
+ * exactly. Returns 0; ZP_EINVAL with a sentence in err when the position or
+ * plan is out of range (or the run has ended and the prefetch no longer
+ * listens); or a socket's error. A position the prefetch refuses anyway (its
+ * sentence logged) makes the next zp_client_next return ZP_EINVAL. (Since
+ * API version 3.) */
+int zp_client_seek(zp_client_t *c, int split, uint64_t epoch, uint64_t batch, unsigned plan,
+                   char *err, size_t errlen);
 
 /* Waits up to timeout_ms (< 0: until something comes) for the next batch,
  * epoch end or end of the run, into *b. At an epoch's end the library has

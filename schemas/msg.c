@@ -35,7 +35,8 @@ static uint64_t *u_field(zp_msg_t *m, int f)
         [ZP_F_epoch] = &m->epoch, [ZP_F_n] = &m->n,           [ZP_F_offset] = &m->offset,
         [ZP_F_elems] = &m->elems, [ZP_F_dtype] = &m->dtype, [ZP_F_slot] = &m->slot,
         [ZP_F_gen] = &m->gen,     [ZP_F_nonce] = &m->nonce,   [ZP_F_index] = &m->index,
-        [ZP_F_skipped] = &m->skipped, [ZP_F_batches] = &m->batches, [ZP_F_fp] = &m->fp};
+        [ZP_F_skipped] = &m->skipped, [ZP_F_batches] = &m->batches, [ZP_F_fp] = &m->fp,
+        [ZP_F_plan] = &m->plan};
     return slots[f];
 }
 

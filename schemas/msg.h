@@ -47,6 +47,7 @@ static inline size_t zp_dtype_size(uint64_t dtype) { return dtype == ZP_DTYPE_U8
     F(skipped, U, "samples left out because they could not be loaded (loader.on_error: skip)")     \
     F(batches, U, "batches in this epoch")                                                         \
     F(fp, U, "the sender's dataset and transform fingerprint (zp_cachedb_fingerprint_hash)")      \
+    F(plan, U, "the splits a trainer reads each epoch: ZP_PLAN_* bits")                            \
     F(error, S, "what went wrong, for a person")                                                   \
     F(cmd, S, "control command: down")                                                             \
     F(body, M, "event fields, or the stat reply's array of stage records")
@@ -86,6 +87,12 @@ static inline size_t zp_dtype_size(uint64_t dtype) { return dtype == ZP_DTYPE_U8
       "prefetch -> trainer: the epoch's last batch was sent; `n` samples in all, of which "      \
       "`skipped` (optional) were left out")                                                      \
     X(END, "end", 1, 0, "prefetch -> trainer: no more batches; finish")                           \
+    X(SEEK, "seek", 1, ZP_B(id) | ZP_B(split) | ZP_B(epoch) | ZP_B(index) | ZP_B(plan),              \
+      "trainer -> prefetch: my next batch is batch `index` of `split` epoch `epoch`; after that "  \
+      "phase the phases I read are those of `plan`. Drop what you prepared; answer SEEKED")     \
+    X(SEEKED, "seeked", 1, ZP_B(id),                                                                 \
+      "prefetch -> trainer: what came before this was sent before SEEK `id`; what follows starts " \
+      "at its position. With `error` the SEEK was refused and nothing changed")                  \
     X(REDUCE, "reduce", 3, ZP_B(id) | ZP_B(n) | ZP_B(elems),                                          \
       "trainer rank -> rank 0, and rank 0's sum back to every rank: reduction `id`; frames "       \
       "f32 values[n], f64 sums[elems] (trainer.gpus > 1 on the cpu backend)")                    \
@@ -95,6 +102,11 @@ static inline size_t zp_dtype_size(uint64_t dtype) { return dtype == ZP_DTYPE_U8
     X(STAT_REP, "stat_rep", 1, ZP_B(body), "logger -> stat: body = array of stage records")          \
     X(CTL, "ctl", 1, ZP_B(cmd), "down -> supervisor: a control command")                             \
     X(CTL_REP, "ctl_rep", 1, 0, "supervisor -> down: accepted, or `error`")
+
+/* SEEK's plan: the splits read each epoch, and their order (train first
+ * unless ZP_PLAN_TEST_FIRST). Without a SEEK the prefetch runs both, train
+ * first. */
+enum { ZP_PLAN_TRAIN = 1, ZP_PLAN_TEST = 2, ZP_PLAN_TEST_FIRST = 4, ZP_PLAN_ALL = 7 };
 
 #define ZP_FIELD_ENUM(name, kind, doc) ZP_F_##name,
 enum { ZP_FIELDS(ZP_FIELD_ENUM) ZP_F_COUNT };
@@ -111,7 +123,7 @@ typedef struct {
     zp_msg_type_t type;
     uint32_t present; /* bit per field seen */
     uint64_t id, credit, split, epoch, n, offset, elems, dtype, slot, gen, nonce, index, skipped,
-        batches, fp;
+        batches, fp, plan;
     char error[256], cmd[32];
     msgpack_object body;   /* M field; points into `unpacked` */
     msgpack_unpacked unpacked; /* owned; released by zp_msg_release() */

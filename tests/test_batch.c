@@ -101,6 +101,32 @@ static void a_result_held_before_the_slot_is_copied_in_when_it_comes(void **stat
     zp_batch_destroy(&bt);
 }
 
+static void an_abandoned_batch_closes_what_it_held_and_is_unused(void **state)
+{
+    (void)state;
+    zp_batch_t *bt = started();
+    bt->fetch.id = 9;
+    bt->slot = 1;
+    zp_frames_t f;
+    zp_frames_init(&f);
+    f.n = 4;
+    for (int i = 0; i < 4; i++)
+        zmq_msg_init_size(&f.part[i], 8);
+    zp_msg_t m = {.type = ZP_MSG_RESULT, .offset = 0, .n = 1};
+    assert_int_equal(zp_batch_hold(bt, &m, &f), 0);
+    zp_frames_close(&f);
+    zp_batch_abandon(bt); /* the held frames are closed here (LeakSanitizer would see them) */
+    assert_int_equal(bt->nheld, 0);
+    assert_int_equal(bt->batch, -1);
+    assert_int_equal(bt->slot, -1);
+    assert_int_equal(bt->fetch.id, 0);
+    assert_int_equal(bt->fetch.n, 0);
+    zp_batch_start(bt, 3, order, BS); /* reusable */
+    assert_int_equal(bt->batch, 3);
+    assert_false(zp_batch_complete(bt));
+    zp_batch_destroy(&bt);
+}
+
 static void skipped_samples_are_compacted_away(void **state)
 {
     (void)state;
@@ -130,6 +156,7 @@ int main(void)
         cmocka_unit_test(samples_land_at_their_positions_and_a_duplicate_keeps_the_first_copy),
         cmocka_unit_test(a_result_held_before_the_slot_is_copied_in_when_it_comes),
         cmocka_unit_test(skipped_samples_are_compacted_away),
+        cmocka_unit_test(an_abandoned_batch_closes_what_it_held_and_is_unused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -5,7 +5,9 @@
  * the epoch's proof (samples, distinct, index checksum as pipeline/hash.h
  * computes it) reaches the logger's socket as an epoch_end record, a metric
  * and a timer region land there too, and a missing run, a wrong rank and a
- * ring that is not there are refused with a sentence saying so. */
+ * ring that is not there are refused with a sentence saying so; a seek
+ * releases what came before the prefetch's SEEKED, a refused one says so, and
+ * a position out of range is refused before anything is sent. */
 #define _GNU_SOURCE
 #include <setjmp.h>
 #include <stdarg.h>
@@ -52,6 +54,8 @@ typedef struct {
     zp_batch_layout_t lay;
     /* what the thread saw: checked by the main thread after the join */
     int frees, bad_frees;
+    zp_msg_t seek;         /* the last SEEK that came */
+    int seeks;
     uint32_t gens[DEPTH];  /* generation of each slot in flight */
     int in_flight[DEPTH];
 } prefetch_t;
@@ -64,9 +68,13 @@ static int take_free(prefetch_t *p, zp_frames_t *f)
     char why[256];
     if (zmq_poll(&it, 1, 10000) != 1 || zp_frames_recv(f, p->sock, 0))
         return -1;
-    int bad = zp_frames_decode(f, 0, &m, why, sizeof why) || m.type != ZP_MSG_FREE;
+    int bad = zp_frames_decode(f, 0, &m, why, sizeof why);
     zp_msg_release(&m); /* the fields stay: slot and gen are copies */
-    if (bad)
+    if (!bad && m.type == ZP_MSG_SEEK) {
+        p->seek = m, p->seeks++;
+        return 1;
+    }
+    if (bad || m.type != ZP_MSG_FREE)
         return -1;
     if (m.slot >= DEPTH || !p->in_flight[m.slot] || m.gen != p->gens[m.slot] ||
         zp_ring_release(p->ring, (uint32_t)m.slot, (uint32_t)m.gen)) {
@@ -92,17 +100,15 @@ static void fill(prefetch_t *p, uint32_t slot, int k)
     }
 }
 
-/* One epoch of 8 batches through a ring of 2 slots, its EPOCH_END and END. */
-static void *play_prefetch(void *arg)
+/* Batches [from, to) of epoch 0 through a ring of 2 slots. 0, or -1 when
+ * the client went away (or sent a SEEK: see p->seek). */
+static int send_batches(prefetch_t *p, zp_frames_t *f, int from, int to)
 {
-    prefetch_t *p = arg;
-    zp_frames_t f;
-    zp_frames_init(&f);
-    for (int k = 0; k < SAMPLES / BATCH; k++) {
+    for (int k = from; k < to; k++) {
         uint32_t slot, gen;
         while (zp_ring_acquire(p->ring, &slot, &gen))
-            if (take_free(p, &f))
-                goto out;
+            if (take_free(p, f))
+                return -1;
         fill(p, slot, k);
         zp_ring_publish(p->ring, slot);
         p->gens[slot] = gen, p->in_flight[slot] = 1;
@@ -111,16 +117,61 @@ static void *play_prefetch(void *arg)
                       .batches = SAMPLES / BATCH, .n = BATCH, .elems = ELEMS,
                       .dtype = ZP_DTYPE_F32, .present = ZP_B(dtype)};
         if (zp_send(p->sock, NULL, &b, NULL, NULL, 0, 0))
-            goto out;
+            return -1;
     }
+    return 0;
+}
+
+/* Every slot back, then the epoch's EPOCH_END (n samples) and END. */
+static void finish(prefetch_t *p, zp_frames_t *f, uint64_t n)
+{
     while (p->in_flight[0] || p->in_flight[1])
-        if (take_free(p, &f))
-            goto out;
-    zp_msg_t e = {.type = ZP_MSG_EPOCH_END, .split = ZP_SPLIT_TRAIN, .epoch = 0, .n = SAMPLES};
+        if (take_free(p, f))
+            return;
+    zp_msg_t e = {.type = ZP_MSG_EPOCH_END, .split = ZP_SPLIT_TRAIN, .epoch = 0, .n = n};
     zp_msg_t end = {.type = ZP_MSG_END};
     if (!zp_send(p->sock, NULL, &e, NULL, NULL, 0, 0))
         zp_send(p->sock, NULL, &end, NULL, NULL, 0, 0);
-out:
+}
+
+/* One epoch of 8 batches through a ring of 2 slots, its EPOCH_END and END. */
+static void *play_prefetch(void *arg)
+{
+    prefetch_t *p = arg;
+    zp_frames_t f;
+    zp_frames_init(&f);
+    if (!send_batches(p, &f, 0, SAMPLES / BATCH))
+        finish(p, &f, SAMPLES);
+    zp_frames_close(&f);
+    return NULL;
+}
+
+/* Waits for a SEEK (taking FREEs meanwhile) and answers SEEKED, with
+ * `error` when given. 0, or -1. */
+static int answer_seek(prefetch_t *p, zp_frames_t *f, const char *error)
+{
+    int seeks = p->seeks;
+    while (p->seeks == seeks)
+        if (take_free(p, f) < 0)
+            return -1;
+    zp_msg_t m = {.type = ZP_MSG_SEEKED, .id = p->seek.id};
+    if (error) {
+        snprintf(m.error, sizeof m.error, "%s", error);
+        m.present = ZP_B(error);
+    }
+    return zp_send(p->sock, NULL, &m, NULL, NULL, 0, 0) ? -1 : 0;
+}
+
+/* Batches 0 and 1; a SEEK refused; a SEEK answered: batches from its index
+ * on, and an EPOCH_END counting those. */
+static void *play_seek(void *arg)
+{
+    prefetch_t *p = arg;
+    zp_frames_t f;
+    zp_frames_init(&f);
+    if (!send_batches(p, &f, 0, 2) && !answer_seek(p, &f, "not now") && !answer_seek(p, &f, NULL) &&
+        !send_batches(p, &f, (int)p->seek.index, SAMPLES / BATCH))
+        finish(p, &f, (SAMPLES / BATCH - p->seek.index) * BATCH);
     zp_frames_close(&f);
     return NULL;
 }
@@ -303,6 +354,83 @@ static void an_epoch_reaches_the_client_and_its_proof_the_logger(void **state)
     remove_run(&p);
 }
 
+/* The run of the first test: the ring, its socket and a logger. */
+static void *open_run(prefetch_t *p)
+{
+    char name[128], ep[PATH_MAX + 32];
+    memset(p, 0, sizeof *p);
+    make_run(p);
+    assert_int_equal(zp_batch_layout(&p->lay, BATCH, ELEMS * 4), 0);
+    zp_ring_name(name, sizeof name, p->run, 0);
+    assert_int_equal(zp_ring_create(&p->ring, name, DEPTH, p->lay.bytes), 0);
+    assert_int_equal(zp_endpoint(ep, sizeof ep, p->run, "ring-0"), 0);
+    assert_non_null(p->sock = zp_sock_open(p->ctx, ZMQ_PAIR, ep, 1, 0));
+    return bind_logger(p);
+}
+
+static void a_seek_releases_what_came_before_and_starts_at_its_position(void **state)
+{
+    (void)state;
+    static prefetch_t p;
+    void *logger = open_run(&p);
+    char err[1024];
+    zp_client_t *c = zp_client_attach(p.run, 0, 5000, err, sizeof err);
+    if (!c)
+        fail_msg("attach: %s", err);
+    /* out of range: refused here, with the range, and nothing sent */
+    assert_int_equal(zp_client_seek(c, ZP_CLIENT_TRAIN, 0, 8, ZP_CLIENT_PLAN_TRAIN, err, sizeof err),
+                     ZP_EINVAL);
+    assert_non_null(strstr(err, "batches 0..7"));
+    assert_int_equal(zp_client_seek(c, ZP_CLIENT_TRAIN, 1, 0, ZP_CLIENT_PLAN_TRAIN, err, sizeof err),
+                     ZP_EINVAL);
+    assert_non_null(strstr(err, "past the run's last"));
+    assert_int_equal(zp_client_seek(c, ZP_CLIENT_TEST, 0, 0, ZP_CLIENT_PLAN_TRAIN, err, sizeof err),
+                     ZP_EINVAL);
+    assert_non_null(strstr(err, "no test batches"));
+    assert_int_equal(zp_client_seek(c, ZP_CLIENT_TRAIN, 0, 0, 8, err, sizeof err), ZP_EINVAL);
+    assert_non_null(strstr(err, "plan 8"));
+    zp_client_run_t info;
+    assert_int_equal(zp_client_run_info(c, &info), 0);
+    assert_true(info.world == 1 && info.batch_size == BATCH && info.epochs == 1);
+    assert_true(info.samples[0] == SAMPLES && info.samples[1] == 0 && info.batches[0] == 8);
+
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, play_seek, &p), 0);
+    zp_client_batch_t b;
+    assert_int_equal(zp_client_next(c, &b, 10000), ZP_CLIENT_BATCH);
+    check_batch(&b, 0);
+    assert_int_equal(zp_client_release(c, &b), 0);
+    /* refused by the prefetch: batch 1, sent before, is released unread */
+    assert_int_equal(zp_client_seek(c, ZP_CLIENT_TRAIN, 0, 5, ZP_CLIENT_PLAN_TRAIN, err, sizeof err), 0);
+    assert_int_equal(zp_client_next(c, &b, 10000), ZP_EINVAL);
+    assert_int_equal(zp_client_seek(c, ZP_CLIENT_TRAIN, 0, 5, ZP_CLIENT_PLAN_TRAIN, err, sizeof err), 0);
+    int kind;
+    uint64_t k = 5;
+    while ((kind = zp_client_next(c, &b, 10000)) == ZP_CLIENT_BATCH) {
+        check_batch(&b, k++);
+        assert_int_equal(zp_client_release(c, &b), 0);
+    }
+    assert_int_equal(kind, ZP_CLIENT_EPOCH_END);
+    assert_int_equal(b.samples, 3 * BATCH);
+    assert_int_equal(b.expected, 3 * BATCH);
+    assert_int_equal(zp_client_next(c, &b, 10000), ZP_CLIENT_END);
+    pthread_join(th, NULL);
+    assert_int_equal(p.seeks, 2);
+    assert_true(p.seek.split == ZP_SPLIT_TRAIN && p.seek.epoch == 0 && p.seek.index == 5 &&
+                p.seek.plan == ZP_CLIENT_PLAN_TRAIN);
+    assert_int_equal(p.frees, 2 + 3); /* batch 1 released unread */
+    assert_int_equal(p.bad_frees, 0);
+    zp_client_destroy(&c);
+    seen_t s = {0};
+    usleep(200000);
+    read_records(logger, &s);
+    assert_int_equal(s.epoch_ends, 1); /* the phase left at batch 1 has none */
+    assert_int_equal(s.epoch_end.samples, 3 * BATCH);
+    assert_int_equal(s.epoch_end.distinct, 3 * BATCH);
+    zp_sock_destroy(&logger);
+    remove_run(&p);
+}
+
 static void a_missing_run_a_wrong_rank_and_no_ring_are_refused(void **state)
 {
     (void)state;
@@ -341,6 +469,7 @@ int main(void)
         cmocka_unit_test(the_api_version_is_the_headers),
         cmocka_unit_test(an_epoch_reaches_the_client_and_its_proof_the_logger),
         cmocka_unit_test(a_missing_run_a_wrong_rank_and_no_ring_are_refused),
+        cmocka_unit_test(a_seek_releases_what_came_before_and_starts_at_its_position),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -65,6 +65,26 @@ static void slots_are_reused_only_after_free(void **state)
     zp_ring_destroy(&r);
 }
 
+static void a_slot_filled_but_never_sent_is_free_again_after_unacquire(void **state)
+{
+    (void)state;
+    zp_ring_t *r;
+    assert_int_equal(zp_ring_create(&r, name, 1, 64), 0);
+    uint32_t a, ga, b, gb;
+    assert_int_equal(zp_ring_acquire(r, &a, &ga), 0);
+    assert_int_equal(zp_ring_unacquire(r, a), 0);
+    assert_int_equal(zp_ring_free_count(r), 1);
+    assert_int_equal(zp_ring_unacquire(r, a), ZP_EINVAL); /* FREE, not FILLING */
+    assert_int_equal(zp_ring_acquire(r, &b, &gb), 0);
+    assert_int_equal(b, a);
+    assert_int_equal(gb, ga + 1); /* a FREE of the abandoned generation stays stale */
+    assert_int_equal(zp_ring_publish(r, b), 0);
+    assert_int_equal(zp_ring_unacquire(r, b), ZP_EINVAL); /* sent: only its FREE frees it */
+    assert_int_equal(zp_ring_release(r, b, ga), ZP_ESTALE);
+    assert_int_equal(zp_ring_unacquire(r, 5), ZP_EINVAL);
+    zp_ring_destroy(&r);
+}
+
 static void stale_or_repeated_free_is_refused(void **state)
 {
     (void)state;
@@ -218,6 +238,7 @@ int main(void)
         cmocka_unit_test_setup(depth_is_respected, setup),
         cmocka_unit_test_setup(slots_are_reused_only_after_free, setup),
         cmocka_unit_test_setup(stale_or_repeated_free_is_refused, setup),
+        cmocka_unit_test_setup(a_slot_filled_but_never_sent_is_free_again_after_unacquire, setup),
         cmocka_unit_test_setup(a_second_mapping_sees_the_owners_bytes, setup),
         cmocka_unit_test(batch_layout_fits_and_aligns),
         cmocka_unit_test_setup(open_refuses_a_ring_of_another_nonce, setup),

@@ -15,12 +15,32 @@ of torch.utils.data.DataLoader.
 The program is rank r's trainer of a run that `zeus-pipe up` started with
 `trainer.command` (libzeuspipe.so underneath: pipeline/zeus_pipe.h).
 
-Order: the pipeline sends each epoch's train batches, then its test batches,
-then the next epoch's. Iterating `train` gives the next train epoch,
-iterating `test` the next test epoch; iterating one while the other's batches
-come first raises ZeusPipeError (it does not hang). A loop left early
-(`break`) leaves the rest of that epoch: the next iteration of the same split
-releases those batches unread and starts the epoch after.
+Order: the loop decides. Iterating `train` gives the next train epoch,
+iterating `test` the next test epoch, in any order. The pipeline prepares
+each epoch's train batches, then its test batches, ahead of the loop; when
+the loop asks for a split that is not the one coming, the package seeks
+(zp_client_seek): the pipeline drops what it prepared and starts there, and
+learns the loop's pattern from it: a loop that reads only `train` gets only
+train epochs from then on (the test split is never loaded again, after at
+most 2 x prefetch.depth + prefetch.window unread batches: a ring's worth, and
+those in flight behind it); a loop that reads
+`test` before `train` gets each epoch's test batches first. The usual loop
+(train, then test, every epoch) never seeks and never waits at an epoch's
+end. A loop left early (`break`) leaves the rest of that epoch: the next
+iteration of that split starts the epoch after. Iterating past the run's
+last epoch (trainer.epochs) raises ZeusPipeError.
+
+Resume: `zp.state_dict()` is the data position, a dict of plain ints to save
+in your own checkpoint beside the model's and the optimizer's; after
+`zp.load_state_dict(d)` in a new run of the same config, the batches are
+exactly those the first run would have got next, mid-epoch included: inside
+`for x, y in zp.train` it names the batch after the last one handed out, so
+the next `for x, y in zp.train` gives the rest of that epoch (len(zp.train)
+minus the batches already trained), then whole epochs again. A batch's
+samples depend only on the seed, the split, the epoch, the rank and the
+batch size, never on the loaders or the cache; loading a state saved by a
+run of another seed, world size, batch size or dataset raises
+ZeusPipeError naming what differs.
 
 Lifetime (CPU): x is a view of the ring slot (torch.frombuffer over the
 shared memory, no copy). It is valid until the next batch is taken: the slot
@@ -46,7 +66,8 @@ import os
 
 import torch
 
-from ._lib import BATCH, END, EPOCH_END, F32, TEST, TRAIN, Batch, ZeusPipeError, load, strerror
+from ._lib import (BATCH, END, EPOCH_END, F32, PLAN_TEST, PLAN_TEST_FIRST, PLAN_TRAIN, TEST, TRAIN,
+                   Batch, RunInfo, ZeusPipeError, load, strerror)
 
 __all__ = ["attach", "Client", "Source", "ZeusPipeError"]
 
@@ -90,6 +111,12 @@ class Client:
         self._step = 0          # train batches handed out
         self._epoch = 0         # the train epoch of the last train batch
         self._open = {}         # split -> epoch left unfinished by a loop that stopped early
+        self._next = {TRAIN: [0, 0], TEST: [0, 0]}  # split -> [epoch, batch] its next loop starts at
+        self._last = -1         # the split the loop read last (-1: none yet)
+        self._plan = PLAN_TRAIN | PLAN_TEST  # what the pipeline prepares (ZP_CLIENT_PLAN_*)
+        self._loaded_plan = None  # a loaded state's plan, for the first seek after it
+        self._info = RunInfo()
+        self._check(self._lib.zp_client_run_info(self._c, ctypes.byref(self._info)), "run_info")
         self.train = Source(self, TRAIN)
         self.test = Source(self, TEST)
         if device is not None and str(device) != "cpu":
@@ -162,6 +189,85 @@ class Client:
         mem = (ctypes.c_uint32 * b.n).from_address(b.indices)
         return torch.frombuffer(mem, dtype=torch.int32).to(torch.int64) & 0xFFFFFFFF
 
+    # ---- the data position ----------------------------------------------------------------------
+
+    _IDENTITY = ("seed", "world", "rank", "batch_size", "train_samples", "test_samples",
+                 "train_batches", "test_batches")
+
+    def _identity(self):
+        i = self._info
+        return dict(seed=int(i.seed), world=int(i.world), rank=int(i.rank),
+                    batch_size=int(i.batch_size), train_samples=int(i.samples[0]),
+                    test_samples=int(i.samples[1]), train_batches=int(i.batches[0]),
+                    test_batches=int(i.batches[1]))
+
+    def state_dict(self):
+        """The data position, a dict of plain ints: `split`, `epoch`, `batch`:
+        the next batch not yet handed out of the split the loop read last
+        (split -1 before any); `other_epoch`: the epoch the other split's next
+        loop gives; `plan`: the splits the loop reads (ZP_CLIENT_PLAN_* bits);
+        `step`: train batches handed out; and what fixes the order of the
+        batches (seed, world, rank, batch_size, *_samples, *_batches)."""
+        split = self._last
+        e, b = self._next[split] if split >= 0 else (0, 0)
+        other = self._next[1 - split][0] if split >= 0 else 0
+        return dict(self._identity(), version=1, split=split, epoch=e, batch=b, other_epoch=other,
+                    plan=self._plan, step=self._step)
+
+    def load_state_dict(self, d):
+        """Makes the next loops start where state_dict() was taken. Raises
+        ZeusPipeError for a state of another run's sampling (naming what
+        differs) or one that is not a state of this package."""
+        try:
+            d = {k: int(v) for k, v in dict(d).items()}
+            split, e, b, other, plan = d["split"], d["epoch"], d["batch"], d["other_epoch"], d["plan"]
+        except (KeyError, TypeError, ValueError) as err:
+            raise ZeusPipeError("zeus_pipe: load_state_dict: not a state of zeus_pipe's "
+                                "state_dict() (%s)" % err)
+        mine = self._identity()
+        diff = ["%s %s (this run: %s)" % (k, d.get(k), mine[k]) for k in self._IDENTITY
+                if d.get(k) != mine[k]]
+        if diff:
+            raise ZeusPipeError("zeus_pipe: load_state_dict: the state is of a run with other "
+                                "batches: " + ", ".join(diff) + "; resume with the config it "
+                                "was saved with")
+        if split not in (-1, TRAIN, TEST) or plan & ~7:
+            raise ZeusPipeError("zeus_pipe: load_state_dict: split %d or plan %d out of range"
+                                % (split, plan))
+        self._release()
+        self._open.clear()
+        if split < 0:
+            self._next = {TRAIN: [0, 0], TEST: [0, 0]}
+        else:
+            self._next = {split: [e, b], 1 - split: [other, 0]}
+        self._last, self._step, self._loaded_plan = split, d.get("step", 0), plan
+        self._epoch = self._next[TRAIN][0]
+
+    def _seek(self, split, epoch, batch):
+        """Moves the pipeline to batch `batch` of `split`'s epoch `epoch`,
+        with the plan the loop shows (see the module's docstring)."""
+        if self._loaded_plan is not None:
+            plan = self._loaded_plan
+        elif self._last < 0:  # the loop's first split comes first every epoch
+            plan = PLAN_TRAIN | PLAN_TEST | (PLAN_TEST_FIRST if split == TEST else 0)
+        elif self._last == split:  # this split again: the loop skips the other
+            plan = PLAN_TRAIN if split == TRAIN else PLAN_TEST
+        else:  # from the other split to this one: both, the other first
+            plan = PLAN_TRAIN | PLAN_TEST | (PLAN_TEST_FIRST if self._last == TEST else 0)
+        self._loaded_plan = None
+        self._release()
+        err = ctypes.create_string_buffer(512)
+        rc = self._lib.zp_client_seek(self._c, split, epoch, batch, plan, err, len(err))
+        if rc < 0:
+            raise ZeusPipeError("zeus_pipe: " + (err.value.decode(errors="replace") or strerror(rc)))
+        self._plan = plan
+        # A batch taken from the library and not handed out goes back after the
+        # SEEK: the prefetch hears the seek before it has that slot to fill again.
+        if self._peeked == BATCH:
+            self._check(self._lib.zp_client_release(self._c, ctypes.byref(self._batch)), "release")
+        self._peeked = 0
+        self._open.clear()  # what loops left is released by the library before SEEKED
+
     def log(self, event="step", step=None, epoch=None, **metrics):
         """Appends {event, step, epoch, **metrics} (numbers) to the run's
         metrics.jsonl. step and epoch default to the train batches handed out
@@ -221,39 +327,38 @@ class Source:
     def __len__(self):
         return self._len
 
-    def _order_error(self, b, kind):
-        what = ("the end of the run" if kind == END else "%s epoch %d%s" % (
-            _SPLIT[b.split], b.epoch, "'s end" if kind == EPOCH_END else ""))
-        other = _SPLIT[1 - self.split]
-        return ZeusPipeError(
-            "zeus_pipe: iterating %s, but the pipeline sends %s next: it sends each epoch's "
-            "train batches, then its test batches; read `for x, y in %s` first" % (
-                self.name, what, other) if kind != END else
-            "zeus_pipe: iterating %s, but the run has ended: no more epochs (trainer.epochs "
-            "in the run's config)" % self.name)
-
-    def _skip_unfinished(self):
+    def _begin(self):
+        """Where this split's next loop starts: [epoch, batch], past a
+        finished epoch's end."""
         c = self._client
-        if self.split not in c._open:
-            return
-        del c._open[self.split]
-        while True:
-            kind = c._peek()
-            if kind == END or c._batch.split != self.split:
-                return
-            c._take()
-            if kind == EPOCH_END:
-                return
+        e, b = c._next[self.split]
+        if b >= self._len:
+            e, b = e + 1, 0
+        if e >= c._info.epochs:
+            raise ZeusPipeError("zeus_pipe: iterating %s, but the run has ended: its epochs "
+                                "0..%d were all given (trainer.epochs in the run's config)" % (
+                                    self.name, c._info.epochs - 1))
+        c._next[self.split] = [e, b]
+        return e, b
 
     def __iter__(self):
         c = self._client
-        self._skip_unfinished()
-        kind = c._peek()
-        if kind == END or c._batch.split != self.split:
-            raise self._order_error(c._batch, kind)
-        return self._epoch()
+        if not self._len:
+            return iter(())  # a split without samples (or limited to none): nothing to seek
+        e, b = self._begin()
+        c._peek()
+        while c._peeked == EPOCH_END and c._batch.split in c._open:
+            del c._open[c._batch.split]  # the end of an epoch a loop left: nothing to read
+            c._take()
+            c._peek()
+        c._open.pop(self.split, None)
+        h = c._batch
+        if not (c._peeked == BATCH and (h.split, h.epoch, h.index) == (self.split, e, b)):
+            c._seek(self.split, e, b)
+        c._last = self.split
+        return self._epoch(e)
 
-    def _epoch(self):
+    def _epoch(self, e):
         c = self._client
         c._open[self.split] = True
         try:
@@ -261,11 +366,18 @@ class Source:
                 kind = c._take()
                 if kind != BATCH:
                     c._open.pop(self.split, None)
+                    if kind == EPOCH_END:
+                        c._next[self.split] = [e + 1, 0]
                     return  # the epoch's end (or the run's, when it was cut short)
+                c._next[self.split] = [e, int(c._batch.index) + 1]
                 if self.split == TRAIN:
                     c._step += 1
                     c._epoch = int(c._batch.epoch)
                 yield c._tensors()
+        except GeneratorExit:  # the loop was left early: its next loop starts the epoch after
+            if self.split in c._open:
+                c._next[self.split] = [e + 1, 0]
+            raise
         finally:
             if c._c:
                 c._release()

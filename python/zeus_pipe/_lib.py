@@ -9,11 +9,12 @@ ZeusPipeError naming every place tried and why it failed."""
 import ctypes
 import os
 
-API_VERSION = 3  # ZP_CLIENT_API_VERSION this package was written for (zp_client_ring, _normalization)
+API_VERSION = 3  # ZP_CLIENT_API_VERSION this package was written for (zp_client_seek, _ring, _normalization)
 
 BATCH, EPOCH_END, END = 1, 2, 3  # what zp_client_next returned
 TRAIN, TEST = 0, 1
 F32, U8 = 1, 2
+PLAN_TRAIN, PLAN_TEST, PLAN_TEST_FIRST = 1, 2, 4  # zp_client_seek's plan bits
 
 
 class ZeusPipeError(RuntimeError):
@@ -46,6 +47,22 @@ class Batch(ctypes.Structure):
     ]
 
 
+class RunInfo(ctypes.Structure):
+    """zp_client_run_t: what fixes the order of the run's batches."""
+    _fields_ = [
+        ("seed", ctypes.c_uint64),
+        ("world", ctypes.c_int64),
+        ("rank", ctypes.c_int64),
+        ("batch_size", ctypes.c_int64),
+        ("epochs", ctypes.c_int64),
+        ("samples", ctypes.c_int64 * 2),
+        ("batches", ctypes.c_int64 * 2),
+        ("shuffle", ctypes.c_int),
+        ("drop_last", ctypes.c_int),
+        ("reserved", ctypes.c_uint64 * 8),
+    ]
+
+
 def _candidates():
     """(where, path) in the order they are tried."""
     env = os.environ.get("ZP_LIBRARY")
@@ -66,6 +83,9 @@ def _prototypes(lib):
         "zp_client_batches": (I64, [P, I]),
         "zp_client_next": (I, [P, BP, I]),
         "zp_client_release": (I, [P, BP]),
+        "zp_client_run_info": (I, [P, ctypes.POINTER(RunInfo)]),
+        "zp_client_seek": (I, [P, I, ctypes.c_uint64, ctypes.c_uint64, ctypes.c_uint,
+                               ctypes.c_char_p, ctypes.c_size_t]),
         "zp_client_log": (I, [P, S, I64, I64, I, ctypes.POINTER(S),
                               ctypes.POINTER(ctypes.c_double)]),
         "zp_client_region_begin": (I, [P, S]),

@@ -55,6 +55,19 @@ void zp_batch_start(zp_batch_t *bt, int64_t batch, const uint32_t *indices, int6
     memset(bt->have, 0, (size_t)n);
 }
 
+void zp_batch_abandon(zp_batch_t *bt)
+{
+    for (int h = 0; h < bt->nheld; h++) {
+        zmq_msg_close(&bt->held[h].labels);
+        zmq_msg_close(&bt->held[h].data);
+    }
+    bt->nheld = 0;
+    bt->batch = -1;
+    bt->slot = -1;
+    bt->fetch.id = bt->late.id = 0;
+    bt->fetch.n = bt->late.n = 0;
+}
+
 void zp_batch_copy_in(zp_batch_t *bt, const zp_slot_view_t *v, const zp_fetch_t *f,
                       uint64_t offset, uint64_t n, const uint8_t *labels, const uint8_t *data)
 {

@@ -56,6 +56,10 @@ void zp_batch_destroy(zp_batch_t **bt);
 /* Starts batch number `batch` of n samples (`indices` stays the caller's):
  * nothing arrived, no slot, no fetch. */
 void zp_batch_start(zp_batch_t *bt, int64_t batch, const uint32_t *indices, int64_t n);
+/* Forgets the batch (a SEEK moved the prefetch elsewhere): held frames are
+ * closed, no fetch is in flight for it any more, its slot is the caller's to
+ * give back; the record is unused (batch -1) again. */
+void zp_batch_abandon(zp_batch_t *bt);
 /* Copies samples [offset, offset + n) of fetch f's result (labels i32[n],
  * data[n x sample_bytes]; either may be unaligned) into the slot at their
  * positions. A sample that arrived already keeps its first copy; a skipped

@@ -6,7 +6,9 @@
  * messages (no copy) until a slot frees, then copies them in. So bytes move
  * once, from a received message into shared memory, and the ring stays at
  * `depth` slots. A full slot goes to the trainer as BATCH{slot, gen}; the
- * trainer answers FREE{slot, gen}. Phases: every epoch, train then test. */
+ * trainer answers FREE{slot, gen}. Phases: every epoch, train then test,
+ * until the trainer sends SEEK: then from its position, the phases of its
+ * plan (plan.c); what was prepared for the old position is abandoned. */
 #define _GNU_SOURCE
 #include "stages/prefetch/prefetch.h"
 #include "pipeline/cachedb.h"
@@ -19,6 +21,7 @@
 #include "pipeline/sock.h"
 #include "pipeline/stage.h"
 #include "stages/prefetch/batch.h"
+#include "stages/prefetch/plan.h"
 #include "stages/prefetch/readers.h"
 
 #include <errno.h>
@@ -62,7 +65,16 @@ typedef struct {
     int cache_failed;       /* the cache did not open once: say when it does */
     int64_t skipped; /* this phase: samples the loaders could not load */
     int64_t last_progress; /* ns: the last sample that arrived or batch sent (prefetch.fetch_timeout_s) */
+    zp_plan_t plan;        /* the phases to run */
+    struct {
+        int pending;       /* a SEEK came that is not yet acted on */
+        uint64_t id, split, epoch, batch, plan;
+    } seek;                /* the latest SEEK (an earlier one not yet acted on is moot) */
+    int seeked;            /* a SEEK came once: the trainer decides what comes, after END too */
+    uint64_t abandoned;    /* fetches up to this id were for abandoned batches */
 } prefetch_t;
+
+#define SEEKING 1 /* run_phase: a SEEK came; the phase is abandoned */
 
 static int open_cache(prefetch_t *p);
 
@@ -258,7 +270,8 @@ static int on_result(void *ctx, const zp_msg_t *m, zp_frames_t *fr)
     zp_fetch_t *f;
     zp_batch_t *bt = batch_of_fetch(p, m->id, &f);
     if (!bt) {
-        zp_inbox_drop(&p->fetch_in, "result for a fetch that is not in flight");
+        if (m->id > p->abandoned) /* else a batch a SEEK abandoned: no error */
+            zp_inbox_drop(&p->fetch_in, "result for a fetch that is not in flight");
         return 0;
     }
     int match = zp_span_fits(m->offset, m->n, (uint64_t)f->n) &&
@@ -292,6 +305,10 @@ static int on_synced(void *ctx, const zp_msg_t *m, zp_frames_t *f)
 static int on_fail(void *ctx, const zp_msg_t *m, zp_frames_t *f)
 {
     (void)f;
+    prefetch_t *p = ctx;
+    zp_fetch_t *unused;
+    if (m->id <= p->abandoned && !batch_of_fetch(p, m->id, &unused))
+        return 0; /* for a batch a SEEK abandoned: it may be loaded again when it is asked for */
     zp_error("a loader could not load a %s batch: %s", zp_split_name(((prefetch_t *)ctx)->split),
              m->error);
     return ZP_EDATA;
@@ -314,9 +331,27 @@ static int on_free(void *ctx, const zp_msg_t *m, zp_frames_t *f)
     return 0;
 }
 
-static const zp_route_t RING_ROUTES[] = {{ZP_MSG_FREE, on_free}};
+/* SEEK: kept for the loop to act on, or refused at once with a sentence. */
+static int on_seek(void *ctx, const zp_msg_t *m, zp_frames_t *f)
+{
+    (void)f;
+    prefetch_t *p = ctx;
+    zp_msg_t rep = {.type = ZP_MSG_SEEKED, .id = m->id};
+    if (zp_plan_check(&p->plan, m->split, m->epoch, m->index, m->plan, rep.error,
+                      sizeof rep.error)) {
+        zp_warn("refused a SEEK of the trainer: %s", rep.error);
+        rep.present = ZP_B(error);
+        return zp_send(p->ring_sock, NULL, &rep, NULL, NULL, 0, 0);
+    }
+    p->seek.pending = p->seeked = 1;
+    p->seek.id = m->id, p->seek.split = m->split, p->seek.epoch = m->epoch;
+    p->seek.batch = m->index, p->seek.plan = m->plan;
+    return 0;
+}
 
-/* The trainer's FREEs; nothing it sends stops the prefetch. */
+static const zp_route_t RING_ROUTES[] = {{ZP_MSG_FREE, on_free}, {ZP_MSG_SEEK, on_seek}};
+
+/* The trainer's FREEs and SEEKs; nothing it sends stops the prefetch. */
 static int on_ring_sock(prefetch_t *p)
 {
     int rc = zp_inbox_recv(&p->ring_in, p->ring_sock, ZMQ_DONTWAIT, &p->f, p);
@@ -432,10 +467,8 @@ static int run_phase(prefetch_t *p)
     int64_t limit = train ? c->limit_train_batches : c->limit_test_batches;
     if (limit && (p->nbatches > limit || p->st->mode == ZP_MODE_OVERFIT))
         p->nbatches = limit; /* overfit: limit_train_batches steps of one batch */
-    /* A resumed run's first train phase starts after the batches already trained. */
-    p->first_batch = 0;
-    if (train && p->epoch == (int64_t)p->start.epoch)
-        p->first_batch = (int64_t)p->start.batch < p->nbatches ? (int64_t)p->start.batch : p->nbatches;
+    /* p->first_batch: a resumed run's or a SEEK's first phase starts there */
+    p->first_batch = p->first_batch < p->nbatches ? p->first_batch : p->nbatches;
     p->next_fetch = p->next_slot = p->next_emit = p->first_batch;
     p->hits = p->misses = p->corrupt = p->skipped = 0;
     p->last_progress = zp_now_ns();
@@ -450,7 +483,7 @@ static int run_phase(prefetch_t *p)
         if (p->db.error)
             lmdb_error(p, "cannot list the cached samples", p->db.error);
     }
-    while (!rc && !zp_stop && p->next_emit < p->nbatches) {
+    while (!rc && !zp_stop && !p->seek.pending && p->next_emit < p->nbatches) {
         while (!rc && p->next_fetch < p->nbatches && p->next_fetch < p->next_emit + p->nflight)
             rc = start_batch(p);
         if (!rc)
@@ -476,6 +509,8 @@ static int run_phase(prefetch_t *p)
     }
     if (rc || zp_stop)
         return rc ? rc : ZP_ESTOP;
+    if (p->seek.pending)
+        return SEEKING;
     if (p->cache_on)
         cache_record(p, cached);
     zp_msg_t end = {.type = ZP_MSG_EPOCH_END, .split = (uint64_t)p->split,
@@ -489,32 +524,85 @@ static int run_phase(prefetch_t *p)
 static void drain(prefetch_t *p)
 {
     int64_t until = zp_now_ns() + 2000000000;
-    while (!zp_stop && zp_ring_free_count(p->ring) < p->ring->depth && zp_now_ns() < until) {
+    while (!zp_stop && !p->seek.pending && zp_ring_free_count(p->ring) < p->ring->depth &&
+           zp_now_ns() < until) {
         zmq_pollitem_t it = {p->ring_sock, 0, ZMQ_POLLIN, 0};
         if (zmq_poll(&it, 1, 100) > 0)
             on_ring_sock(p);
     }
 }
 
+/* Forgets the batches prepared and not sent: their slots are free again, the
+ * RESULTs of their fetches are dropped without a word when they come. */
+static void abandon(prefetch_t *p)
+{
+    for (int64_t b = p->next_emit; b < p->next_fetch; b++) {
+        zp_batch_t *bt = batch_of(p, b);
+        if (bt->slot >= 0)
+            zp_ring_unacquire(p->ring, (uint32_t)bt->slot);
+        zp_batch_abandon(bt);
+    }
+    p->next_fetch = p->next_slot = p->next_emit;
+    p->abandoned = p->fetch_seq;
+}
+
+/* Acts on the pending SEEK: the phase it names, its plan; SEEKED to the trainer. */
+static int apply_seek(prefetch_t *p, zp_phase_t *ph)
+{
+    abandon(p);
+    p->seek.pending = 0;
+    p->plan.plan = (unsigned)p->seek.plan;
+    *ph = (zp_phase_t){.split = (int)p->seek.split, .epoch = (int64_t)p->seek.epoch};
+    p->first_batch = (int64_t)p->seek.batch;
+    zp_info("the trainer seeks %s epoch %llu, batch %llu; then plan %llu",
+            zp_split_name(ph->split), (unsigned long long)ph->epoch + 1,
+            (unsigned long long)p->seek.batch, (unsigned long long)p->seek.plan);
+    zp_msg_t m = {.type = ZP_MSG_SEEKED, .id = p->seek.id};
+    return zp_send(p->ring_sock, NULL, &m, NULL, NULL, 0, 0);
+}
+
+/* Every phase sent: END. A trainer that has seeked, or a program's
+ * (trainer.command), may seek still (until the run stops): 1 when it did,
+ * with the seek pending. The built-in trainer's prefetch exits. */
+static int end_of_run(prefetch_t *p, int *rc)
+{
+    zp_msg_t end = {.type = ZP_MSG_END};
+    *rc = zp_send(p->ring_sock, NULL, &end, NULL, NULL, 0, 0);
+    drain(p);
+    int listen = p->seeked || p->st->cfg.trainer_command.n > 0;
+    while (!*rc && !zp_stop && listen && !p->seek.pending) {
+        zmq_pollitem_t it = {p->ring_sock, 0, ZMQ_POLLIN, 0};
+        if (zmq_poll(&it, 1, 100) > 0)
+            on_ring_sock(p);
+    }
+    return !*rc && !zp_stop && p->seek.pending;
+}
+
 static int run(prefetch_t *p)
 {
-    const zp_config_t *c = &p->st->cfg;
-    for (p->epoch = (int64_t)p->start.epoch; p->epoch < c->epochs; p->epoch++) {
-        for (p->split = 0; p->split < ZP_SPLITS; p->split++) {
-            int mode = p->st->mode;
-            if (p->st->meta.n[p->split] == 0 ||
-                (mode == ZP_MODE_EVAL && p->split != ZP_SPLIT_TEST) ||
-                (mode == ZP_MODE_OVERFIT && p->split != ZP_SPLIT_TRAIN))
-                continue;
-            int rc = run_phase(p);
-            if (rc)
+    /* a resumed run starts in its checkpoint's train epoch, after the batches trained */
+    zp_phase_t ph = {.split = ZP_SPLIT_TRAIN, .epoch = (int64_t)p->start.epoch};
+    int more = zp_plan_next(&p->plan, ph, 1, &ph), rc = 0;
+    p->first_batch = ph.split == ZP_SPLIT_TRAIN && ph.epoch == (int64_t)p->start.epoch
+                         ? (int64_t)p->start.batch : 0;
+    for (;;) {
+        if (p->seek.pending || (!more && end_of_run(p, &rc))) {
+            if ((rc = apply_seek(p, &ph)))
                 return rc;
+        } else if (!more) {
+            return rc;
         }
+        p->split = ph.split, p->epoch = ph.epoch;
+        rc = run_phase(p);
+        if (rc == SEEKING) {
+            more = 1;
+            continue;
+        }
+        if (rc)
+            return rc;
+        p->first_batch = 0;
+        more = zp_plan_next(&p->plan, ph, 0, &ph);
     }
-    zp_msg_t end = {.type = ZP_MSG_END};
-    int rc = zp_send(p->ring_sock, NULL, &end, NULL, NULL, 0, 0);
-    drain(p);
-    return rc;
 }
 
 /* The ring, its pages allocated: a /dev/shm that filled up since the
@@ -603,6 +691,7 @@ static int open_all(prefetch_t *p)
     for (int s = 0; s < ZP_SPLITS; s++)
         if ((rc = zp_sampler_init(&p->sampler[s], st->meta.n[s])))
             return rc;
+    zp_plan_init(&p->plan, st);
     if (!(p->fetch = zp_stage_socket(st, ZMQ_DEALER, zp_sock_name(ZP_SOCK_FETCH), 0, 0)))
         return ZP_EZMQ;
     char ring[32];

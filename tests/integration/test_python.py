@@ -149,11 +149,14 @@ def a_consumer_that_raises_fails_the_run_naming_trainer_0_and_the_error():
                  err[-2000:])
 
 
-def reading_test_before_train_is_an_error_not_a_hang():
+def iterating_past_the_last_epoch_is_an_error_not_a_hang():
+    # the order of the splits is the loop's (tests/integration/test_seek.py);
+    # an epoch past trainer.epochs is refused with a sentence
     with zp.Workdir() as w:
-        w.write("order.py", "import zeus_pipe\nfor x, y in zeus_pipe.attach().test:\n    pass\n")
-        rc, err = up(w, "order", "float32", "  command: [%s, order.py]" % python_command())
-        zp.check(rc == 1 and "iterating test, but the pipeline sends train epoch 0 next" in err,
+        w.write("past.py", "import zeus_pipe\nzp = zeus_pipe.attach()\nfor epoch in range(3):\n"
+                "    for x, y in zp.train:\n        pass\n")
+        rc, err = up(w, "past", "float32", "  command: [%s, past.py]" % python_command())
+        zp.check(rc == 1 and "iterating train, but the run has ended: its epochs 0..1" in err,
                  "exit %d:\n%s" % (rc, err[-2000:]))
 
 
@@ -164,4 +167,4 @@ if __name__ == "__main__":
     zp.main([a_float32_consumer_gets_the_built_in_trainers_indices_and_pixels,
              a_uint8_consumer_gets_uint8_batches_of_the_same_indices,
              a_consumer_that_raises_fails_the_run_naming_trainer_0_and_the_error,
-             reading_test_before_train_is_an_error_not_a_hang])
+             iterating_past_the_last_epoch_is_an_error_not_a_hang])
