@@ -295,8 +295,9 @@ int zp_client_next(zp_client_t *c, zp_client_batch_t *b, int timeout_ms)
     if (zp_timer_is_open(tm, ZP_R_BATCH)) /* a batch not released: its time ends here */
         ZP_TIME_END(tm, ZP_R_BATCH);
     /* as the built-in trainer's: an epoch runs from the run's first batch or
-     * the end of the previous epoch, and io is the wait for a batch inside one */
-    if (zp_timer_is_open(tm, ZP_R_EPOCH) && !zp_timer_is_open(tm, ZP_R_IO))
+     * the end of the previous epoch, and io is the wait for a batch inside one
+     * (a timeout of 0 only looks, as a program that fetches ahead does: no wait) */
+    if (timeout_ms && zp_timer_is_open(tm, ZP_R_EPOCH) && !zp_timer_is_open(tm, ZP_R_IO))
         ZP_TIME_BEGIN(tm, ZP_R_IO);
     int64_t give_up = zp_now_ns() + (int64_t)timeout_ms * 1000000;
     int rc = 0;

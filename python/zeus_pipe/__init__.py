@@ -155,10 +155,25 @@ class Client:
         self._held = kind == BATCH
         return kind
 
+    def _look_ahead(self):
+        """device="cuda": takes the next batch if it is already there (a
+        timeout of 0: no wait, and no wait counted) and starts its copy while
+        the loop computes on this one. Only inside an epoch: its end (the
+        ranks' sum) is taken when the loop asks for it."""
+        b = self._batch
+        if self._peeked or b.index + 1 >= b.batches:
+            return
+        self._peeked = self._check(self._lib.zp_client_next(self._c, ctypes.byref(self._batch), 0),
+                                   "next")
+        if self._peeked == BATCH:
+            self._gpu.start(self._batch)
+
     def _tensors(self):
         b = self._batch
         if self._gpu:
-            return self._gpu.tensors(b)  # copied, and the slot released
+            xy = self._gpu.tensors(b)  # copied, and the slot released
+            self._look_ahead()
+            return xy
         shape = (b.n, b.c, b.h, b.w)
         nbytes = b.n * b.sample_bytes
         if nbytes:
@@ -264,6 +279,8 @@ class Client:
         # A batch taken from the library and not handed out goes back after the
         # SEEK: the prefetch hears the seek before it has that slot to fill again.
         if self._peeked == BATCH:
+            if self._gpu:
+                self._gpu.cancel()  # a copy started ahead from that slot ends first
             self._check(self._lib.zp_client_release(self._c, ctypes.byref(self._batch)), "release")
         self._peeked = 0
         self._open.clear()  # what loops left is released by the library before SEEKED

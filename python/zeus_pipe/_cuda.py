@@ -4,8 +4,12 @@ The ring (the shared memory the batches lie in) is page-locked once, at the
 first batch (cudaHostRegister through the CUDA runtime torch loaded;
 zp_client_ring pins the mapping so it never changes), and unregistered at
 close(). Each batch is copied with cudaMemcpyAsync on a side stream of its
-own: the copy of batch k+1 is issued when the loop asks for it, while the GPU
-still runs the work the loop queued for batch k on the current stream. The
+own. When batch k is handed out and batch k+1 of the same epoch is already
+in the ring, k+1 is taken at once (without waiting: Client._look_ahead) and
+its copy issued, so it runs while the loop computes on batch k; otherwise
+its copy is issued when the loop asks for it (still beside the GPU work the
+loop queued for batch k). Never past an epoch's last batch: the epoch's end
+is where ranks wait for each other, and it comes when the loop asks. The
 current stream waits on the copy's event (nothing the loop queues next reads
 the batch before it is there), and the host waits for that event only, never
 for the loop's work: as soon as the copy is done the slot goes back to the
@@ -84,6 +88,7 @@ class Device:
         self._stream = torch.cuda.Stream(device=device)
         self._rt = None
         self._pinned = None  # the ring's address, while it is page-locked
+        self._ahead = None   # the copy of the batch taken ahead: (slot, gen), x, y, indices, event
         self.indices = torch.empty(0, dtype=torch.int64)  # of the last batch, a CPU copy
         mean = (ctypes.c_float * _MAX_CHANNELS)()
         std = (ctypes.c_float * _MAX_CHANNELS)()
@@ -106,10 +111,9 @@ class Device:
                                                           self._rt.cudaGetErrorString(err).decode()))
         self._pinned = base.value
 
-    def tensors(self, b):
-        """Batch b (held by the client) as (x, y) on the device; its slot is
-        released as soon as the copy is done."""
-        c = self._client
+    def _copy(self, b):
+        """Issues batch b's copy on the side stream (no wait): its tensors,
+        indices and the copy's event."""
         if self._pinned is None:
             self._pin()
         n, nbytes = b.n, b.n * b.sample_bytes
@@ -119,15 +123,40 @@ class Device:
               if nbytes else torch.empty(0, dtype=torch.uint8 if u8 else torch.float32))
         hy = (torch.frombuffer((ctypes.c_int32 * n).from_address(b.labels), dtype=torch.int32)
               if n else torch.empty(0, dtype=torch.int32))
-        self.indices = (torch.frombuffer((ctypes.c_uint32 * n).from_address(b.indices),
-                                         dtype=torch.int32).to(torch.int64) & 0xFFFFFFFF
-                        if n else torch.empty(0, dtype=torch.int64))
-        current = torch.cuda.current_stream(self.device)
+        indices = (torch.frombuffer((ctypes.c_uint32 * n).from_address(b.indices),
+                                    dtype=torch.int32).to(torch.int64) & 0xFFFFFFFF
+                   if n else torch.empty(0, dtype=torch.int64))
         with torch.cuda.stream(self._stream):
             x = hx.to(self.device, non_blocking=True)
             y = hy.to(self.device, non_blocking=True)
             copied = torch.cuda.Event()
             copied.record(self._stream)
+        return (int(b.slot), int(b.gen)), x, y, indices, copied
+
+    def start(self, b):
+        """Starts the copy of batch b (taken ahead, not yet handed out) while
+        the loop still computes on the one before."""
+        self.cancel()
+        self._ahead = self._copy(b)
+
+    def cancel(self):
+        """Forgets a copy started ahead, once it is done (before its slot goes
+        back to the pipeline unread: a seek)."""
+        if self._ahead:
+            self._ahead[4].synchronize()
+            self._ahead = None
+
+    def tensors(self, b):
+        """Batch b (held by the client) as (x, y) on the device; its slot is
+        released as soon as its copy is done."""
+        c = self._client
+        ahead, self._ahead = self._ahead, None
+        if not ahead or ahead[0] != (int(b.slot), int(b.gen)):
+            if ahead:
+                ahead[4].synchronize()
+            ahead = self._copy(b)
+        _, x, y, self.indices, copied = ahead
+        current = torch.cuda.current_stream(self.device)
         current.wait_event(copied)
         # made on the side stream, used on the current one: the allocator must
         # not hand their memory to the side stream's next copy before the
@@ -136,13 +165,14 @@ class Device:
         y.record_stream(current)
         copied.synchronize()  # the copy only: the loop's queued work goes on
         c._release()
-        x = x.view(n, b.c, b.h, b.w)
-        if u8:
+        x = x.view(b.n, b.c, b.h, b.w)
+        if b.dtype == U8:
             x = (x.to(torch.float32) / 255 - self._mean) / self._std
         return x, y.to(torch.int64)
 
     def close(self):
         """Unregisters the ring (after the side stream's copies). Safe twice."""
+        self._ahead = None
         if self._pinned is not None:
             self._stream.synchronize()
             self._rt.cudaHostUnregister(ctypes.c_void_p(self._pinned))
