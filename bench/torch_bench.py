@@ -162,9 +162,12 @@ def dataloaders(a):
 def preparer(a):
     """The batch's conversion to what the model takes, on the device: a copy
     (non-blocking from DataLoader's pinned memory) and, for zeus-pipe's uint8
-    images, the normalisation with the config's mean and std."""
+    images, the normalisation with the config's mean and std; on a GPU the
+    zeus_pipe package does both (attach(device="cuda"))."""
     import torch
     dev = torch.device(a.device)
+    if a.source == "zeus" and a.device == "cuda":  # attach(device="cuda") copied and normalised
+        return lambda x, y: (x, y)
     if a.source == "dataloader" or a.loop == "cnn":
         return lambda x, y: (x.to(dev, non_blocking=True), y.to(dev, non_blocking=True))
     mean = torch.tensor(IMAGE_MEAN, device=dev).view(1, 3, 1, 1) * 255
@@ -206,7 +209,7 @@ def loop(a):
     zp = None
     if a.source == "zeus":
         import zeus_pipe
-        zp = zeus_pipe.attach()
+        zp = zeus_pipe.attach(device="cuda" if a.device == "cuda" else None)
         train, test = zp.train, zp.test
     else:
         train, test = dataloaders(a)

@@ -9,8 +9,9 @@ The batches come as uint8 N,3,H,W (the config's dataset.dtype: a quarter of
 the bytes of float32 through the loaders, the cache and the ring). On the GPU
 when there is one, else on the CPU, each train batch is augmented (a random
 crop from the sample padded by P pixels, a random horizontal flip, drawn per
-sample) and normalised with the config's dataset.mean and dataset.std; test
-batches are only normalised. The classes are the run's (the train folder's
+sample) and normalised with the config's dataset.mean and dataset.std (on a
+GPU the zeus_pipe package normalises as it copies: attach(device="cuda"));
+test batches are only normalised. The classes are the run's (the train folder's
 class folders). E defaults to the run's trainer.epochs.
 
 Logs per epoch train_epoch {loss, accuracy} and test_epoch {loss, accuracy}
@@ -74,10 +75,12 @@ class DevicePrep:
         return torch.where(flip, x.flip(3), x)
 
     def __call__(self, x, y, train):
-        x = x.to(self.device)  # from the ring slot: x is valid until the next batch
+        x = x.to(self.device)  # CPU: a view of the ring slot, valid until the next batch
         if train:
             x = self.augment(x)
-        return x.float().sub_(self.shift).mul_(self.scale), y.to(self.device)
+        if x.dtype == torch.uint8:  # on a GPU, attach(device=...) has normalised it already
+            x = x.float().sub_(self.shift).mul_(self.scale)
+        return x, y.to(self.device)
 
 
 def main():
@@ -88,7 +91,8 @@ def main():
     args = ap.parse_args()
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     torch.manual_seed(1)
-    with zeus_pipe.attach() as zp:
+    # on a GPU the package copies each batch ahead on a side stream, normalised
+    with zeus_pipe.attach(device=device if device.type == "cuda" else None) as zp:
         run = run_settings(zp.run)
         epochs = args.epochs or run["epochs"]
         pad = args.pad if args.pad is not None else run["crop"] // 8
