@@ -17,11 +17,12 @@ read.
 The binary is looked for in $ZP_BIN, beside the libzeuspipe.so loaded, in the
 checkout's build/, then on PATH.
 
-The pipeline's output (the supervisor's and the progress line) goes to
-RUN/logs/supervisor.log; when it fails, its last lines go to the terminal and
-the script's next wait for a batch raises ZeusPipeError with them. A
-pipeline that cannot start (a bad config) raises ZeusPipeError with its error
-text from attach().
+The pipeline's output (the supervisor's, the progress line and the report)
+goes to RUN/logs/supervisor.log, not onto the terminal. When the pipeline
+fails, the script's next wait for a batch raises ZeusPipeError with the
+supervisor's last lines (a failure after the last batch: printed on stderr at
+close). A pipeline that cannot start (a bad config) raises ZeusPipeError with
+its error text from attach().
 
 Stopping: close() (or leaving the `with`, or the interpreter's exit, through
 atexit) detaches and then, when the run had sent its END, waits for the
@@ -33,6 +34,7 @@ import atexit
 import collections
 import ctypes
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -47,17 +49,21 @@ from ._lib import END, Batch, ZeusPipeError, load
 _STOP_S = 30           # a stopping pipeline gets this long before it is killed
 _TAIL = 40             # lines of the pipeline's output kept for an error
 _started = weakref.WeakSet()  # clients whose pipeline atexit stops
+# what the supervisor says (and the last lines of a stage's log it quotes), as
+# opposed to the logger's progress line and report on the same output
+_SAYS = re.compile(r"zeus-pipe: |  \d\d:\d\d:\d\d")
 
 
 def find_bin():
-    """The zeus-pipe binary: $ZP_BIN, beside the libzeuspipe.so loaded, the
+    """The zeus-pipe binary: $ZP_BIN (which must be it), beside the libzeuspipe.so loaded, the
     checkout's build/, then PATH. Raises ZeusPipeError naming what was tried."""
-    tried = []
     env = os.environ.get("ZP_BIN")
     if env:
-        if os.access(env, os.X_OK):
+        if os.path.isfile(env) and os.access(env, os.X_OK):
             return env
-        tried.append("$ZP_BIN %s: not an executable file" % env)
+        raise ZeusPipeError("zeus_pipe: $ZP_BIN %s: not an executable file; set it to the "
+                            "zeus-pipe binary, or unset it" % env)
+    tried = []
     here = os.path.dirname(os.path.abspath(__file__))
     for where, folder in (("beside libzeuspipe.so", _library_folder()),
                           ("the checkout's build/", os.path.join(here, "..", "..", "build"))):
@@ -119,7 +125,7 @@ class Pipeline:
         args.append("trainer.gpus=%d" % world)  # one rank per process of the script
         self.args, self.run, self.stopping = args, None, False
         self.tail = collections.deque(maxlen=_TAIL)
-        self._log, self._early, self._shown = None, [], False
+        self._log, self._early, self.shown = None, [], False
         self._ready = threading.Event()
         self.proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                      stderr=subprocess.STDOUT)
@@ -128,14 +134,15 @@ class Pipeline:
 
     def _read(self):
         """The supervisor's lines: the run directory from ZP_RUN=, then every
-        line into RUN/logs/supervisor.log. At the end, a failure's last lines
-        onto the terminal."""
+        line into RUN/logs/supervisor.log; the last _TAIL lines it says
+        itself (every line until the run directory is made) in tail."""
         for raw in self.proc.stdout:
             line = raw.decode(errors="replace")
             if self.run is None and line.startswith("ZP_RUN="):
                 self._open_log(line[len("ZP_RUN="):].rstrip("\n"))
                 continue
-            self.tail.append(line.rstrip("\n"))
+            if self.run is None or _SAYS.match(line):  # not the progress line and report
+                self.tail.append(line.rstrip("\n"))
             if self._log:
                 self._log.write(line)
                 self._log.flush()
@@ -145,9 +152,6 @@ class Pipeline:
         if self._log:
             self._log.close()
         self._ready.set()
-        if self.failed():
-            self._shown = True
-            sys.stderr.write(self.error() + "\n")
 
     def _open_log(self, run):
         try:
@@ -166,6 +170,10 @@ class Pipeline:
         return rc not in (None, 0, 128 + signal.SIGINT) and not self.stopping
 
     def error(self):
+        """The failure in words, with the last lines of the output; once said
+        (raised), stop() does not print it again."""
+        self._reader.join(5)  # every line read
+        self.shown = True
         rc = self.proc.poll()
         where = " (its log: %s)" % os.path.join(self.run, "logs", "supervisor.log") if self.run else ""
         return "zeus_pipe: `%s` %s%s:\n%s" % (
@@ -180,7 +188,6 @@ class Pipeline:
             raise ZeusPipeError("zeus_pipe: `%s` made no run directory in %ss" % (
                 " ".join(self.args), timeout_s))
         if self.run is None:
-            self._reader.join()
             raise ZeusPipeError(self.error())
         return self.run
 
@@ -194,6 +201,8 @@ class Pipeline:
             except subprocess.TimeoutExpired:
                 sys.stderr.write("zeus_pipe: the pipeline did not end %ds after this rank's END "
                                  "(another rank still attached?); stopping it\n" % _STOP_S)
+        if self.failed() and not self.shown:  # after the last batch: onto the terminal
+            sys.stderr.write(self.error() + "\n")
         self.stopping = True
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
@@ -303,9 +312,9 @@ def _started_client(Client):
         def _check_pipeline(self, run):
             p = self._pipeline
             if p is not None and p.failed():
-                p._reader.join(5)
+                error = p.error()
                 self._stop_pipeline()
-                raise ZeusPipeError(p.error())
+                raise ZeusPipeError(error)
             if p is None and not _supervisor_alive(run):
                 raise ZeusPipeError("zeus_pipe: the pipeline of %s has stopped (rank 0's "
                                     "output and %s say why)" % (
