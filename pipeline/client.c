@@ -14,6 +14,7 @@
 #include "pipeline/dataset.h"
 #include "pipeline/log.h"
 #include "pipeline/names.h"
+#include "pipeline/resources.h"
 #include "pipeline/sampler.h"
 #include "schemas/errors.h"
 
@@ -35,6 +36,7 @@ struct zp_client {
     zp_comm_t *comm;      /* the epoch sums over the ranks; one rank sums alone */
     int world;
     int opened;           /* st was opened (1), and the ring's consumer too (2) */
+    int mark;             /* RUN/logs/trainer-R.attached, held while attached; -1: none */
     int64_t step;         /* train batches received */
     int had_batch;         /* a batch (of either split) was received: the ring is this run's */
     zp_client_batch_t *out; /* where a route writes what came; during zp_client_next */
@@ -252,6 +254,7 @@ static int attach(zp_client_t *c, const char *run_dir, int rank, int timeout_ms,
             c->world == 1 ? "" : "s", c->world - 1);
         return ZP_EINVAL;
     }
+    c->mark = zp_resources_attach_hold(st->run_dir, rank); /* none (read-only run): unmarked */
     for (int s = 0; s < ZP_SPLITS && !rc; s++)
         rc = zp_coverage_init(&c->acc[s], st->meta.n[s]);
     if (rc) {
@@ -283,6 +286,7 @@ zp_client_t *zp_client_attach(const char *run_dir, int rank, int timeout_ms, cha
         say(err, errlen, "zp_client_attach: out of memory");
         return NULL;
     }
+    c->mark = -1;
     zp_log_init(zp_stage_name(ZP_STAGE_TRAINER), rank);
     if (attach(c, run_dir, rank, timeout_ms, err, errlen))
         zp_client_destroy(&c);
@@ -472,7 +476,9 @@ void zp_client_destroy(zp_client_t **cp)
     if (c->opened == 2)
         zp_consumer_close(&c->ring);
     if (c->opened)
-        zp_stage_close(&c->st);
+        zp_stage_close(&c->st); /* the last events have reached the logger */
+    if (c->mark >= 0)
+        close(c->mark); /* detached: `up --attach` may end the run */
     for (int s = 0; s < ZP_SPLITS; s++)
         zp_coverage_free(&c->acc[s]);
     zp_dataset_destroy(&c->ds);

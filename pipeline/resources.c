@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 
@@ -91,4 +92,37 @@ int zp_resources_mark_delivered(const char *run_dir, int instance)
         zp_warn("%s: %s (the supervisor will count this loader's death as a crash)", path,
                 zp_strerror(rc));
     return rc;
+}
+
+void zp_resources_attach_path(char *buf, size_t len, const char *run_dir, int rank)
+{
+    snprintf(buf, len, "%s/logs/trainer-%d.attached", run_dir, rank);
+}
+
+int zp_resources_attach_hold(const char *run_dir, int rank)
+{
+    char path[PATH_MAX + 64];
+    zp_resources_attach_path(path, sizeof path, run_dir, rank);
+    int fd = open(path, O_RDONLY | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return -errno;
+    while (flock(fd, LOCK_SH) != 0) /* waits only while a supervisor tests it (microseconds) */
+        if (errno != EINTR) {
+            int e = errno;
+            close(fd);
+            return -e;
+        }
+    return fd;
+}
+
+int zp_resources_attached(const char *run_dir, int rank)
+{
+    char path[PATH_MAX + 64];
+    zp_resources_attach_path(path, sizeof path, run_dir, rank);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    int held = flock(fd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK;
+    close(fd); /* releases the test's own lock, when it got one */
+    return held;
 }

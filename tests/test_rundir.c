@@ -8,11 +8,13 @@
 #include <cmocka.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "pipeline/resources.h"
@@ -209,6 +211,40 @@ static void a_run_is_found_by_directory_by_name_or_as_the_only_live_one(void **s
     assert_int_equal(chdir(cwd), 0);
 }
 
+/* `up --attach` ends a run only once no program holds a rank's mark: a
+ * holder that closes it or is killed releases it. */
+static void a_ranks_mark_is_held_until_its_holder_closes_it_or_dies(void **state)
+{
+    char run[PATH_MAX];
+    make_run((const char *)*state, "att", run, sizeof run);
+    assert_int_equal(zp_resources_attached(run, 0), 0); /* never attached: no file */
+    int fd = zp_resources_attach_hold(run, 0);
+    assert_true(fd >= 0);
+    assert_int_equal(zp_resources_attached(run, 0), 1);
+    assert_int_equal(zp_resources_attached(run, 1), 0);
+    close(fd);
+    assert_int_equal(zp_resources_attached(run, 0), 0);
+    int ready[2];
+    assert_int_equal(pipe(ready), 0);
+    pid_t pid = fork();
+    if (pid == 0) { /* a program attached as rank 1, killed outright */
+        int held = zp_resources_attach_hold(run, 1);
+        ssize_t w = write(ready[1], "x", 1);
+        (void)w;
+        for (;;)
+            pause();
+        _exit(held < 0);
+    }
+    char c;
+    assert_int_equal(read(ready[0], &c, 1), 1);
+    assert_int_equal(zp_resources_attached(run, 1), 1);
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    close(ready[0]);
+    close(ready[1]);
+    assert_int_equal(zp_resources_attached(run, 1), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -221,6 +257,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(a_dead_supervisors_run_is_swept_and_a_live_one_is_not,
                                         make_dir, remove_dir),
         cmocka_unit_test_setup_teardown(a_run_is_found_by_directory_by_name_or_as_the_only_live_one,
+                                        make_dir, remove_dir),
+        cmocka_unit_test_setup_teardown(a_ranks_mark_is_held_until_its_holder_closes_it_or_dies,
                                         make_dir, remove_dir),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

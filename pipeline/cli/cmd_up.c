@@ -1,4 +1,5 @@
-/* cmd_up.c — `zeus-pipe up CONFIG [KEY=VALUE ...]` and `up --resume RUN`:
+/* cmd_up.c — `zeus-pipe up CONFIG [KEY=VALUE ...]`, `up --attach CONFIG ...`
+ * and `up --resume RUN`:
  * the arguments; the run itself is the supervisor's (pipeline/supervisor/). */
 #include "pipeline/cli/cmd.h"
 #include "pipeline/supervisor/supervisor.h"
@@ -10,6 +11,7 @@ static int usage(FILE *out, int status)
 {
     fprintf(out,
             "usage: zeus-pipe up CONFIG [KEY=VALUE ...]\n"
+            "       zeus-pipe up --attach CONFIG [KEY=VALUE ...]\n"
             "       zeus-pipe up --resume RUN\n\n"
             "Runs the training pipeline described by CONFIG: loaders, cache, prefetch,\n"
             "trainer and logger processes. KEY=VALUE overrides a config key, e.g.\n"
@@ -19,6 +21,12 @@ static int usage(FILE *out, int status)
             "directory and with its config: the same batches an uninterrupted run trains on.\n"
             "Ctrl-C stops every stage within 2 s. Exit: 0 done, 1 a stage failed,\n"
             "2 bad config, 128+N stopped by signal N.\n\n"
+            "--attach runs every stage but the trainer: the trainer.gpus ranks are programs\n"
+            "that attach to the run (zp_client_attach of libzeuspipe.so; in Python\n"
+            "zeus_pipe.attach(run=DIR, rank=R)). The run directory is printed on stdout\n"
+            "first, as one line ZP_RUN=<dir>. The run ends when every rank has had all its\n"
+            "epochs and detached, and stops every stage when the process that started `up`\n"
+            "exits, however it exits (what Python's zeus_pipe.attach(config=...) relies on).\n\n"
             "Under Slurm (`srun zeus-pipe up CONFIG`, with SLURM_PROCID, SLURM_NTASKS,\n"
             "SLURM_LOCALID and SLURM_NODELIST set) every task is one rank: rank 0 runs\n"
             "the cache and logger on tcp (transport.bind's port and the next three, with\n"
@@ -33,12 +41,23 @@ int cmd_up(int argc, char **argv)
         return usage(stdout, 0);
     if (argc >= 2 && !strcmp(argv[1], "--resume"))
         return argc == 3 ? zp_up_resume(argv[2]) : usage(stderr, 2);
+    int attach = 0, n = 0;
+    for (int i = 0; i < argc; i++) /* --attach anywhere after `up`; the rest in order */
+        if (i > 0 && !strcmp(argv[i], "--attach"))
+            attach = 1;
+        else
+            argv[n++] = argv[i];
+    if (attach && n >= 2 && !strcmp(argv[1], "--resume")) {
+        fprintf(stderr, "zeus-pipe: up: --attach and --resume do not go together: resume with "
+                        "`up --resume RUN`\n");
+        return 2;
+    }
     static zp_config_t cfg;
     zp_dataset_t *ds;
-    int rc = zp_sup_load(argc, argv, NULL, &cfg, &ds);
+    int rc = zp_sup_load(n, argv, NULL, &cfg, &ds);
     if (rc)
         return rc < 0 ? usage(stderr, 2) : rc;
-    rc = zp_up(&cfg, ds);
+    rc = attach ? zp_up_attach(&cfg, ds) : zp_up(&cfg, ds);
     zp_dataset_destroy(&ds);
     return rc;
 }

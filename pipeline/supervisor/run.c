@@ -7,6 +7,7 @@
 #define _GNU_SOURCE
 #include "pipeline/log.h"
 #include "pipeline/names.h"
+#include "pipeline/resources.h"
 #include "pipeline/sock.h"
 #include "pipeline/stage.h"
 #include "pipeline/supervisor/supervisor.h"
@@ -185,8 +186,8 @@ static int start_all(zp_sup_t *s)
         ranks = (int)s->cfg.gpus; /* as zp_stage_world() */
     for (int r = first; !rc && r < first + ranks; r++)
         rc = zp_procs_spawn(&s->procs, ZP_STAGE_PREFETCH, r, 0);
-    for (int r = first; !rc && r < first + ranks; r++)
-        rc = zp_procs_spawn(&s->procs, ZP_STAGE_TRAINER, r, 0);
+    for (int r = first; !rc && !s->attach && r < first + ranks; r++)
+        rc = zp_procs_spawn(&s->procs, ZP_STAGE_TRAINER, r, 0); /* --attach: programs attach */
     s->trainers = ranks;
     return rc;
 }
@@ -241,9 +242,35 @@ static int tend_loaders(zp_sup_t *s)
     return loaders_running(s) == 0;
 }
 
+/* `up --attach`: done once every prefetch has sent END and exited and no
+ * program holds a rank (RUN/logs/trainer-R.attached: its last events are
+ * with the logger). */
+static int attach_done(const zp_sup_t *s)
+{
+    for (int i = 0; i < s->procs.nchild; i++)
+        if (s->procs.child[i].stage == ZP_STAGE_PREFETCH && s->procs.child[i].pid > 0)
+            return 0;
+    for (int r = 0; r < s->trainers; r++)
+        if (zp_resources_attached(s->run_dir, r))
+            return 0;
+    fprintf(stderr, "zeus-pipe: every rank has had its END and detached\n");
+    return 1;
+}
+
+/* `up --attach`: 1 when the program that started this supervisor is gone
+ * (this process was handed to another parent), even when it was killed. */
+static int parent_gone(const zp_sup_t *s)
+{
+    if (!s->attach || getppid() == s->parent)
+        return 0;
+    fprintf(stderr, "zeus-pipe: stopping: the program that started the run (pid %d) has exited\n",
+            (int)s->parent);
+    return 1;
+}
+
 static int supervise(zp_sup_t *s)
 {
-    int status = -1, trainer_done = 0;
+    int status = -1, trainer_done = 0, quick = 0;
     while (status < 0) {
         zmq_pollitem_t it = {s->control, 0, ZMQ_POLLIN, 0};
         if (zmq_poll(&it, 1, 100) > 0 && on_control(s)) {
@@ -263,8 +290,10 @@ static int supervise(zp_sup_t *s)
             fprintf(stderr, "zeus-pipe: %s[%d] %s; stopping the run\n", zp_stage_name(bad->stage), bad->instance, how);
             zp_procs_log_tail(&s->procs, bad);
             status = 1;
-        } else if (trainer_done >= s->trainers) {
+        } else if (s->attach ? attach_done(s) : trainer_done >= s->trainers) {
             status = 0;
+        } else if (parent_gone(s)) {
+            status = 1, quick = 1;
         } else if (zp_sup_rank0_gone(s)) {
             fprintf(stderr, "zeus-pipe: Slurm rank %d: rank 0's run has ended (%s is gone) while this "
                             "rank trains; stopping\n", s->slurm.rank, s->watch);
@@ -274,7 +303,7 @@ static int supervise(zp_sup_t *s)
             status = 1;
         }
     }
-    int quick = status >= 128;
+    quick |= status >= 128;
     zp_procs_stop(&s->procs, 0, quick ? 1000 : 3000);
     zp_procs_stop(&s->procs, 1, quick ? 800 : 5000);
     return status;
@@ -298,6 +327,10 @@ static int run_stages(zp_sup_t *s)
     s->control = zp_sock_open(s->zctx, ZMQ_REP, ep, 1, 0);
     fprintf(stderr, "zeus-pipe: run %s: %lld loader(s), batch %lld, %lld epoch(s)\n", s->run_dir,
             (long long)s->cfg.loader_workers, (long long)s->cfg.batch_size, (long long)s->cfg.epochs);
+    if (s->attach) { /* the folder to attach to, for the program that started `up --attach` */
+        printf("ZP_RUN=%s\n", s->run_dir);
+        fflush(stdout);
+    }
     int status = !s->control ? 1 : start_all(s) ? 1 : 0;
     if (status)
         fprintf(stderr, "zeus-pipe: cannot start the stages\n");
@@ -377,14 +410,34 @@ static int detect_slurm(zp_sup_t *s)
     return slurm < 0 ? 2 : slurm ? 1 : 0;
 }
 
-int zp_up(const zp_config_t *cfg, const zp_dataset_t *ds)
+/* `up --attach`: trainer.command left out (the programs that attach are the
+ * trainers: one config serves `up` with trainer.command, whose program
+ * attaches, and that program started alone); refused under Slurm. 0 or 2. */
+static int attach_check(zp_sup_t *s, int slurm)
+{
+    if (slurm) {
+        fprintf(stderr, "zeus-pipe: up --attach: not under Slurm (%d tasks): run `srun zeus-pipe "
+                        "up CONFIG` with trainer.command instead\n", s->slurm.world);
+        return 2;
+    }
+    if (s->cfg.trainer_command.n > 0)
+        fprintf(stderr, "zeus-pipe: up --attach: trainer.command not started: the programs that "
+                        "attach are the trainers\n");
+    s->cfg.trainer_command.n = 0; /* and the run's config.yaml says so */
+    signal(SIGPIPE, SIG_IGN); /* the output's reader may die first: we go on, and stop */
+    s->parent = getppid();
+    return 0;
+}
+
+static int up(const zp_config_t *cfg, const zp_dataset_t *ds, int attach)
 {
     static zp_sup_t s;
     memset(&s, 0, sizeof s);
     s.cfg = *cfg;
     s.ds = ds;
+    s.attach = attach;
     int slurm = detect_slurm(&s);
-    if (slurm == 2)
+    if (slurm == 2 || (attach && attach_check(&s, slurm)))
         return 2;
     if (s.cfg.fast_dev_run) {
         /* The run's config.yaml keeps these values: stages read no flag. */
@@ -408,6 +461,10 @@ int zp_up(const zp_config_t *cfg, const zp_dataset_t *ds)
                  : zp_rundir_start(&s.cfg, s.cfg.run_name, s.run_dir, sizeof s.run_dir);
     return rc ? rc : describe_and_run(&s, ZP_MODE_TRAIN, NULL);
 }
+
+int zp_up(const zp_config_t *cfg, const zp_dataset_t *ds) { return up(cfg, ds, 0); }
+
+int zp_up_attach(const zp_config_t *cfg, const zp_dataset_t *ds) { return up(cfg, ds, 1); }
 
 int zp_up_resume(const char *run)
 {

@@ -68,6 +68,17 @@ int zp_cache_prepare(const zp_config_t *cfg, const zp_dataset_meta_t *meta);
  * run under run.dir — or, under Slurm (`srun zeus-pipe up`), this task's
  * rank of one — supervised until it ends. The exit status. */
 int zp_up(const zp_config_t *cfg, const zp_dataset_t *ds);
+/* `zeus-pipe up --attach`: as zp_up, but every stage except the trainers,
+ * whose trainer.gpus ranks are programs that attach (zp_client_attach,
+ * zeus_pipe.h) to the run directory, which is printed on stdout as one line
+ * "ZP_RUN=<dir>" before any stage starts. The run ends with status 0 once
+ * every prefetch has sent END and exited and every rank has detached
+ * (RUN/logs/trainer-R.attached is released: pipeline/resources.h), and
+ * stops every stage (status 1) when the process that started the supervisor
+ * exits, however it exits (polled: its parent changes). SIGPIPE is ignored:
+ * a reader of its output that died is no reason to stop uncleanly.
+ * trainer.command is left out (noted); 2 under Slurm, before anything starts. */
+int zp_up_attach(const zp_config_t *cfg, const zp_dataset_t *ds);
 /* `zeus-pipe up --resume RUN`: RUN (a directory or a name, zp_find_run) goes
  * on from its checkpoints/last.ckpt with its own config. The exit status; 2
  * when RUN is running, has no readable checkpoint, or under Slurm. */
@@ -432,6 +443,8 @@ typedef struct zp_sup {
     int64_t restarts;     /* restarts in that minute */
     int loaders_wanted;   /* `scale` moves it */
     int trainers;         /* ranks here: the run is done when every trainer has finished */
+    int attach;           /* `up --attach`: no trainer stage; the ranks are programs that attach */
+    pid_t parent;         /* --attach: the process that started this one; the run stops without it */
     int loader_base;      /* the first loader instance number: 256 x the Slurm rank */
     zp_slurm_t slurm;     /* slurm.world > 1: this supervisor is one rank of `srun zeus-pipe up` */
     char meet[PATH_MAX + 64]; /* rank 0: the rendezvous file, removed at the end */

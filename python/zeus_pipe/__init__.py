@@ -75,16 +75,26 @@ _SPLIT = {TRAIN: "train", TEST: "test"}
 _POLL_MS = 200  # zp_client_next waits this long at a time, so that Ctrl-C is seen
 
 
-def attach(run=None, rank=None, timeout_s=60, device=None):
+def attach(run=None, rank=None, timeout_s=60, device=None, config=None, overrides=None):
     """Attaches to rank `rank` of the run in folder `run` (defaults: $ZP_RUN,
     $ZP_RANK, else 0), waiting up to timeout_s for its ring. device: None
     (or "cpu") for CPU views of the ring, "cuda" or "cuda:N" for batches
     copied to that GPU. Returns a Client; raises ZeusPipeError with the
-    library's sentence when it cannot (also: a device without CUDA)."""
+    library's sentence when it cannot (also: a device without CUDA).
+
+    With config (a YAML file; overrides: {"key": value}) and neither run nor
+    $ZP_RUN, the script starts the pipeline itself (`python3 train.py`, or
+    torchrun: local rank 0 starts it for WORLD_SIZE ranks, each attaches as
+    its RANK) and stops it when it exits: see _start.py. Under `zeus-pipe up`
+    ($ZP_RUN set) config and overrides are not read: the run has its own."""
+    if config is not None and run is None and not os.environ.get("ZP_RUN"):
+        from ._start import start
+        return start(config, overrides, timeout_s, device)
     run = run if run is not None else os.environ.get("ZP_RUN")
     if not run:
-        raise ZeusPipeError("zeus_pipe.attach: no run: give attach(run=...) or start the "
-                            "program as trainer.command of `zeus-pipe up`, which sets ZP_RUN")
+        raise ZeusPipeError("zeus_pipe.attach: no run: give attach(config=...) to start one, "
+                            "attach(run=...), or start the program as trainer.command of "
+                            "`zeus-pipe up`, which sets ZP_RUN")
     rank = int(rank if rank is not None else os.environ.get("ZP_RANK", "0"))
     return Client(run, rank, timeout_s, device)
 
