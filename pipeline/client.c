@@ -254,7 +254,17 @@ static int attach(zp_client_t *c, const char *run_dir, int rank, int timeout_ms,
             c->world == 1 ? "" : "s", c->world - 1);
         return ZP_EINVAL;
     }
-    c->mark = zp_resources_attach_hold(st->run_dir, rank); /* none (read-only run): unmarked */
+    long holder = 0;
+    c->mark = zp_resources_attach_hold(st->run_dir, rank, &holder);
+    if (c->mark == -EBUSY) {
+        char pid[32] = "";
+        if (holder > 0)
+            snprintf(pid, sizeof pid, " (pid %ld)", holder);
+        say(err, len, "%s: rank %d is already attached by another program%s: one program per "
+            "rank; attach this one as another rank, or stop that one first", st->run_dir, rank,
+            pid);
+        return ZP_EINVAL;
+    } /* another error (a read-only run): unmarked */
     for (int s = 0; s < ZP_SPLITS && !rc; s++)
         rc = zp_coverage_init(&c->acc[s], st->meta.n[s]);
     if (rc) {

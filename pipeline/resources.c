@@ -99,19 +99,33 @@ void zp_resources_attach_path(char *buf, size_t len, const char *run_dir, int ra
     snprintf(buf, len, "%s/logs/trainer-%d.attached", run_dir, rank);
 }
 
-int zp_resources_attach_hold(const char *run_dir, int rank)
+int zp_resources_attach_hold(const char *run_dir, int rank, long *holder)
 {
     char path[PATH_MAX + 64];
     zp_resources_attach_path(path, sizeof path, run_dir, rank);
-    int fd = open(path, O_RDONLY | O_CREAT | O_CLOEXEC, 0644);
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
     if (fd < 0)
         return -errno;
-    while (flock(fd, LOCK_SH) != 0) /* waits only while a supervisor tests it (microseconds) */
-        if (errno != EINTR) {
-            int e = errno;
-            close(fd);
-            return -e;
-        }
+    /* a supervisor's test holds it for microseconds: a few tries tell that
+     * from another program attached as this rank */
+    int tries = 0, rc;
+    while ((rc = flock(fd, LOCK_EX | LOCK_NB)) != 0 &&
+           (errno == EINTR || (errno == EWOULDBLOCK && ++tries < 200)))
+        usleep(errno == EINTR ? 0 : 1000);
+    if (rc) {
+        int e = errno == EWOULDBLOCK ? EBUSY : errno;
+        char text[32] = "";
+        ssize_t n = pread(fd, text, sizeof text - 1, 0);
+        if (holder)
+            *holder = n > 0 ? strtol(text, NULL, 10) : 0;
+        close(fd);
+        return -e;
+    }
+    char pid[32];
+    int n = snprintf(pid, sizeof pid, "%ld\n", (long)getpid());
+    if (ftruncate(fd, 0) != 0 || pwrite(fd, pid, (size_t)n, 0) != n)
+        zp_warn("%s: cannot write this program's pid (%s): another program that attaches as "
+                "rank %d is refused without its holder's pid", path, strerror(errno), rank);
     return fd;
 }
 

@@ -18,7 +18,7 @@
  * samples, so that the supervisor tells a loader killed at work from one
  * that dies before it delivers anything (a crash loop).
  *
- * RUN/logs/trainer-<r>.attached: locked (flock, shared) by the program
+ * RUN/logs/trainer-<r>.attached: locked (flock, exclusive) by the one program
  * attached as rank r (zp_client_attach) until it detaches or dies, so that
  * the supervisor of `up --attach` knows when every rank has let go. */
 #ifndef ZP_RESOURCES_H
@@ -47,10 +47,12 @@ int zp_resources_mark_delivered(const char *run_dir, int instance);
 
 /* RUN/logs/trainer-<rank>.attached. */
 void zp_resources_attach_path(char *buf, size_t len, const char *run_dir, int rank);
-/* Marks rank as attached by this process: returns the file's descriptor
- * (close-on-exec; closing it is detaching), or a negative errno when the
- * file cannot be made (the caller goes on unmarked). */
-int zp_resources_attach_hold(const char *run_dir, int rank);
+/* Marks rank as attached by this process (an exclusive lock, the file
+ * holding its pid): returns the file's descriptor (close-on-exec; closing it
+ * is detaching); -EBUSY when another live process holds the rank, with its
+ * pid in *holder (0: unknown; holder may be NULL); or another negative errno
+ * when the file cannot be made (the caller goes on unmarked). */
+int zp_resources_attach_hold(const char *run_dir, int rank, long *holder);
 /* 1 while a live process holds rank's mark, else 0 (no file, or released). */
 int zp_resources_attached(const char *run_dir, int rank);
 #endif

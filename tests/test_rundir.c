@@ -6,6 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <signal.h>
@@ -218,17 +219,20 @@ static void a_ranks_mark_is_held_until_its_holder_closes_it_or_dies(void **state
     char run[PATH_MAX];
     make_run((const char *)*state, "att", run, sizeof run);
     assert_int_equal(zp_resources_attached(run, 0), 0); /* never attached: no file */
-    int fd = zp_resources_attach_hold(run, 0);
+    int fd = zp_resources_attach_hold(run, 0, NULL);
     assert_true(fd >= 0);
     assert_int_equal(zp_resources_attached(run, 0), 1);
     assert_int_equal(zp_resources_attached(run, 1), 0);
+    long holder = 0; /* one program per rank: a second is refused, told who holds it */
+    assert_int_equal(zp_resources_attach_hold(run, 0, &holder), -EBUSY);
+    assert_int_equal(holder, (long)getpid());
     close(fd);
     assert_int_equal(zp_resources_attached(run, 0), 0);
     int ready[2];
     assert_int_equal(pipe(ready), 0);
     pid_t pid = fork();
     if (pid == 0) { /* a program attached as rank 1, killed outright */
-        int held = zp_resources_attach_hold(run, 1);
+        int held = zp_resources_attach_hold(run, 1, NULL);
         ssize_t w = write(ready[1], "x", 1);
         (void)w;
         for (;;)
