@@ -148,10 +148,15 @@ static int make_env(zp_command_t *c, const zp_sup_t *s, int slot, int rank, int 
     for (size_t i = 0; i < n; i++)
         if (!ours(environ[i]))
             env[k++] = environ[i];
-    char library[PATH_MAX + 16];
+    /* libzeuspipe.so beside zeus-pipe (a build folder), else in the folder
+     * above it (installed: P/lib/zeus-pipe/zeus-pipe and P/lib/libzeuspipe.so.1) */
+    char library[PATH_MAX];
     const char *slash = strrchr(s->procs.exe, '/');
-    snprintf(library, sizeof library, "%.*s/libzeuspipe.so",
-             slash ? (int)(slash - s->procs.exe) : 1, slash ? s->procs.exe : ".");
+    int dir = slash ? (int)(slash - s->procs.exe) : 1;
+    const char *exe = slash ? s->procs.exe : ".";
+    snprintf(library, sizeof library, "%.*s/libzeuspipe.so", dir, exe);
+    if (access(library, F_OK))
+        snprintf(library, sizeof library, "%.*s/../libzeuspipe.so.1", dir, exe);
     c->nenvbuf[slot] = 0;
     put_env(c, slot, "ZP_RUN", NULL, 0, s->run_dir);
     put_env(c, slot, "ZP_RANK", "%s=%lld", rank, NULL);

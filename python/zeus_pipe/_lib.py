@@ -2,12 +2,14 @@
 pipeline/zeus_pipe.h that the package calls.
 
 The library is looked for, in order: the path in $ZP_LIBRARY (`zeus-pipe up`
-sets it for a trainer.command to the one beside its binary), the build/
-folder of the checkout this package sits in (python/../build), then the
-system's loader path (ldconfig, LD_LIBRARY_PATH). load() raises
+sets it for a trainer.command to its own), the build/ folder of the checkout
+this package sits in (python/../build), beside the zeus-pipe binary ($ZP_BIN,
+else the one on PATH) or in the folder above it (where `cmake --install`
+puts it), then the system's loader path (ldconfig, LD_LIBRARY_PATH). load() raises
 ZeusPipeError naming every place tried and why it failed."""
 import ctypes
 import os
+import shutil
 
 API_VERSION = 3  # ZP_CLIENT_API_VERSION this package was written for (zp_client_seek, _ring, _normalization)
 
@@ -70,6 +72,11 @@ def _candidates():
         yield "$ZP_LIBRARY", env
     here = os.path.dirname(os.path.abspath(__file__))
     yield "the checkout's build/", os.path.join(here, "..", "..", "build", "libzeuspipe.so")
+    exe = os.environ.get("ZP_BIN") or shutil.which("zeus-pipe")
+    if exe:  # a build folder, or an installed one: P/lib/zeus-pipe/zeus-pipe, P/lib/libzeuspipe.so.1
+        folder = os.path.dirname(os.path.realpath(exe))
+        yield "beside zeus-pipe", os.path.join(folder, "libzeuspipe.so")
+        yield "above zeus-pipe", os.path.join(folder, "..", "libzeuspipe.so.1")
     yield "the loader path", "libzeuspipe.so.1"
 
 

@@ -55,8 +55,8 @@ _SAYS = re.compile(r"zeus-pipe: |  \d\d:\d\d:\d\d")
 
 
 def find_bin():
-    """The zeus-pipe binary: $ZP_BIN (which must be it), beside the libzeuspipe.so loaded, the
-    checkout's build/, then PATH. Raises ZeusPipeError naming what was tried."""
+    """The zeus-pipe binary: $ZP_BIN (which must be it), beside the libzeuspipe.so loaded (a
+    build folder) or in its zeus-pipe/ (installed), the checkout's build/, then PATH. Raises ZeusPipeError naming what was tried."""
     env = os.environ.get("ZP_BIN")
     if env:
         if os.path.isfile(env) and os.access(env, os.X_OK):
@@ -65,11 +65,13 @@ def find_bin():
                             "zeus-pipe binary, or unset it" % env)
     tried = []
     here = os.path.dirname(os.path.abspath(__file__))
-    for where, folder in (("beside libzeuspipe.so", _library_folder()),
+    lib = _library_folder()
+    for where, folder in (("beside libzeuspipe.so", lib),
+                          ("installed with libzeuspipe.so", lib and os.path.join(lib, "zeus-pipe")),
                           ("the checkout's build/", os.path.join(here, "..", "..", "build"))):
         if folder:
             path = os.path.normpath(os.path.join(folder, "zeus-pipe"))
-            if os.access(path, os.X_OK):
+            if os.path.isfile(path) and os.access(path, os.X_OK):
                 return path
             tried.append("%s %s: no such file" % (where, path))
     found = shutil.which("zeus-pipe")
