@@ -43,20 +43,12 @@ with zeus_pipe.attach(**kw) as zp:
 """
 
 
-def sanitizer_env():
-    """With a sanitizer build its runtime must come first in Python."""
-    lib = os.path.join(BUILD, "libzeuspipe.so")
-    ldd = subprocess.run(["ldd", lib], capture_output=True, text=True).stdout
-    asan = [l.split("=>")[1].split()[0] for l in ldd.splitlines() if "libasan" in l and "=>" in l]
-    return dict(LD_PRELOAD=asan[0], ASAN_OPTIONS="detect_leaks=0") if asan else {}
-
-
 def clean_env(prefix):
     """A user's environment: PATH with P/bin, nothing of the checkout."""
     env = {k: v for k, v in os.environ.items()
            if k not in ("PYTHONPATH", "ZP_BIN", "ZP_LIBRARY", "ZP_RUN", "ZP_RANK")}
     env["PATH"] = os.path.join(prefix, "bin") + os.pathsep + env.get("PATH", "/usr/bin:/bin")
-    env.update(sanitizer_env())
+    env.update(zp.sanitizer_env())
     return env
 
 
@@ -90,7 +82,7 @@ def installed_binary_library_and_package_work_without_the_checkout():
              os.path.join(HERE, "..", "client_example.c"), "-o", example,
              "-L", os.path.join(prefix, "lib"), "-lzeuspipe",
              "-Wl,-rpath," + os.path.join(prefix, "lib")] +
-            (["-fsanitize=address"] if sanitizer_env() else []))
+            (["-fsanitize=address"] if zp.sanitizer_env() else []))
         w.write("c.yaml", CONFIG % ("c", "  command: [%s]" % example))
         run([zbin, "up", "c.yaml"], cwd=w.path, env=env)
         exactly_once(os.path.join(w.path, "runs", "c"))

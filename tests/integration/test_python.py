@@ -14,16 +14,14 @@ PYTHON = sys.executable
 
 
 def python_command():
-    """The interpreter as the first items of a trainer.command. With a sanitizer
-    build of libzeuspipe.so the ASan runtime must come first in the process,
-    so Python starts with it preloaded (and without leak checks: those are
-    Python's own)."""
-    lib = os.path.join(os.path.dirname(zp.BIN), "libzeuspipe.so")
-    ldd = subprocess.run(["ldd", lib], capture_output=True, text=True).stdout
-    asan = [l.split("=>")[1].split()[0] for l in ldd.splitlines() if "libasan" in l and "=>" in l]
-    if not asan:
+    """The interpreter as the first items of a trainer.command: under `env`
+    with zp.sanitizer_env() for a sanitizer build."""
+    env = zp.sanitizer_env()
+    if not env:
         return PYTHON
-    return "env, LD_PRELOAD=%s, ASAN_OPTIONS=detect_leaks=0, %s" % (asan[0], PYTHON)
+    return "env, %s, %s" % (", ".join("%s=%s" % kv for kv in sorted(env.items())), PYTHON)
+
+
 PACKAGE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python")
 
 CONFIG = """

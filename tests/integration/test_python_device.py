@@ -53,6 +53,9 @@ if __name__ == "__main__":
     if subprocess.run([sys.executable, "-c", "import torch"], capture_output=True).returncode:
         print("SKIP: %s has no torch (Debian: apt install python3-torch)" % sys.executable)
         sys.exit(77)
+    san = zp.sanitizer_env()  # this process loads the library: again, with what it needs
+    if san and os.environ.get("LD_PRELOAD") != san["LD_PRELOAD"]:
+        os.execve(sys.executable, [sys.executable] + sys.argv, dict(os.environ, **san))
     sys.path.insert(0, os.path.abspath(PACKAGE))
     os.environ.setdefault("ZP_LIBRARY", os.path.join(os.path.dirname(zp.BIN), "libzeuspipe.so"))
     zp.main([cuda_without_a_gpu_is_refused_naming_the_reason,

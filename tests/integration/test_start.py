@@ -65,10 +65,7 @@ def env():
     those are Python's own)."""
     e = dict(os.environ, PYTHONPATH=os.path.abspath(PACKAGE), ZP_BIN=zp.BIN,
              ZP_LIBRARY=os.path.join(os.path.dirname(zp.BIN), "libzeuspipe.so"))
-    ldd = subprocess.run(["ldd", e["ZP_LIBRARY"]], capture_output=True, text=True).stdout
-    asan = [l.split("=>")[1].split()[0] for l in ldd.splitlines() if "libasan" in l and "=>" in l]
-    if asan:
-        e.update(LD_PRELOAD=asan[0], ASAN_OPTIONS="detect_leaks=0")
+    e.update(zp.sanitizer_env())
     return e
 
 

@@ -253,6 +253,20 @@ class Zmtp:
         self.s.close()
 
 
+def sanitizer_env():
+    """What Python needs to load a sanitizer build of libzeuspipe.so ({} for
+    a normal build): the ASan runtime first in the process, libstdc++ loaded
+    with it (torch throws C++ exceptions, and ASan finds the real __cxa_throw
+    only in a library present when it starts), and no leak checks (those
+    would be Python's own)."""
+    lib = os.path.join(os.path.dirname(BIN), "libzeuspipe.so")
+    ldd = subprocess.run(["ldd", lib], capture_output=True, text=True).stdout
+    asan = [l.split("=>")[1].split()[0] for l in ldd.splitlines() if "libasan" in l and "=>" in l]
+    if not asan:
+        return {}
+    return dict(LD_PRELOAD=asan[0] + ":libstdc++.so.6", ASAN_OPTIONS="detect_leaks=0")
+
+
 def text(path):
     """The file's text, or "" while it does not exist yet (a log a stage is about to open)."""
     try:
