@@ -94,6 +94,13 @@ static int resume_config(zp_sup_t *s, zp_ckpt_pos_t *pos, char *path, size_t len
         return 2;
     }
     s->ds = s->own;
+    if (s->cfg.trainer_command.n) { /* its checkpoints are the program's own */
+        fprintf(stderr, "zeus-pipe: cannot resume %s: its trainer is trainer.command, whose "
+                "checkpoints are its own: start a new run (`zeus-pipe up CONFIG`) and resume in "
+                "the program, with zeus_pipe's load_state_dict() from the state_dict() it "
+                "saved\n", s->run_dir);
+        return 2;
+    }
     void *payload;
     zp_ckpt_path(path, len, s->run_dir, "last");
     if (zp_ckpt_read(path, pos, &payload, NULL, err, sizeof err)) {

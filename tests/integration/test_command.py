@@ -4,7 +4,8 @@ config's folder, and its output lands in logs/trainer-R.log and on the
 supervisor's stderr; its exit status ends the run (0: clean end once every
 rank's is done, even with batches left in the ring; non-zero: the run fails
 naming trainer[R] and its last line). A program that is missing or not
-executable stops `up` with exit 2 before anything starts; Ctrl-C stops the
+executable stops `up` with exit 2 before anything starts, and so does `up
+--resume` of such a run, saying how to resume instead; Ctrl-C stops the
 program and every stage within seconds. These programs do not read the ring:
 prefetch fills it and waits on back-pressure until it is stopped."""
 import os
@@ -67,6 +68,10 @@ def two_ranks_get_their_environment_and_the_run_ends_cleanly():
             zp.check("trainer[%d]: rank %d done\n" % (r, r) in err, err[-2000:])
         zp.check("run finished" in err, err[-2000:])
         zp.check(not zp.stage_pids(w.path), "stages left: %r" % zp.stage_pids(w.path))
+        # its checkpoints are the program's own: `up --resume` says how instead
+        rc, out, err = w.run("up", "--resume", run)
+        zp.check(rc == 2 and "its trainer is trainer.command" in err and "load_state_dict()" in err,
+                 "up --resume: exit %d:\n%s" % (rc, err[-2000:]))
 
 
 def a_failing_command_fails_the_run_naming_its_rank_and_last_line():
