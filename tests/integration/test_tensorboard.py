@@ -45,6 +45,7 @@ def event_class():
                     os.path.join(out, "tensorboard.proto")], check=True)
     sys.path.insert(0, out)
     import tensorboard_pb2
+    shutil.rmtree(out)  # loaded: the folder is no longer needed
     return tensorboard_pb2.Event
 
 
