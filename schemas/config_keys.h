@@ -168,6 +168,9 @@
     X("trainer.debug.log_batches", BOOL, log_batches, "false", 0, 0,                               \
       "append every train batch (epoch, index, step, digests of its indices and pixels) to batches.log") \
     X("logger.stat_interval_ms", INT, stat_interval_ms, "1000", 50, 600000,                        \
-      "how often every stage reports its counters")
+      "how often every stage reports its counters")                                               \
+    X("logger.tensorboard", BOOL, tensorboard, "true", 0, 0,                                       \
+      "write TensorBoard scalars (losses, accuracy, rates, each stage's busy and waits, log()) to " \
+      "RUN/tb/ for `tensorboard --logdir runs/`")
 
 #endif

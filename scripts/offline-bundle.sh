@@ -12,7 +12,7 @@
 set -eu
 cd "$(dirname "$0")/.."
 PKGS="libzmq3-dev liblmdb-dev libyaml-dev libmsgpack-dev libopenblas-dev libxxhash-dev
-libcmocka-dev zlib1g-dev libturbojpeg0-dev libpng-dev"
+libcmocka-dev zlib1g-dev libturbojpeg0-dev libpng-dev libprotobuf-c-dev protobuf-c-compiler"
 
 if [ "${1:-}" = "--unpack" ]; then
     dir=${2:?usage: offline-bundle.sh --unpack DIR PREFIX}
@@ -31,6 +31,7 @@ export ZP_OFFLINE_PREFIX="$prefix"
 export PKG_CONFIG_SYSROOT_DIR="$prefix"
 export PKG_CONFIG_LIBDIR="$prefix/usr/lib/$arch/pkgconfig:$prefix/usr/lib/$arch/openblas-pthread/pkgconfig:$prefix/usr/share/pkgconfig:$prefix/usr/lib/pkgconfig"
 export LD_LIBRARY_PATH="$prefix/usr/lib/$arch:$prefix/usr/lib/$arch/openblas-pthread\${LD_LIBRARY_PATH:+:\$LD_LIBRARY_PATH}"
+export PATH="$prefix/usr/bin:\$PATH" # protoc-c, for the build
 export LIBRARY_PATH="$prefix/usr/lib/$arch:$prefix/usr/lib/$arch/openblas-pthread"
 ENV
     echo "unpacked $n packages into $prefix; now: . $prefix/env.sh && scripts/build.sh"

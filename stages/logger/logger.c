@@ -1,10 +1,12 @@
 /* logger.c — collects every stage's events: metric records into
  * metrics.jsonl, counters into stats.jsonl (and the latest per stage instance
  * for `zeus-pipe stat`), every event as received into events.msgpack, a
- * progress line on the terminal, and at the end the run's report (report.txt,
+ * progress line on the terminal, TensorBoard scalars into tb/ (tb.h; with
+ * logger.tensorboard), and at the end the run's report (report.txt,
  * report.json; see pipeline/report.h). */
 #define _GNU_SOURCE
 #include "stages/logger/logger.h"
+#include "stages/logger/tb.h"
 #include "pipeline/log.h"
 #include "pipeline/names.h"
 #include "pipeline/report.h"
@@ -32,6 +34,7 @@ typedef struct {
     zp_stage_t *st;
     void *pull, *rep;
     FILE *metrics, *stats, *events; /* events.msgpack: every event as received */
+    zp_tb_t *tb;                    /* NULL: logger.tensorboard off, or tb/ could not be made */
     latest_t latest[RECORDS_MAX];
     int nlatest;
     int tty, progress_shown;
@@ -139,6 +142,7 @@ static void on_event(logger_t *l, const zp_msg_t *m)
 {
     zp_rec_head_t h;
     zp_record_type_t type = zp_record_head(&m->body, &h);
+    zp_tb_record(l->tb, &m->body);
     if (type == ZP_REC_STATS) {
         keep_stats(l, &h, &m->body);
         write_line(l->stats, &m->body);
@@ -243,6 +247,9 @@ static int open_all(logger_t *l)
         zp_error("%s: %s", path, strerror(errno));
         return 1;
     }
+    snprintf(path, sizeof path, "%s/tb", st->run_dir);
+    if (st->cfg.tensorboard && !(l->tb = zp_tb_new(path)))
+        zp_warn("%s: no TensorBoard scalars for this run (logger.tensorboard: false turns them off)", path);
     if (!(l->pull = zp_stage_socket(st, ZMQ_PULL, zp_sock_name(ZP_SOCK_EVENTS), 1, 0)))
         return 1;
     int hwm = 100000;
@@ -296,7 +303,7 @@ int zp_logger_main(zp_stage_t *st)
             zp_inbox_recv(&l.rep_in, l.rep, ZMQ_DONTWAIT, &l.f, &l);
         zp_stats_tick(st);
         if (n > 0 || zp_now_ns() % 1000000000 < 100000000)
-            fflush(l.stats), fflush(l.events);
+            fflush(l.stats), fflush(l.events), zp_tb_flush(l.tb);
     }
     if (!rc)
         finish(&l);
@@ -309,6 +316,7 @@ int zp_logger_main(zp_stage_t *st)
         fclose(l.stats);
     if (l.events)
         fclose(l.events);
+    zp_tb_destroy(&l.tb);
     for (int i = 0; i < l.nlatest; i++)
         msgpack_sbuffer_destroy(&l.latest[i].body);
     return rc;
