@@ -88,6 +88,7 @@ typedef struct {
     int ckpt_keep;
     bool log_batches;
     int64_t stat_interval_ms;
+    int64_t trace_max_events;
 
     char file[512]; /* the file it was loaded from */
 } zp_config_t;

@@ -168,6 +168,8 @@
     X("trainer.debug.log_batches", BOOL, log_batches, "false", 0, 0,                               \
       "append every train batch (epoch, index, step, digests of its indices and pixels) to batches.log") \
     X("logger.stat_interval_ms", INT, stat_interval_ms, "1000", 50, 600000,                        \
-      "how often every stage reports its counters")
+      "how often every stage reports its counters")                                               \
+    X("logger.trace_max_events", INT, trace_max_events, "200000", 100, 100000000,                  \
+      "most timed and counter events in trace.json; past it the first and the last halves are kept")
 
 #endif

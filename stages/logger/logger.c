@@ -2,7 +2,8 @@
  * metrics.jsonl, counters into stats.jsonl (and the latest per stage instance
  * for `zeus-pipe stat`), every event as received into events.msgpack, a
  * progress line on the terminal, and at the end the run's report (report.txt,
- * report.json; see pipeline/report.h). */
+ * report.json; see pipeline/report.h) and its timeline (trace.json; see
+ * pipeline/trace.h). */
 #define _GNU_SOURCE
 #include "stages/logger/logger.h"
 #include "pipeline/log.h"
@@ -10,6 +11,7 @@
 #include "pipeline/report.h"
 #include "pipeline/sock.h"
 #include "pipeline/stage.h"
+#include "pipeline/trace.h"
 #include "pipeline/json.h"
 #include "schemas/records.h"
 
@@ -271,6 +273,9 @@ static void finish(logger_t *l)
     l->events = NULL;
     zp_report_write(l->st->run_dir, stdout);
     fflush(stdout);
+    char err[PATH_MAX + 128];
+    if (zp_trace_write(l->st->run_dir, l->st->cfg.trace_max_events, NULL, err, sizeof err))
+        zp_error("cannot write trace.json: %s (`zeus-pipe report RUN --trace` tries again)", err);
 }
 
 int zp_logger_main(zp_stage_t *st)
