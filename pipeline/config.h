@@ -89,6 +89,7 @@ typedef struct {
     bool log_batches;
     int64_t stat_interval_ms;
     bool tensorboard; /* logger.tensorboard */
+    int64_t trace_max_events;
 
     char file[512]; /* the file it was loaded from */
 } zp_config_t;

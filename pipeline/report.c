@@ -1,6 +1,7 @@
 #define _GNU_SOURCE
 #include "pipeline/report.h"
 #include "pipeline/dataset.h"
+#include "pipeline/events.h"
 #include "pipeline/json.h"
 #include "pipeline/log.h"
 #include "pipeline/names.h"
@@ -197,88 +198,34 @@ static int on_record(report_t *r, const msgpack_object *o)
     }
 }
 
-/* The bytes every EVENT record starts with, as the encoder writes them
- * ({"v": version, "t": "event", ...}); 0 when they do not fit `len`. */
-static size_t record_start(char *buf, size_t len)
+/* One record for the scan: one this version does not understand is skipped
+ * and counted. */
+static int scan_record(void *ctx, const msgpack_object *o)
 {
-    msgpack_sbuffer sb;
-    msgpack_packer pk;
-    msgpack_sbuffer_init(&sb);
-    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
-    zp_msg_pack_begin(&pk, ZP_MSG_EVENT, 1);
-    size_t n = sb.size <= len ? sb.size : 0;
-    memcpy(buf, sb.data, n);
-    msgpack_sbuffer_destroy(&sb);
-    return n;
-}
-
-/* The logger writes records back to back, so a record spans from one record
- * start to the next (or the end). A span that is not exactly one msgpack
- * object — a record torn by a kill, garbled bytes — is skipped and counted,
- * as are bytes before the first start; the records after it are read. */
-static int parse(report_t *r, const char *data, size_t size)
-{
-    char start[64];
-    size_t slen = record_start(start, sizeof start);
-    const char *end = data + size, *at = slen ? memmem(data, size, start, slen) : NULL;
-    if (!at)
-        at = end;
-    if (at > data)
-        r->skipped_bytes += at - data, r->skipped_records++;
-    msgpack_unpacked one;
-    msgpack_unpacked_init(&one);
-    int rc = 0;
-    while (!rc && at < end) {
-        const char *next = memmem(at + 1, (size_t)(end - at - 1), start, slen);
-        next = next ? next : end;
-        size_t off = (size_t)(at - data), stop = (size_t)(next - data);
-        msgpack_unpack_return ur = msgpack_unpack_next(&one, data, stop, &off);
-        if (ur == MSGPACK_UNPACK_NOMEM_ERROR) {
-            rc = ZP_ENOMEM;
-        } else if (ur == MSGPACK_UNPACK_SUCCESS && off == stop) {
-            r->events++;
-            int e = on_record(r, &one.data);
-            if (e == ZP_EPROTO)
-                r->bad++; /* a record this version does not understand: skipped */
-            else
-                rc = e;
-        } else {
-            r->skipped_bytes += next - at, r->skipped_records++;
-        }
-        at = next;
-    }
-    msgpack_unpacked_destroy(&one);
-    return rc;
+    report_t *r = ctx;
+    r->events++;
+    int e = on_record(r, o);
+    if (e == ZP_EPROTO)
+        r->bad++;
+    return e == ZP_EPROTO ? 0 : e;
 }
 
 static int load(report_t *r, const char *run_dir, char *err, size_t errlen)
 {
-    char path[PATH_MAX + 32];
-    snprintf(path, sizeof path, "%s/events.msgpack", run_dir);
-    int fd = open(path, O_RDONLY | O_CLOEXEC), rc = 0;
-    struct stat st;
-    if (fd < 0 || fstat(fd, &st)) {
-        rc = -errno;
-        snprintf(err, errlen, "%s: %s", path, strerror(errno));
-        if (fd >= 0)
-            close(fd);
+    const char *data;
+    size_t size;
+    int rc = zp_events_map(run_dir, &data, &size, err, errlen);
+    if (rc)
         return rc;
-    }
-    size_t size = (size_t)st.st_size; /* a running logger appends: what is there now */
-    void *map = size ? mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0) : NULL;
-    close(fd);
-    if (size && map == MAP_FAILED) {
-        rc = -errno;
-        snprintf(err, errlen, "%s: %s", path, strerror(errno));
-        return rc;
-    }
-    rc = size ? parse(r, map, size) : 0;
-    if (size)
-        munmap(map, size);
+    zp_events_count_t count = {0};
+    rc = zp_events_scan(data, size, scan_record, r, &count);
+    zp_events_unmap(&data, size);
+    r->skipped_bytes = count.skipped_bytes;
+    r->skipped_records = count.skipped_records;
     if (rc == ZP_ENOMEM)
-        snprintf(err, errlen, "%s: out of memory", path);
+        snprintf(err, errlen, "%s/events.msgpack: out of memory", run_dir);
     else if (!rc && !r->events && r->skipped_bytes) {
-        snprintf(err, errlen, "%s: not a stream of msgpack records: no zeus-pipe event in its %zu bytes", path, size);
+        snprintf(err, errlen, "%s/events.msgpack: not a stream of msgpack records: no zeus-pipe event in its %zu bytes", run_dir, size);
         rc = ZP_EPROTO;
     }
     return rc;

@@ -42,6 +42,8 @@ int zp_timer_begin_at(zp_timers_t *t, int region, const char *file, int line)
     return 0;
 }
 
+static void add_at(zp_timers_t *t, int region, int64_t ns, int64_t end);
+
 int64_t zp_timer_end_at(zp_timers_t *t, int region, const char *file, int line)
 {
     if (!t->start[region]) {
@@ -49,24 +51,30 @@ int64_t zp_timer_end_at(zp_timers_t *t, int region, const char *file, int line)
         zp_error("%s:%d: timer region \"%s\" ended but it is not open", file, line, NAMES[region]);
         return -1;
     }
-    int64_t ns = zp_now_ns() - t->start[region];
+    int64_t now = zp_now_ns(), ns = now - t->start[region];
     t->start[region] = 0;
-    zp_timer_add(t, region, ns);
+    add_at(t, region, ns, now);
     return ns;
 }
 
 static void flush_region(zp_timers_t *t, int r)
 {
     if (t->n[r] && t->flush)
-        t->flush(t->ctx, r, t->buf[r], t->n[r]);
+        t->flush(t->ctx, r, t->buf[r], t->end[r], t->n[r]);
     t->n[r] = 0;
+}
+
+static void add_at(zp_timers_t *t, int region, int64_t ns, int64_t end)
+{
+    if (t->n[region] == ZP_TIMER_BUF)
+        flush_region(t, region);
+    t->end[region][t->n[region]] = end;
+    t->buf[region][t->n[region]++] = ns;
 }
 
 void zp_timer_add(zp_timers_t *t, int region, int64_t ns)
 {
-    if (t->n[region] == ZP_TIMER_BUF)
-        flush_region(t, region);
-    t->buf[region][t->n[region]++] = ns;
+    add_at(t, region, ns, zp_now_ns());
 }
 
 void zp_timers_flush(zp_timers_t *t)

@@ -5,7 +5,11 @@
  *     ... the work ...
  *     ZP_TIME_END(&st->timers, ZP_R_FORWARD);
  *
- * Each closed region adds one sample, its duration in nanoseconds. Regions of
+ * Each closed region adds one sample, its duration in nanoseconds, and when it
+ * ended (zp_now_ns(); a sample added whole with zp_timer_add ended at the
+ * call, so "other" = batch - the rest is drawn as the tail of its batch, and
+ * a duration measured elsewhere, as the cuda backend's h2d/forward/backward
+ * harvested a batch later, is drawn where it was harvested). Regions of
  * different names may nest or overlap. Opening a region that is already open,
  * or closing one that is not, is a bug of the stage: it is logged with the
  * call site (and where the region was opened), counted in `misuse`, and the
@@ -40,13 +44,15 @@ enum { ZP_REGIONS(ZP_REGION_ENUM) ZP_R_COUNT };
 
 #define ZP_TIMER_BUF 1024
 
-typedef void zp_timer_flush_fn(void *ctx, int region, const int64_t *ns, int n);
+/* ns[i]: the sample's duration; end[i]: when it ended (zp_now_ns()). */
+typedef void zp_timer_flush_fn(void *ctx, int region, const int64_t *ns, const int64_t *end, int n);
 
 typedef struct {
     int64_t start[ZP_R_COUNT]; /* 0 while closed */
     const char *file[ZP_R_COUNT];
     int line[ZP_R_COUNT];
     int64_t buf[ZP_R_COUNT][ZP_TIMER_BUF];
+    int64_t end[ZP_R_COUNT][ZP_TIMER_BUF]; /* zp_now_ns() as each sample ended */
     int n[ZP_R_COUNT];
     int64_t misuse;
     zp_timer_flush_fn *flush; /* NULL: full buffers are dropped */

@@ -89,7 +89,8 @@
 
 #define ZP_RECORD_TIMER(F)                                                                         \
     F(TIMER, region, S, 0, "the timed region's name (pipeline/timer.h)")                            \
-    F(TIMER, ns, A, 0, "durations of the region since the last record, nanoseconds")
+    F(TIMER, ns, A, 0, "durations of the region since the last record, nanoseconds")             \
+    F(TIMER, start, A, 0, "when each of those began: microseconds before the record's `time`")
 
 #define ZP_RECORD_WARNING(F) F(WARNING, message, T, 0, "what happened and what follows from it")
 

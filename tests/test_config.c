@@ -331,6 +331,7 @@ static void every_key_of_a_full_file_is_parsed(void **state)
     assert_int_equal(c.limit_train_batches, 1000000000);
     assert_int_equal(c.stat_interval_ms, 50);
     assert_false(c.tensorboard);
+    assert_int_equal(c.trace_max_events, 5000);
     assert_int_equal(c.trainer_command.n, 4);
     assert_string_equal(c.trainer_command.v[0], "./train.sh");
     assert_string_equal(c.trainer_command.v[2], "a \"quoted\" arg, with spaces");

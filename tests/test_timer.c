@@ -40,17 +40,17 @@ static void stdev_is_zero_below_two_samples(void **state)
 }
 
 typedef struct {
-    int64_t ns[64];
+    int64_t ns[64], end[64];
     int n, calls, region;
 } sink_t;
 
-static void sink(void *ctx, int region, const int64_t *ns, int n)
+static void sink(void *ctx, int region, const int64_t *ns, const int64_t *end, int n)
 {
     sink_t *s = ctx;
     s->calls++;
     s->region = region;
-    for (int i = 0; i < n && s->n < 64; i++)
-        s->ns[s->n++] = ns[i];
+    for (int i = 0; i < n && s->n < 64; i++, s->n++)
+        s->ns[s->n] = ns[i], s->end[s->n] = end[i];
 }
 
 static void sleep_ms(int ms)
@@ -67,13 +67,15 @@ static void durations_of_known_sleeps(void **state)
     sink_t s = {0};
     zp_timers_init(&t, sink, &s);
     int ms[] = {2, 6, 10};
-    int64_t outer[3];
+    int64_t outer[3], before[3], after[3];
     for (int i = 0; i < 3; i++) {
         int64_t t0 = zp_now_ns();
+        before[i] = t0;
         assert_int_equal(ZP_TIME_BEGIN(&t, ZP_R_READ), 0);
         sleep_ms(ms[i]);
         assert_true(ZP_TIME_END(&t, ZP_R_READ) >= ms[i] * 1000000LL);
-        outer[i] = zp_now_ns() - t0;
+        after[i] = zp_now_ns();
+        outer[i] = after[i] - t0;
     }
     assert_int_equal(s.calls, 0); /* buffered until flushed */
     zp_timers_flush(&t);
@@ -85,6 +87,9 @@ static void durations_of_known_sleeps(void **state)
         /* at least the sleep, at most the same clock read around the region */
         assert_true(s.ns[i] >= ms[i] * 1000000LL);
         assert_true(s.ns[i] <= outer[i]);
+        /* each sample ended between the clock reads around it, after the one before */
+        assert_true(s.end[i] - s.ns[i] >= before[i] && s.end[i] <= after[i]);
+        assert_true(i == 0 || s.end[i] - s.ns[i] >= s.end[i - 1]);
         x[i] = (double)s.ns[i] / 1e6;
     }
     zp_region_stats_t st;

@@ -1,30 +1,63 @@
-/* cmd_report.c — `zeus-pipe report RUN [--json]`: the report of a run, from
- * its events.msgpack, finished or still running. */
+/* cmd_report.c — `zeus-pipe report RUN [--json | --trace]`: the report of a
+ * run, from its events.msgpack, finished or still running; or its timeline,
+ * RUN/trace.json, written again. */
 #include "pipeline/cli/cmd.h"
+#include "pipeline/config.h"
 #include "pipeline/report.h"
+#include "pipeline/trace.h"
 #include "pipeline/supervisor/supervisor.h"
 
 #include <limits.h>
 #include <stdio.h>
 #include <string.h>
 
+/* RUN/trace.json from RUN/events.msgpack, as long as the run's config
+ * (RUN/config.yaml) bounds it; the default bound when that cannot be read. */
+static int write_trace(const char *dir)
+{
+    static zp_config_t cfg;
+    char path[PATH_MAX + 32], err[PATH_MAX + 128];
+    snprintf(path, sizeof path, "%s/config.yaml", dir);
+    int64_t max = 200000;
+    if (!zp_config_load(&cfg, path, NULL, 0, err, sizeof err))
+        max = cfg.trace_max_events;
+    else
+        fprintf(stderr, "zeus-pipe: %s: unreadable, so logger.trace_max_events is %lld\n", path, (long long)max);
+    zp_trace_info_t info;
+    int rc = zp_trace_write(dir, max, &info, err, sizeof err);
+    if (rc) {
+        fprintf(stderr, "zeus-pipe: cannot write %s/trace.json: %s\n", dir, err);
+        return 1;
+    }
+    printf("%s/trace.json: %lld events of %lld stage instances", dir, (long long)info.events,
+           (long long)info.processes);
+    if (info.left_out)
+        printf(", %lld left out past logger.trace_max_events=%lld", (long long)info.left_out, (long long)max);
+    printf(" (open it in ui.perfetto.dev or chrome://tracing)\n");
+    return 0;
+}
+
 int cmd_report(int argc, char **argv)
 {
     const char *run = NULL;
-    int json = 0;
+    int json = 0, trace = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--json")) {
             json = 1;
+        } else if (!strcmp(argv[i], "--trace")) {
+            trace = 1;
         } else if (argv[i][0] == '-' || run) {
             int help = zp_wants_help(argc, argv);
             fprintf(help ? stdout : stderr,
-                    "usage: zeus-pipe report [RUN] [--json]\n\n"
+                    "usage: zeus-pipe report [RUN] [--json | --trace]\n\n"
                     "Prints the report of a run, finished or running: per-epoch metrics, time\n"
                     "per stage and region (count, min, mean, median, max, stdev), throughput of\n"
                     "every stage, the share of the trainer's time spent waiting for data, and\n"
                     "which stage is the bottleneck with what to try. --json prints report.json's\n"
                     "form. RUN is a run directory or a name under runs/; without it, the only\n"
-                    "running run. A finished run also has it in report.txt and report.json.\n");
+                    "running run. A finished run also has it in report.txt and report.json.\n"
+                    "--trace writes RUN/trace.json again instead: the run's timeline for\n"
+                    "ui.perfetto.dev or chrome://tracing (the logger writes it as a run ends).\n");
             return help ? 0 : 2;
         } else {
             run = argv[i];
@@ -34,6 +67,8 @@ int cmd_report(int argc, char **argv)
     int rc = zp_find_run(run, dir, sizeof dir);
     if (rc)
         return rc;
+    if (trace)
+        return write_trace(dir);
     rc = zp_report(dir, json ? NULL : stdout, json ? stdout : NULL, err, sizeof err);
     if (rc)
         fprintf(stderr, "zeus-pipe: cannot report on %s: %s\n", dir, err);

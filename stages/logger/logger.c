@@ -3,7 +3,8 @@
  * for `zeus-pipe stat`), every event as received into events.msgpack, a
  * progress line on the terminal, TensorBoard scalars into tb/ (tb.h; with
  * logger.tensorboard), and at the end the run's report (report.txt,
- * report.json; see pipeline/report.h). */
+ * report.json; see pipeline/report.h) and its timeline (trace.json; see
+ * pipeline/trace.h). */
 #define _GNU_SOURCE
 #include "stages/logger/logger.h"
 #include "stages/logger/tb.h"
@@ -12,6 +13,7 @@
 #include "pipeline/report.h"
 #include "pipeline/sock.h"
 #include "pipeline/stage.h"
+#include "pipeline/trace.h"
 #include "pipeline/json.h"
 #include "schemas/records.h"
 
@@ -278,6 +280,9 @@ static void finish(logger_t *l)
     l->events = NULL;
     zp_report_write(l->st->run_dir, stdout);
     fflush(stdout);
+    char err[PATH_MAX + 128];
+    if (zp_trace_write(l->st->run_dir, l->st->cfg.trace_max_events, NULL, err, sizeof err))
+        zp_error("cannot write trace.json: %s (`zeus-pipe report RUN --trace` tries again)", err);
 }
 
 int zp_logger_main(zp_stage_t *st)
