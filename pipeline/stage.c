@@ -153,16 +153,18 @@ void *zp_stage_socket(zp_stage_t *st, int type, const char *name, int bind, int 
 /* Timer samples leave as {kind: "timer", region, ns: [durations], start:
  * [microseconds before `time`]}: an offset of a few seconds packs in 5 bytes
  * where a wall-clock time would take 9, and the trace (pipeline/trace.h)
- * places every sample from it. The record's `time` is read a moment after
- * `now` here, so a start is late by that moment (well under a microsecond). */
+ * places every sample from it. The record's `time` is the wall clock read
+ * right beside `now` (not later, when the record is built: a thread
+ * preempted in between would shift its samples by microseconds). */
 static void send_samples(void *ctx, int region, const int64_t *ns, const int64_t *end, int n)
 {
     zp_stage_t *st = ctx;
     int64_t now = zp_now_ns(), start[ZP_TIMER_BUF];
+    double wall = zp_wall_s();
     for (int i = 0; i < n && i < ZP_TIMER_BUF; i++)
         start[i] = (now - (end[i] - ns[i])) / 1000;
     zp_event_t ev;
-    zp_ev_record(st, &ev, ZP_REC_TIMER, 3);
+    zp_ev_record_at(st, &ev, ZP_REC_TIMER, 3, wall);
     zp_ev_str(&ev, ZP_KEY(TIMER, region), zp_region_name(region));
     zp_ev_ints(&ev, ZP_KEY(TIMER, ns), ns, n);
     zp_ev_ints(&ev, ZP_KEY(TIMER, start), start, n);
@@ -235,7 +237,7 @@ static int drop_write(void *data, const char *buf, size_t len)
     return 0;
 }
 
-void zp_ev_begin(zp_stage_t *st, zp_event_t *ev, const char *kind, int nfields)
+static void ev_begin_at(zp_stage_t *st, zp_event_t *ev, const char *kind, int nfields, double wall)
 {
     ev->buf = zp_thread_buffer(ZP_BUF_EVENT); /* NULL: the event is dropped, counted */
     msgpack_packer_init(&ev->pk, ev->buf, ev->buf ? msgpack_sbuffer_write : drop_write);
@@ -246,15 +248,26 @@ void zp_ev_begin(zp_stage_t *st, zp_event_t *ev, const char *kind, int nfields)
     zp_ev_str(ev, ZP_KEY(HEAD, stage), st->name);
     zp_ev_int(ev, ZP_KEY(HEAD, instance), st->instance);
     zp_ev_int(ev, ZP_KEY(HEAD, pid), getpid());
-    zp_ev_num(ev, ZP_KEY(HEAD, time), zp_wall_s());
+    zp_ev_num(ev, ZP_KEY(HEAD, time), wall);
+}
+
+void zp_ev_begin(zp_stage_t *st, zp_event_t *ev, const char *kind, int nfields)
+{
+    ev_begin_at(st, ev, kind, nfields, zp_wall_s());
+}
+
+void zp_ev_record_at(zp_stage_t *st, zp_event_t *ev, zp_record_type_t type, int nfields,
+                     double wall)
+{
+    int metric = zp_record_kind(type) == ZP_KIND_METRIC;
+    ev_begin_at(st, ev, zp_record_kind_name(zp_record_kind(type)), nfields + metric, wall);
+    if (metric)
+        zp_ev_str(ev, ZP_KEY(HEAD, event), zp_record_event(type));
 }
 
 void zp_ev_record(zp_stage_t *st, zp_event_t *ev, zp_record_type_t type, int nfields)
 {
-    int metric = zp_record_kind(type) == ZP_KIND_METRIC;
-    zp_ev_begin(st, ev, zp_record_kind_name(zp_record_kind(type)), nfields + metric);
-    if (metric)
-        zp_ev_str(ev, ZP_KEY(HEAD, event), zp_record_event(type));
+    zp_ev_record_at(st, ev, type, nfields, zp_wall_s());
 }
 
 void zp_ev_str(zp_event_t *ev, const char *key, const char *val)

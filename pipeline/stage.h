@@ -90,6 +90,10 @@ typedef struct {
 /* Starts record `type`: its head (with its `event` for a metric record) and
  * room for `nfields` fields of its own to come. */
 void zp_ev_record(zp_stage_t *st, zp_event_t *ev, zp_record_type_t type, int nfields);
+/* The same with the head's `time` given (wall-clock seconds): for fields
+ * that are offsets from that very moment (the timer record's starts). */
+void zp_ev_record_at(zp_stage_t *st, zp_event_t *ev, zp_record_type_t type, int nfields,
+                     double wall);
 /* The same with the kind given by name and no `event` written for it (a
  * metric's `event` is then one of the nfields). */
 void zp_ev_begin(zp_stage_t *st, zp_event_t *ev, const char *kind, int nfields);

@@ -293,8 +293,10 @@ static int gather(trace_t *t, vec_t *kept, int64_t *nearly)
     if (!t->over) {
         *kept = t->all, t->all = (vec_t){0};
     } else {
-        qsort(t->early.v, (size_t)t->early.n, sizeof *t->early.v, by_time);
-        qsort(t->late.v, (size_t)t->late.n, sizeof *t->late.v, by_time);
+        if (t->early.n) /* qsort of NULL, even of none, is undefined */
+            qsort(t->early.v, (size_t)t->early.n, sizeof *t->early.v, by_time);
+        if (t->late.n)
+            qsort(t->late.v, (size_t)t->late.n, sizeof *t->late.v, by_time);
         *nearly = t->early.n;
         *kept = t->early, t->early = (vec_t){0};
         for (int64_t i = 0; i < t->late.n; i++)
@@ -302,7 +304,8 @@ static int gather(trace_t *t, vec_t *kept, int64_t *nearly)
                 return ZP_ENOMEM;
         return 0;
     }
-    qsort(kept->v, (size_t)kept->n, sizeof *kept->v, by_time);
+    if (kept->n)
+        qsort(kept->v, (size_t)kept->n, sizeof *kept->v, by_time);
     return 0;
 }
 

@@ -19,14 +19,15 @@ dataset:
   source: synthetic
   synthetic: {{train_samples: 600, test_samples: 200, shape: [1, 4, 4], classes: 3}}
 loader: {{workers: 2, task_size: 16}}
-prefetch: {{batch_size: 50, depth: 2, fetch_timeout_s: 1}}
+prefetch: {{batch_size: 50, depth: 2, fetch_timeout_s: 4}}
 trainer:
   epochs: {epochs}
   command: [{python}, program.py, {mode}]
 """
 
 # MODE: early (one train epoch of three, then exit 0), slow (20 ms a batch),
-# hold (sits on train batch 2 for 3 s), second (a child attaches as rank 0
+# hold (sits on train batch 2 for 9 s, past fetch_timeout_s: 4; a shorter timeout
+# trips on slow loaders of a loaded sanitizer build), second (a child attaches as rank 0
 # too, and says what it was told), else reads everything.
 PROGRAM = """
 import os, subprocess, sys, time, zeus_pipe
@@ -37,7 +38,7 @@ with zeus_pipe.attach() as zp:
             if mode == "slow":
                 time.sleep(0.02)
             if mode == "hold" and epoch == 0 and i == 2:
-                time.sleep(3)
+                time.sleep(9)
             if mode == "second" and epoch == 0 and i == 0:
                 child = ("import zeus_pipe\\ntry:\\n    zeus_pipe.attach(timeout_s=5)\\n"
                          "except zeus_pipe.ZeusPipeError as e:\\n    print(e)\\n")

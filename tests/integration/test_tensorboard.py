@@ -16,6 +16,7 @@ import subprocess
 import sys
 import tempfile
 import zp
+from test_python import python_command
 
 Event = None  # tensorboard_pb2.Event: event_class()
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -146,7 +147,7 @@ def a_user_programs_log_shows_up_as_its_tag():
         w.write("logs.py", LOGS)
         cfg = w.write("user.yaml", zp.SYNTH.format(name="user", train=256, test=64, cost=0,
                                                     workers=1, epochs=2).replace(
-            "  backend: cpu\n", "  command: [%s, logs.py]\n" % sys.executable))
+            "  backend: cpu\n", "  command: [%s, logs.py]\n" % python_command()))
         env = dict(os.environ, PYTHONPATH=os.path.abspath(PACKAGE))
         p = w.start("up", cfg, env=env)
         out, err = p.communicate(timeout=240)
