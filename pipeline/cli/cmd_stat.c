@@ -1,5 +1,7 @@
 /* cmd_stat.c — `zeus-pipe stat [RUN] [--watch SECONDS] [--json]`: the live
- * counters of every stage instance, from the logger's latest records. */
+ * counters of every stage instance, from the logger's latest records; with
+ * --watch, a sparkline of each instance's items/s over the last minute (the
+ * refreshes this command has seen, as `top` keeps its own history). */
 #define _GNU_SOURCE
 #include "pipeline/cli/cmd.h"
 #include "pipeline/json.h"
@@ -36,6 +38,59 @@ static int cmp_rows(const void *a, const void *b)
     const row_t *x = a, *y = b;
     int d = rank_of(x->h.stage) - rank_of(y->h.stage);
     return d ? d : (x->h.instance > y->h.instance) - (x->h.instance < y->h.instance);
+}
+
+#define HIST_MAX 120 /* points of a sparkline: the last minute at --watch 0.5 */
+
+typedef struct { /* one stage instance's items/s at each refresh, oldest first */
+    char stage[ZP_REC_NAME_MAX];
+    int64_t instance;
+    double v[HIST_MAX];
+    int n;
+} hist_t;
+
+/* Appends the rows' items/s to their histories, keeping `keep` points. */
+static void remember(hist_t *h, int *nh, const row_t *rows, int n, int keep)
+{
+    for (int i = 0; i < n; i++) {
+        hist_t *e = NULL;
+        for (int k = 0; k < *nh && !e; k++)
+            if (h[k].instance == rows[i].h.instance && !strcmp(h[k].stage, rows[i].h.stage))
+                e = &h[k];
+        if (!e) {
+            if (*nh == ROWS_MAX)
+                continue;
+            e = &h[(*nh)++];
+            snprintf(e->stage, sizeof e->stage, "%s", rows[i].h.stage);
+            e->instance = rows[i].h.instance, e->n = 0;
+        }
+        if (e->n == keep)
+            memmove(e->v, e->v + 1, (size_t)(keep - 1) * sizeof *e->v), e->n--;
+        e->v[e->n++] = rows[i].s.items_per_s;
+    }
+}
+
+/* The row's history as eighth blocks scaled to its own peak ("" before two
+ * points): the shape of its throughput, whatever its size. */
+static void sparkline(char *buf, size_t len, const hist_t *h, int nh, const row_t *r)
+{
+    static const char *const bar[8] = {"\u2581", "\u2582", "\u2583", "\u2584",
+                                       "\u2585", "\u2586", "\u2587", "\u2588"};
+    buf[0] = 0;
+    const hist_t *e = NULL;
+    for (int k = 0; k < nh && !e; k++)
+        if (h[k].instance == r->h.instance && !strcmp(h[k].stage, r->h.stage))
+            e = &h[k];
+    if (!e || e->n < 2)
+        return;
+    double peak = 0;
+    for (int i = 0; i < e->n; i++)
+        peak = fmax(peak, e->v[i]);
+    size_t used = 0;
+    for (int i = 0; i < e->n && used + 4 < len; i++) {
+        int level = peak > 0 ? (int)(e->v[i] / peak * 7 + 0.5) : 0;
+        used += (size_t)snprintf(buf + used, len - used, "%s", bar[level < 0 ? 0 : level > 7 ? 7 : level]);
+    }
 }
 
 static void human(char *buf, size_t len, double v, const char *unit)
@@ -115,15 +170,16 @@ static void print_json(const char *dir, const row_t *rows, int n)
     printf("]}\n");
 }
 
-static void print_table(const row_t *rows, int n)
+static void print_table(const row_t *rows, int n, const hist_t *h, int nh)
 {
     int hot = -1;
     for (int i = 0; i < n; i++)
         if (zp_stage_of(rows[i].h.stage) != ZP_STAGE_LOGGER &&
             (hot < 0 || fmax(rows[i].s.busy, rows[i].s.cpu) > fmax(rows[hot].s.busy, rows[hot].s.cpu)))
             hot = i;
-    printf("%-9s %4s %10s %11s %5s %6s %8s %9s %6s %5s %7s\n", "STAGE", "INST", "ITEMS/S", "BYTES/S",
-           "CPU", "BUSY", "WAIT-IN", "WAIT-OUT", "QUEUE", "HIT", "ERRORS");
+    printf("%-9s %4s %10s %11s %5s %6s %8s %9s %6s %5s %7s%s\n", "STAGE", "INST", "ITEMS/S", "BYTES/S",
+           "CPU", "BUSY", "WAIT-IN", "WAIT-OUT", "QUEUE", "HIT", "ERRORS",
+           nh ? "  ITEMS/S, LAST MINUTE" : "");
     for (int i = 0; i < n; i++) {
         const zp_rec_stats_t *s = &rows[i].s;
         char items[24], bytes[24];
@@ -132,10 +188,12 @@ static void print_table(const row_t *rows, int n)
         char hit[8] = "-";
         if (s->hit_rate >= 0)
             snprintf(hit, sizeof hit, "%.0f%%", 100 * s->hit_rate);
-        printf("%-9s %4d %10s %11s %4.0f%% %5.0f%% %7.0f%% %8.0f%% %6.0f %5s %7.0f%s\n",
+        char spark[HIST_MAX * 3 + 8];
+        sparkline(spark, sizeof spark, h, nh, &rows[i]);
+        printf("%-9s %4d %10s %11s %4.0f%% %5.0f%% %7.0f%% %8.0f%% %6.0f %5s %7.0f%s%s%s\n",
                rows[i].h.stage, (int)rows[i].h.instance, items, bytes, 100 * s->cpu, 100 * s->busy,
                100 * s->wait_in, 100 * s->wait_out, (double)s->queue, hit,
-               (double)(s->errors + s->lmdb_errors),
+               (double)(s->errors + s->lmdb_errors), spark[0] ? "  " : "", spark,
                i == hot && fmax(s->busy, s->cpu) > 0.5 ? "  <- bottleneck" : "");
     }
 }
@@ -155,7 +213,8 @@ int cmd_stat(int argc, char **argv)
             fprintf(help ? stdout : stderr,
                     "usage: zeus-pipe stat [RUN] [--watch SECONDS] [--json]\n\n"
                     "Shows every stage instance of a running pipeline: items/s, bytes/s, busy %%,\n"
-                    "waiting for input %%, waiting on output %% (back pressure), queue depth.\n"
+                    "waiting for input %%, waiting on output %% (back pressure), queue depth;\n"
+                    "with --watch, each one's items/s over the last minute as a sparkline.\n"
                     "RUN is a run directory or a name under runs/; without it, the only running run.\n");
             return help ? 0 : 2;
         } else
@@ -166,14 +225,19 @@ int cmd_stat(int argc, char **argv)
     if (rc)
         return rc;
     static row_t rows[ROWS_MAX];
+    static hist_t hist[ROWS_MAX];
+    int nh = 0, keep = watch > 0 ? (int)ceil(60 / watch) : 0;
+    keep = keep > HIST_MAX ? HIST_MAX : keep;
     for (;;) {
         int n = fetch_rows(dir, rows, ROWS_MAX);
         if (n < 0)
             return 1;
+        if (keep >= 2)
+            remember(hist, &nh, rows, n, keep);
         if (json)
             print_json(dir, rows, n);
         else
-            print_table(rows, n);
+            print_table(rows, n, hist, nh);
         fflush(stdout);
         if (watch <= 0)
             return 0;

@@ -1,10 +1,11 @@
 """The supervisor's contract on real processes: `stat --json` sees every stage
-at work, `down` stops a run, Ctrl-C and SIGTERM stop every stage (a
+at work (and `stat --watch` draws each one's recent throughput), `down` stops a run, Ctrl-C and SIGTERM stop every stage (a
 stage that ignores TERM is killed) leaving no process and no shared memory, a dead stage (not a loader: those
 are restarted, see test_faults.py) stops the run with its name and status, and a bad config or dataset starts no process."""
 import json
 import os
 import signal
+import subprocess
 import zp
 
 
@@ -38,6 +39,18 @@ def stat_json_lists_every_stage_with_nonzero_throughput_and_down_stops_the_run()
             zp.check(0 <= s["busy"] <= 1.05, "busy %r out of range" % s["busy"])
         rc, out, err = w.run("stat", "stat", timeout=10)  # by name, from the folder holding runs/
         zp.check(rc == 0 and "STAGE" in out and "trainer" in out, "table:\n" + out + err)
+        # --watch: each row gains a sparkline of its items/s, a block per refresh seen
+        try:
+            out = subprocess.run([zp.BIN, "stat", run, "--watch", "0.2"], capture_output=True,
+                                 text=True, timeout=4).stdout
+        except subprocess.TimeoutExpired as e:  # it watches until stopped
+            out = e.stdout.decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
+        tables = [t for t in out.split("\n\n") if "STAGE" in t]
+        loader = [next((l for l in t.splitlines() if l.startswith("loader ")), "") for t in tables]
+        blocks = [sum(l.count(c) for c in "\u2581\u2582\u2583\u2584\u2585\u2586\u2587\u2588")
+                  for l in loader]
+        zp.check(len(blocks) >= 3 and blocks[0] == 0 and blocks[-1] >= 2 and
+                 blocks == sorted(blocks), "loader rows' sparkline blocks %s:\n%s" % (blocks, out[-2000:]))
         rc, out, err = w.run("down", timeout=20)  # the only running run
         zp.check(rc == 0, "down exit %d: %s" % (rc, err))
         zp.check(p.wait(timeout=10) == 0, "supervisor exit %r after down" % p.returncode)
