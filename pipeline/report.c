@@ -543,18 +543,31 @@ int zp_run_summary(const char *run_dir, zp_run_summary_t *out, char *err, size_t
 
 int zp_report_write(const char *run_dir, FILE *out)
 {
-    char path[PATH_MAX + 32], err[PATH_MAX + 128];
-    snprintf(path, sizeof path, "%s/report.txt", run_dir);
-    FILE *text = fopen(path, "w");
-    snprintf(path, sizeof path, "%s/report.json", run_dir);
-    FILE *json = fopen(path, "w");
+    /* written beside, then renamed over: a report that cannot be made (no
+     * events.msgpack, a full disk) leaves the previous one, never empty files */
+    char text_tmp[PATH_MAX + 32], json_tmp[PATH_MAX + 32], path[PATH_MAX + 32],
+        err[PATH_MAX + 128];
+    snprintf(text_tmp, sizeof text_tmp, "%s/report.txt.tmp", run_dir);
+    snprintf(json_tmp, sizeof json_tmp, "%s/report.json.tmp", run_dir);
+    FILE *text = fopen(text_tmp, "w");
+    FILE *json = text ? fopen(json_tmp, "w") : NULL;
     int rc = !text || !json ? -errno : zp_report(run_dir, text, json, err, sizeof err);
     if (!text || !json)
-        snprintf(err, sizeof err, "%s: %s", path, strerror(errno));
+        snprintf(err, sizeof err, "%s: %s", text ? json_tmp : text_tmp, strerror(errno));
     if (text && fclose(text) && !rc)
-        rc = -errno;
+        rc = -errno, snprintf(err, sizeof err, "%s: %s", text_tmp, strerror(errno));
     if (json && fclose(json) && !rc)
-        rc = -errno;
+        rc = -errno, snprintf(err, sizeof err, "%s: %s", json_tmp, strerror(errno));
+    snprintf(path, sizeof path, "%s/report.txt", run_dir);
+    if (!rc && rename(text_tmp, path))
+        rc = -errno, snprintf(err, sizeof err, "%s: %s", path, strerror(errno));
+    snprintf(path, sizeof path, "%s/report.json", run_dir);
+    if (!rc && rename(json_tmp, path))
+        rc = -errno, snprintf(err, sizeof err, "%s: %s", path, strerror(errno));
+    if (rc) {
+        unlink(text_tmp);
+        unlink(json_tmp);
+    }
     if (!rc && out) {
         snprintf(path, sizeof path, "%s/report.txt", run_dir);
         FILE *f = fopen(path, "r");

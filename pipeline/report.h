@@ -52,8 +52,10 @@ typedef struct {
 int zp_report_bottleneck(const zp_data_stages_t *d, double wait, char *stage, size_t slen,
                          char *buf, size_t len);
 
-/* zp_report() into <run_dir>/report.txt and report.json, and as text to
- * `out` (NULL: no copy). Errors are logged. */
+/* zp_report() into <run_dir>/report.txt and report.json (both written
+ * beside and renamed over the old ones), and as text to `out` (NULL: no
+ * copy). Returns 0, or a negative errno with the error logged and the
+ * previous report files left as they were. */
 int zp_report_write(const char *run_dir, FILE *out);
 
 #endif

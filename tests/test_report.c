@@ -12,6 +12,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -261,7 +262,23 @@ static void a_missing_events_file_is_enoent_naming_it(void **state)
     assert_int_equal(zp_run_summary(dir, &s, err, sizeof err), -ENOENT);
     assert_int_equal(s.epochs, 0);
     assert_true(s.test_acc == -1 && s.best_test_acc == -1);
+    /* a report that cannot be made leaves the previous one as it was */
+    char old[PATH_MAX + 32], tmp[PATH_MAX + 32];
+    snprintf(old, sizeof old, "%s/report.txt", dir);
+    FILE *f = fopen(old, "w");
+    assert_non_null(f);
+    fputs("the previous report\n", f);
+    fclose(f);
     assert_int_equal(zp_report_write(dir, NULL), -ENOENT);
+    char buf[64] = "";
+    f = fopen(old, "r");
+    assert_non_null(f);
+    assert_non_null(fgets(buf, sizeof buf, f));
+    fclose(f);
+    assert_string_equal(buf, "the previous report\n");
+    snprintf(tmp, sizeof tmp, "%s/report.txt.tmp", dir);
+    assert_int_not_equal(access(tmp, F_OK), 0);
+    unlink(old);
 }
 
 static void an_empty_events_file_is_a_run_without_epochs(void **state)
