@@ -74,18 +74,19 @@ def read_idx(path):
     return data[4 + 4 * ndim:], dims
 
 
-def torch_loader():
+def fashion_mnist(split="train"):
+    """Fashion-MNIST's `split` ("train" or "t10k") as a torch Dataset: the IDX
+    files read once; __getitem__ normalises one sample, as torchvision's
+    ToTensor + Normalize would. The DataLoader side of bench.py and of
+    torch_bench.py."""
     import numpy as np
     import torch
-    from torch.utils.data import DataLoader, Dataset
+    from torch.utils.data import Dataset
 
     class FashionMNIST(Dataset):
-        """Reads the IDX files once; __getitem__ normalises one sample, as
-        torchvision's ToTensor + Normalize would."""
-
         def __init__(self):
-            img, dims = read_idx(os.path.join(DATA, "train-images-idx3-ubyte.gz"))
-            lab, _ = read_idx(os.path.join(DATA, "train-labels-idx1-ubyte.gz"))
+            img, dims = read_idx(os.path.join(DATA, "%s-images-idx3-ubyte.gz" % split))
+            lab, _ = read_idx(os.path.join(DATA, "%s-labels-idx1-ubyte.gz" % split))
             self.images = np.frombuffer(img, dtype=np.uint8).reshape(dims[0], 1, dims[1], dims[2])
             self.labels = np.frombuffer(lab, dtype=np.uint8).astype(np.int64)
 
@@ -96,8 +97,15 @@ def torch_loader():
             x = torch.from_numpy(self.images[i].astype(np.float32) / 255.0)
             return (x - MEAN) / STD, int(self.labels[i])
 
+    return FashionMNIST()
+
+
+def torch_loader():
+    import torch
+    from torch.utils.data import DataLoader
+
     torch.set_num_threads(1)
-    loader = DataLoader(FashionMNIST(), batch_size=BATCH, shuffle=True, num_workers=WORKERS,
+    loader = DataLoader(fashion_mnist(), batch_size=BATCH, shuffle=True, num_workers=WORKERS,
                         persistent_workers=True, generator=torch.Generator().manual_seed(1))
     rates = []
     for _ in range(EPOCHS):

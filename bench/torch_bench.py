@@ -123,30 +123,11 @@ class Limited:
 
 def dataloaders(a):
     """The DataLoader side's train and test sources."""
-    import numpy as np
     import torch
-    from torch.utils.data import DataLoader, Dataset
+    from torch.utils.data import DataLoader
     if a.loop == "cnn":
-        from bench import read_idx  # bench/bench.py: the gzip IDX reader
-
-        class FashionMNIST(Dataset):
-            """The IDX files read once; __getitem__ normalises one sample as
-            torchvision's ToTensor + Normalize would."""
-
-            def __init__(self, split):
-                img, dims = read_idx(os.path.join(FMNIST, "%s-images-idx3-ubyte.gz" % split))
-                lab, _ = read_idx(os.path.join(FMNIST, "%s-labels-idx1-ubyte.gz" % split))
-                self.images = np.frombuffer(img, dtype=np.uint8).reshape(dims[0], 1, dims[1], dims[2])
-                self.labels = np.frombuffer(lab, dtype=np.uint8).astype(np.int64)
-
-            def __len__(self):
-                return len(self.labels)
-
-            def __getitem__(self, i):
-                x = torch.from_numpy(self.images[i].astype(np.float32) / 255.0)
-                return (x - 0.2860) / 0.3530, int(self.labels[i])
-
-        train, test = FashionMNIST("train"), FashionMNIST("t10k")
+        from bench import fashion_mnist  # bench/bench.py: the IDX files as a Dataset
+        train, test = fashion_mnist("train"), fashion_mnist("t10k")
     else:
         from torchvision import datasets, transforms
         tf = transforms.Compose([transforms.Resize(RESIZE), transforms.CenterCrop(CROP), transforms.ToTensor(),
