@@ -25,10 +25,11 @@ enum {
 
 /* Sockets of a run, each RUN/sock/<name>.ipc: X(ID, "name", slurm_port: its
  * tcp port's offset from transport.bind's under Slurm, where rank 0 binds it
- * for every rank (0: a host's own), who binds it and what goes through). */
+ * for every rank (0: a host's own; work and fetch are a node's own, in its
+ * leader's RUN/rank-<l>/sock/), who binds it and what goes through). */
 #define ZP_SOCKETS(X)                                                                              \
     X(WORK, "work", 0, "cache, ROUTER: loaders' DEALERs take tasks and return samples")           \
-    X(FETCH, "fetch", 1, "cache, ROUTER: prefetchers' DEALERs fetch misses, sync the cache")      \
+    X(FETCH, "fetch", 0, "cache, ROUTER: prefetchers' DEALERs fetch misses, sync the cache")      \
     X(EVENTS, "events", 2, "logger, PULL: every stage's PUSH of events (metrics, stats, timers)") \
     X(COMM, "comm", 3, "rank 0's trainer, ROUTER: the ranks' sums (cpu backend)")      \
     X(STAT, "stat", 0, "logger, REP: `zeus-pipe stat` asks for the latest stats records")        \

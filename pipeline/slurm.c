@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* A whole decimal in [lo, hi] from the environment variable `name`. */
 static int env_int(const char *name, long lo, long hi, int *out, char *why, size_t len)
@@ -64,6 +65,11 @@ int zp_slurm_detect(zp_slurm_t *s, char *why, size_t len)
         snprintf(why, len, "SLURM_NODELIST=%.200s: not a host list", nodes);
         return ZP_EINVAL;
     }
+    const char *node = getenv("SLURMD_NODENAME");
+    if (node && *node && strlen(node) < sizeof s->node)
+        snprintf(s->node, sizeof s->node, "%s", node);
+    else if (gethostname(s->node, sizeof s->node - 1) || !s->node[0])
+        snprintf(s->node, sizeof s->node, "localhost");
     const char *job = getenv("SLURM_JOB_ID"), *step = getenv("SLURM_STEP_ID");
     snprintf(s->job, sizeof s->job, "%.30s.%.30s", job ? job : "0", step ? step : "0");
     for (char *p = s->job; *p; p++)
@@ -75,4 +81,13 @@ int zp_slurm_detect(zp_slurm_t *s, char *why, size_t len)
 void zp_slurm_meet_path(char *buf, size_t len, const char *run_dir, const zp_slurm_t *s)
 {
     snprintf(buf, len, "%s/.slurm-%s", run_dir, s->job);
+}
+
+void zp_slurm_node_path(char *buf, size_t len, const char *run0, const char *node)
+{
+    int n = snprintf(buf, len, "%s/node-", run0);
+    for (const char *p = node; n >= 0 && (size_t)n + 1 < len && *p; p++)
+        buf[n++] = *p == '/' ? '_' : *p;
+    if (n >= 0 && (size_t)n < len)
+        buf[n] = 0;
 }

@@ -1,14 +1,21 @@
 /* slurm.h — a run started as `srun zeus-pipe up CONFIG`: every Slurm task is
- * one data-parallel rank.
+ * one data-parallel rank, and every node has its own data plane.
  *
- * Rank 0 runs the whole pipeline in the run directory (run.dir/run.name); it
- * hosts the cache broker, the logger and the ranks' sum on tcp with CURVE
- * (transport.bind's port P: loaders P, fetches P+1, events P+2, the ranks'
- * sum P+3). Every other rank runs its loaders, its prefetch and its trainer
- * in RUN/rank-<r>/ and connects to rank 0. The ranks meet through the file
- * run.dir/.slurm-<job>.<step>, which rank 0 writes once its keys exist: the
- * run directory, rank 0's host and port. So run.dir must be on a filesystem
- * every node sees (as a job's submit directory usually is). */
+ * Rank 0 runs in the run directory (run.dir/run.name) and hosts what the
+ * ranks share, on tcp with CURVE (transport.bind's port P: other hosts'
+ * loaders P, events P+2, the ranks' sum P+3; P+1 is kept free). Every other
+ * rank runs in RUN/rank-<r>/. The first task of each node (SLURM_LOCALID 0,
+ * "the node's leader"; rank 0 is its node's) also runs that node's data
+ * plane: the cache stage, with cache.path on the node's own disk, and the
+ * loaders. Every rank's prefetch fetches from its node's cache stage over
+ * ipc and reads that node's LMDB itself, so no sample crosses the network;
+ * only events, sums and control do.
+ *
+ * Two rendezvous: run.dir/.slurm-<job>.<step>, which rank 0 writes once its
+ * keys exist (the run directory, rank 0's host and port), and per node
+ * RUN/node-<node>, which the node's leader writes once its cache is ready
+ * (its rank, run directory, cache.path and pid). So run.dir must be on a
+ * filesystem every node sees (as a job's submit directory usually is). */
 #ifndef ZP_SLURM_H
 #define ZP_SLURM_H
 
@@ -22,6 +29,7 @@ typedef struct {
      * rank 0's word for it from the rendezvous */
     char host[256];
     char job[64];           /* "<SLURM_JOB_ID>.<SLURM_STEP_ID>": names the rendezvous */
+    char node[256];         /* this task's node: SLURMD_NODENAME, else the host name */
 } zp_slurm_t;
 
 /* Fills s from the environment. Returns 1 under Slurm with more than one task
@@ -40,5 +48,13 @@ void zp_slurm_meet_path(char *buf, size_t len, const char *run_dir, const zp_slu
  * rank 0 runs, in this environment variable; stages without it are no rank
  * of a Slurm run, whatever SLURM_* says (`zeus-pipe eval` inside a job). */
 #define ZP_SLURM_ENV "ZP_SLURM_RANK0"
+
+/* ... and in this one the run directory of their node's leader, where the
+ * node's cache stage has its sockets (RUN/rank-<l>/sock/work.ipc, fetch.ipc). */
+#define ZP_PLANE_ENV "ZP_NODE_PLANE"
+
+/* The node rendezvous of `node` in rank 0's run directory: "<run0>/node-<node>"
+ * ('/' in the name becomes '_'). */
+void zp_slurm_node_path(char *buf, size_t len, const char *run0, const char *node);
 
 #endif

@@ -53,25 +53,28 @@ int zp_stage_slurm(zp_stage_t *st)
     }
     snprintf(st->slurm.host, sizeof st->slurm.host, "%s", rank0);
     snprintf(st->run0, sizeof st->run0, "%s", st->run_dir);
+    const char *plane = getenv(ZP_PLANE_ENV);
+    snprintf(st->plane, sizeof st->plane, "%s", plane && *plane ? plane : st->run_dir);
     if (st->slurm.rank == 0)
         return 0;
     char *slash = strrchr(st->run0, '/'); /* RUN/rank-<r> */
     if (slash && slash != st->run0)
         *slash = 0;
-    if (strcmp(st->name, zp_stage_name(ZP_STAGE_LOADER)))
-        return 0;
-    /* rank 0's cache stage takes this host's loaders as remote ones */
-    const char *colon = strrchr(st->cfg.bind, ':');
-    snprintf(st->connect, sizeof st->connect, "tcp://%.100s:%s", st->slurm.host, colon ? colon + 1 : "");
-    return ranks_keys(st, st->pub, st->sec, st->server_pub);
+    return 0;
+}
+
+/* The node's cache sockets lie in its data plane's folder (pipeline/slurm.h). */
+static int plane_socket(const char *name)
+{
+    return !strcmp(name, zp_sock_name(ZP_SOCK_WORK)) || !strcmp(name, zp_sock_name(ZP_SOCK_FETCH));
 }
 
 int zp_stage_endpoint(const zp_stage_t *st, const char *name, char *buf, size_t len)
 {
-    int rc = zp_endpoint(buf, len, st->run_dir, name);
+    const char *dir = st->plane[0] && plane_socket(name) ? st->plane : st->run_dir;
+    int rc = zp_endpoint(buf, len, dir, name);
     if (rc)
-        zp_error("%s/sock/%s.ipc: path too long for a UNIX socket; choose a shorter run.dir",
-                 st->run_dir, name);
+        zp_error("%s/sock/%s.ipc: path too long for a UNIX socket; choose a shorter run.dir", dir, name);
     return rc;
 }
 

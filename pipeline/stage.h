@@ -65,9 +65,11 @@ typedef struct {
     char ckpts[1024]; /* eval: comma-separated names in the evaluated run's checkpoints/ */
     /* `srun zeus-pipe up` (pipeline/slurm.h): slurm.world > 1. The sockets
      * every rank shares are tcp with CURVE on rank 0's host; the keys lie in
-     * run0, rank 0's run directory (run_dir itself on rank 0). */
+     * run0, rank 0's run directory (run_dir itself on rank 0). The node's
+     * cache sockets (work, fetch) lie in plane, its leader's run directory. */
     zp_slurm_t slurm;
     char run0[PATH_MAX];
+    char plane[PATH_MAX]; /* "" outside Slurm: run_dir */
     struct zp_zap *zap; /* who may connect to this process's CURVE sockets; NULL until one binds */
 } zp_stage_t;
 

@@ -1,7 +1,9 @@
 /* meet.c — `srun zeus-pipe up CONFIG`: every Slurm task is one rank
  * (pipeline/slurm.h). Rank 0 creates the run and announces it in a
  * rendezvous file on the shared run.dir; rank r > 0 waits for it, checks
- * that its config is rank 0's word for word and runs in RUN/rank-<r>. */
+ * that its config is rank 0's word for word and runs in RUN/rank-<r>. Each
+ * node's first task prepares the node's cache and announces its data plane
+ * in RUN/node-<node>; the node's other tasks wait for that and use it. */
 #define _GNU_SOURCE
 #include "pipeline/log.h"
 #include "pipeline/resources.h"
@@ -9,6 +11,7 @@
 #include "pipeline/supervisor/supervisor.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,8 +41,17 @@ int zp_sup_announce(zp_sup_t *s)
     return 0;
 }
 
-/* 0 when rank 0's resolved config (RUN/config.yaml) is ours, word for word:
- * ranks that trained different models would sum nonsense. */
+/* 1 for the line of cache.path in a printed config (its section "cache:"
+ * seen last): each node keeps its cache on its own disk, where it likes. */
+static int node_local_line(const char *line, size_t len, int *in_cache)
+{
+    if (len && line[0] != ' ')
+        *in_cache = len == 6 && !memcmp(line, "cache:", 6);
+    return *in_cache && len > 7 && !memcmp(line, "  path:", 7);
+}
+
+/* 0 when rank 0's resolved config (RUN/config.yaml) is ours, word for word
+ * but for cache.path: ranks that trained different models would sum nonsense. */
 static int same_config(const zp_sup_t *s, const char *run0)
 {
     char path[PATH_MAX + 32], *mine = NULL, *theirs = NULL;
@@ -57,9 +69,11 @@ static int same_config(const zp_sup_t *s, const char *run0)
     if (rc)
         fprintf(stderr, "zeus-pipe: %s: %s\n", path, strerror(errno ? errno : EIO));
     const char *a = mine, *b = theirs;
+    int in_a = 0, in_b = 0;
     while (!rc && (*a || *b)) {
         size_t la = strcspn(a, "\n"), lb = strcspn(b, "\n");
-        if (la != lb || memcmp(a, b, la)) {
+        int local = node_local_line(a, la, &in_a) & node_local_line(b, lb, &in_b);
+        if (!local && (la != lb || memcmp(a, b, la))) {
             fprintf(stderr, "zeus-pipe: Slurm rank %d: its config differs from rank 0's (%s):\n"
                     "  rank 0:    %.*s\n  this rank: %.*s\n", s->slurm.rank, path, (int)lb, b, (int)la, a);
             rc = 1;
@@ -71,49 +85,125 @@ static int same_config(const zp_sup_t *s, const char *run0)
     return rc;
 }
 
-/* Rank r > 0: waits up to trainer.comm_timeout_s for rank 0's rendezvous,
- * then makes RUN/rank-<r> its run directory, with the same resolved config. */
-static int slurm_join(zp_sup_t *s)
+/* Waits up to trainer.comm_timeout_s for the file `path`, saying what for;
+ * NULL after printing why (`whose` names who writes it). */
+static FILE *wait_for(const zp_sup_t *s, const char *path, const char *whose, const char *advice)
 {
-    char path[PATH_MAX + 64], line[PATH_MAX + 32], run0[PATH_MAX] = "", host[256] = "", bind[256] = "";
-    zp_slurm_meet_path(path, sizeof path, s->cfg.run_dir, &s->slurm);
-    fprintf(stderr, "zeus-pipe: Slurm rank %d of %d: waiting for rank 0 to announce itself in %s\n",
-            s->slurm.rank, s->slurm.world, path);
+    fprintf(stderr, "zeus-pipe: Slurm rank %d of %d: waiting for %s in %s\n", s->slurm.rank,
+            s->slurm.world, whose, path);
     int64_t deadline = zp_now_ns() + s->cfg.comm_timeout_s * 1000000000ll;
     FILE *f;
     while (!(f = fopen(path, "r"))) {
         if (zp_now_ns() > deadline) {
-            fprintf(stderr, "zeus-pipe: Slurm rank %d: no word from rank 0 within trainer.comm_timeout_s "
-                    "(%lld s): did rank 0 start, and is run.dir (%s) on a filesystem every node sees?\n",
-                    s->slurm.rank, (long long)s->cfg.comm_timeout_s, s->cfg.run_dir);
-            return 1;
+            fprintf(stderr, "zeus-pipe: Slurm rank %d: no word from %s within trainer.comm_timeout_s "
+                    "(%lld s): %s\n", s->slurm.rank, whose, (long long)s->cfg.comm_timeout_s, advice);
+            return NULL;
         }
         usleep(100000);
     }
+    return f;
+}
+
+/* The value of "key VALUE" lines of f into out (len bytes), for each key. */
+static void read_fields(FILE *f, const char *const *keys, char *const *out, const size_t *len, int n)
+{
+    char line[PATH_MAX + 64];
     while (fgets(line, sizeof line, f)) {
         line[strcspn(line, "\n")] = 0;
-        if (!strncmp(line, "run ", 4))
-            snprintf(run0, sizeof run0, "%.4000s", line + 4);
-        else if (!strncmp(line, "host ", 5))
-            snprintf(host, sizeof host, "%.250s", line + 5);
-        else if (!strncmp(line, "bind ", 5))
-            snprintf(bind, sizeof bind, "%.250s", line + 5);
+        for (int i = 0; i < n; i++) {
+            size_t k = strlen(keys[i]);
+            if (!strncmp(line, keys[i], k) && line[k] == ' ')
+                snprintf(out[i], len[i], "%s", line + k + 1);
+        }
     }
     fclose(f);
-    if (!run0[0] || !host[0] || strcmp(bind, s->cfg.bind)) {
+}
+
+/* Rank r > 0: waits for rank 0's rendezvous and checks that its config is
+ * ours; rank 0's run directory into s->run0. */
+static int slurm_join(zp_sup_t *s)
+{
+    char path[PATH_MAX + 64], host[256] = "", bind[256] = "";
+    zp_slurm_meet_path(path, sizeof path, s->cfg.run_dir, &s->slurm);
+    FILE *f = wait_for(s, path, "rank 0", "did rank 0 start, and is run.dir on a filesystem every node sees?");
+    if (!f)
+        return 1;
+    s->run0[0] = 0;
+    read_fields(f, (const char *[]){"run", "host", "bind"}, (char *[]){s->run0, host, bind},
+                (size_t[]){sizeof s->run0, sizeof host, sizeof bind}, 3);
+    if (!s->run0[0] || !host[0] || strcmp(bind, s->cfg.bind)) {
         fprintf(stderr, "zeus-pipe: %s: expected run, host and bind %s (got run '%s', host '%s', bind '%s')\n",
-                path, s->cfg.bind, run0, host, bind);
+                path, s->cfg.bind, s->run0, host, bind);
         return 2;
     }
-    if (same_config(s, run0))
+    if (same_config(s, s->run0))
         return 2;
     snprintf(s->slurm.host, sizeof s->slurm.host, "%s", host);
     snprintf(s->watch, sizeof s->watch, "%s", path);
-    char name[32];
-    snprintf(name, sizeof name, "rank-%d", s->slurm.rank);
-    int rc = zp_rundir_make(&s->cfg, run0, name, s->run_dir, sizeof s->run_dir);
-    /* in rank 0's record: a cleanup of the run reaches this rank's leftovers */
-    return rc ? rc : zp_resources_add(run0, "run", s->run_dir) ? 1 : 0;
+    return 0;
+}
+
+/* A task that is not its node's leader: waits for the leader's node
+ * rendezvous; its data plane's folder into s->plane. */
+static int node_join(zp_sup_t *s)
+{
+    char path[PATH_MAX + 300], rank[32] = "", cache[PATH_MAX] = "", pid[32] = "", whose[300];
+    zp_slurm_node_path(path, sizeof path, s->run0, s->slurm.node);
+    snprintf(whose, sizeof whose, "node %s's first task (SLURM_LOCALID 0)", s->slurm.node);
+    FILE *f = wait_for(s, path, whose, "every node's first task runs the node's cache and loaders; "
+                                       "did it start, or fail (its output says)?");
+    if (!f)
+        return 1;
+    s->plane[0] = 0;
+    read_fields(f, (const char *[]){"rank", "run", "cache", "pid"}, (char *[]){rank, s->plane, cache, pid},
+                (size_t[]){sizeof rank, sizeof s->plane, sizeof cache, sizeof pid}, 4);
+    s->plane_pid = (pid_t)atol(pid);
+    if (!s->plane[0] || s->plane_pid <= 0) {
+        fprintf(stderr, "zeus-pipe: %s: expected rank, run, cache and pid lines\n", path);
+        return 2;
+    }
+    if (s->cfg.cache_enabled && strcmp(cache, s->cfg.cache_path)) {
+        fprintf(stderr, "zeus-pipe: node %s: this task's cache.path (%s) is not the one of the node's "
+                        "first task, rank %s (%s): the tasks of a node share its cache\n",
+                s->slurm.node, s->cfg.cache_path, rank, cache);
+        return 2;
+    }
+    fprintf(stderr, "zeus-pipe: Slurm rank %d: on node %s with rank %s's data plane (%s)\n",
+            s->slurm.rank, s->slurm.node, rank, s->plane);
+    return 0;
+}
+
+/* The node's leader, its cache ready: the node rendezvous, written whole
+ * and then renamed (removed at the end of its run). */
+static int node_announce(zp_sup_t *s)
+{
+    char tmp[sizeof s->node_meet + 8];
+    zp_slurm_node_path(s->node_meet, sizeof s->node_meet, s->run0, s->slurm.node);
+    snprintf(tmp, sizeof tmp, "%s.tmp", s->node_meet);
+    FILE *f = fopen(tmp, "w");
+    int ok = f && fprintf(f, "rank %d\nrun %s\ncache %s\npid %d\n", s->slurm.rank, s->run_dir,
+                          s->cfg.cache_path, (int)getpid()) > 0;
+    if (f && fclose(f))
+        ok = 0;
+    if (!ok || rename(tmp, s->node_meet)) {
+        fprintf(stderr, "zeus-pipe: %s: %s\n", s->node_meet, strerror(errno));
+        s->node_meet[0] = 0;
+        return 2;
+    }
+    snprintf(s->plane, sizeof s->plane, "%s", s->run_dir);
+    return 0;
+}
+
+/* The node's leader: its own cache (cache.path on the node's disk), which
+ * must hold this dataset; the node is named, since another node's may be fine. */
+static int node_cache(zp_sup_t *s)
+{
+    if (!s->cfg.cache_enabled || !zp_cache_prepare(&s->cfg, &s->ds->meta))
+        return 0;
+    fprintf(stderr, "zeus-pipe: node %s (Slurm rank %d): its cache %s cannot serve this run (above); "
+                    "each node keeps its own cache at cache.path on its local disk\n",
+            s->slurm.node, s->slurm.rank, s->cfg.cache_path);
+    return 2;
 }
 
 /* `srun zeus-pipe up CONFIG`: this task's part of the run. */
@@ -127,29 +217,59 @@ int zp_sup_prepare_slurm(zp_sup_t *s)
                         "next three; expected HOST:PORT with PORT 1..65532 (got %s)\n", s->cfg.bind);
         return 2;
     }
+    if (s->slurm.rank == 0 && s->slurm.local != 0) {
+        fprintf(stderr, "zeus-pipe: Slurm rank 0 is task %d of its node (SLURM_LOCALID): it must be its "
+                        "node's first, which runs the node's data plane (use a block distribution)\n",
+                s->slurm.local);
+        return 2;
+    }
     if (s->cfg.gpus != 1 && s->slurm.rank == 0)
         fprintf(stderr, "zeus-pipe: note: trainer.gpus is %lld, but under Slurm each of the %d tasks is "
                         "one rank (ask Slurm for the tasks: srun --ntasks-per-node=GPUS)\n",
                 (long long)s->cfg.gpus, s->slurm.world);
-    if (s->slurm.rank > 0)
-        return slurm_join(s); /* no cache of its own: rank 0's host holds it */
-    if (s->cfg.cache_enabled && zp_cache_prepare(&s->cfg, &s->ds->meta))
-        return 2;
-    return zp_rundir_start(&s->cfg, s->cfg.run_name, s->run_dir, sizeof s->run_dir);
+    int rc = s->slurm.rank > 0 ? slurm_join(s) : 0;
+    if (!rc && s->slurm.local > 0)
+        rc = node_join(s);
+    else if (!rc)
+        rc = node_cache(s);
+    if (rc)
+        return rc;
+    if (s->slurm.rank == 0) {
+        rc = zp_rundir_start(&s->cfg, s->cfg.run_name, s->run_dir, sizeof s->run_dir);
+        snprintf(s->run0, sizeof s->run0, "%s", s->run_dir);
+    } else {
+        char name[32];
+        snprintf(name, sizeof name, "rank-%d", s->slurm.rank);
+        rc = zp_rundir_make(&s->cfg, s->run0, name, s->run_dir, sizeof s->run_dir);
+        /* in rank 0's record: a cleanup of the run reaches this rank's leftovers */
+        rc = rc ? rc : zp_resources_add(s->run0, "run", s->run_dir) ? 1 : 0;
+    }
+    return rc || s->slurm.local > 0 ? rc : node_announce(s);
 }
 
-/* Rank r > 0: 1 when rank 0's run ended (its rendezvous file is gone) more
- * than 10 s ago while this rank still trains: stopped by `zeus-pipe down` or
- * a signal, rank 0 no longer answers the sums. Looked at once a second. */
-int zp_sup_rank0_gone(zp_sup_t *s)
+/* 1 (with the sentence in why) when what this rank depends on is gone while
+ * it trains: rank 0's run ended (its rendezvous file is gone; `zeus-pipe
+ * down`, a signal) more than 10 s ago, or its node's leader, whose cache
+ * stage serves its fetches, exited more than 10 s ago. Looked at once a
+ * second. */
+int zp_sup_gone(zp_sup_t *s, char *why, size_t len)
 {
     int64_t now = zp_now_ns();
-    if (!s->watch[0] || now < s->watch_next)
+    if ((!s->watch[0] && !s->plane_pid) || now < s->watch_next)
         return 0;
     s->watch_next = now + 1000000000ll;
-    if (access(s->watch, F_OK) == 0)
+    int rank0 = !s->watch[0] || access(s->watch, F_OK) == 0;
+    int plane = !s->plane_pid || kill(s->plane_pid, 0) == 0 || errno != ESRCH;
+    if (rank0 && plane)
         s->gone_since = 0;
     else if (!s->gone_since)
         s->gone_since = now;
-    return s->gone_since && now - s->gone_since > 10000000000ll;
+    if (!s->gone_since || now - s->gone_since <= 10000000000ll)
+        return 0;
+    if (!rank0)
+        snprintf(why, len, "rank 0's run has ended (%s is gone) while this rank trains", s->watch);
+    else
+        snprintf(why, len, "the data plane of node %s (the supervisor of its first task, pid %d) has "
+                 "exited while this rank trains; its output says why", s->slurm.node, (int)s->plane_pid);
+    return 1;
 }

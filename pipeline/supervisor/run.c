@@ -59,6 +59,15 @@ static void cleanup(zp_sup_t *s)
     zp_rundir_cleanup(s->procs.run_dir);
     if (s->meet[0])
         unlink(s->meet);
+    if (s->node_meet[0])
+        unlink(s->node_meet);
+}
+
+/* Under Slurm, a node's other tasks run no loaders: their node's first
+ * task runs them, with the node's cache stage. */
+static int runs_loaders(const zp_sup_t *s)
+{
+    return s->slurm.world < 2 || s->slurm.local == 0;
 }
 
 static int loaders_running(const zp_sup_t *s)
@@ -80,6 +89,11 @@ static int scale(zp_sup_t *s, const char *arg, char *err, size_t len)
     long k = v ? strtol(v, &end, 10) : 0;
     if (!v || end == v || *end || k < -1000 || k > 1000) {
         snprintf(err, len, "expected loader=N, loader=+K or loader=-K (got %.60s)", arg);
+        return ZP_EINVAL;
+    }
+    if (!runs_loaders(s)) {
+        snprintf(err, len, "node %.60s's loaders are run by its first task: scale that rank's run "
+                 "(%.120s)", s->slurm.node, s->plane);
         return ZP_EINVAL;
     }
     int now = loaders_running(s);
@@ -168,18 +182,18 @@ static int on_control(zp_sup_t *s)
     return c.down;
 }
 
-/* Every stage of this host: under Slurm rank 0's host also runs the logger
- * and the cache, and each host one rank; otherwise trainer.gpus ranks. */
+/* Every stage of this task: trainer.gpus ranks with their cache stage,
+ * loaders and logger; under Slurm one rank, the logger on rank 0, and the
+ * node's cache stage (cache[<rank>]) and loaders on each node's first task. */
 static int start_all(zp_sup_t *s)
 {
     int slurm = s->slurm.world > 1, rc = 0;
-    if (!slurm || s->slurm.rank == 0) {
+    if (!slurm || s->slurm.rank == 0)
         rc = zp_procs_spawn(&s->procs, ZP_STAGE_LOGGER, 0, 1);
-        if (!rc)
-            rc = zp_procs_spawn(&s->procs, ZP_STAGE_CACHE, 0, 0);
-    }
+    if (!rc && runs_loaders(s))
+        rc = zp_procs_spawn(&s->procs, ZP_STAGE_CACHE, slurm ? s->slurm.rank : 0, 0);
     s->loader_base = slurm ? 256 * s->slurm.rank : 0; /* loader.workers <= 256: no two alike */
-    for (int i = 0; !rc && i < s->cfg.loader_workers; i++)
+    for (int i = 0; !rc && runs_loaders(s) && i < s->cfg.loader_workers; i++)
         rc = zp_procs_spawn(&s->procs, ZP_STAGE_LOADER, s->loader_base + i, 0);
     int first = slurm ? s->slurm.rank : 0, ranks = 1;
     if (!slurm && (s->procs.mode == ZP_MODE_TRAIN || s->procs.mode == ZP_MODE_RESUME))
@@ -239,7 +253,7 @@ static int tend_loaders(zp_sup_t *s)
             zp_procs_spawn(&s->procs, ZP_STAGE_LOADER, c->instance, 0))
             c->restart_at = now + 1000000000; /* cannot fork now: try again in a second */
     }
-    return loaders_running(s) == 0;
+    return runs_loaders(s) && loaders_running(s) == 0;
 }
 
 /* `up --attach`: done once every prefetch has sent END and exited and no
@@ -271,6 +285,7 @@ static int parent_gone(const zp_sup_t *s)
 static int supervise(zp_sup_t *s)
 {
     int status = -1, trainer_done = 0, quick = 0;
+    char why[PATH_MAX + 200];
     while (status < 0) {
         zmq_pollitem_t it = {s->control, 0, ZMQ_POLLIN, 0};
         if (zmq_poll(&it, 1, 100) > 0 && on_control(s)) {
@@ -287,16 +302,16 @@ static int supervise(zp_sup_t *s)
         } else if (bad) {
             char how[128];
             zp_procs_describe(bad, how, sizeof how);
-            fprintf(stderr, "zeus-pipe: %s[%d] %s; stopping the run\n", zp_stage_name(bad->stage), bad->instance, how);
+            fprintf(stderr, "zeus-pipe: %s[%d] %s%s%s; stopping the run\n", zp_stage_name(bad->stage),
+                    bad->instance, how, s->slurm.world > 1 ? " on node " : "", s->slurm.world > 1 ? s->slurm.node : "");
             zp_procs_log_tail(&s->procs, bad);
             status = 1;
         } else if (s->attach ? attach_done(s) : trainer_done >= s->trainers) {
             status = 0;
         } else if (parent_gone(s)) {
             status = 1, quick = 1;
-        } else if (zp_sup_rank0_gone(s)) {
-            fprintf(stderr, "zeus-pipe: Slurm rank %d: rank 0's run has ended (%s is gone) while this "
-                            "rank trains; stopping\n", s->slurm.rank, s->watch);
+        } else if (zp_sup_gone(s, why, sizeof why)) {
+            fprintf(stderr, "zeus-pipe: Slurm rank %d: %s; stopping\n", s->slurm.rank, why);
             status = 1;
         } else if (tend_loaders(s)) {
             fprintf(stderr, "zeus-pipe: no loader left; stopping the run\n");
@@ -360,6 +375,7 @@ static int supervise_run(zp_sup_t *s, int mode, const char *ckpts)
         if (s->slurm.rank == 0 && zp_sup_announce(s))
             return 2;
         setenv(ZP_SLURM_ENV, s->slurm.host, 1); /* the stages are ranks' stages */
+        setenv(ZP_PLANE_ENV, s->plane, 1);       /* of this node's data plane */
     }
     zp_command_t *command = NULL;
     int training = mode == ZP_MODE_TRAIN || mode == ZP_MODE_RESUME;

@@ -450,6 +450,10 @@ typedef struct zp_sup {
     char meet[PATH_MAX + 64]; /* rank 0: the rendezvous file, removed at the end */
     char watch[PATH_MAX + 64]; /* rank r > 0: rank 0's rendezvous; gone when rank 0's run ended */
     int64_t watch_next, gone_since; /* ns */
+    char run0[PATH_MAX];      /* Slurm: rank 0's run directory */
+    char plane[PATH_MAX];     /* Slurm: the node's data plane, its leader's run directory */
+    char node_meet[PATH_MAX + 300]; /* a node's leader: its node rendezvous, removed at the end */
+    pid_t plane_pid;          /* a node's other tasks: the leader's supervisor */
 } zp_sup_t;
 
 /* prepare.c. Each returns 0, or an exit status after printing why. */
@@ -461,6 +465,7 @@ int zp_sup_server_keys(const zp_sup_t *s);           /* transport tcp: RUN/serve
 /* meet.c: the Slurm rendezvous. */
 int zp_sup_prepare_slurm(zp_sup_t *s); /* this task's part of the run: rank 0 creates, r > 0 joins */
 int zp_sup_announce(zp_sup_t *s);      /* rank 0: the ranks' keys and the rendezvous file */
-int zp_sup_rank0_gone(zp_sup_t *s);    /* rank r > 0: 1 when rank 0's run ended > 10 s ago */
+/* 1 with why when rank 0's run, or this node's leader, is gone > 10 s */
+int zp_sup_gone(zp_sup_t *s, char *why, size_t len);
 
 #endif

@@ -78,9 +78,9 @@ static int send_to(void *sock, const peer_t *p, const zp_msg_t *m, const void *c
 }
 
 /* Answers samples [off, off + n) of a fetch from the store when it holds
- * them all: 1 when it did. A prefetch that cannot read the LMDB itself (a
- * Slurm rank on another host) asks for everything; the others ask for what
- * they did not find, which is seldom here. */
+ * them all: 1 when it did. A prefetch reads hits from the LMDB itself and
+ * asks for what it did not find, which is seldom here (one whose reader
+ * failed to open asks for everything). */
 static int serve_from_store(cache_t *c, zmq_msg_t *who, const zp_msg_t *m, uint64_t off, uint64_t n,
                             int *rc)
 {
@@ -492,7 +492,8 @@ int zp_cache_main(zp_stage_t *st)
         goto out;
     if (!(c.fetch = zp_stage_socket(st, ZMQ_ROUTER, zp_sock_name(ZP_SOCK_FETCH), 1, 0)))
         goto out;
-    if (st->cfg.transport == ZP_TRANSPORT_TCP && open_remote(&c))
+    /* under Slurm rank 0's cache stage alone takes other hosts' loaders */
+    if (st->cfg.transport == ZP_TRANSPORT_TCP && st->slurm.rank == 0 && open_remote(&c))
         goto out;
     if (zp_tasks_create(&c.tasks))
         goto out;

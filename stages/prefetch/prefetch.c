@@ -627,14 +627,14 @@ static int open_ring(prefetch_t *p, const char *name)
     return rc;
 }
 
-/* Opens the cache's hit path. Under Slurm only rank 0 shares a host with the
- * cache's LMDB; the other ranks' samples, cached or not, come through the
- * cache stage. An LMDB error is counted and logged, and the next phase tries
- * again (a reader table full of live readers frees up); 0 or a fatal error. */
+/* Opens the cache's hit path: the LMDB of this node (under Slurm, every
+ * node's leader keeps one at cache.path on its own disk). An LMDB error is
+ * counted and logged, and the next phase tries again (a reader table full of
+ * live readers frees up); 0 or a fatal error. */
 static int open_cache(prefetch_t *p)
 {
     zp_stage_t *st = p->st;
-    if (p->cache_on || !st->cfg.cache_enabled || st->slurm.rank != 0)
+    if (p->cache_on || !st->cfg.cache_enabled)
         return 0;
     char err[512];
     int rc = zp_cachedb_open(&p->db, &st->cfg, &st->meta, 1, err, sizeof err);
