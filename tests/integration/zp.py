@@ -94,9 +94,10 @@ class Workdir:
             f.write(text)
         return path
 
-    def start(self, *args, **kw):
-        """Starts zeus-pipe ARGS in its own process group (like a shell job)."""
-        p = subprocess.Popen([BIN] + list(args), cwd=self.path, stdout=subprocess.PIPE,
+    def start(self, *args, prefix=(), **kw):
+        """Starts zeus-pipe ARGS in its own process group (like a shell job),
+        under the command `prefix` when given (`ip netns exec NS`)."""
+        p = subprocess.Popen(list(prefix) + [BIN] + list(args), cwd=self.path, stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True, start_new_session=True, **kw)
         self.procs.append(p)
         return p

@@ -1,0 +1,163 @@
+"""Slurm across nodes: each "node" is a network namespace with its own address
+and a 1 Gbit/s link to a bridge (netns.py); the tasks are real `zeus-pipe up`
+processes with the variables srun sets, sharing the filesystem as a
+cluster's run.dir. Every node runs its own data plane (cache stage, loaders,
+LMDB at its own cache.path): two nodes of batch B train exactly as one
+trainer of batch 2 x B, each epoch proves every sample once, and samples do
+not cross the links (the veth counters: what crosses is events and sums). A
+node's cache built from another dataset is refused naming the node, and a
+node whose data plane dies stops its tasks naming the node."""
+import json
+import os
+import signal
+import sys
+import time
+import zp
+from netns import Nodes
+from test_ranks import CONFIG, same_training
+
+PORT = 19000 + (os.getpid() % 400) * 4
+
+
+def config(w, name, batch, shape="[1, 12, 16]", backend="cpu", cache="true"):
+    text = CONFIG.format(name=name, gpus=1, batch=batch, train=1025, corrupt=0, epochs=2, cost=0)
+    text = text.replace("[1, 12, 16]", shape).replace("backend: cpu", "backend: " + backend)
+    text += 'transport: {bind: "0.0.0.0:%d"}\ncache: {enabled: %s}\n' % (PORT, cache)
+    return w.write(name + ".yaml", text)
+
+
+def task(w, nodes, rank, ntasks, node, local, cfg, *over, job="4242"):
+    env = dict(os.environ, **nodes.slurm_env(rank, ntasks, node, local, job))
+    return w.start("up", cfg, "cache.path=%s/cache-node%d" % (w.path, node), *over, env=env,
+                   prefix=nodes.wrap(node, []))
+
+
+def finish(p, timeout=240):
+    out, err = p.communicate(timeout=timeout)
+    return p.returncode, err
+
+
+def last_stats(run_dir, stage):
+    """Instance -> the last stats record of `stage` in the run's stats.jsonl."""
+    last = {}
+    with open(os.path.join(run_dir, "stats.jsonl")) as f:
+        for line in f:
+            r = json.loads(line)
+            if r.get("stage") == stage:
+                last[r["instance"]] = r
+    return last
+
+
+def stage_pid(run_dir, name):
+    """The pid of `zeus-pipe stage NAME --run RUN_DIR`, or None."""
+    for pid in zp.stage_pids(run_dir):
+        try:
+            argv = open("/proc/%d/cmdline" % pid, "rb").read().decode().split("\0")
+        except OSError:
+            continue
+        if name in argv and run_dir in argv:
+            return pid
+    return None
+
+
+def two_nodes_train_as_one_and_each_keeps_its_own_plane():
+    with zp.Workdir() as w, Nodes(2) as nodes:
+        rc, out, err = w.run("up", config(w, "one", 64))
+        zp.check(rc == 0, err)
+        two = config(w, "two", 32)
+        r1 = task(w, nodes, 1, 2, 1, 0, two)
+        r0 = task(w, nodes, 0, 2, 0, 0, two)
+        (rc0, err0), (rc1, err1) = finish(r0), finish(r1)
+        zp.check(rc0 == 0 and rc1 == 0, "rank 0 exit %s:\n%s\nrank 1 exit %s:\n%s" % (rc0, err0, rc1, err1))
+        run = w.run_dir("two")
+        same_training(w.run_dir("one"), run, "2 nodes")
+        for split, n in (("train", 1025), ("test", 200)):
+            ends = zp.epoch_ends(run, split)
+            zp.check(len(ends) == 2 and all(e["samples"] == e["distinct"] == n for e in ends), ends)
+        # a cache stage and loaders per node, each node's LMDB on its own path; all their
+        # events reached rank 0's logger over the link
+        zp.check(sorted(last_stats(run, "cache")) == [0, 1], sorted(last_stats(run, "cache")))
+        loaders = sorted(last_stats(run, "loader"))
+        zp.check(loaders == [0, 1, 256, 257], "loaders %r" % loaders)
+        for node in (0, 1):
+            zp.check(os.path.getsize(os.path.join(w.path, "cache-node%d" % node, "data.mdb")) > 0,
+                     "node %d has no cache" % node)
+        # epoch 2: each rank read its hits from its own node's LMDB
+        for rank in (0, 1):
+            hits = [r for r in zp.metrics(run) if r.get("event") == "cache" and r["instance"] == rank
+                    and r["split"] == "train" and r["epoch"] == 1]
+            zp.check(hits and hits[0]["hits"] > 0, "rank %d's epoch-2 cache record: %r" % (rank, hits))
+
+
+def no_sample_crosses_a_link():
+    with zp.Workdir() as w, Nodes(2) as nodes:
+        # samples of 48 KiB, a trainer that only consumes them, no cache: every epoch loads
+        # every sample again, on the node whose rank asked for it
+        big = config(w, "big", 32, shape="[3, 64, 64]", backend='"null"', cache="false")
+        before = [nodes.link_bytes(i) for i in (0, 1)]
+        r0 = task(w, nodes, 0, 2, 0, 0, big)
+        r1 = task(w, nodes, 1, 2, 1, 0, big)
+        (rc0, err0), (rc1, err1) = finish(r0), finish(r1)
+        zp.check(rc0 == 0 and rc1 == 0, "rank 0 exit %s:\n%s\nrank 1 exit %s:\n%s" % (rc0, err0, rc1, err1))
+        run = w.run_dir("big")
+        for split, n in (("train", 1025), ("test", 200)):
+            ends = zp.epoch_ends(run, split)
+            zp.check(len(ends) == 2 and all(e["samples"] == e["distinct"] == n for e in ends), ends)
+        carried = [nodes.link_bytes(i) - before[i] for i in (0, 1)]
+        # rank 1 consumed about half of 2 x 1225 samples of 49152 bytes: ~60 MB that the central
+        # design sent over the link twice; what crossed is events, stats and the epochs' sums
+        sample_bytes = 49152 * 1225  # 4 bytes x 3 x 64 x 64, half of 2 epochs of 1225
+        zp.check(carried[1] > 0, "nothing crossed node 1's link: did its events reach rank 0?")
+        zp.check(carried[1] < sample_bytes // 20,
+                 "node 1's link carried %d bytes, against %d bytes of rank 1's samples" % (carried[1], sample_bytes))
+        print("link bytes: node 0 %d, node 1 %d; rank 1's samples ~%d bytes" % (carried[0], carried[1], sample_bytes))
+
+
+def a_nodes_cache_of_another_dataset_is_refused_naming_the_node():
+    with zp.Workdir() as w, Nodes(2) as nodes:
+        other = w.write("other.yaml", CONFIG.format(name="other", gpus=1, batch=32, train=300, corrupt=0,
+                                                    epochs=1, cost=0).replace("[1, 12, 16]", "[1, 8, 8]"))
+        rc, out, err = w.run("warm", other, "cache.path=%s/cache-node1" % w.path)
+        zp.check(rc == 0, err)
+        cfg = config(w, "refused", 32)
+        r0 = task(w, nodes, 0, 2, 0, 0, cfg, "trainer.comm_timeout_s=5", job="5151")
+        r1 = task(w, nodes, 1, 2, 1, 0, cfg, "trainer.comm_timeout_s=5", job="5151")
+        rc1, err1 = finish(r1, 90)
+        zp.check(rc1 == 2 and "node %s (Slurm rank 1)" % nodes.addr(1) in err1 and "local disk" in err1,
+                 "rank 1 exit %s: %s" % (rc1, err1))
+        rc0, err0 = finish(r0, 90)
+        zp.check(rc0 == 1, "rank 0 exit %s: %s" % (rc0, err0))
+
+
+def a_node_whose_data_plane_dies_stops_naming_the_node():
+    with zp.Workdir() as w, Nodes(2) as nodes:
+        cfg = config(w, "dies", 32)
+        slow = ("dataset.synthetic.cost_us=3000", "trainer.epochs=20", "trainer.comm_timeout_s=15")
+        r0 = task(w, nodes, 0, 3, 0, 0, cfg, *slow, job="6161")
+        r1 = task(w, nodes, 1, 3, 1, 0, cfg, *slow, job="6161")
+        r2 = task(w, nodes, 2, 3, 1, 1, cfg, *slow, job="6161")  # node 1's second task
+        run = w.run_dir("dies")
+        rank1 = os.path.join(run, "rank-1")
+        zp.wait_for(lambda: os.path.exists(os.path.join(run, "rank-2", "batches-rank2.log")), 90,
+                    "rank 2 training on node 1's plane")
+        pid = stage_pid(rank1, "cache")
+        zp.check(pid, "no cache stage of node 1")
+        os.kill(pid, signal.SIGKILL)
+        rc1, err1 = finish(r1, 60)
+        zp.check(rc1 == 1 and "cache[1] was killed by signal 9 (Killed) on node %s" % nodes.addr(1) in err1,
+                 "rank 1 exit %s: %s" % (rc1, err1))
+        rc2, err2 = finish(r2, 60)
+        zp.check(rc2 == 1 and "the data plane of node %s" % nodes.addr(1) in err2, "rank 2 exit %s: %s" % (rc2, err2))
+        rc0, err0 = finish(r0, 90)
+        zp.check(rc0 != 0, "rank 0 exit %s: %s" % (rc0, err0))
+
+
+if __name__ == "__main__":
+    why = Nodes.available()
+    if why:
+        print("skipped: network namespaces: " + why)
+        sys.exit(77)
+    zp.main([two_nodes_train_as_one_and_each_keeps_its_own_plane,
+             no_sample_crosses_a_link,
+             a_nodes_cache_of_another_dataset_is_refused_naming_the_node,
+             a_node_whose_data_plane_dies_stops_naming_the_node])
