@@ -6,6 +6,7 @@
 #include <cmocka.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "pipeline/log.h"
 #include "pipeline/slurm.h"
@@ -69,6 +70,26 @@ static void ranks_come_from_the_four_variables(void **state)
     assert_string_equal(s.host, "cpu9");
 }
 
+static void a_task_knows_its_node_and_its_nodes_rendezvous(void **state)
+{
+    (void)state;
+    zp_slurm_t s;
+    char why[256], host[256], path[64];
+    set_env("3", "4", "1", "gpu[03-04]");
+    setenv("SLURMD_NODENAME", "gpu04", 1);
+    assert_int_equal(zp_slurm_detect(&s, why, sizeof why), 1);
+    assert_string_equal(s.node, "gpu04");
+    assert_string_equal(s.host, "gpu03"); /* rank 0's is another matter */
+    unsetenv("SLURMD_NODENAME");
+    assert_int_equal(zp_slurm_detect(&s, why, sizeof why), 1);
+    assert_int_equal(gethostname(host, sizeof host), 0);
+    assert_string_equal(s.node, host);
+    zp_slurm_node_path(path, sizeof path, "/runs/r", "a/b");
+    assert_string_equal(path, "/runs/r/node-a_b");
+    zp_slurm_node_path(path, 16, "/runs/r", "gpu04"); /* cut, still a string */
+    assert_string_equal(path, "/runs/r/node-gp");
+}
+
 static void one_task_or_a_missing_variable_is_no_slurm_run(void **state)
 {
     (void)state;
@@ -103,6 +124,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(hostlist_first_expands_the_first_range),
         cmocka_unit_test(ranks_come_from_the_four_variables),
+        cmocka_unit_test(a_task_knows_its_node_and_its_nodes_rendezvous),
         cmocka_unit_test(one_task_or_a_missing_variable_is_no_slurm_run),
         cmocka_unit_test(malformed_values_are_named),
     };
