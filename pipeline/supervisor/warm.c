@@ -194,8 +194,18 @@ static int drive(zp_warm_t *w, zp_warm_progress_fn *progress, void *arg)
 
 static int start(zp_warm_t *w)
 {
-    char name[80], ep[ZP_ENDPOINT_MAX + 16];
+    char name[128], ep[ZP_ENDPOINT_MAX + 16], why[512];
     snprintf(name, sizeof name, "%.60s-warm", w->cfg.run_name);
+    /* `srun --ntasks-per-node=1 zeus-pipe warm`: each node warms its own
+     * cache, in a run directory of its own on the shared run.dir */
+    zp_slurm_t sl;
+    if (zp_slurm_detect(&sl, why, sizeof why) == 1) {
+        size_t n = strlen(name);
+        snprintf(name + n, sizeof name - n, "-%.40s", sl.node);
+        for (char *p = name + n; *p; p++)
+            if (*p == '/')
+                *p = '_';
+    }
     int rc = zp_rundir_start(&w->cfg, name, w->run_dir, sizeof w->run_dir);
     if (rc)
         return rc;

@@ -113,6 +113,31 @@ def no_sample_crosses_a_link():
         print("link bytes: node 0 %d, node 1 %d; rank 1's samples ~%d bytes" % (carried[0], carried[1], sample_bytes))
 
 
+def each_node_warms_its_own_cache_and_the_run_loads_nothing():
+    with zp.Workdir() as w, Nodes(2) as nodes:
+        cfg = config(w, "warmed", 32)
+        warms = []
+        for node in (0, 1):  # `srun --ntasks-per-node=1 zeus-pipe warm`, at once
+            env = dict(os.environ, **nodes.slurm_env(node, 2, node, 0, "7171"))
+            warms.append(w.start("warm", cfg, "cache.path=%s/cache-node%d" % (w.path, node), env=env,
+                                 prefix=nodes.wrap(node, [])))
+        for node, p in enumerate(warms):
+            rc, err = finish(p, 120)
+            zp.check(rc == 0, "warm on node %d exit %s: %s" % (node, rc, err))
+            zp.check(os.path.isdir(os.path.join(w.path, "runs", "warmed-warm-" + nodes.addr(node))), err)
+        r0 = task(w, nodes, 0, 2, 0, 0, cfg)
+        r1 = task(w, nodes, 1, 2, 1, 0, cfg)
+        (rc0, err0), (rc1, err1) = finish(r0), finish(r1)
+        zp.check(rc0 == 0 and rc1 == 0, "rank 0 exit %s:\n%s\nrank 1 exit %s:\n%s" % (rc0, err0, rc1, err1))
+        run = w.run_dir("warmed")
+        loaded = {i: r["total_items"] for i, r in last_stats(run, "loader").items()}
+        zp.check(sorted(loaded) == [0, 1, 256, 257] and not any(loaded.values()),
+                 "loaders loaded %r from warm caches" % loaded)
+        for split, n in (("train", 1025), ("test", 200)):
+            ends = zp.epoch_ends(run, split)
+            zp.check(len(ends) == 2 and all(e["samples"] == e["distinct"] == n for e in ends), ends)
+
+
 def a_nodes_cache_of_another_dataset_is_refused_naming_the_node():
     with zp.Workdir() as w, Nodes(2) as nodes:
         other = w.write("other.yaml", CONFIG.format(name="other", gpus=1, batch=32, train=300, corrupt=0,
@@ -159,5 +184,6 @@ if __name__ == "__main__":
         sys.exit(77)
     zp.main([two_nodes_train_as_one_and_each_keeps_its_own_plane,
              no_sample_crosses_a_link,
+             each_node_warms_its_own_cache_and_the_run_loads_nothing,
              a_nodes_cache_of_another_dataset_is_refused_naming_the_node,
              a_node_whose_data_plane_dies_stops_naming_the_node])
