@@ -112,7 +112,7 @@ void zp_stage_close(zp_stage_t *st);
 int zp_stage_endpoint(const zp_stage_t *st, const char *name, char *buf, size_t len);
 /* Opens the run's socket `name` (pipeline/names.h), bound or connected, with
  * LINGER linger_ms: ipc under sock/. Under Slurm the sockets every rank
- * shares (a slurm_port in names.h: fetch, events, comm) are bound on rank 0 to ipc (plain, for its own
+ * shares (a slurm_port in names.h: events, comm) are bound on rank 0 to ipc (plain, for its own
  * stages) and to tcp with CURVE (for the other ranks', which connect there;
  * pipeline/slurm.h). NULL, with the endpoint and the error logged, on failure. */
 void *zp_stage_socket(zp_stage_t *st, int type, const char *name, int bind, int linger_ms);

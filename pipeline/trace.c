@@ -15,8 +15,15 @@
 #include <string.h>
 #include <unistd.h>
 
-enum { C_QUEUE, C_ITEMS, C_BUSY, C_COUNT };
-static const char *const COUNTERS[C_COUNT] = {"queue", "items_per_s", "busy"};
+enum { C_QUEUE, C_ITEMS, C_BUSY, C_STATS, C_RING = C_STATS, C_COUNT };
+static const char *const COUNTERS[C_COUNT] = {"queue", "items_per_s", "busy", "ring_slots_in_use"};
+
+/* A prefetch's ring on tracks of its own: its BATCH and FREE messages as
+ * instants on one, and each slot's batches, from BATCH to FREE (the time the
+ * trainer held it), as complete events on one track per slot. */
+#define RING_TID 900
+#define SLOT_TID 1000
+#define SLOTS_MAX 64 /* slots drawn; messages of others are instants only */
 
 #define PROCS_MAX 4096
 
@@ -33,6 +40,10 @@ typedef struct {
     char stage[ZP_REC_NAME_MAX];
     int64_t instance, os_pid;
     uint32_t regions; /* bit per region with a kept event */
+    int ring;         /* a kept BATCH or FREE */
+    uint64_t slots;   /* bit per slot with a kept hold */
+    int64_t in_use;   /* the ring's slots held, message by message */
+    int64_t batch_ts[SLOTS_MAX], batch_gen[SLOTS_MAX]; /* each slot's last BATCH; gen -1: none */
 } proc_t;
 
 typedef struct {
@@ -166,6 +177,8 @@ static int proc_of(trace_t *t, const zp_rec_head_t *h)
     }
     proc_t *p = &t->procs[t->nprocs];
     memset(p, 0, sizeof *p);
+    for (int s = 0; s < SLOTS_MAX; s++)
+        p->batch_gen[s] = -1;
     snprintf(p->stage, sizeof p->stage, "%s", h->stage);
     p->instance = h->instance;
     p->os_pid = h->pid;
@@ -214,12 +227,56 @@ static int on_timer(trace_t *t, int proc, int64_t time_us, const msgpack_object 
     return 0;
 }
 
+/* One BATCH or FREE of slot `slot`, generation gen, at ts: its instant, the
+ * slot count after it, and for a FREE the hold since its BATCH. */
+static int ring_message(trace_t *t, int proc, int64_t ts, int is_free, int64_t slot, int64_t gen)
+{
+    proc_t *p = &t->procs[proc];
+    p->in_use += is_free ? -1 : 1;
+    tev_t msg = {.ts = ts, .value = (double)slot, .proc = proc, .what = (int16_t)is_free, .ph = 'i'};
+    tev_t count = {.ts = ts, .value = (double)p->in_use, .proc = proc, .what = C_RING, .ph = 'C'};
+    int rc = add(t, &msg);
+    if (!rc)
+        rc = add(t, &count);
+    if (rc || slot < 0 || slot >= SLOTS_MAX)
+        return rc;
+    if (!is_free) {
+        p->batch_ts[slot] = ts, p->batch_gen[slot] = gen;
+        return 0;
+    }
+    if (p->batch_gen[slot] != gen || ts < p->batch_ts[slot])
+        return 0; /* its BATCH came before the events file began, or was garbled */
+    tev_t hold = {.ts = p->batch_ts[slot], .dur = (ts - p->batch_ts[slot]) * 1000, .proc = proc,
+                  .what = (int16_t)slot, .ph = 'S'};
+    p->batch_gen[slot] = -1;
+    return add(t, &hold);
+}
+
+static int on_ring(trace_t *t, int proc, int64_t time_us, const msgpack_object *b)
+{
+    zp_rec_ring_t x;
+    zp_record_decode(ZP_REC_RING, b, &x);
+    uint32_t n = x.at && x.at->type == MSGPACK_OBJECT_ARRAY ? x.at->via.array.size : 0;
+    for (uint32_t i = 0; i < n; i++) {
+        int64_t at, slot, gen, is_free;
+        if (!int_at(x.at, i, &at) || !int_at(x.slot, i, &slot) || !int_at(x.gen, i, &gen) ||
+            !int_at(x.free, i, &is_free)) {
+            t->bad++;
+            continue;
+        }
+        int rc = ring_message(t, proc, time_us - at, is_free != 0, slot, gen);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
 static int on_stats(trace_t *t, int proc, int64_t time_us, const msgpack_object *b)
 {
     zp_rec_stats_t x;
     zp_record_decode(ZP_REC_STATS, b, &x);
-    double v[C_COUNT] = {[C_QUEUE] = (double)x.queue, [C_ITEMS] = x.items_per_s, [C_BUSY] = x.busy};
-    for (int c = 0; c < C_COUNT; c++) {
+    double v[C_STATS] = {[C_QUEUE] = (double)x.queue, [C_ITEMS] = x.items_per_s, [C_BUSY] = x.busy};
+    for (int c = 0; c < C_STATS; c++) {
         tev_t e = {.ts = time_us, .value = isfinite(v[c]) ? v[c] : 0, .proc = proc, .what = (int16_t)c, .ph = 'C'};
         int rc = add(t, &e);
         if (rc)
@@ -234,7 +291,7 @@ static int on_record(void *ctx, const msgpack_object *o)
     const msgpack_object *b = zp_map_get(o, "body");
     zp_rec_head_t h;
     zp_record_type_t type = b ? zp_record_head(b, &h) : ZP_REC_NONE;
-    if (type != ZP_REC_TIMER && type != ZP_REC_STATS)
+    if (type != ZP_REC_TIMER && type != ZP_REC_STATS && type != ZP_REC_RING)
         return 0;
     double time = h.time * 1e6;
     int proc = isfinite(time) && fabs(time) < 9e18 ? proc_of(t, &h) : -1;
@@ -243,6 +300,8 @@ static int on_record(void *ctx, const msgpack_object *o)
         return 0;
     }
     int64_t time_us = (int64_t)llround(time);
+    if (type == ZP_REC_RING)
+        return on_ring(t, proc, time_us, b);
     return type == ZP_REC_TIMER ? on_timer(t, proc, time_us, b) : on_stats(t, proc, time_us, b);
 }
 
@@ -267,6 +326,14 @@ static void write_meta(const trace_t *t, FILE *out)
             fprintf(out, "}},\n{\"ph\":\"M\",\"name\":\"thread_sort_index\",\"pid\":%d,\"tid\":%d,"
                          "\"args\":{\"sort_index\":%d}},\n", i + 1, r + 1, r + 1);
         }
+        if (p->ring)
+            fprintf(out, "{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":%d,\"tid\":%d,"
+                         "\"args\":{\"name\":\"ring: BATCH and FREE\"}},\n", i + 1, RING_TID);
+        for (int s = 0; s < SLOTS_MAX; s++)
+            if (p->slots >> s & 1)
+                fprintf(out, "{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":%d,\"tid\":%d,"
+                             "\"args\":{\"name\":\"slot %d: held by the trainer\"}},\n",
+                        i + 1, SLOT_TID + s, s);
     }
 }
 
@@ -279,6 +346,14 @@ static void write_event(const trace_t *t, const tev_t *e, int64_t origin, FILE *
         fputs(",\"cat\":", out);
         zp_json_str(out, p->stage);
         fprintf(out, ",\"pid\":%d,\"tid\":%d,\"ts\":%lld,\"dur\":%.3f}", e->proc + 1, e->what + 1,
+                (long long)(e->ts - origin), (double)e->dur / 1000);
+    } else if (e->ph == 'i') {
+        fprintf(out, "{\"ph\":\"i\",\"s\":\"t\",\"name\":\"%s\",\"pid\":%d,\"tid\":%d,\"ts\":%lld,"
+                     "\"args\":{\"slot\":%lld}}", e->what ? "FREE" : "BATCH", e->proc + 1, RING_TID,
+                (long long)(e->ts - origin), (long long)e->value);
+    } else if (e->ph == 'S') {
+        fprintf(out, "{\"ph\":\"X\",\"name\":\"held\",\"cat\":\"ring\",\"pid\":%d,\"tid\":%d,"
+                     "\"ts\":%lld,\"dur\":%.3f}", e->proc + 1, SLOT_TID + e->what,
                 (long long)(e->ts - origin), (double)e->dur / 1000);
     } else {
         fprintf(out, "{\"ph\":\"C\",\"name\":\"%s\",\"pid\":%d,\"tid\":0,\"ts\":%lld,\"args\":{\"%s\":%.6g}}",
@@ -313,9 +388,15 @@ static void write_all(trace_t *t, const vec_t *kept, int64_t nearly, const char 
                       const zp_events_count_t *count, FILE *out)
 {
     int64_t origin = kept->n ? kept->v[0].ts : 0;
-    for (int64_t i = 0; i < kept->n; i++)
-        if (kept->v[i].ph == 'X')
-            t->procs[kept->v[i].proc].regions |= 1u << kept->v[i].what;
+    for (int64_t i = 0; i < kept->n; i++) {
+        const tev_t *e = &kept->v[i];
+        proc_t *p = &t->procs[e->proc];
+        if (e->ph == 'X')
+            p->regions |= 1u << e->what;
+        p->ring |= e->ph == 'i';
+        if (e->ph == 'S')
+            p->slots |= 1ull << e->what;
+    }
     fputs("{\"displayTimeUnit\":\"ms\",\"otherData\":{\"run\":", out);
     zp_json_str(out, run);
     fprintf(out, ",\"origin_unix_us\":%lld,\"records\":%lld,\"skipped_records\":%lld,"

@@ -13,11 +13,17 @@
  * Timestamps are microseconds from the first event; otherData says when that
  * was (origin_unix_us), how many records were read and skipped.
  *
- * Not in it: BATCH/FREE between prefetch and trainer (they never reach the
- * logger), and timer samples of records that carry no start (a version
+ * A prefetch's ring, from its "ring" records, gets tracks of its own: each
+ * BATCH it sent and FREE it got back as an instant event ("ph":"i", args.slot)
+ * on the track "ring: BATCH and FREE", a counter of the slots the trainer
+ * holds (ring_slots_in_use) after each, and per slot a track "slot S: held
+ * by the trainer" with one complete event ("held") from each BATCH to its
+ * FREE: where the double buffering runs dry, the slots stand empty.
+ *
+ * Not in it: timer samples of records that carry no start (a version
  * before the trace): counted in otherData.samples_without_start.
  *
- * Bounded: past `max_events` timed and counter events, it keeps the earliest
+ * Bounded: past `max_events` timed, instant and counter events, it keeps the earliest
  * max_events/2 and the latest max_events - max_events/2, in bounded memory
  * whatever the size of the run, and says how many it left out — in
  * otherData.events_left_out and as a global instant event at the gap.

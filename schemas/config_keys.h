@@ -173,6 +173,6 @@
       "write TensorBoard scalars (losses, accuracy, rates, each stage's busy and waits, log()) to " \
       "RUN/tb/ for `tensorboard --logdir runs/`")                                           \
     X("logger.trace_max_events", INT, trace_max_events, "200000", 100, 100000000,                  \
-      "most timed and counter events in trace.json; past it the first and the last halves are kept")
+      "most timed, instant and counter events in trace.json; past it the first and the last halves are kept")
 
 #endif

@@ -39,6 +39,7 @@
 #define ZP_RECORD_KINDS(K)                                                                         \
     K(STATS, "stats", "a stage's counters, every stats.interval_ms and once as it exits")          \
     K(TIMER, "timer", "durations of one timed region (pipeline/timer.h) since the last record")    \
+    K(RING, "ring", "the BATCH and FREE messages of one ring since the last record")              \
     K(WARNING, "warning", "something a person should know; also printed by the logger")          \
     K(METRIC, "metric", "what the run did: `event` says which record")
 
@@ -46,6 +47,7 @@
 #define ZP_RECORDS(R)                                                                              \
     R(STATS, stats, STATS, "", "every stage: its counters over the last window and since start") \
     R(TIMER, timer, TIMER, "", "every stage: its timer samples, sent with each stats record")     \
+    R(RING, ring, RING, "", "prefetch: each BATCH it sent its trainer and each FREE it got back") \
     R(WARNING, warning, WARNING, "", "cache: LMDB failed and caching stops")                      \
     R(STEP, step, METRIC, "step", "trainer (rank 0): the figures of the last train steps")        \
     R(EPOCH_END, epoch_end, METRIC, "epoch_end", "trainer (rank 0): one split of one epoch done") \
@@ -91,6 +93,15 @@
     F(TIMER, region, S, 0, "the timed region's name (pipeline/timer.h)")                            \
     F(TIMER, ns, A, 0, "durations of the region since the last record, nanoseconds")             \
     F(TIMER, start, A, 0, "when each of those began: microseconds before the record's `time`")
+
+/* For the trace (pipeline/trace.h): sent with each stats record, or when
+ * ZP_RINGLOG_MAX messages are gathered, so none is lost. */
+#define ZP_RECORD_RING(F)                                                                          \
+    F(RING, at, A, 0, "when each message went or came: microseconds before the record's `time`")  \
+    F(RING, slot, A, 0, "its ring slot")                                                            \
+    F(RING, gen, A, 0, "the slot's generation then: (slot, gen) names one batch")                 \
+    F(RING, free, A, 0, "1: a FREE from the trainer; 0: a BATCH to it")                            \
+    F(RING, in_use, I, 0, "slots the trainer held as the record was sent")
 
 #define ZP_RECORD_WARNING(F) F(WARNING, message, T, 0, "what happened and what follows from it")
 

@@ -215,6 +215,42 @@ static void samples_without_start_and_torn_bytes_are_counted_not_drawn(void **st
     assert_null(strstr(out, "\"dur\":-"));
 }
 
+/* One "ring" record of n messages, message i at_us[i] before `time`. */
+static void ring(double time, const int64_t *at_us, const int64_t *slot, const int64_t *gen,
+                 const int64_t *is_free, int n)
+{
+    head("ring", "prefetch", 0, time, 5);
+    ints("at", at_us, n);
+    ints("slot", slot, n);
+    ints("gen", gen, n);
+    ints("free", is_free, n);
+    str("in_use"), msgpack_pack_int64(&pk, 0);
+}
+
+static void ring_messages_become_instants_holds_and_a_slot_count(void **state)
+{
+    (void)state;
+    /* slot 0 held from 1000 us to 400 us before 2.0 s; slot 1's FREE of generation 7 meets
+     * a BATCH of generation 6 (never drawn as a hold); slot 1's gen 8 freed a record later */
+    int64_t at[] = {1000, 900, 400, 300, 200}, slot[] = {0, 1, 0, 1, 1}, gen[] = {3, 6, 3, 7, 8},
+            is_free[] = {0, 0, 1, 1, 0};
+    ring(2.0, at, slot, gen, is_free, 5);
+    int64_t at2[] = {50}, slot2[] = {1}, gen2[] = {8}, free2[] = {1};
+    ring(2.5, at2, slot2, gen2, free2, 1);
+    trace(1000);
+    assert_int_equal(count("\"name\":\"BATCH\""), 3);
+    assert_int_equal(count("\"name\":\"FREE\""), 3);
+    assert_int_equal(count("\"name\":\"held\""), 2);
+    assert_non_null(strstr(out, "\"tid\":1000,\"ts\":0,\"dur\":600.000}")); /* slot 0: 1000 -> 400 */
+    assert_non_null(strstr(out, "\"tid\":1001,\"ts\":800,\"dur\":500150.000}"));
+    assert_non_null(strstr(out, "slot 0: held by the trainer"));
+    assert_non_null(strstr(out, "slot 1: held by the trainer"));
+    /* the count after each message: 1 2 1 0 1 0 */
+    assert_int_equal(count("\"ring_slots_in_use\":2}"), 1);
+    assert_int_equal(count("\"ring_slots_in_use\":0}"), 2);
+    assert_int_equal(info.events, 6 + 6 + 2); /* instants, counts, holds */
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -222,6 +258,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(past_max_events_the_first_and_last_windows_are_kept, setup, teardown),
         cmocka_unit_test_setup_teardown(strings_from_the_events_are_escaped, setup, teardown),
         cmocka_unit_test_setup_teardown(samples_without_start_and_torn_bytes_are_counted_not_drawn, setup, teardown),
+        cmocka_unit_test_setup_teardown(ring_messages_become_instants_holds_and_a_slot_count, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -23,6 +23,7 @@
 #include "stages/prefetch/batch.h"
 #include "stages/prefetch/plan.h"
 #include "stages/prefetch/readers.h"
+#include "stages/prefetch/ringlog.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -72,6 +73,7 @@ typedef struct {
     } seek;                /* the latest SEEK (an earlier one not yet acted on is moot) */
     int seeked;            /* a SEEK came once: the trainer decides what comes, after END too */
     uint64_t abandoned;    /* fetches up to this id were for abandoned batches */
+    zp_ringlog_t ringlog;  /* BATCH and FREE, for the run's timeline */
 } prefetch_t;
 
 #define SEEKING 1 /* run_phase: a SEEK came; the phase is abandoned */
@@ -328,6 +330,8 @@ static int on_free(void *ctx, const zp_msg_t *m, zp_frames_t *f)
     prefetch_t *p = ctx;
     if (m->slot >= p->ring->depth || zp_ring_release(p->ring, (uint32_t)m->slot, (uint32_t)m->gen))
         zp_inbox_drop(&p->ring_in, "FREE of a slot it does not hold (stale generation)");
+    else
+        zp_ringlog_add(&p->ringlog, p->st, 1, (uint32_t)m->slot, (uint32_t)m->gen);
     return 0;
 }
 
@@ -379,6 +383,8 @@ static int emit_ready(prefetch_t *p, int *rc)
     *rc = zp_send(p->ring_sock, NULL, &m, NULL, NULL, 0, 0);
     ZP_TIME_END(&p->st->timers, ZP_R_SEND);
     zp_ring_publish(p->ring, (uint32_t)bt->slot);
+    if (!*rc)
+        zp_ringlog_add(&p->ringlog, p->st, 0, (uint32_t)bt->slot, bt->gen);
     bt->batch = -1;
     p->next_emit++;
     p->last_progress = zp_now_ns();
@@ -506,6 +512,7 @@ static int run_phase(prefetch_t *p)
             rc = on_ring_sock(p);
         p->st->stats.queue = p->next_fetch - p->next_emit;
         zp_stats_tick(p->st);
+        zp_ringlog_tick(&p->ringlog, p->st, 0);
     }
     if (rc || zp_stop)
         return rc ? rc : ZP_ESTOP;
@@ -704,6 +711,7 @@ static int open_all(prefetch_t *p)
 
 static void close_all(prefetch_t *p)
 {
+    zp_ringlog_tick(&p->ringlog, p->st, 1);
     zp_frames_close(&p->f);
     zp_sock_destroy(&p->fetch);
     zp_sock_destroy(&p->ring_sock);

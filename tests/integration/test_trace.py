@@ -1,7 +1,8 @@
 """RUN/trace.json on a real run: the logger writes it as the run ends, in the
 Chrome trace event format (a JSON object with traceEvents): one process per
 stage instance, complete events of the trainer's and the prefetch's regions
-with non-negative durations, counter events; `zeus-pipe report RUN --trace`
+with non-negative durations, counter events, the ring's BATCH and FREE messages
+with each slot's holds by the trainer; `zeus-pipe report RUN --trace`
 writes the same events again from events.msgpack; a small
 logger.trace_max_events bounds it and says so. Nothing here depends on how
 fast the machine is: only on what the run did."""
@@ -68,16 +69,30 @@ def a_run_writes_its_timeline_and_report_writes_it_again():
                  % (inside, len(fwd), sorted(out)[-5:]))
         c = [e for e in ev if e["ph"] == "C"]
         zp.check(any(e["name"] == "queue" and procs[e["pid"]] == "prefetch[0]" for e in c), "no queue counter")
+        # the ring: every batch sent once and freed once, each held by the trainer on its slot's
+        # track from BATCH to FREE, never more slots held than the ring has (depth 2)
+        inst = [e for e in ev if e["ph"] == "i"]
+        msgs = collections.Counter((procs[e["pid"]], e["name"]) for e in inst)
+        zp.check(msgs == {("prefetch[0]", "BATCH"): 36, ("prefetch[0]", "FREE"): 36}, msgs)
+        held = [e for e in x if e.get("cat") == "ring"]
+        zp.check(len(held) == 36 and all(e["name"] == "held" and e["dur"] >= 0 for e in held), held[:3])
+        slots = {e["tid"] for e in held}
+        zp.check(len(slots) == 2, "holds on tracks %s" % slots)
+        tracks = {e["args"]["name"] for e in ev if e["ph"] == "M" and e["name"] == "thread_name"}
+        zp.check({"slot 0: held by the trainer", "slot 1: held by the trainer", "ring: BATCH and FREE"} <= tracks,
+                 tracks)
+        used = [e["args"]["ring_slots_in_use"] for e in c if e["name"] == "ring_slots_in_use"]
+        zp.check(len(used) == 72 and min(used) >= 0 and max(used) == 2 and used[-1] == 0, used)
         od = t["otherData"]
-        zp.check(od["events"] == len(x) + len(c) and od["events_left_out"] == 0, od)
+        zp.check(od["events"] == len(x) + len(c) + len(inst) and od["events_left_out"] == 0, od)
         zp.check(od["samples_without_start"] == 0 and od["unreadable"] == 0, od)
-        written = len(x) + len(c)
+        written = len(x) + len(c) + len(inst)
 
         os.remove(os.path.join(d, "trace.json"))
         rc, out, err = w.run("report", d, "--trace")
         zp.check(rc == 0 and "trace.json: %d events" % written in out, out + err)
         again = load(d)
-        zp.check(len([e for e in again["traceEvents"] if e["ph"] in "XC"]) == written, "another count")
+        zp.check(len([e for e in again["traceEvents"] if e["ph"] in "XCi"]) == written, "another count")
 
 
 def a_small_bound_keeps_the_ends_and_says_so():
@@ -86,10 +101,10 @@ def a_small_bound_keeps_the_ends_and_says_so():
         rc, out, err = w.run("up", cfg, "logger.trace_max_events=100")
         zp.check(rc == 0, err)
         t = load(w.run_dir("tr"))
-        kept = [e for e in t["traceEvents"] if e["ph"] in "XC"]
+        kept = [e for e in t["traceEvents"] if e["ph"] in "XC" or e["ph"] == "i" and e["s"] == "t"]
         od = t["otherData"]
         zp.check(len(kept) == 100 and od["events_left_out"] > 0, od)
-        gap = [e for e in t["traceEvents"] if e["ph"] == "i"]
+        gap = [e for e in t["traceEvents"] if e["ph"] == "i" and e["s"] == "g"]
         zp.check(len(gap) == 1 and "%d events left out" % od["events_left_out"] in gap[0]["name"], gap)
         ts = [e["ts"] for e in kept]
         zp.check(ts == sorted(ts), "not in time order")
