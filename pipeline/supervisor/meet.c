@@ -10,6 +10,7 @@
 #include "pipeline/slurm.h"
 #include "pipeline/supervisor/supervisor.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -195,7 +196,8 @@ static int node_announce(zp_sup_t *s)
 }
 
 /* The node's leader: its own cache (cache.path on the node's disk), which
- * must hold this dataset; the node is named, since another node's may be fine. */
+ * must hold this dataset; the node is named, since another node's may be
+ * fine, and told the job (the node rendezvous says "down"). */
 static int node_cache(zp_sup_t *s)
 {
     if (!s->cfg.cache_enabled || !zp_cache_prepare(&s->cfg, &s->ds->meta))
@@ -203,6 +205,15 @@ static int node_cache(zp_sup_t *s)
     fprintf(stderr, "zeus-pipe: node %s (Slurm rank %d): its cache %s cannot serve this run (above); "
                     "each node keeps its own cache at cache.path on its local disk\n",
             s->slurm.node, s->slurm.rank, s->cfg.cache_path);
+    if (s->slurm.rank > 0) {
+        zp_slurm_node_path(s->node_meet, sizeof s->node_meet, s->run0, s->slurm.node);
+        FILE *f = fopen(s->node_meet, "w");
+        if (f && fprintf(f, "rank %d\n", s->slurm.rank) > 0 && !fclose(f))
+            zp_sup_node_down(s, "its cache.path holds another dataset's samples or cannot be opened; "
+                                "its output says which");
+        else if (f)
+            fclose(f);
+    }
     return 2;
 }
 
@@ -247,17 +258,71 @@ int zp_sup_prepare_slurm(zp_sup_t *s)
     return rc || s->slurm.local > 0 ? rc : node_announce(s);
 }
 
+void zp_sup_node_down(zp_sup_t *s, const char *why)
+{
+    if (!s->node_meet[0] || s->slurm.rank == 0)
+        return;
+    FILE *f = fopen(s->node_meet, "a");
+    if (f) {
+        fprintf(f, "down %s\n", why);
+        fclose(f);
+    }
+    s->node_meet[0] = 0; /* kept, for rank 0 and the node's other tasks to read */
+}
+
+/* The reason in the node rendezvous `path` when its leader wrote one (a
+ * failed data plane): 1 with why set, else 0. */
+static int down_line(const char *path, const char *node, char *why, size_t len)
+{
+    char rank[32] = "", down[400] = "";
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return 0;
+    read_fields(f, (const char *[]){"rank", "down"}, (char *[]){rank, down},
+                (size_t[]){sizeof rank, sizeof down}, 2);
+    if (!down[0])
+        return 0;
+    snprintf(why, len, "the data plane of node %s (Slurm rank %s's task) failed: %s", node, rank, down);
+    return 1;
+}
+
+/* Rank 0: any node's failed data plane; a node's other task: its own. */
+static int node_down(const zp_sup_t *s, char *why, size_t len)
+{
+    char path[PATH_MAX + 300];
+    if (s->slurm.local > 0) {
+        zp_slurm_node_path(path, sizeof path, s->run0, s->slurm.node);
+        return down_line(path, s->slurm.node, why, len);
+    }
+    DIR *d = s->slurm.rank == 0 ? opendir(s->run_dir) : NULL;
+    struct dirent *e;
+    int found = 0;
+    while (d && !found && (e = readdir(d))) {
+        size_t n = strlen(e->d_name);
+        if (strncmp(e->d_name, "node-", 5) || (n > 4 && !strcmp(e->d_name + n - 4, ".tmp")))
+            continue;
+        snprintf(path, sizeof path, "%s/%s", s->run_dir, e->d_name);
+        found = down_line(path, e->d_name + 5, why, len);
+    }
+    if (d)
+        closedir(d);
+    return found;
+}
+
 /* 1 (with the sentence in why) when what this rank depends on is gone while
- * it trains: rank 0's run ended (its rendezvous file is gone; `zeus-pipe
- * down`, a signal) more than 10 s ago, or its node's leader, whose cache
- * stage serves its fetches, exited more than 10 s ago. Looked at once a
- * second. */
+ * it trains: a node's data plane failed (its leader says so in its node
+ * rendezvous: rank 0 and the node's other tasks stop at once); rank 0's run
+ * ended (its rendezvous file is gone; `zeus-pipe down`, a signal) more than
+ * 10 s ago; or its node's leader, whose cache stage serves its fetches,
+ * exited more than 10 s ago. Looked at once a second. */
 int zp_sup_gone(zp_sup_t *s, char *why, size_t len)
 {
     int64_t now = zp_now_ns();
-    if ((!s->watch[0] && !s->plane_pid) || now < s->watch_next)
+    if (s->slurm.world < 2 || now < s->watch_next)
         return 0;
     s->watch_next = now + 1000000000ll;
+    if (node_down(s, why, len))
+        return 1;
     int rank0 = !s->watch[0] || access(s->watch, F_OK) == 0;
     int plane = !s->plane_pid || kill(s->plane_pid, 0) == 0 || errno != ESRCH;
     if (rank0 && plane)

@@ -302,8 +302,10 @@ static int supervise(zp_sup_t *s)
         } else if (bad) {
             char how[128];
             zp_procs_describe(bad, how, sizeof how);
-            fprintf(stderr, "zeus-pipe: %s[%d] %s%s%s; stopping the run\n", zp_stage_name(bad->stage),
-                    bad->instance, how, s->slurm.world > 1 ? " on node " : "", s->slurm.world > 1 ? s->slurm.node : "");
+            snprintf(why, sizeof why, "%s[%d] %s", zp_stage_name(bad->stage), bad->instance, how);
+            fprintf(stderr, "zeus-pipe: %s%s%s; stopping the run\n", why,
+                    s->slurm.world > 1 ? " on node " : "", s->slurm.world > 1 ? s->slurm.node : "");
+            zp_sup_node_down(s, why);
             zp_procs_log_tail(&s->procs, bad);
             status = 1;
         } else if (s->attach ? attach_done(s) : trainer_done >= s->trainers) {
@@ -315,6 +317,7 @@ static int supervise(zp_sup_t *s)
             status = 1;
         } else if (tend_loaders(s)) {
             fprintf(stderr, "zeus-pipe: no loader left; stopping the run\n");
+            zp_sup_node_down(s, "no loader left");
             status = 1;
         }
     }

@@ -465,7 +465,11 @@ int zp_sup_server_keys(const zp_sup_t *s);           /* transport tcp: RUN/serve
 /* meet.c: the Slurm rendezvous. */
 int zp_sup_prepare_slurm(zp_sup_t *s); /* this task's part of the run: rank 0 creates, r > 0 joins */
 int zp_sup_announce(zp_sup_t *s);      /* rank 0: the ranks' keys and the rendezvous file */
-/* 1 with why when rank 0's run, or this node's leader, is gone > 10 s */
+/* 1 with why when a node's data plane failed, or rank 0's run or this
+ * node's leader is gone > 10 s */
 int zp_sup_gone(zp_sup_t *s, char *why, size_t len);
+/* A node's leader (rank > 0) whose run failed: `why` into its node
+ * rendezvous, for rank 0 and the node's other tasks to stop on */
+void zp_sup_node_down(zp_sup_t *s, const char *why);
 
 #endif
