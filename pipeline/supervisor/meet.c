@@ -148,7 +148,7 @@ static int slurm_join(zp_sup_t *s)
  * rendezvous; its data plane's folder into s->plane. */
 static int node_join(zp_sup_t *s)
 {
-    char path[PATH_MAX + 300], rank[32] = "", cache[PATH_MAX] = "", pid[32] = "", whose[300];
+    char path[PATH_MAX + 300], rank[32] = "", cache[PATH_MAX] = "", pid[32] = "", whose[300], down[400] = "";
     zp_slurm_node_path(path, sizeof path, s->run0, s->slurm.node);
     snprintf(whose, sizeof whose, "node %s's first task (SLURM_LOCALID 0)", s->slurm.node);
     FILE *f = wait_for(s, path, whose, "every node's first task runs the node's cache and loaders; "
@@ -156,9 +156,15 @@ static int node_join(zp_sup_t *s)
     if (!f)
         return 1;
     s->plane[0] = 0;
-    read_fields(f, (const char *[]){"rank", "run", "cache", "pid"}, (char *[]){rank, s->plane, cache, pid},
-                (size_t[]){sizeof rank, sizeof s->plane, sizeof cache, sizeof pid}, 4);
+    read_fields(f, (const char *[]){"rank", "run", "cache", "pid", "down"},
+                (char *[]){rank, s->plane, cache, pid, down},
+                (size_t[]){sizeof rank, sizeof s->plane, sizeof cache, sizeof pid, sizeof down}, 5);
     s->plane_pid = (pid_t)atol(pid);
+    if (down[0]) {
+        fprintf(stderr, "zeus-pipe: Slurm rank %d: the data plane of node %s (rank %s's task) failed: %s\n",
+                s->slurm.rank, s->slurm.node, rank, down);
+        return 1;
+    }
     if (!s->plane[0] || s->plane_pid <= 0) {
         fprintf(stderr, "zeus-pipe: %s: expected rank, run, cache and pid lines\n", path);
         return 2;

@@ -146,14 +146,18 @@ def a_nodes_cache_of_another_dataset_is_refused_naming_the_node():
         rc, out, err = w.run("warm", other, "cache.path=%s/cache-node1" % w.path)
         zp.check(rc == 0, err)
         cfg = config(w, "refused", 32)
-        r0 = task(w, nodes, 0, 2, 0, 0, cfg, "trainer.comm_timeout_s=200", job="5151")
-        r1 = task(w, nodes, 1, 2, 1, 0, cfg, "trainer.comm_timeout_s=200", job="5151")
+        r0 = task(w, nodes, 0, 3, 0, 0, cfg, "trainer.comm_timeout_s=200", job="5151")
+        r1 = task(w, nodes, 1, 3, 1, 0, cfg, "trainer.comm_timeout_s=200", job="5151")
+        r2 = task(w, nodes, 2, 3, 1, 1, cfg, "trainer.comm_timeout_s=200", job="5151")
         rc1, err1 = finish(r1, 90)
         zp.check(rc1 == 2 and "node %s (Slurm rank 1)" % nodes.addr(1) in err1 and "local disk" in err1,
                  "rank 1 exit %s: %s" % (rc1, err1))
         rc0, err0 = finish(r0, 90)  # at once: not after trainer.comm_timeout_s
         zp.check(rc0 == 1 and "the data plane of node %s (Slurm rank 1's task) failed: its cache.path"
                  % nodes.addr(1) in err0, "rank 0 exit %s: %s" % (rc0, err0))
+        rc2, err2 = finish(r2, 90)  # node 1's other task
+        zp.check(rc2 == 1 and "the data plane of node %s (rank 1's task) failed" % nodes.addr(1) in err2,
+                 "rank 2 exit %s: %s" % (rc2, err2))
 
 
 def a_node_whose_data_plane_dies_stops_naming_the_node():
