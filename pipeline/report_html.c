@@ -362,7 +362,7 @@ static int write_page(FILE *out, page_t *p)
     const int64_t *idx[ZP_SPLITS] = {p->skipped_idx[0], p->skipped_idx[1]};
     zp_page_coverage(out, p->rows, p->nrows, idx, p->nskipped);
     skips(out, p);
-    zp_page_foot(out);
+    zp_page_foot(out, "zeus-pipe report RUN --html");
     return rc;
 }
 

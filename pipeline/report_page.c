@@ -41,10 +41,11 @@ void zp_page_head(FILE *out, const char *title, const char *name)
     fputs("</code></h1>\n", out);
 }
 
-void zp_page_foot(FILE *out)
+void zp_page_foot(FILE *out, const char *again)
 {
-    fputs("<p class=\"foot\">Written by zeus-pipe from the run's records; "
-          "<code>zeus-pipe report RUN --html</code> writes it again.</p>\n</body></html>\n", out);
+    fputs("<p class=\"foot\">Written by zeus-pipe from the runs' records; <code>", out);
+    zp_html_str(out, again);
+    fputs("</code> writes it again.</p>\n</body></html>\n", out);
 }
 
 static int has(const zp_page_epoch_t *r) { return r->have[0] || r->have[1]; }

@@ -18,7 +18,8 @@ typedef struct {
 
 /* <!DOCTYPE html> ... <body><h1>: `title` then `name` (from data) in <code>. */
 void zp_page_head(FILE *out, const char *title, const char *name);
-void zp_page_foot(FILE *out);
+/* The page's end, saying which command (a constant) writes it again. */
+void zp_page_foot(FILE *out, const char *again);
 
 /* The table of the n epochs (rows[e] is epoch e; those with no record are
  * left out): loss and accuracy of each split, samples/s and seconds. Past

@@ -92,7 +92,7 @@ static void page(FILE *out, const char *title, const zp_html_run_t *runs, int n)
         zp_svg_plot_t pl = {"test-loss", "Test loss per epoch", "epoch", "loss", 0};
         zp_svg_lines(out, &pl, loss, n);
     }
-    zp_page_foot(out);
+    zp_page_foot(out, "zeus-pipe sweep");
     for (int i = 0; c && i < n; i++)
         zp_xy_free(&c[i].acc), zp_xy_free(&c[i].loss);
     free(c), free(acc), free(loss);
