@@ -59,6 +59,7 @@ typedef struct {
     int nskips;
     int64_t skip_events;            /* every skip, each epoch's again */
     char missing[400];              /* "" or which files were missing (runscan.h) */
+    const char *source;             /* the files read (runscan.h); static */
 } report_t;
 
 typedef struct { /* per stage, from its instances */
@@ -217,6 +218,7 @@ static int load(report_t *r, const char *run_dir, char *err, size_t errlen)
     r->skipped_bytes = scan.skipped_bytes;
     r->skipped_records = scan.skipped_records;
     snprintf(r->missing, sizeof r->missing, "%s", scan.missing);
+    r->source = scan.source;
     if (rc == ZP_ENOMEM)
         snprintf(err, errlen, "%s: out of memory", run_dir);
     return rc;
@@ -497,12 +499,12 @@ int zp_report(const char *run_dir, FILE *text, FILE *json, char *err, size_t err
             fprintf(text, "\nThe trainer waited for data %.1f%% of its time.\n", 100 * wait);
         fprintf(text, "%s\n", advice);
         if (r->bad)
-            fprintf(text, "(%lld records of events.msgpack were not understood and skipped)\n",
-                    (long long)r->bad);
+            fprintf(text, "(%lld records of %s were not understood and skipped)\n",
+                    (long long)r->bad, r->source);
         if (r->skipped_records)
-            fprintf(text, "(events.msgpack: skipped %lld bytes (%lld torn or garbled record%s); "
+            fprintf(text, "(%s: skipped %lld bytes (%lld torn or garbled record%s); "
                           "this report is of the rest)\n",
-                    (long long)r->skipped_bytes, (long long)r->skipped_records,
+                    r->source, (long long)r->skipped_bytes, (long long)r->skipped_records,
                     r->skipped_records == 1 ? "" : "s");
     }
     if (json)

@@ -345,9 +345,9 @@ static int write_page(FILE *out, page_t *p)
         fputs("</p>\n", out);
     }
     if (p->scan.skipped_records)
-        fprintf(out, "<p class=\"missing\">Skipped %lld bytes (%lld torn or garbled records or "
-                     "lines); this page is of the rest.</p>\n", (long long)p->scan.skipped_bytes,
-                (long long)p->scan.skipped_records);
+        fprintf(out, "<p class=\"missing\">%s: skipped %lld bytes (%lld torn or garbled "
+                     "records); this page is of the rest.</p>\n", p->scan.source,
+                (long long)p->scan.skipped_bytes, (long long)p->scan.skipped_records);
     fputs("<p class=\"bottleneck\">", out);
     zp_html_str(out, advice);
     fputs("</p>\n<h2>Training</h2>\n", out);

@@ -222,6 +222,7 @@ static int scan_jsonl(const char *run_dir, const char *name, zp_runscan_fn *fn, 
         if (zp_runscan_json_line(line, (size_t)len, &sb) ||
             msgpack_unpack_next(&one, sb.data, sb.size, &off) != MSGPACK_UNPACK_SUCCESS) {
             scan->skipped_records++; /* a line torn by a kill, or not ours */
+            scan->skipped_bytes += len;
             continue;
         }
         scan->records++;
@@ -254,6 +255,9 @@ static int fallback(const char *run_dir, zp_runscan_fn *fn, void *ctx, zp_runsca
     int rc = scan_jsonl(run_dir, "metrics.jsonl", fn, ctx, scan, &scan->from_metrics);
     if (!rc)
         rc = scan_jsonl(run_dir, "stats.jsonl", fn, ctx, scan, &scan->from_stats);
+    scan->source = scan->from_metrics && scan->from_stats ? "metrics.jsonl and stats.jsonl"
+                   : scan->from_metrics                ? "metrics.jsonl"
+                                                       : "stats.jsonl";
     if (scan->from_metrics || scan->from_stats)
         snprintf(scan->missing, sizeof scan->missing,
                  "events.msgpack is %s: this report is made of %s%s%s, without the time per "
@@ -271,6 +275,7 @@ int zp_runscan(const char *run_dir, zp_runscan_fn *fn, void *ctx, zp_runscan_t *
                size_t errlen)
 {
     memset(scan, 0, sizeof *scan);
+    scan->source = "events.msgpack";
     const char *data;
     size_t size;
     int rc = zp_events_map(run_dir, &data, &size, err, errlen);

@@ -24,8 +24,9 @@ typedef struct {
     int from_events;         /* 1: the records came from events.msgpack */
     int from_metrics, from_stats; /* 1: from metrics.jsonl, stats.jsonl (no usable events) */
     int64_t records;         /* bodies handed to the callback */
-    int64_t skipped_bytes;   /* events.msgpack: torn or garbled bytes */
+    int64_t skipped_bytes;   /* torn or garbled bytes */
     int64_t skipped_records; /* events.msgpack: spans of such bytes; jsonl: lines not a JSON object */
+    const char *source;      /* "events.msgpack", "metrics.jsonl and stats.jsonl", ... (static) */
     char missing[400];       /* "" or a sentence: which files were missing or unreadable and
                               * what the report lacks for it */
 } zp_runscan_t;
