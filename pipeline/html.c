@@ -1,7 +1,6 @@
 /* html.c — escaping of data written into HTML (html.h). */
 #include "pipeline/html.h"
 
-#include <stdarg.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -47,14 +46,4 @@ void zp_html_str(FILE *out, const char *s)
         }
         i += len ? len : 1;
     }
-}
-
-void zp_html_fmt(FILE *out, const char *fmt, ...)
-{
-    char buf[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(buf, sizeof buf, fmt, ap);
-    va_end(ap);
-    zp_html_str(out, buf);
 }

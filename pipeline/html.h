@@ -12,8 +12,4 @@
  * attribute or break the page's encoding. NULL writes nothing. */
 void zp_html_str(FILE *out, const char *s);
 
-/* printf into a bounded buffer, then zp_html_str of it: a number beside a
- * name in one call ("%s[%d]"). Output past 1023 bytes is cut. */
-void zp_html_fmt(FILE *out, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
 #endif

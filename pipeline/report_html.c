@@ -3,7 +3,6 @@
 #define _GNU_SOURCE
 #include "pipeline/report_html.h"
 #include "pipeline/dataset.h"
-#include "pipeline/hash.h"
 #include "pipeline/html.h"
 #include "pipeline/names.h"
 #include "pipeline/report_page.h"
