@@ -1,10 +1,10 @@
 #define _GNU_SOURCE
 #include "pipeline/report.h"
 #include "pipeline/dataset.h"
-#include "pipeline/events.h"
 #include "pipeline/json.h"
 #include "pipeline/log.h"
 #include "pipeline/names.h"
+#include "pipeline/runscan.h"
 #include "pipeline/timer.h"
 #include "schemas/msg.h"
 #include "schemas/records.h"
@@ -58,6 +58,8 @@ typedef struct {
     skip_t *skips;                  /* distinct skipped samples, at most SKIPS_MAX; owned */
     int nskips;
     int64_t skip_events;            /* every skip, each epoch's again */
+    char missing[400];              /* "" or which files were missing (runscan.h) */
+    const char *source;             /* the files read (runscan.h); static */
 } report_t;
 
 typedef struct { /* per stage, from its instances */
@@ -177,11 +179,10 @@ static void on_loader_lost(report_t *r, const msgpack_object *b)
     r->requeued += x.requeued > 0 ? x.requeued : 0;
 }
 
-/* One record: the EVENT message {v, t, body: {kind, stage, ...}}. */
-static int on_record(report_t *r, const msgpack_object *o)
+/* One record's body: {kind, stage, ...}. */
+static int on_record(report_t *r, const msgpack_object *b)
 {
-    const msgpack_object *b = zp_map_get(o, "body");
-    if (!b || b->type != MSGPACK_OBJECT_MAP)
+    if (b->type != MSGPACK_OBJECT_MAP)
         return ZP_EPROTO;
     zp_rec_head_t h;
     zp_record_type_t type = zp_record_head(b, &h);
@@ -212,22 +213,14 @@ static int scan_record(void *ctx, const msgpack_object *o)
 
 static int load(report_t *r, const char *run_dir, char *err, size_t errlen)
 {
-    const char *data;
-    size_t size;
-    int rc = zp_events_map(run_dir, &data, &size, err, errlen);
-    if (rc)
-        return rc;
-    zp_events_count_t count = {0};
-    rc = zp_events_scan(data, size, scan_record, r, &count);
-    zp_events_unmap(&data, size);
-    r->skipped_bytes = count.skipped_bytes;
-    r->skipped_records = count.skipped_records;
+    zp_runscan_t scan;
+    int rc = zp_runscan(run_dir, scan_record, r, &scan, err, errlen);
+    r->skipped_bytes = scan.skipped_bytes;
+    r->skipped_records = scan.skipped_records;
+    snprintf(r->missing, sizeof r->missing, "%s", scan.missing);
+    r->source = scan.source;
     if (rc == ZP_ENOMEM)
-        snprintf(err, errlen, "%s/events.msgpack: out of memory", run_dir);
-    else if (!rc && !r->events && r->skipped_bytes) {
-        snprintf(err, errlen, "%s/events.msgpack: not a stream of msgpack records: no zeus-pipe event in its %zu bytes", run_dir, size);
-        rc = ZP_EPROTO;
-    }
+        snprintf(err, errlen, "%s: out of memory", run_dir);
     return rc;
 }
 
@@ -381,6 +374,8 @@ static void json_report(report_t *r, const stage_sum_t *s, double wait, const ch
 {
     fprintf(out, "{\"run\":");
     zp_json_str(out, r->run);
+    fprintf(out, ",\"missing\":");
+    zp_json_str(out, r->missing);
     fprintf(out, ",\"skipped_bytes\":%lld,\"skipped_records\":%lld", (long long)r->skipped_bytes,
             (long long)r->skipped_records);
     fprintf(out, ",\"epochs\":[");
@@ -484,6 +479,8 @@ int zp_report(const char *run_dir, FILE *text, FILE *json, char *err, size_t err
     bottleneck(s, wait, hot, sizeof hot, advice, sizeof advice);
     if (text) {
         fprintf(text, "run %s\n", r->run);
+        if (r->missing[0])
+            fprintf(text, "(%s)\n", r->missing);
         text_epochs(r, text);
         text_regions(r, text);
         text_stages(s, text);
@@ -502,12 +499,12 @@ int zp_report(const char *run_dir, FILE *text, FILE *json, char *err, size_t err
             fprintf(text, "\nThe trainer waited for data %.1f%% of its time.\n", 100 * wait);
         fprintf(text, "%s\n", advice);
         if (r->bad)
-            fprintf(text, "(%lld records of events.msgpack were not understood and skipped)\n",
-                    (long long)r->bad);
+            fprintf(text, "(%lld records of %s were not understood and skipped)\n",
+                    (long long)r->bad, r->source);
         if (r->skipped_records)
-            fprintf(text, "(events.msgpack: skipped %lld bytes (%lld torn or garbled record%s); "
+            fprintf(text, "(%s: skipped %lld bytes (%lld torn or garbled record%s); "
                           "this report is of the rest)\n",
-                    (long long)r->skipped_bytes, (long long)r->skipped_records,
+                    r->source, (long long)r->skipped_bytes, (long long)r->skipped_records,
                     r->skipped_records == 1 ? "" : "s");
     }
     if (json)

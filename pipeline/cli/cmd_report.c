@@ -1,9 +1,10 @@
-/* cmd_report.c — `zeus-pipe report RUN [--json | --trace]`: the report of a
- * run, from its events.msgpack, finished or still running; or its timeline,
- * RUN/trace.json, written again. */
+/* cmd_report.c — `zeus-pipe report RUN [--json | --trace | --html]`: the
+ * report of a run, from its events.msgpack, finished or still running; or its
+ * timeline, RUN/trace.json, or its page, RUN/report.html, written again. */
 #include "pipeline/cli/cmd.h"
 #include "pipeline/config.h"
 #include "pipeline/report.h"
+#include "pipeline/report_html.h"
 #include "pipeline/trace.h"
 #include "pipeline/supervisor/supervisor.h"
 
@@ -37,19 +38,33 @@ static int write_trace(const char *dir)
     return 0;
 }
 
+/* RUN/report.html again; its path on stdout. */
+static int write_html(const char *dir)
+{
+    char err[PATH_MAX + 128];
+    if (zp_report_html_write(dir, err, sizeof err)) {
+        fprintf(stderr, "zeus-pipe: cannot write %s/report.html: %s\n", dir, err);
+        return 1;
+    }
+    printf("%s/report.html\n", dir);
+    return 0;
+}
+
 int cmd_report(int argc, char **argv)
 {
     const char *run = NULL;
-    int json = 0, trace = 0;
+    int json = 0, trace = 0, html = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--json")) {
             json = 1;
         } else if (!strcmp(argv[i], "--trace")) {
             trace = 1;
+        } else if (!strcmp(argv[i], "--html")) {
+            html = 1;
         } else if (argv[i][0] == '-' || run) {
             int help = zp_wants_help(argc, argv);
             fprintf(help ? stdout : stderr,
-                    "usage: zeus-pipe report [RUN] [--json | --trace]\n\n"
+                    "usage: zeus-pipe report [RUN] [--json | --trace | --html]\n\n"
                     "Prints the report of a run, finished or running: per-epoch metrics, time\n"
                     "per stage and region (count, min, mean, median, max, stdev), throughput of\n"
                     "every stage, the share of the trainer's time spent waiting for data, and\n"
@@ -57,7 +72,11 @@ int cmd_report(int argc, char **argv)
                     "form. RUN is a run directory or a name under runs/; without it, the only\n"
                     "running run. A finished run also has it in report.txt and report.json.\n"
                     "--trace writes RUN/trace.json again instead: the run's timeline for\n"
-                    "ui.perfetto.dev or chrome://tracing (the logger writes it as a run ends).\n");
+                    "ui.perfetto.dev or chrome://tracing (the logger writes it as a run ends).\n"
+                    "--html writes RUN/report.html again and prints its path: the report as one\n"
+                    "page of plots and tables for any browser, no network needed.\n"
+                    "A run without events.msgpack is reported from metrics.jsonl and stats.jsonl,\n"
+                    "saying what that leaves out.\n");
             return help ? 0 : 2;
         } else {
             run = argv[i];
@@ -69,6 +88,8 @@ int cmd_report(int argc, char **argv)
         return rc;
     if (trace)
         return write_trace(dir);
+    if (html)
+        return write_html(dir);
     rc = zp_report(dir, json ? NULL : stdout, json ? stdout : NULL, err, sizeof err);
     if (rc)
         fprintf(stderr, "zeus-pipe: cannot report on %s: %s\n", dir, err);

@@ -5,10 +5,12 @@
  * and prints. */
 #define _GNU_SOURCE
 #include "pipeline/cli/cmd.h"
+#include "pipeline/report_html.h"
 #include "pipeline/supervisor/supervisor.h"
 
 #include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static int usage(FILE *out, int status)
@@ -18,7 +20,9 @@ static int usage(FILE *out, int status)
             "Runs CONFIG once per point of the grid of the comma-separated values (a list\n"
             "value in brackets is one value), one run after another, each named\n"
             "<run.name>-<key>=<value>-..., then prints a table of every run's final metrics,\n"
-            "best test accuracy first (also written to <run.dir>/<run.name>-sweep.txt).\n"
+            "best test accuracy first (also written to <run.dir>/<run.name>-sweep.txt),\n"
+            "and a page comparing them, <run.dir>/<run.name>-sweep.html: the table with\n"
+            "links to each run's report.html, and every run's test curves overlaid.\n"
             "KEY=VALUE without a comma applies to every run. Every point is validated\n"
             "before the first run starts. -m (multirun) is accepted for familiarity.\n"
             "Exit: 0 when every run finished, 1 when one failed, 128+N when stopped.\n");
@@ -68,6 +72,25 @@ static void table(const zp_sweep_point_t *pts, int n, FILE *out)
     }
 }
 
+/* The comparison page of the runs that ran (ranked), <run.dir>/<run.name>-sweep.html. */
+static void write_page(const zp_sweep_t *s)
+{
+    zp_html_run_t *runs = calloc((size_t)s->done + 1, sizeof *runs);
+    char path[PATH_MAX + 128], err[PATH_MAX + 128];
+    snprintf(path, sizeof path, "%s/%s-sweep.html", s->run_dir, s->run_name);
+    for (int i = 0; runs && i < s->done; i++) {
+        const zp_sweep_point_t *p = &s->point[i];
+        runs[i] = (zp_html_run_t){p->name, p->values, p->dir, p->status, p->sum};
+    }
+    if (!runs)
+        fprintf(stderr, "zeus-pipe: sweep: %s: out of memory\n", path);
+    else if (zp_report_html_sweep(path, s->run_name, runs, s->done, err, sizeof err))
+        fprintf(stderr, "zeus-pipe: sweep: cannot write %s\n", err);
+    else
+        printf("(compared in %s)\n", path);
+    free(runs);
+}
+
 /* The runs that ran, best first, on stdout and in <run.dir>/<run.name>-sweep.txt. */
 static void print_results(zp_sweep_t *s)
 {
@@ -82,6 +105,7 @@ static void print_results(zp_sweep_t *s)
         fclose(f);
         printf("(also in %s)\n", path);
     }
+    write_page(s);
 }
 
 int cmd_sweep(int argc, char **argv)

@@ -1,7 +1,9 @@
 """zeus-pipe sweep: a 2x2 grid makes four runs named after their values, and
-ends with a table of their final metrics, best first; a bad value anywhere in
-the grid is refused before any run starts."""
+ends with a table of their final metrics, best first, and a page comparing
+them (one test-curve series per run, links to each run's report.html); a bad
+value anywhere in the grid is refused before any run starts."""
 import os
+import re
 import zp
 
 CONFIG = zp.SYNTH.format(name="s", train=1200, test=300, cost=0, workers=1, epochs=2)
@@ -9,7 +11,22 @@ CONFIG = zp.SYNTH.format(name="s", train=1200, test=300, cost=0, workers=1, epoc
 
 def table_rows(out):
     lines = out.split("best first:\n", 1)[1].splitlines()
-    return [l.split() for l in lines[1:] if l and not l.startswith("(also")]
+    return [l.split() for l in lines[1:] if l and not l.startswith("(")]
+
+
+def comparison_page_links_and_draws_every_run(w, names, ranked):
+    path = os.path.join(w.path, "runs", "s-sweep.html")
+    page = open(path).read()
+    links = re.findall(r'<tr class="run"><td>\d+</td><td class="l"><a href="([^"]+)">', page)
+    zp.check(links == [n + "/report.html" for n in ranked], "links %s, ranked %s" % (links, ranked))
+    for link in links:
+        zp.check(os.path.isfile(os.path.join(os.path.dirname(path), link)), "a dead link: " + link)
+    for plot in ("test-accuracy", "test-loss"):
+        m = re.search(r'<svg id="%s"[^>]*>(.*?)</svg>' % plot, page, re.S)
+        zp.check(m, "no %s plot" % plot)
+        runs = re.findall(r'<g class="series" data-run="([^"]+)"', m.group(1))
+        zp.check(sorted(runs) == names, "%s series %s" % (plot, runs))
+        zp.check(m.group(1).count("<circle") == 2 * len(names), "%s: not 2 epochs per run" % plot)
 
 
 def a_2x2_sweep_makes_four_runs_and_a_ranked_table():
@@ -36,6 +53,8 @@ def a_2x2_sweep_makes_four_runs_and_a_ranked_table():
                  steps)
         zp.check(accs[0] > accs[-1], "lr 0.05 and 0.0001 should not tie: %s" % accs)
         zp.check(open(os.path.join(w.path, "runs", "s-sweep.txt")).read().count("\n") == 5, "sweep.txt")
+        zp.check("s-sweep.html" in out, out)
+        comparison_page_links_and_draws_every_run(w, names, [r[0] for r in rows])
 
 
 def a_bad_point_is_refused_before_any_run():
