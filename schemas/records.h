@@ -149,7 +149,7 @@
     F(SAMPLE_SKIPPED, error, T, 0, "why it could not be loaded")
 
 #define ZP_RECORD_AUTOSCALE(F)                                                                     \
-    F(AUTOSCALE, change, I, 0, "+1: a loader added; -1: one retired; 0: none could be added")      \
+    F(AUTOSCALE, change, I, 0, "+1: a loader added; -1: one retired or withdrawn; 0: none added")  \
     F(AUTOSCALE, workers_before, I, 0, "this node's loaders before the decision")                 \
     F(AUTOSCALE, workers_after, I, 0, "this node's loaders after it")                             \
     F(AUTOSCALE, min_workers, I, 0, "loader.min_workers")                                           \

@@ -16,6 +16,7 @@
 #include "pipeline/supervisor/supervisor.h"
 #include "schemas/records.h"
 
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,6 +36,8 @@ struct zp_autoscaler {
     int64_t next_ns, interval_ns, last_ns;
     seen_t seen[SEEN_MAX];
     int nseen;
+    int added[256];      /* loader instances autoscale started (a failed one is withdrawn) */
+    int nadded;
     int failed_reported; /* a failed start was handed to the policy */
     int unanswered;      /* the logger did not answer: said once */
 };
@@ -246,18 +249,46 @@ static void record(struct zp_autoscaler *a, const zp_autoscale_window_t *w,
     zp_ev_send(&a->st, &ev);
 }
 
+/* A loader autoscale started that failed: retired when it runs again, its
+ * restart called off when one is pending, so that it is not retried. */
+static void withdraw(struct zp_autoscaler *a, zp_child_t *c)
+{
+    for (int i = 0; i < a->nadded; i++)
+        if (a->added[i] == c->instance) {
+            if (c->pid > 0 && !c->retiring)
+                kill(c->pid, SIGUSR1), c->retiring = 1;
+            else if (!c->pid)
+                c->restart_at = 0;
+            a->added[i] = a->added[--a->nadded];
+            return;
+        }
+}
+
 /* A loader of this node that died before it ever delivered (a crash on
- * start), described into why; 0 when none. */
-static int start_failure(const zp_sup_t *s, char *why, size_t len)
+ * start), described into why; 0 when none. One that autoscale started is
+ * withdrawn. */
+static int start_failure(struct zp_autoscaler *a, zp_sup_t *s, char *why, size_t len)
 {
     for (int i = 0; i < s->procs.nchild; i++) {
-        const zp_child_t *c = &s->procs.child[i];
+        zp_child_t *c = &s->procs.child[i];
         if (c->stage == ZP_STAGE_LOADER && c->deaths > 0 && !c->delivered) {
             snprintf(why, len, "loader[%d] exited before delivering a sample", c->instance);
+            withdraw(a, c);
             return 1;
         }
     }
     return 0;
+}
+
+/* Notes the loaders running now that `before` (a bitmap by child slot) did
+ * not have: the ones autoscale just started. */
+static void note_added(struct zp_autoscaler *a, const zp_sup_t *s, const unsigned char *before)
+{
+    for (int i = 0; i < s->procs.nchild && a->nadded < 256; i++) {
+        const zp_child_t *c = &s->procs.child[i];
+        if (c->stage == ZP_STAGE_LOADER && c->pid > 0 && !before[i])
+            a->added[a->nadded++] = c->instance;
+    }
 }
 
 /* Applies d: `scale loader=+1` or `-1`; a loader that could not be forked
@@ -266,8 +297,13 @@ static int apply(struct zp_autoscaler *a, zp_sup_t *s, zp_autoscale_window_t *w,
                  zp_autoscale_decision_t *d)
 {
     char err[256] = "";
-    if (zp_sup_scale(s, d->change > 0 ? "loader=+1" : "loader=-1", err, sizeof err) == 0 &&
-        zp_sup_loaders(s) == w->workers + d->change)
+    unsigned char before[ZP_CHILDREN_MAX] = {0};
+    for (int i = 0; i < s->procs.nchild; i++)
+        before[i] = s->procs.child[i].pid > 0;
+    int rc = zp_sup_scale(s, d->change > 0 ? "loader=+1" : "loader=-1", err, sizeof err);
+    if (d->change > 0)
+        note_added(a, s, before);
+    if (!rc && zp_sup_loaders(s) == w->workers + d->change)
         return w->workers + d->change;
     if (d->change < 0)
         return zp_sup_loaders(s);
@@ -291,11 +327,14 @@ void zp_sup_autoscale_tick(zp_sup_t *s)
                                .loader_rss = loader_rss(s)};
     zp_autoscale_decision_t d;
     char why[128];
-    if (!a->failed_reported && start_failure(s, why, sizeof why)) {
+    if (!a->failed_reported && start_failure(a, s, why, sizeof why)) {
         a->failed_reported = 1;
         zp_autoscale_start_failed(&a->policy, why, &d);
         w.wait = w.busy = -1;
-        record(a, &w, &d, w.workers, window_s);
+        int after = zp_sup_loaders(s); /* less the one withdrawn, when autoscale had added it */
+        d.change = after - w.workers;
+        record(a, &w, &d, after, window_s);
+        w.workers = after;
     }
     if (read_window(a, s, &w))
         return;

@@ -3,7 +3,8 @@ loader cannot keep up with starts at 1 loader and ends with 2 (the
 supervisor's autoscale records in metrics.jsonl say so, with their figures),
 every epoch exactly once, and the trainer waits for data less in the last
 epoch than in the window that made the supervisor add a loader; with a warm
-cache the idle loaders retire to loader.min_workers, exactly once still.
+cache the idle loaders retire to loader.min_workers, exactly once still; a
+loader that cannot start is reported once, withdrawn, and none is added after.
 
 The trainer is the client example (tests/client_example.c) sleeping
 ZP_EXAMPLE_BATCH_US per batch: a step that takes time without a CPU, so
@@ -126,6 +127,38 @@ def idle_loaders_over_a_warm_cache_retire_to_the_minimum():
         zp.check(hits and all(m["misses"] == 0 for m in hits), "the cache was not warm: %s" % hits)
 
 
+# A stage wrapper under which loader 1 (the one autoscale adds) fails on start.
+FAILING = """#!/bin/sh
+case "$*" in *"stage loader"*"--instance 1 "*|*"stage loader"*"--instance 1") exit 1;; esac
+exec "$@"
+"""
+
+
+def a_loader_that_cannot_start_is_reported_once_and_not_retried():
+    with zp.Workdir() as w:
+        wrapper = w.write("wrapper.sh", FAILING)
+        os.chmod(wrapper, 0o755)
+        cfg = w.write("fail.yaml", CONFIG.format(name="fail", cache="false", workers=1, epochs=3,
+                                                  example=EXAMPLE).replace("max_workers: 2",
+                                                                           "max_workers: 3"))
+        p = w.start("up", cfg, env=dict(os.environ, ZP_EXAMPLE_BATCH_US=STEP_US,
+                                        ZP_STAGE_WRAPPER=wrapper))
+        out, err = p.communicate(timeout=180)
+        zp.check(p.returncode == 0, "exit %d:\n%s" % (p.returncode, err[-3000:]))
+        ds = decisions(w.run_dir("fail"))
+        failed = [d for d in ds if "loader[1] exited before delivering" in d["reason"]]
+        zp.check(len(failed) == 1 and failed[0]["workers_after"] == 1,
+                 "the failed start, once: %s" % ds)
+        zp.check([d["change"] for d in ds if d["change"] == 1] == [1],
+                 "a loader added after the failure: %s" % ds)
+        said = err.find("loader.autoscale: loader[1] exited before delivering")
+        zp.check(said > 0 and "loader[1] exited with status 1" in err[:said], err[-3000:])
+        zp.check("loader[1] exited with status 1" not in err[said:],
+                 "loader[1] tried again after the failure was reported:\n%s" % err[said - 500:])
+        check_exactly_once(w.run_dir("fail"), 3)
+
+
 if __name__ == "__main__":
     zp.main([a_loader_too_slow_for_the_trainer_gets_a_second_one,
-             idle_loaders_over_a_warm_cache_retire_to_the_minimum])
+             idle_loaders_over_a_warm_cache_retire_to_the_minimum,
+             a_loader_that_cannot_start_is_reported_once_and_not_retried])
