@@ -116,9 +116,12 @@ void zp_sup_autoscale_close(zp_sup_t *s)
     s->autoscale = NULL;
 }
 
-/* The previous totals of an instance (NULL: first seen, or another process since). */
-static seen_t *remember(struct zp_autoscaler *a, int stage, const zp_rec_head_t *h,
-                        const zp_rec_stats_t *x, seen_t *prev)
+/* Keeps an instance's totals for the next look and puts the previous ones
+ * in *prev: 1 when there were some (the same process), 0 for a process
+ * first seen (its totals since it started count), -1 when its record has
+ * not changed since the last look (nothing new to count). */
+static int remember(struct zp_autoscaler *a, int stage, const zp_rec_head_t *h,
+                    const zp_rec_stats_t *x, seen_t *prev)
 {
     seen_t *e = NULL;
     for (int i = 0; i < a->nseen && !e; i++)
@@ -127,11 +130,13 @@ static seen_t *remember(struct zp_autoscaler *a, int stage, const zp_rec_head_t 
     if (!e && a->nseen < SEEN_MAX)
         e = &a->seen[a->nseen++];
     if (!e)
-        return NULL;
+        return 0;
     int same = e->stage == stage && e->instance == h->instance && e->pid == h->pid;
-    *prev = *e;
+    if (same && x->uptime_s <= e->uptime)
+        return -1;
+    *prev = same ? *e : (seen_t){0};
     *e = (seen_t){stage, h->instance, h->pid, x->uptime_s, x->total_busy_s, x->total_wait_in_s};
-    return same && e->uptime > prev->uptime ? prev : NULL;
+    return same;
 }
 
 /* Sums over the window of this node's trainers (wait) and loaders (busy). */
@@ -151,15 +156,11 @@ static void add_row(struct zp_autoscaler *a, const zp_sup_t *s, const msgpack_ob
     int mine = stage == ZP_STAGE_LOADER
                    ? h.instance >= s->loader_base && h.instance < s->loader_base + 256
                    : stage == ZP_STAGE_TRAINER && h.instance >= first && h.instance < first + s->trainers;
-    seen_t prev;
-    if (!mine || x.uptime_s <= 0)
-        return;
-    seen_t *p = remember(a, stage, &h, &x, &prev);
-    double dt = p ? x.uptime_s - p->uptime : x.uptime_s;
-    double busy = p ? x.total_busy_s - p->busy : x.total_busy_s;
-    double wait = p ? x.total_wait_in_s - p->wait : x.total_wait_in_s;
-    if (dt <= 0)
-        return;
+    seen_t p = {0};
+    if (!mine || x.uptime_s <= 0 || remember(a, stage, &h, &x, &p) < 0)
+        return; /* another node's, or nothing new */
+    double dt = x.uptime_s - p.uptime;
+    double busy = x.total_busy_s - p.busy, wait = x.total_wait_in_s - p.wait;
     if (stage == ZP_STAGE_TRAINER)
         sum->wait += wait, sum->wait_time += dt;
     else
