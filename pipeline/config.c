@@ -690,6 +690,12 @@ static int cross_check(origin_t *o, zp_config_t *cfg, walk_t *w)
         return fail_at(o, m, "dataset.augment.where", NULL,
                        "loader needs dataset.dtype: float32 (augmented pixels are not bytes)");
     }
+    if (cfg->autoscale && cfg->max_workers && cfg->min_workers > cfg->max_workers) {
+        blame(o, w, "loader.min_workers", &m);
+        return fail_at(o, m, "loader.min_workers", NULL, "%lld is above loader.max_workers %lld: "
+                       "lower it, or raise loader.max_workers (0: the free cores)",
+                       (long long)cfg->min_workers, (long long)cfg->max_workers);
+    }
     return check_sample_size(o, cfg, w);
 }
 

@@ -69,6 +69,9 @@ typedef struct {
     char bind[128], allowed_keys[256];
     int on_mismatch;
     int64_t loader_workers, task_size, credit;
+    bool autoscale;                               /* loader.autoscale */
+    int64_t min_workers, max_workers, autoscale_interval_s; /* max 0: the free cores */
+    double autoscale_wait;
     int64_t batch_size, depth, window, readers, fetch_timeout_s;
     bool shuffle, drop_last;
     int backend;

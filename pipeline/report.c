@@ -5,6 +5,7 @@
 #include "pipeline/log.h"
 #include "pipeline/names.h"
 #include "pipeline/runscan.h"
+#include "pipeline/report_autoscale.h"
 #include "pipeline/timer.h"
 #include "schemas/msg.h"
 #include "schemas/records.h"
@@ -60,6 +61,8 @@ typedef struct {
     int64_t skip_events;            /* every skip, each epoch's again */
     char missing[400];              /* "" or which files were missing (runscan.h) */
     const char *source;             /* the files read (runscan.h); static */
+    zp_autoscale_log_t autoscale;   /* the supervisor's loader.autoscale decisions */
+    double t0;                      /* the earliest record's time: the run's start */
 } report_t;
 
 typedef struct { /* per stage, from its instances */
@@ -186,6 +189,10 @@ static int on_record(report_t *r, const msgpack_object *b)
         return ZP_EPROTO;
     zp_rec_head_t h;
     zp_record_type_t type = zp_record_head(b, &h);
+    if (h.time > 0 && (r->t0 <= 0 || h.time < r->t0))
+        r->t0 = h.time;
+    if (type == ZP_REC_AUTOSCALE) /* the supervisor's: no stage of its own */
+        return zp_autoscale_log_add(&r->autoscale, h.time, b);
     int stage = zp_stage_of(h.stage);
     if (stage < 0)
         return ZP_EPROTO;
@@ -441,6 +448,7 @@ static void json_report(report_t *r, const stage_sum_t *s, double wait, const ch
         fputc('}', out);
     }
     fprintf(out, "],");
+    zp_autoscale_log_json(&r->autoscale, r->t0, out);
     json_num(out, "trainer_wait_share", wait >= 0 ? wait : NAN, 1);
     fprintf(out, "\"bottleneck\":{\"stage\":\"%s\",\"advice\":", hot);
     zp_json_str(out, advice);
@@ -455,6 +463,7 @@ static void release(report_t *r)
     free(r->inst);
     free(r->rows);
     free(r->skips);
+    zp_autoscale_log_free(&r->autoscale);
     free(r);
 }
 
@@ -495,6 +504,7 @@ int zp_report(const char *run_dir, FILE *text, FILE *json, char *err, size_t err
         if (r->loaders_lost)
             fprintf(text, "\nLoaders lost (dead or silent past loader.liveness): %lld; tasks "
                           "re-queued: %lld.\n", (long long)r->loaders_lost, (long long)r->requeued);
+        zp_autoscale_log_text(&r->autoscale, r->t0, text);
         if (wait >= 0)
             fprintf(text, "\nThe trainer waited for data %.1f%% of its time.\n", 100 * wait);
         fprintf(text, "%s\n", advice);

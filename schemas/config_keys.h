@@ -103,6 +103,16 @@
       "heartbeats missed before a loader (or, for a loader, the cache stage) counts as dead")     \
     X("loader.max_restarts_per_min", INT, max_restarts, "10", 0, 10000,                            \
       "loaders that died before delivering samples restarted per minute; past it the run goes on with fewer") \
+    X("loader.autoscale", BOOL, autoscale, "false", 0, 0,                                        \
+      "add a loader while the trainer waits for data and the loaders are busy; retire to "        \
+      "loader.min_workers while they sit idle (loader.workers is then the start count)")          \
+    X("loader.min_workers", INT, min_workers, "1", 1, 256, "autoscale: fewest loaders")            \
+    X("loader.max_workers", INT, max_workers, "0", 0, 256,                                         \
+      "autoscale: most loaders (0 = the cores the cache, prefetch and trainer stages leave free)") \
+    X("loader.autoscale_interval_s", INT, autoscale_interval_s, "3", 1, 3600,                      \
+      "autoscale: seconds between two looks at the counters (at most one change each)")          \
+    X("loader.autoscale_wait", FLOAT, autoscale_wait, "0.10", 0, 1,                                \
+      "autoscale: share of its time the trainer may wait for data before a loader is added")      \
     X("prefetch.batch_size", INT, batch_size, "256", 1, 65536, "samples per batch")                \
     X("prefetch.depth", INT, depth, "2", 1, 64,                                                    \
       "batch slots in the shared-memory ring (2 = double buffering)")                             \

@@ -57,12 +57,14 @@
     R(LOADER_REFUSED, loader_refused, METRIC, "loader_refused",                                    \
       "cache: a loader was refused (another dataset or transform); its tasks were re-queued")   \
     R(SAMPLE_SKIPPED, sample_skipped, METRIC, "sample_skipped",                                    \
-      "loader: a sample could not be loaded and was left out (loader.on_error: skip)")
+      "loader: a sample could not be loaded and was left out (loader.on_error: skip)")          \
+    R(AUTOSCALE, autoscale, METRIC, "autoscale",                                                   \
+      "supervisor (loader.autoscale): a loader added or retired, or why none could be added")
 
 /* Every record's first fields; `event` in metric records only. */
 #define ZP_RECORD_HEAD(F)                                                                          \
     F(HEAD, kind, S, 0, "which kind of record (ZP_RECORD_KINDS)")                                   \
-    F(HEAD, stage, S, 0, "the sending stage: loader, cache, prefetch, trainer or logger")          \
+    F(HEAD, stage, S, 0, "the sender: loader, cache, prefetch, trainer, logger or supervisor")      \
     F(HEAD, instance, I, 0, "the sending stage's instance (a loader's number, a trainer's rank)")   \
     F(HEAD, pid, I, 0, "the sending process's pid")                                                \
     F(HEAD, time, N, 0, "wall-clock time of sending, seconds since 1970")                          \
@@ -156,6 +158,20 @@
     F(SAMPLE_SKIPPED, split, S, 0, "train or test")                                                 \
     F(SAMPLE_SKIPPED, index, I, -1, "the sample's index in its split")                              \
     F(SAMPLE_SKIPPED, error, T, 0, "why it could not be loaded")
+
+#define ZP_RECORD_AUTOSCALE(F)                                                                     \
+    F(AUTOSCALE, change, I, 0, "+1: a loader added; -1: one retired or withdrawn; 0: none added")  \
+    F(AUTOSCALE, workers_before, I, 0, "this node's loaders before the decision")                 \
+    F(AUTOSCALE, workers_after, I, 0, "this node's loaders after it")                             \
+    F(AUTOSCALE, min_workers, I, 0, "loader.min_workers")                                           \
+    F(AUTOSCALE, max_workers, I, 0, "loader.max_workers, or the free cores it stood for")          \
+    F(AUTOSCALE, wait, N, -1, "the trainers' share of time waiting for data in the window, 0..1")  \
+    F(AUTOSCALE, wait_threshold, N, 0, "loader.autoscale_wait")                                     \
+    F(AUTOSCALE, busy, N, -1, "the loaders' mean share of time busy in the window, 0..1")          \
+    F(AUTOSCALE, window_s, N, 0, "the window the figures are over, seconds")                        \
+    F(AUTOSCALE, mem_available, I, -1, "bytes of memory available (MemAvailable); -1: unknown")    \
+    F(AUTOSCALE, loader_rss, I, 0, "bytes resident in the largest loader; 0: unknown")             \
+    F(AUTOSCALE, reason, T, 0, "the rule that decided, in a sentence")
 
 /* ---- derived from the lists above; nothing below names a key ---------------------------- */
 

@@ -6,12 +6,15 @@
  *
  * Without arguments it takes them from ZP_RUN and ZP_RANK, which `zeus-pipe
  * up` sets for a trainer.command: `trainer: {command: [zp-client-example]}`.
+ * ZP_EXAMPLE_BATCH_US=N makes it sleep N microseconds on each batch, as a
+ * model's step would take without using a CPU (tests of the loaders' pace).
  *
  * Exit: 0 at the run's end, 1 on an error, 2 on usage. */
 #include <zeus_pipe.h>
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 
 int main(int argc, char **argv)
 {
@@ -31,6 +34,9 @@ int main(int argc, char **argv)
         fprintf(stderr, "zp-client-example: %s\n", err);
         return 1;
     }
+    const char *pace = getenv("ZP_EXAMPLE_BATCH_US");
+    long step_us = pace ? atol(pace) : 0;
+    struct timespec step = {step_us / 1000000, step_us % 1000000 * 1000};
     zp_client_batch_t b;
     uint64_t sum = 0; /* of the indices, this rank's, mod 2^64 */
     int k;
@@ -38,6 +44,8 @@ int main(int argc, char **argv)
         if (k == ZP_CLIENT_BATCH) {
             for (int64_t i = 0; i < b.n; i++)
                 sum += b.indices[i];
+            if (step_us > 0)
+                nanosleep(&step, NULL);
             zp_client_release(c, &b);
         } else {
             printf("%s epoch %llu: %lld samples, index sum %llu\n",

@@ -162,6 +162,10 @@ static const struct CMUnitTest bad_files[] = {
          "synthetic_shape_over_the_wire_limit.yaml",
          "4:12: dataset.synthetic.shape: 16779264 values a sample, more than a message carries "
          "(ZP_MAX_ELEMS = 16777216)", true),
+    CASE(autoscale_min_above_max_names_both_keys, "autoscale_min_above_max.yaml",
+         "5:16: loader.min_workers: 4 is above loader.max_workers 2: lower it, or raise "
+         "loader.max_workers (0: the free cores)",
+         true),
     CASE(augmentation_in_loaders_with_the_cache_on_is_rejected, "augment_in_loader_with_cache.yaml",
          "4:12: dataset.augment.where: loader needs cache.enabled: false (the cache would keep one draw)",
          true),

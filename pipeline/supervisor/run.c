@@ -70,7 +70,7 @@ static int runs_loaders(const zp_sup_t *s)
     return s->slurm.world < 2 || s->slurm.local == 0;
 }
 
-static int loaders_running(const zp_sup_t *s)
+int zp_sup_loaders(const zp_sup_t *s)
 {
     int n = 0;
     for (int i = 0; i < s->procs.nchild; i++) {
@@ -82,7 +82,7 @@ static int loaders_running(const zp_sup_t *s)
 
 /* `scale loader=N|+K|-K`: starts new loaders or retires the newest ones.
  * Returns 0, or an error for the requester in err. */
-static int scale(zp_sup_t *s, const char *arg, char *err, size_t len)
+int zp_sup_scale(zp_sup_t *s, const char *arg, char *err, size_t len)
 {
     const char *v = !strncmp(arg, "loader=", 7) ? arg + 7 : NULL;
     char *end = NULL;
@@ -96,7 +96,7 @@ static int scale(zp_sup_t *s, const char *arg, char *err, size_t len)
                  "(%.120s)", s->slurm.node, s->plane);
         return ZP_EINVAL;
     }
-    int now = loaders_running(s);
+    int now = zp_sup_loaders(s);
     long want = v[0] == '+' || v[0] == '-' ? now + k : k;
     if (want < 1 || want > 256) {
         snprintf(err, len, "loader count must stay within 1..256 (asked for %ld)", want);
@@ -151,7 +151,7 @@ static int on_ctl(void *ctx, const zp_msg_t *m, zp_frames_t *f)
     if (!strcmp(m->cmd, "down"))
         c->down = 1;
     else if (!strncmp(m->cmd, "scale ", 6))
-        scale(c->s, m->cmd + 6, err, sizeof err);
+        zp_sup_scale(c->s, m->cmd + 6, err, sizeof err);
     else
         snprintf(err, sizeof err, "unknown request: %.200s", m->cmd);
     reply(c->s, err[0] ? err : NULL);
@@ -240,7 +240,7 @@ static int tend_loaders(zp_sup_t *s)
             if (s->restarts >= s->cfg.max_restarts) {
                 fprintf(stderr, "zeus-pipe: loader[%d] %s; not restarted: %lld restart(s) in the last "
                         "minute (loader.max_restarts_per_min); going on with %d loader(s)\n",
-                        c->instance, how, (long long)s->restarts, loaders_running(s));
+                        c->instance, how, (long long)s->restarts, zp_sup_loaders(s));
                 continue;
             }
             int64_t delay = zp_restart_backoff(&c->deaths, &c->last_death, now);
@@ -253,7 +253,7 @@ static int tend_loaders(zp_sup_t *s)
             zp_procs_spawn(&s->procs, ZP_STAGE_LOADER, c->instance, 0))
             c->restart_at = now + 1000000000; /* cannot fork now: try again in a second */
     }
-    return runs_loaders(s) && loaders_running(s) == 0;
+    return runs_loaders(s) && zp_sup_loaders(s) == 0;
 }
 
 /* `up --attach`: done once every prefetch has sent END and exited and no
@@ -319,6 +319,8 @@ static int supervise(zp_sup_t *s)
             fprintf(stderr, "zeus-pipe: no loader left; stopping the run\n");
             zp_sup_node_down(s, "no loader left");
             status = 1;
+        } else {
+            zp_sup_autoscale_tick(s);
         }
     }
     quick |= status >= 128;
@@ -343,16 +345,18 @@ static int run_stages(zp_sup_t *s)
         return 2;
     }
     s->control = zp_sock_open(s->zctx, ZMQ_REP, ep, 1, 0);
+    int status = zp_sup_autoscale_open(s); /* loader.workers clamped first */
     fprintf(stderr, "zeus-pipe: run %s: %lld loader(s), batch %lld, %lld epoch(s)\n", s->run_dir,
             (long long)s->cfg.loader_workers, (long long)s->cfg.batch_size, (long long)s->cfg.epochs);
     if (s->attach) { /* the folder to attach to, for the program that started `up --attach` */
         printf("ZP_RUN=%s\n", s->run_dir);
         fflush(stdout);
     }
-    int status = !s->control ? 1 : start_all(s) ? 1 : 0;
+    status = status || !s->control ? 1 : start_all(s) ? 1 : 0;
     if (status)
         fprintf(stderr, "zeus-pipe: cannot start the stages\n");
     status = status ? (zp_procs_stop(&s->procs, 0, 1000), zp_procs_stop(&s->procs, 1, 1000), 1) : supervise(s);
+    zp_sup_autoscale_close(s);
     zp_sock_destroy(&s->control);
     zmq_ctx_term(s->zctx);
     cleanup(s);

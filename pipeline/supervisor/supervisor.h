@@ -454,7 +454,24 @@ typedef struct zp_sup {
     char plane[PATH_MAX];     /* Slurm: the node's data plane, its leader's run directory */
     char node_meet[PATH_MAX + 300]; /* a node's leader: its node rendezvous, removed at the end */
     pid_t plane_pid;          /* a node's other tasks: the leader's supervisor */
+    struct zp_autoscaler *autoscale; /* loader.autoscale on this node; NULL: off */
 } zp_sup_t;
+
+/* run.c: `scale loader=N|+K|-K` (0, or the error for the requester in
+ * err), and the loaders of this node running or about to restart. */
+int zp_sup_scale(zp_sup_t *s, const char *arg, char *err, size_t len);
+int zp_sup_loaders(const zp_sup_t *s);
+
+/* autoscale_run.c: loader.autoscale (the policy: autoscale.h) on this node.
+ * open: before the loaders start — resolves loader.max_workers (0: the free
+ * cores), clamps loader.workers into min..max and prints both; off (0,
+ * nothing done) without loader.autoscale or on a Slurm rank > 0; 1 when out
+ * of memory. tick: on every turn of the loop; once an interval it reads the
+ * logger's counters, decides, applies the decision as `scale` does and
+ * records it (an "autoscale" metric). close: frees it; safe twice. */
+int zp_sup_autoscale_open(zp_sup_t *s);
+void zp_sup_autoscale_tick(zp_sup_t *s);
+void zp_sup_autoscale_close(zp_sup_t *s);
 
 /* prepare.c. Each returns 0, or an exit status after printing why. */
 int zp_sup_shm_room(const zp_sup_t *s);             /* the rings fit in /dev/shm: else 2 */

@@ -1,0 +1,38 @@
+/* report_autoscale.h — the report's section on loader.autoscale: every
+ * decision the supervisor recorded (an "autoscale" metric, records.h), with
+ * the figures it rested on, as text (report.txt) and JSON (report.json's
+ * "autoscale" array). report.c feeds it the records it reads. */
+#ifndef ZP_REPORT_AUTOSCALE_H
+#define ZP_REPORT_AUTOSCALE_H
+
+#include <msgpack.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#define ZP_REPORT_AUTOSCALE_MAX 1000 /* decisions kept; later ones are counted */
+
+typedef struct {
+    double time; /* wall clock, seconds */
+    int change, before, after;
+    double wait, busy;
+    char reason[256];
+} zp_autoscale_row_t;
+
+/* The decisions of one run, in the order recorded. Zeroed before the first add. */
+typedef struct {
+    zp_autoscale_row_t *row; /* owned; n of them */
+    int n;
+    int64_t left_out; /* past ZP_REPORT_AUTOSCALE_MAX */
+} zp_autoscale_log_t;
+
+/* Adds the autoscale record `body` sent at `time`. 0, or ZP_ENOMEM. */
+int zp_autoscale_log_add(zp_autoscale_log_t *l, double time, const msgpack_object *body);
+/* "Loader autoscale" and a line per decision, times in seconds after t0;
+ * nothing without decisions. */
+void zp_autoscale_log_text(const zp_autoscale_log_t *l, double t0, FILE *out);
+/* "autoscale":[{...},...], (with its trailing comma) for report.json. */
+void zp_autoscale_log_json(const zp_autoscale_log_t *l, double t0, FILE *out);
+/* Frees the rows; l can be added to again. */
+void zp_autoscale_log_free(zp_autoscale_log_t *l);
+
+#endif
