@@ -32,7 +32,7 @@ enum {
     X(FETCH, "fetch", 0, "cache, ROUTER: prefetchers' DEALERs fetch misses, sync the cache")      \
     X(EVENTS, "events", 2, "logger, PULL: every stage's PUSH of events (metrics, stats, timers)") \
     X(COMM, "comm", 3, "rank 0's trainer, ROUTER: the ranks' sums (cpu backend)")      \
-    X(STAT, "stat", 0, "logger, REP: `zeus-pipe stat` asks for the latest stats records")        \
+    X(STAT, "stat", 1, "logger, REP: `zeus-pipe stat` and autoscale ask for the latest stats")   \
     X(RING, "ring", 0, "prefetch, PAIR per rank, ring-<rank>: BATCH / FREE of ring slots")       \
     X(CONTROL, "control", 0, "the supervisor, REP: stat, scale, down")
 

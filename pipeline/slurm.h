@@ -3,7 +3,7 @@
  *
  * Rank 0 runs in the run directory (run.dir/run.name) and hosts what the
  * ranks share, on tcp with CURVE (transport.bind's port P: other hosts'
- * loaders P, events P+2, the ranks' sum P+3; P+1 is kept free). Every other
+ * loaders P, the logger's counters P+1, events P+2, the ranks' sum P+3). Every other
  * rank runs in RUN/rank-<r>/. The first task of each node (SLURM_LOCALID 0,
  * "the node's leader"; rank 0 is its node's) also runs that node's data
  * plane: the cache stage, with cache.path on the node's own disk, and the

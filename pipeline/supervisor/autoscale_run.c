@@ -1,11 +1,15 @@
 /* autoscale_run.c — loader.autoscale in the supervisor: every
  * loader.autoscale_interval_s it reads the counters the logger keeps for
- * `zeus-pipe stat` (a STAT_REQ on sock/stat.ipc), makes one window of this
- * node's figures from them (its trainers' wait for data and its loaders'
- * busy share, from the totals' growth since the last look), asks the policy
- * (autoscale.h), applies the decision as `zeus-pipe scale` does, and sends
- * each decision worth a record to the logger as an "autoscale" metric
- * (stage "supervisor"), which lands in metrics.jsonl and the report.
+ * `zeus-pipe stat` (a STAT_REQ on the logger's stat socket), makes one
+ * window of this node's figures from them (its trainers' wait for data and
+ * its loaders' busy share, from the totals' growth since the last look),
+ * asks the policy (autoscale.h), applies the decision as `zeus-pipe scale`
+ * does, and sends each decision worth a record to the logger as an
+ * "autoscale" metric (stage "supervisor"), which lands in metrics.jsonl and
+ * the report. Under Slurm each node's first task runs it for the node's
+ * loaders: it talks to rank 0's logger as a stage of its rank does (tcp
+ * with CURVE from another node), and its own trainer's wait stands for the
+ * node's (the ranks of a data-parallel job step together).
  * The contract: supervisor.h. */
 #define _GNU_SOURCE
 #include "pipeline/log.h"
@@ -80,12 +84,8 @@ int zp_sup_autoscale_open(zp_sup_t *s)
     s->autoscale = NULL;
     if (!s->cfg.autoscale)
         return 0;
-    if (s->slurm.world > 1 && s->slurm.rank > 0) {
-        fprintf(stderr, "zeus-pipe: loader.autoscale: Slurm rank %d: off on this node (its "
-                        "counters are with rank 0's logger); loader.workers %lld\n",
-                s->slurm.rank, (long long)s->cfg.loader_workers);
-        return 0;
-    }
+    if (s->slurm.world > 1 && s->slurm.local > 0)
+        return 0; /* the node's first task scales the node's loaders */
     struct zp_autoscaler *a = calloc(1, sizeof *a);
     if (!a) {
         fprintf(stderr, "zeus-pipe: loader.autoscale: out of memory\n");
@@ -94,12 +94,15 @@ int zp_sup_autoscale_open(zp_sup_t *s)
     int min, max;
     resolve(s, &min, &max);
     zp_autoscale_init(&a->policy, min, max, s->cfg.autoscale_wait);
+    /* a stage of this rank as far as sockets go: ipc here, tcp to rank 0 from another node */
     a->st.name = "supervisor";
     a->st.instance = s->slurm.world > 1 ? s->slurm.rank : 0;
+    a->st.cfg = s->cfg;
+    a->st.zctx = s->zctx;
+    a->st.slurm = s->slurm;
     snprintf(a->st.run_dir, sizeof a->st.run_dir, "%s", s->run_dir);
-    char ep[ZP_ENDPOINT_MAX + 16];
-    if (!zp_endpoint(ep, sizeof ep, s->run_dir, zp_sock_name(ZP_SOCK_EVENTS)))
-        a->st.events = zp_sock_open(s->zctx, ZMQ_PUSH, ep, 0, 200); /* NULL: records dropped */
+    snprintf(a->st.run0, sizeof a->st.run0, "%s", s->slurm.world > 1 ? s->run0 : s->run_dir);
+    a->st.events = zp_stage_socket(&a->st, ZMQ_PUSH, zp_sock_name(ZP_SOCK_EVENTS), 0, 200); /* NULL: dropped */
     a->interval_ns = s->cfg.autoscale_interval_s * 1000000000ll;
     a->last_ns = zp_now_ns();
     a->next_ns = a->last_ns + a->interval_ns;
@@ -167,15 +170,39 @@ static void add_row(struct zp_autoscaler *a, const zp_sup_t *s, const msgpack_ob
         sum->busy += busy, sum->busy_time += dt;
 }
 
+/* A STAT_REQ to the logger (rank 0's under Slurm), its STAT_REP in *m
+ * (release it); 0, or an error with why for a reply that is none. */
+static int ask_logger(struct zp_autoscaler *a, zp_frames_t *f, zp_msg_t *m, char *why, size_t len)
+{
+    memset(m, 0, sizeof *m);
+    snprintf(why, len, "no reply");
+    zp_msg_t req = {.type = ZP_MSG_STAT_REQ};
+    void *sock = zp_stage_socket(&a->st, ZMQ_REQ, zp_sock_name(ZP_SOCK_STAT), 0, 0);
+    int rc = sock ? zp_send(sock, NULL, &req, NULL, NULL, 0, 0) : ZP_EZMQ;
+    if (!rc) {
+        zmq_pollitem_t it = {sock, 0, ZMQ_POLLIN, 0};
+        rc = zmq_poll(&it, 1, 1000) > 0 ? zp_frames_recv(f, sock, 0) : ZP_ETIMEOUT;
+    }
+    zp_sock_destroy(&sock);
+    if (!rc && zp_frames_decode(f, 0, m, why, len))
+        rc = ZP_EPROTO;
+    if (!rc && (m->type != ZP_MSG_STAT_REP || m->body.type != MSGPACK_OBJECT_ARRAY)) {
+        snprintf(why, len, "a %s, not a stat reply", zp_msg_name(m->type));
+        zp_msg_release(m);
+        rc = ZP_EPROTO;
+    }
+    return rc;
+}
+
 /* The window's wait and busy shares from the logger's latest counters; 0,
  * or non-zero when the logger did not answer. */
 static int read_window(struct zp_autoscaler *a, const zp_sup_t *s, zp_autoscale_window_t *w)
 {
-    zp_msg_t req = {.type = ZP_MSG_STAT_REQ}, m;
+    zp_msg_t m;
     zp_frames_t f;
     zp_frames_init(&f);
     char why[256];
-    int rc = zp_request(s->run_dir, zp_sock_name(ZP_SOCK_STAT), &req, &f, &m, why, sizeof why, 1000);
+    int rc = ask_logger(a, &f, &m, why, sizeof why);
     if (rc) {
         if (!a->unanswered++)
             fprintf(stderr, "zeus-pipe: loader.autoscale: the logger did not answer (%s); trying "

@@ -465,7 +465,8 @@ int zp_sup_loaders(const zp_sup_t *s);
 /* autoscale_run.c: loader.autoscale (the policy: autoscale.h) on this node.
  * open: before the loaders start — resolves loader.max_workers (0: the free
  * cores), clamps loader.workers into min..max and prints both; off (0,
- * nothing done) without loader.autoscale or on a Slurm rank > 0; 1 when out
+ * nothing done) without loader.autoscale or on a Slurm task that is not its
+ * node's first (which runs the node's loaders); 1 when out
  * of memory. tick: on every turn of the loop; once an interval it reads the
  * logger's counters, decides, applies the decision as `scale` does and
  * records it (an "autoscale" metric). close: frees it; safe twice. */

@@ -239,7 +239,7 @@ static void on_bad_request(void *ctx, const char *why)
 static int open_all(logger_t *l)
 {
     zp_stage_t *st = l->st;
-    char ep[ZP_ENDPOINT_MAX + 16], path[PATH_MAX + 32];
+    char path[PATH_MAX + 32];
     snprintf(path, sizeof path, "%s/metrics.jsonl", st->run_dir);
     l->metrics = fopen(path, "a");
     snprintf(path, sizeof path, "%s/stats.jsonl", st->run_dir);
@@ -257,8 +257,8 @@ static int open_all(logger_t *l)
         return 1;
     int hwm = 100000;
     zmq_setsockopt(l->pull, ZMQ_RCVHWM, &hwm, sizeof hwm);
-    if (zp_stage_endpoint(st, zp_sock_name(ZP_SOCK_STAT), ep, sizeof ep) ||
-        !(l->rep = zp_sock_open(st->zctx, ZMQ_REP, ep, 1, 0)))
+    /* under Slurm also tcp, for each node's autoscale (pipeline/names.h) */
+    if (!(l->rep = zp_stage_socket(st, ZMQ_REP, zp_sock_name(ZP_SOCK_STAT), 1, 0)))
         return 1;
     return 0;
 }

@@ -139,6 +139,38 @@ def each_node_warms_its_own_cache_and_the_run_loads_nothing():
             zp.check(len(ends) == 2 and all(e["samples"] == e["distinct"] == n for e in ends), ends)
 
 
+def each_node_retires_its_idle_loaders():
+    with zp.Workdir() as w, Nodes(2) as nodes:
+        cfg = config(w, "scaled", 32)
+        for node in (0, 1):
+            rc, out, err = w.run("warm", cfg, "cache.path=%s/cache-node%d" % (w.path, node))
+            zp.check(rc == 0, err)
+        auto = ("loader.autoscale=true", "loader.min_workers=1", "loader.max_workers=2",
+                "loader.autoscale_interval_s=1", "logger.stat_interval_ms=250", "trainer.epochs=100000")
+        r0 = task(w, nodes, 0, 2, 0, 0, cfg, *auto)
+        r1 = task(w, nodes, 1, 2, 1, 0, cfg, *auto)
+        run = w.run_dir("scaled")
+
+        def retired():
+            if not os.path.exists(os.path.join(run, "metrics.jsonl")):
+                return {}
+            ds = [m for m in zp.metrics(run) if m.get("event") == "autoscale" and m["change"] == -1]
+            return {d["instance"]: d for d in ds}
+        # each node's first task reads its node's counters from rank 0's logger (node 1 over its
+        # link) and retires its node's idle loader over a warm cache
+        zp.wait_for(lambda: len(retired()) == 2, 120, "both nodes retiring a loader")
+        rc, out, err = w.run("down", run)
+        zp.check(rc == 0, err)
+        (rc0, err0), (rc1, err1) = finish(r0), finish(r1)
+        zp.check(rc0 == 0, "rank 0 exit %s:\n%s" % (rc0, err0))
+        for rank, err in ((0, err0), (1, err1)):
+            d = retired()[rank]
+            zp.check(d["workers_before"] == 2 and d["workers_after"] == 1 and d["busy"] < 0.25, d)
+            zp.check("loader[%d] retired" % (256 * rank + 1) in err, err[-2000:])
+        ends = zp.epoch_ends(run, "train")
+        zp.check(ends and all(e["samples"] == e["distinct"] == 1025 for e in ends), ends[-1:])
+
+
 def a_nodes_cache_of_another_dataset_is_refused_naming_the_node():
     with zp.Workdir() as w, Nodes(2) as nodes:
         other = w.write("other.yaml", CONFIG.format(name="other", gpus=1, batch=32, train=300, corrupt=0,
@@ -193,5 +225,6 @@ if __name__ == "__main__":
     zp.main([two_nodes_train_as_one_and_each_keeps_its_own_plane,
              no_sample_crosses_a_link,
              each_node_warms_its_own_cache_and_the_run_loads_nothing,
+             each_node_retires_its_idle_loaders,
              a_nodes_cache_of_another_dataset_is_refused_naming_the_node,
              a_node_whose_data_plane_dies_stops_naming_the_node])

@@ -198,8 +198,8 @@ def a_loader_key_is_refused_on_the_ranks_sockets_and_a_rank_is_its_key():
                          os.path.join(run, "server.pub"), "--key", "hostb.key", cfg)
         cache_log = os.path.join(run, "logs", "cache-0.log")
         zp.wait_for(lambda: "connected over tcp" in zp.text(cache_log), 60, "hostb's loader")
-        # ... and nowhere else: events (logger), the ranks' sum (trainer); fetches take no tcp
-        logs = {PORT + 2: os.path.join(run, "logs", "logger-0.log"),
+        # ... and nowhere else: the logger's counters and events, the ranks' sum (trainer)
+        logs = {PORT + 1: os.path.join(run, "logs", "logger-0.log"), PORT + 2: os.path.join(run, "logs", "logger-0.log"),
                 PORT + 3: os.path.join(run, "logs", "trainer-0.log")}
         peers = [CurvePeer(port, server_pub, hostb_pub, hostb_sec, b"1") for port in logs]
         for p in peers:
