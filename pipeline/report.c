@@ -192,7 +192,7 @@ static int on_record(report_t *r, const msgpack_object *b)
     if (h.time > 0 && (r->t0 <= 0 || h.time < r->t0))
         r->t0 = h.time;
     if (type == ZP_REC_AUTOSCALE) /* the supervisor's: no stage of its own */
-        return zp_autoscale_log_add(&r->autoscale, h.time, b);
+        return zp_autoscale_log_add(&r->autoscale, b);
     int stage = zp_stage_of(h.stage);
     if (stage < 0)
         return ZP_EPROTO;

@@ -1,7 +1,9 @@
 /* report_autoscale.h — the report's section on loader.autoscale: every
  * decision the supervisor recorded (an "autoscale" metric, records.h), with
  * the figures it rested on, as text (report.txt) and JSON (report.json's
- * "autoscale" array). report.c feeds it the records it reads. */
+ * "autoscale" array) and HTML (report.html). The reports feed it the
+ * records they read. Under Slurm each node's first task decides for its
+ * node: a row names it by that task's rank. */
 #ifndef ZP_REPORT_AUTOSCALE_H
 #define ZP_REPORT_AUTOSCALE_H
 
@@ -13,6 +15,7 @@
 
 typedef struct {
     double time; /* wall clock, seconds */
+    int64_t node; /* the deciding supervisor's instance: under Slurm its node's first rank */
     int change, before, after;
     double wait, busy;
     char reason[256];
@@ -25,11 +28,13 @@ typedef struct {
     int64_t left_out; /* past ZP_REPORT_AUTOSCALE_MAX */
 } zp_autoscale_log_t;
 
-/* Adds the autoscale record `body` sent at `time`. 0, or ZP_ENOMEM. */
-int zp_autoscale_log_add(zp_autoscale_log_t *l, double time, const msgpack_object *body);
+/* Adds the autoscale record `body` (its head's time and instance). 0, or ZP_ENOMEM. */
+int zp_autoscale_log_add(zp_autoscale_log_t *l, const msgpack_object *body);
 /* "Loader autoscale" and a line per decision, times in seconds after t0;
  * nothing without decisions. */
 void zp_autoscale_log_text(const zp_autoscale_log_t *l, double t0, FILE *out);
+/* The same as an HTML section (report.html), every string escaped. */
+void zp_autoscale_log_html(const zp_autoscale_log_t *l, double t0, FILE *out);
 /* "autoscale":[{...},...], (with its trailing comma) for report.json. */
 void zp_autoscale_log_json(const zp_autoscale_log_t *l, double t0, FILE *out);
 /* Frees the rows; l can be added to again. */

@@ -5,6 +5,7 @@
 #include "pipeline/dataset.h"
 #include "pipeline/html.h"
 #include "pipeline/names.h"
+#include "pipeline/report_autoscale.h"
 #include "pipeline/report_page.h"
 #include "pipeline/runscan.h"
 #include "pipeline/svg.h"
@@ -52,6 +53,7 @@ typedef struct {
     shown_skip_t shown[SKIPS_SHOWN];
     int nshown;
     int64_t skip_events, loaders_lost, requeued;
+    zp_autoscale_log_t autoscale; /* the supervisor's loader.autoscale decisions */
 } page_t;
 
 static int on_stats(page_t *p, int stage, const zp_rec_head_t *h, const msgpack_object *b)
@@ -143,6 +145,8 @@ static int on_body(void *ctx, const msgpack_object *b)
     page_t *p = ctx;
     zp_rec_head_t h;
     zp_record_type_t type = zp_record_head(b, &h);
+    if (type == ZP_REC_AUTOSCALE) /* the supervisor's: no stage of its own */
+        return zp_autoscale_log_add(&p->autoscale, b);
     int stage = zp_stage_of(h.stage);
     if (stage < 0)
         return 0; /* a stage this version does not know */
@@ -201,22 +205,41 @@ static int stage_series(const stat_list_t *l, double t0, int wait, zp_xy_t *out)
     return 0;
 }
 
+/* The mean over a stage's instances of each one's busy share in its last
+ * record (in the order read; one pass: a run of a day has ~10^5 records a
+ * stage). Instances past INST_MAX are left out. */
+static double mean_busy(const stat_list_t *l, int *instances)
+{
+    enum { INST_MAX = 1024 };
+    int64_t id[INST_MAX];
+    double share[INST_MAX];
+    int n = 0, count = 0;
+    for (size_t i = 0; i < l->n; i++) {
+        int k = 0;
+        while (k < n && id[k] != l->v[i].instance)
+            k++;
+        if (k == n && n == INST_MAX)
+            continue;
+        if (k == n)
+            id[n++] = l->v[i].instance;
+        share[k] = l->v[i].uptime_s > 0 ? l->v[i].busy_s / l->v[i].uptime_s : -1;
+    }
+    double sum = 0;
+    for (int k = 0; k < n; k++)
+        if (share[k] >= 0)
+            sum += share[k], count++;
+    *instances = count;
+    return count ? sum / count : 0;
+}
+
 /* The bottleneck sentence from the same figures report.txt uses: each
  * instance's last busy share, and the trainer's io time over its epochs. */
 static void bottleneck(const page_t *p, char *buf, size_t len)
 {
     zp_data_stages_t d = {{0}, 0};
     for (int s = 0; s < 3; s++) {
-        const stat_list_t *l = &p->stats[s];
-        int count = 0;
-        for (size_t i = 0; i < l->n; i++) {
-            int last = 1; /* the last record of its instance */
-            for (size_t j = i + 1; j < l->n && last; j++)
-                last = l->v[j].instance != l->v[i].instance;
-            if (last && l->v[i].uptime_s > 0)
-                d.busy[s] += l->v[i].busy_s / l->v[i].uptime_s, count++;
-        }
-        d.busy[s] = count ? d.busy[s] / count : 0;
+        int count;
+        d.busy[s] = mean_busy(&p->stats[s], &count);
         if (s == ZP_STAGE_LOADER)
             d.loaders = count;
     }
@@ -230,6 +253,7 @@ static void release(page_t *p)
     for (int s = 0; s < STAGES; s++)
         free(p->stats[s].v);
     free(p->rows);
+    zp_autoscale_log_free(&p->autoscale);
     zp_xy_free(&p->step_loss);
     zp_xy_free(&p->step_acc);
     free(p);
@@ -333,6 +357,17 @@ static void skips(FILE *out, const page_t *p)
                      "%lld.</p>\n", (long long)p->loaders_lost, (long long)p->requeued);
 }
 
+/* The earliest stats record's time: the run's start, as the plots count it. */
+static double first_time(const page_t *p)
+{
+    double t0 = INFINITY;
+    for (int s = 0; s < STAGES; s++)
+        for (size_t i = 0; i < p->stats[s].n; i++)
+            if (p->stats[s].v[i].t < t0)
+                t0 = p->stats[s].v[i].t;
+    return isfinite(t0) ? t0 : 0;
+}
+
 static int write_page(FILE *out, page_t *p)
 {
     char advice[600];
@@ -361,6 +396,7 @@ static int write_page(FILE *out, page_t *p)
     const int64_t *idx[ZP_SPLITS] = {p->skipped_idx[0], p->skipped_idx[1]};
     zp_page_coverage(out, p->rows, p->nrows, idx, p->nskipped);
     skips(out, p);
+    zp_autoscale_log_html(&p->autoscale, first_time(p), out);
     zp_page_foot(out, "zeus-pipe report RUN --html");
     return rc;
 }

@@ -270,6 +270,17 @@ static void a_run_has_its_plots_tables_and_nothing_unescaped(void **state)
     timer("trainer", "epoch", 1000000000);
     timer("loader", "read", 2000000);
     skipped("bad.jpg: <img src=x onerror=alert(1)>");
+    /* two nodes' loader.autoscale decisions, a reason with markup */
+    for (int node = 0; node < 2; node++) {
+        head("metric", "supervisor", node, 1004 + node, 6);
+        kv_str("event", "autoscale");
+        kv_int("change", -1);
+        kv_int("workers_before", 2);
+        kv_int("workers_after", 1);
+        kv_num("busy", 0.05);
+        kv_str("reason", "idle <b>twice</b>");
+        append();
+    }
     int rc;
     char *html = page(&rc);
     assert_int_equal(rc, 0);
@@ -293,6 +304,10 @@ static void a_run_has_its_plots_tables_and_nothing_unescaped(void **state)
     assert_int_equal(count(html, "not the indices 0..n-1"), 3);    /* test: a wrong checksum */
     assert_non_null(strstr(html, "the trainer waited for data 30.0% of its time while the 2 loader(s) were busy 90%"));
     assert_null(strstr(html, "class=\"missing\""));
+    assert_non_null(strstr(html, "<h2>Loader autoscale</h2>"));
+    assert_int_equal(count(html, "<td>2 &rarr; 1</td><td>-</td><td>5%</td><td>idle &lt;b&gt;twice&lt;/b&gt;</td>"), 2);
+    assert_non_null(strstr(html, "<td>4.0 s</td><td>rank 0</td>")); /* after the first stats record */
+    assert_non_null(strstr(html, "<td>5.0 s</td><td>rank 1</td>"));
     free(html);
 }
 

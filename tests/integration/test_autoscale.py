@@ -101,6 +101,10 @@ def a_loader_too_slow_for_the_trainer_gets_a_second_one():
         with open(os.path.join(run_dir, "report.txt")) as f:
             report = f.read()
         zp.check("Loader autoscale" in report and "1 -> 2" in report, report[-2000:])
+        with open(os.path.join(run_dir, "report.html")) as f:
+            page = f.read()
+        zp.check("<h2>Loader autoscale</h2>" in page and "<td>1 &rarr; 2</td>" in page,
+                 "report.html has no autoscale section")
         with open(os.path.join(run_dir, "report.json")) as f:
             listed = json.load(f)["autoscale"]
         zp.check([d["change"] for d in listed] == [d["change"] for d in ds], listed)
