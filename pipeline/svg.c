@@ -88,6 +88,8 @@ typedef struct {
     double x0, x1, y0, y1;
 } frame_t;
 
+#define TICKS_MAX 20 /* nice_step gives about 5 */
+
 static double px(const frame_t *f, double x) { return LEFT + (x - f->x0) / (f->x1 - f->x0) * (W - LEFT - RIGHT); }
 static double py(const frame_t *f, double y) { return H - BOTTOM - (y - f->y0) / (f->y1 - f->y0) * (H - TOP - BOTTOM); }
 
@@ -104,18 +106,22 @@ static void tick_label(FILE *out, double v, int share)
 static void axes(FILE *out, const frame_t *f, const zp_svg_plot_t *p)
 {
     double ys = nice_step(f->y1 - f->y0), xs = nice_step(f->x1 - f->x0);
-    for (double y = ceil(f->y0 / ys) * ys; y <= f->y1 + ys * 1e-9; y += ys) {
+    /* ticks counted, not summed: a step a double cannot add would loop forever */
+    double y = ceil(f->y0 / ys) * ys, x = ceil(f->x0 / xs) * xs;
+    for (int i = 0; i < TICKS_MAX && y + i * ys <= f->y1 + ys * 1e-9; i++) {
+        double v = y + i * ys;
         fprintf(out, "<line class=\"grid\" x1=\"%d\" x2=\"%d\" y1=\"%.1f\" y2=\"%.1f\"/>"
                      "<text class=\"tick\" x=\"%d\" y=\"%.1f\" text-anchor=\"end\">", LEFT, W - RIGHT,
-                py(f, y), py(f, y), LEFT - 4, py(f, y) + 4);
-        tick_label(out, y, p->share);
+                py(f, v), py(f, v), LEFT - 4, py(f, v) + 4);
+        tick_label(out, v, p->share);
         fputs("</text>\n", out);
     }
-    for (double x = ceil(f->x0 / xs) * xs; x <= f->x1 + xs * 1e-9; x += xs) {
+    for (int i = 0; i < TICKS_MAX && x + i * xs <= f->x1 + xs * 1e-9; i++) {
+        double v = x + i * xs;
         fprintf(out, "<line class=\"grid\" x1=\"%.1f\" x2=\"%.1f\" y1=\"%d\" y2=\"%d\"/>"
-                     "<text class=\"tick\" x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">", px(f, x),
-                px(f, x), TOP, H - BOTTOM, px(f, x), H - BOTTOM + 16);
-        tick_label(out, x, 0);
+                     "<text class=\"tick\" x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">", px(f, v),
+                px(f, v), TOP, H - BOTTOM, px(f, v), H - BOTTOM + 16);
+        tick_label(out, v, 0);
         fputs("</text>\n", out);
     }
     fprintf(out, "<rect class=\"frame\" x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\"/>\n", LEFT, TOP,
@@ -144,9 +150,11 @@ static int frame_of(bucket_t *const *b, const int *m, int n, int share, frame_t 
         f->y0 = 0, f->y1 = 1;
     else if (f->y0 > 0 && f->y0 < 0.5 * f->y1)
         f->y0 = 0; /* near zero: from zero */
-    if (f->x1 - f->x0 < 1e-12)
-        f->x0 -= 0.5, f->x1 += 0.5;
-    if (f->y1 - f->y0 < 1e-12)
+    /* a range too narrow for its magnitude (a constant series, to the last
+     * bits) is widened, so that every tick step is one a double can add */
+    if (f->x1 - f->x0 <= 1e-9 * fmax(1, fmax(fabs(f->x0), fabs(f->x1))))
+        f->x0 -= f->x0 ? fabs(f->x0) * 0.1 : 0.5, f->x1 += f->x1 ? fabs(f->x1) * 0.1 : 0.5;
+    if (f->y1 - f->y0 <= 1e-9 * fmax(1, fmax(fabs(f->y0), fabs(f->y1))))
         f->y0 -= f->y0 ? fabs(f->y0) * 0.1 : 0.5, f->y1 += f->y1 ? fabs(f->y1) * 0.1 : 0.5;
     return any;
 }

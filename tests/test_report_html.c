@@ -311,6 +311,20 @@ static void a_run_has_its_plots_tables_and_nothing_unescaped(void **state)
     free(html);
 }
 
+static void a_series_constant_to_the_last_bits_gets_a_few_ticks(void **state)
+{
+    (void)state;
+    /* a spread of one ulp at 10^4: a tick step there is one a double cannot add */
+    stats("cache", 0, 1000, 10000.0, 0.3);
+    stats("cache", 0, 1001, 10000.000000000002, 0.3);
+    int rc;
+    char *html = page(&rc);
+    assert_int_equal(rc, 0);
+    assert_true(strlen(html) < 200000);
+    assert_true(count(html, "class=\"tick\"") < 4 * 2 * 20);
+    free(html);
+}
+
 static void a_million_steps_make_a_page_of_bounded_size(void **state)
 {
     (void)state;
@@ -423,6 +437,7 @@ int main(void)
         cmocka_unit_test(a_json_line_becomes_the_same_record),
 #define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
         T(a_run_has_its_plots_tables_and_nothing_unescaped),
+        T(a_series_constant_to_the_last_bits_gets_a_few_ticks),
         T(a_million_steps_make_a_page_of_bounded_size),
         T(a_run_without_events_is_reported_from_its_jsonl_files),
         T(a_sweep_page_links_every_run_and_draws_one_series_each),
