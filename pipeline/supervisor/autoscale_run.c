@@ -181,7 +181,7 @@ static int ask_logger(struct zp_autoscaler *a, zp_frames_t *f, zp_msg_t *m, char
     int rc = sock ? zp_send(sock, NULL, &req, NULL, NULL, 0, 0) : ZP_EZMQ;
     if (!rc) {
         zmq_pollitem_t it = {sock, 0, ZMQ_POLLIN, 0};
-        rc = zmq_poll(&it, 1, 1000) > 0 ? zp_frames_recv(f, sock, 0) : ZP_ETIMEOUT;
+        rc = zmq_poll(&it, 1, 500) > 0 ? zp_frames_recv(f, sock, 0) : ZP_ETIMEOUT; /* the loop waits */
     }
     zp_sock_destroy(&sock);
     if (!rc && zp_frames_decode(f, 0, m, why, len))
@@ -293,13 +293,16 @@ static void withdraw(struct zp_autoscaler *a, zp_child_t *c)
 }
 
 /* A loader of this node that died before it ever delivered (a crash on
- * start), described into why; 0 when none. One that autoscale started is
+ * start) and is not running now: it died since `since` (ns) and waits for
+ * its restart, or it was given up on. One that crashed once and runs again
+ * is none. Described into why; 0 when none. One that autoscale started is
  * withdrawn. */
-static int start_failure(struct zp_autoscaler *a, zp_sup_t *s, char *why, size_t len)
+static int start_failure(struct zp_autoscaler *a, zp_sup_t *s, int64_t since, char *why, size_t len)
 {
     for (int i = 0; i < s->procs.nchild; i++) {
         zp_child_t *c = &s->procs.child[i];
-        if (c->stage == ZP_STAGE_LOADER && c->deaths > 0 && !c->delivered) {
+        if (c->stage == ZP_STAGE_LOADER && c->deaths > 0 && !c->delivered && c->pid <= 0 &&
+            !c->retiring && (c->last_death > since || !c->restart_at)) {
             snprintf(why, len, "loader[%d] exited before delivering a sample", c->instance);
             withdraw(a, c);
             return 1;
@@ -350,12 +353,13 @@ void zp_sup_autoscale_tick(zp_sup_t *s)
         return;
     a->next_ns = now + a->interval_ns;
     double window_s = (double)(now - a->last_ns) / 1e9;
+    int64_t since = a->last_ns;
     a->last_ns = now;
     zp_autoscale_window_t w = {.workers = zp_sup_loaders(s), .mem_available = mem_available(),
                                .loader_rss = loader_rss(s)};
     zp_autoscale_decision_t d;
     char why[128];
-    if (!a->failed_reported && start_failure(a, s, why, sizeof why)) {
+    if (!a->failed_reported && start_failure(a, s, since, why, sizeof why)) {
         a->failed_reported = 1;
         zp_autoscale_start_failed(&a->policy, why, &d);
         w.wait = w.busy = -1;
