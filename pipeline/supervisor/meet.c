@@ -161,8 +161,8 @@ static int node_join(zp_sup_t *s)
                 (size_t[]){sizeof rank, sizeof s->plane, sizeof cache, sizeof pid, sizeof down}, 5);
     s->plane_pid = (pid_t)atol(pid);
     if (down[0]) {
-        fprintf(stderr, "zeus-pipe: Slurm rank %d: the data plane of node %s (rank %s's task) failed: %s\n",
-                s->slurm.rank, s->slurm.node, rank, down);
+        fprintf(stderr, "zeus-pipe: Slurm rank %d: node %s's first task (Slurm rank %s), which runs the "
+                        "node's data plane, stopped: %s\n", s->slurm.rank, s->slurm.node, rank, down);
         return 1;
     }
     if (!s->plane[0] || s->plane_pid <= 0) {
@@ -211,15 +211,8 @@ static int node_cache(zp_sup_t *s)
     fprintf(stderr, "zeus-pipe: node %s (Slurm rank %d): its cache %s cannot serve this run (above); "
                     "each node keeps its own cache at cache.path on its local disk\n",
             s->slurm.node, s->slurm.rank, s->cfg.cache_path);
-    if (s->slurm.rank > 0) {
-        zp_slurm_node_path(s->node_meet, sizeof s->node_meet, s->run0, s->slurm.node);
-        FILE *f = fopen(s->node_meet, "w");
-        if (f && fprintf(f, "rank %d\n", s->slurm.rank) > 0 && !fclose(f))
-            zp_sup_node_down(s, "its cache.path holds another dataset's samples or cannot be opened; "
-                                "its output says which");
-        else if (f)
-            fclose(f);
-    }
+    zp_sup_node_down(s, "its cache.path holds another dataset's samples or cannot be opened; its "
+                        "output says which"); /* rank 0 has no run yet: the others time out */
     return 2;
 }
 
@@ -266,12 +259,24 @@ int zp_sup_prepare_slurm(zp_sup_t *s)
 
 void zp_sup_node_down(zp_sup_t *s, const char *why)
 {
-    if (!s->node_meet[0] || s->slurm.rank == 0)
+    if (s->slurm.world < 2 || s->slurm.local > 0 || !s->run0[0])
         return;
-    FILE *f = fopen(s->node_meet, "a");
-    if (f) {
-        fprintf(f, "down %s\n", why);
+    char path[PATH_MAX + 300], tmp[PATH_MAX + 310], was[PATH_MAX + 400] = "";
+    zp_slurm_node_path(path, sizeof path, s->run0, s->slurm.node);
+    FILE *f = fopen(path, "r"); /* the announcement, when there was one */
+    size_t n = f ? fread(was, 1, sizeof was - 1, f) : 0;
+    if (f)
         fclose(f);
+    was[n] = 0;
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    if (!(f = fopen(tmp, "w")))
+        return;
+    int ok = (n ? fputs(was, f) >= 0 : fprintf(f, "rank %d\n", s->slurm.rank) > 0) &&
+             fprintf(f, "down %s\n", why) > 0;
+    ok = !fclose(f) && ok; /* closed once, whatever happened */
+    if (!ok || rename(tmp, path)) {
+        unlink(tmp);
+        return;
     }
     s->node_meet[0] = 0; /* kept, for rank 0 and the node's other tasks to read */
 }
@@ -288,7 +293,8 @@ static int down_line(const char *path, const char *node, char *why, size_t len)
                 (size_t[]){sizeof rank, sizeof down}, 2);
     if (!down[0])
         return 0;
-    snprintf(why, len, "the data plane of node %s (Slurm rank %s's task) failed: %s", node, rank, down);
+    snprintf(why, len, "node %s's first task (Slurm rank %s), which runs the node's data plane, "
+             "stopped: %s", node, rank, down);
     return 1;
 }
 

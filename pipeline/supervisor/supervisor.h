@@ -486,8 +486,9 @@ int zp_sup_announce(zp_sup_t *s);      /* rank 0: the ranks' keys and the rendez
 /* 1 with why when a node's data plane failed, or rank 0's run or this
  * node's leader is gone > 10 s */
 int zp_sup_gone(zp_sup_t *s, char *why, size_t len);
-/* A node's leader (rank > 0) whose run failed: `why` into its node
- * rendezvous, for rank 0 and the node's other tasks to stop on */
+/* A node's leader whose run failed: `why` into its node rendezvous
+ * (rewritten whole and renamed), for rank 0 and the node's other tasks to
+ * stop on; nothing before rank 0's run exists */
 void zp_sup_node_down(zp_sup_t *s, const char *why);
 
 #endif

@@ -185,10 +185,10 @@ def a_nodes_cache_of_another_dataset_is_refused_naming_the_node():
         zp.check(rc1 == 2 and "node %s (Slurm rank 1)" % nodes.addr(1) in err1 and "local disk" in err1,
                  "rank 1 exit %s: %s" % (rc1, err1))
         rc0, err0 = finish(r0, 90)  # at once: not after trainer.comm_timeout_s
-        zp.check(rc0 == 1 and "the data plane of node %s (Slurm rank 1's task) failed: its cache.path"
-                 % nodes.addr(1) in err0, "rank 0 exit %s: %s" % (rc0, err0))
+        zp.check(rc0 == 1 and "node %s's first task (Slurm rank 1), which runs the node's data plane, "
+                 "stopped: its cache.path" % nodes.addr(1) in err0, "rank 0 exit %s: %s" % (rc0, err0))
         rc2, err2 = finish(r2, 90)  # node 1's other task
-        zp.check(rc2 == 1 and "the data plane of node %s (rank 1's task) failed" % nodes.addr(1) in err2,
+        zp.check(rc2 == 1 and "node %s's first task (Slurm rank 1)" % nodes.addr(1) in err2,
                  "rank 2 exit %s: %s" % (rc2, err2))
 
 
@@ -211,9 +211,11 @@ def a_node_whose_data_plane_dies_stops_naming_the_node():
         zp.check(rc1 == 1 and "cache[1] was killed by signal 9 (Killed) on node %s" % nodes.addr(1) in err1,
                  "rank 1 exit %s: %s" % (rc1, err1))
         rc2, err2 = finish(r2, 60)
-        zp.check(rc2 == 1 and "the data plane of node %s" % nodes.addr(1) in err2, "rank 2 exit %s: %s" % (rc2, err2))
+        zp.check(rc2 == 1 and "node %s's first task (Slurm rank 1)" % nodes.addr(1) in err2,
+                 "rank 2 exit %s: %s" % (rc2, err2))
         rc0, err0 = finish(r0, 90)
-        said = "the data plane of node %s (Slurm rank 1's task) failed: cache[1] was killed" % nodes.addr(1)
+        said = "node %s's first task (Slurm rank 1), which runs the node's data plane, stopped: " \
+               "cache[1] was killed" % nodes.addr(1)
         zp.check(rc0 == 1 and said in err0, "rank 0 exit %s: %s" % (rc0, err0))
 
 
