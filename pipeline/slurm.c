@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 /* A whole decimal in [lo, hi] from the environment variable `name`. */
@@ -90,4 +91,61 @@ void zp_slurm_node_path(char *buf, size_t len, const char *run0, const char *nod
         buf[n++] = *p == '/' ? '_' : *p;
     if (n >= 0 && (size_t)n < len)
         buf[n] = 0;
+}
+
+int zp_slurm_nodes(void)
+{
+    const char *names[] = {"SLURM_STEP_NUM_NODES", "SLURM_JOB_NUM_NODES", "SLURM_NNODES"};
+    for (int i = 0; i < 3; i++) {
+        const char *v = getenv(names[i]);
+        char *end = NULL;
+        long n = v ? strtol(v, &end, 10) : 0;
+        if (v && end != v && !*end && n > 0 && n < 1000000)
+            return (int)n;
+    }
+    return 1;
+}
+
+int zp_slurm_local_fs(const char *path, char *fs, size_t len)
+{
+    static const struct {
+        unsigned long magic;
+        const char *name;
+    } NET[] = {{0x6969, "NFS"},          {0x0BD00BD0, "Lustre"}, {0x47504653, "GPFS"},
+               {0xFF534D42, "CIFS"},     {0xFE534D42, "SMB2"},   {0x517B, "SMB"},
+               {0x19830326, "BeeGFS"},   {0x00C36400, "CephFS"}, {0x5346414F, "AFS"}};
+    char dir[PATH_MAX];
+    snprintf(dir, sizeof dir, "%s", path);
+    struct statfs sf;
+    while (statfs(dir, &sf)) { /* not made yet: its nearest folder that is */
+        char *slash = strrchr(dir, '/');
+        if (!slash)
+            snprintf(dir, sizeof dir, ".");
+        else if (slash == dir)
+            dir[1] = 0;
+        else
+            *slash = 0;
+        if ((!slash || slash == dir) && statfs(dir, &sf))
+            return 0; /* nothing to say */
+        if (!slash || slash == dir)
+            break;
+    }
+    for (size_t i = 0; i < sizeof NET / sizeof *NET; i++)
+        if ((unsigned long)sf.f_type == NET[i].magic) {
+            snprintf(fs, len, "%s", NET[i].name);
+            return ZP_EINVAL;
+        }
+    return 0;
+}
+
+int zp_slurm_cache_local(const char *path, char *why, size_t len)
+{
+    char fs[16];
+    int nodes = zp_slurm_nodes();
+    if (nodes < 2 || !zp_slurm_local_fs(path, fs, sizeof fs))
+        return 0;
+    snprintf(why, len, "cache.path %.300s is on %s, a filesystem the %d nodes share: each node keeps "
+             "its own cache, and LMDB does not work over a network filesystem; set cache.path to a "
+             "local disk (e.g. /tmp/zp-cache, or the job's local scratch)", path, fs, nodes);
+    return ZP_EINVAL;
 }

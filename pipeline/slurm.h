@@ -53,6 +53,21 @@ void zp_slurm_meet_path(char *buf, size_t len, const char *run_dir, const zp_slu
  * node's cache stage has its sockets (RUN/rank-<l>/sock/work.ipc, fetch.ipc). */
 #define ZP_PLANE_ENV "ZP_NODE_PLANE"
 
+/* The nodes of the job step (SLURM_STEP_NUM_NODES, else SLURM_JOB_NUM_NODES,
+ * else SLURM_NNODES); 1 when none says. */
+int zp_slurm_nodes(void);
+
+/* 0 when `path` (or the nearest folder above it that exists) lies on a
+ * filesystem of this host's own; ZP_EINVAL with its kind named in `fs` when
+ * it is a network one (NFS, Lustre, GPFS, CIFS/SMB, BeeGFS, CephFS, AFS),
+ * where nodes would share one LMDB, which LMDB does not support. */
+int zp_slurm_local_fs(const char *path, char *fs, size_t len);
+
+/* Under Slurm across more than one node: 0 when cache.path `path` is on a
+ * local disk, else ZP_EINVAL with a sentence saying why not and what to do
+ * in why. 0 on one node. */
+int zp_slurm_cache_local(const char *path, char *why, size_t len);
+
 /* The node rendezvous of `node` in rank 0's run directory: "<run0>/node-<node>"
  * ('/' in the name becomes '_'). */
 void zp_slurm_node_path(char *buf, size_t len, const char *run0, const char *node);

@@ -70,6 +70,24 @@ static void ranks_come_from_the_four_variables(void **state)
     assert_string_equal(s.host, "cpu9");
 }
 
+static void the_nodes_of_a_step_and_a_local_cache(void **state)
+{
+    (void)state;
+    char why[800], fs[16];
+    unsetenv("SLURM_STEP_NUM_NODES"), unsetenv("SLURM_JOB_NUM_NODES"), unsetenv("SLURM_NNODES");
+    assert_int_equal(zp_slurm_nodes(), 1);
+    setenv("SLURM_NNODES", "4", 1);
+    setenv("SLURM_JOB_NUM_NODES", "x", 1); /* not a number: the next one says */
+    assert_int_equal(zp_slurm_nodes(), 4);
+    setenv("SLURM_STEP_NUM_NODES", "2", 1); /* the step's own count first */
+    assert_int_equal(zp_slurm_nodes(), 2);
+    /* a path not made yet is judged by the folder it would be made in: here a local one */
+    assert_int_equal(zp_slurm_local_fs("/tmp/zp-not-made/yet/cache", fs, sizeof fs), 0);
+    assert_int_equal(zp_slurm_local_fs("relative-not-made", fs, sizeof fs), 0);
+    assert_int_equal(zp_slurm_cache_local("/tmp/zp-cache", why, sizeof why), 0);
+    unsetenv("SLURM_STEP_NUM_NODES"), unsetenv("SLURM_JOB_NUM_NODES"), unsetenv("SLURM_NNODES");
+}
+
 static void a_task_knows_its_node_and_its_nodes_rendezvous(void **state)
 {
     (void)state;
@@ -125,6 +143,7 @@ int main(void)
         cmocka_unit_test(hostlist_first_expands_the_first_range),
         cmocka_unit_test(ranks_come_from_the_four_variables),
         cmocka_unit_test(a_task_knows_its_node_and_its_nodes_rendezvous),
+        cmocka_unit_test(the_nodes_of_a_step_and_a_local_cache),
         cmocka_unit_test(one_task_or_a_missing_variable_is_no_slurm_run),
         cmocka_unit_test(malformed_values_are_named),
     };

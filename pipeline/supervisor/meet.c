@@ -206,6 +206,12 @@ static int node_announce(zp_sup_t *s)
  * fine, and told the job (the node rendezvous says "down"). */
 static int node_cache(zp_sup_t *s)
 {
+    char why[600];
+    if (s->cfg.cache_enabled && zp_slurm_cache_local(s->cfg.cache_path, why, sizeof why)) {
+        fprintf(stderr, "zeus-pipe: node %s (Slurm rank %d): %s\n", s->slurm.node, s->slurm.rank, why);
+        zp_sup_node_down(s, "its cache.path is on a network filesystem");
+        return 2;
+    }
     if (!s->cfg.cache_enabled || !zp_cache_prepare(&s->cfg, &s->ds->meta))
         return 0;
     fprintf(stderr, "zeus-pipe: node %s (Slurm rank %d): its cache %s cannot serve this run (above); "

@@ -74,6 +74,19 @@ static int plan(zp_warm_t *w)
     return 0;
 }
 
+/* Under Slurm across nodes (`srun --ntasks-per-node=1 zeus-pipe warm`): a
+ * cache.path on a filesystem the nodes share is refused before anything is
+ * made there. 0, or 1 after saying why. */
+static int node_local(const zp_warm_t *w)
+{
+    zp_slurm_t sl;
+    char why[600];
+    if (zp_slurm_detect(&sl, why, sizeof why) != 1 || !zp_slurm_cache_local(w->cfg.cache_path, why, sizeof why))
+        return 0;
+    fprintf(stderr, "zeus-pipe: warm on node %s: %s\n", sl.node, why);
+    return 1;
+}
+
 int zp_warm_open(zp_warm_t **out, int nargs, char **args)
 {
     zp_warm_t *w = calloc(1, sizeof *w);
@@ -87,7 +100,7 @@ int zp_warm_open(zp_warm_t **out, int nargs, char **args)
         w->meta = w->ds->meta;
         w->p.cache_path = w->cfg.cache_path;
         w->p.run_dir = w->run_dir;
-        rc = zp_cache_prepare(&w->cfg, &w->meta) ? 2 : plan(w);
+        rc = node_local(w) || zp_cache_prepare(&w->cfg, &w->meta) ? 2 : plan(w);
     }
     if (rc)
         zp_warm_destroy(&w);

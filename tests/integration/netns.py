@@ -100,4 +100,5 @@ class Nodes:
         """The variables srun sets for task `rank` on node `node`."""
         return {"SLURM_PROCID": str(rank), "SLURM_NTASKS": str(ntasks), "SLURM_LOCALID": str(local),
                 "SLURM_NODELIST": ",".join(self.addr(i) for i in range(self.count)),
-                "SLURMD_NODENAME": self.addr(node), "SLURM_JOB_ID": job, "SLURM_STEP_ID": "0"}
+                "SLURMD_NODENAME": self.addr(node), "SLURM_JOB_ID": job, "SLURM_STEP_ID": "0",
+                "SLURM_NNODES": str(self.count)}
