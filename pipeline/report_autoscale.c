@@ -56,7 +56,7 @@ void zp_autoscale_log_text(const zp_autoscale_log_t *l, double t0, FILE *out)
     for (int i = 0; i < l->n; i++) {
         const zp_autoscale_row_t *r = &l->row[i];
         char at[16], node[24] = "", loaders[16], w[8], b[8];
-        snprintf(at, sizeof at, "%.1f s", r->time - t0);
+        snprintf(at, sizeof at, isfinite(r->time - t0) ? "%.1f s" : "?", r->time - t0);
         if (many)
             snprintf(node, sizeof node, "rank %-3lld ", (long long)r->node);
         snprintf(loaders, sizeof loaders, "%d -> %d", r->before, r->after);
@@ -67,13 +67,14 @@ void zp_autoscale_log_text(const zp_autoscale_log_t *l, double t0, FILE *out)
         fprintf(out, "  (%lld more left out)\n", (long long)l->left_out);
 }
 
-/* ,"key":v, or null for an unknown share */
-static void num(FILE *out, const char *key, double v)
+/* "key":v, or null for an unknown share (negative) or a figure that is no
+ * number; the first of an object without its leading comma */
+static void num(FILE *out, const char *key, double v, int first)
 {
-    if (v < 0 || !isfinite(v))
-        fprintf(out, ",\"%s\":null", key);
+    if ((v < 0 && !first) || !isfinite(v))
+        fprintf(out, "%s\"%s\":null", first ? "" : ",", key);
     else
-        fprintf(out, ",\"%s\":%.4f", key, v);
+        fprintf(out, "%s\"%s\":%.4f", first ? "" : ",", key, v);
 }
 
 void zp_autoscale_log_html(const zp_autoscale_log_t *l, double t0, FILE *out)
@@ -87,7 +88,7 @@ void zp_autoscale_log_html(const zp_autoscale_log_t *l, double t0, FILE *out)
     for (int i = 0; i < l->n; i++) {
         const zp_autoscale_row_t *r = &l->row[i];
         char w[8], b[8];
-        fprintf(out, "<tr><td>%.1f s</td>", r->time - t0);
+        fprintf(out, isfinite(r->time - t0) ? "<tr><td>%.1f s</td>" : "<tr><td>?</td>", r->time - t0);
         if (many)
             fprintf(out, "<td>rank %lld</td>", (long long)r->node);
         fprintf(out, "<td>%d &rarr; %d</td><td>%s</td><td>%s</td><td>", r->before, r->after,
@@ -105,11 +106,12 @@ void zp_autoscale_log_json(const zp_autoscale_log_t *l, double t0, FILE *out)
     fprintf(out, "\"autoscale\":[");
     for (int i = 0; i < l->n; i++) {
         const zp_autoscale_row_t *r = &l->row[i];
-        fprintf(out, "%s{\"at_s\":%.3f,\"node\":%lld,\"change\":%d,\"workers_before\":%d,"
-                "\"workers_after\":%d", i ? "," : "", r->time - t0, (long long)r->node, r->change,
-                r->before, r->after);
-        num(out, "wait", r->wait);
-        num(out, "busy", r->busy);
+        fprintf(out, "%s{", i ? "," : "");
+        num(out, "at_s", r->time - t0, 1); /* a garbled time: null, not nan */
+        fprintf(out, ",\"node\":%lld,\"change\":%d,\"workers_before\":%d,\"workers_after\":%d",
+                (long long)r->node, r->change, r->before, r->after);
+        num(out, "wait", r->wait, 0);
+        num(out, "busy", r->busy, 0);
         fprintf(out, ",\"reason\":");
         zp_json_str(out, r->reason); /* from a record: bytes off a socket */
         fputc('}', out);

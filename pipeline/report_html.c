@@ -93,10 +93,12 @@ static int on_epoch(page_t *p, const msgpack_object *b)
     zp_rec_epoch_end_t x;
     zp_record_decode(ZP_REC_EPOCH_END, b, &x);
     int split = !strcmp(x.split, zp_split_name(ZP_SPLIT_TEST));
-    if (x.epoch < 0 || x.epoch >= 1000000 || (!split && strcmp(x.split, zp_split_name(ZP_SPLIT_TRAIN))))
+    /* an epoch past the run's own count is a garbled record, not a reason for 10^6 rows */
+    if (x.epoch < 0 || x.epoch >= 1000000 || (x.epochs > 0 && x.epoch >= x.epochs) ||
+        (!split && strcmp(x.split, zp_split_name(ZP_SPLIT_TRAIN))))
         return 0;
     if (x.epoch >= p->nrows) {
-        int64_t n = x.epoch + 16;
+        int64_t n = x.epoch + 1 > 2 * p->nrows ? x.epoch + 16 : 2 * p->nrows;
         zp_page_epoch_t *v = realloc(p->rows, (size_t)n * sizeof *v);
         if (!v)
             return ZP_ENOMEM;

@@ -164,7 +164,13 @@ static int proc_of(trace_t *t, const zp_rec_head_t *h)
 {
     for (int i = 0; i < t->nprocs; i++)
         if (t->procs[i].instance == h->instance && !strcmp(t->procs[i].stage, h->stage)) {
-            t->procs[i].os_pid = h->pid;
+            proc_t *p = &t->procs[i];
+            if (p->os_pid != h->pid) { /* restarted (a resumed run): its ring starts empty */
+                p->in_use = 0;
+                for (int s = 0; s < SLOTS_MAX; s++)
+                    p->batch_gen[s] = -1;
+            }
+            p->os_pid = h->pid;
             return i;
         }
     if (t->nprocs == PROCS_MAX)
