@@ -3,15 +3,13 @@
 #include <math.h>
 #include <string.h>
 
-/* The length of the well-formed UTF-8 sequence at s (n > 0 bytes left), or
- * 0: no overlong form, no surrogate, nothing above U+10FFFF. */
-static uint32_t utf8_len(const unsigned char *s, uint32_t n)
+size_t zp_utf8_len(const unsigned char *s, size_t n)
 {
     unsigned c = s[0];
-    uint32_t len = c < 0x80 ? 1 : c < 0xc2 ? 0 : c < 0xe0 ? 2 : c < 0xf0 ? 3 : c < 0xf5 ? 4 : 0;
+    size_t len = c < 0x80 ? 1 : c < 0xc2 ? 0 : c < 0xe0 ? 2 : c < 0xf0 ? 3 : c < 0xf5 ? 4 : 0;
     if (!len || len > n)
         return 0;
-    for (uint32_t i = 1; i < len; i++)
+    for (size_t i = 1; i < len; i++)
         if ((s[i] & 0xc0) != 0x80)
             return 0;
     if ((c == 0xe0 && s[1] < 0xa0) || (c == 0xed && s[1] > 0x9f) || (c == 0xf0 && s[1] < 0x90) ||
@@ -28,7 +26,7 @@ static void write_str(FILE *out, const char *s, uint32_t n)
     fputc('"', out);
     for (uint32_t i = 0; i < n;) {
         unsigned char c = p[i];
-        uint32_t len = utf8_len(p + i, n - i);
+        uint32_t len = (uint32_t)zp_utf8_len(p + i, n - i);
         if (c == '"' || c == '\\')
             fprintf(out, "\\%c", c);
         else if (c < 0x20)

@@ -14,5 +14,9 @@ void zp_json_write(FILE *out, const msgpack_object *o);
  * U+FFFD. Every string a JSON output takes from a path, a peer or the user goes
  * through it; never a "%s" between quotes. */
 void zp_json_str(FILE *out, const char *s);
+/* The length of the well-formed UTF-8 sequence at s (n > 0 bytes left), or
+ * 0: no overlong form, no surrogate, nothing above U+10FFFF. JSON's and
+ * HTML's escapers (html.h) both judge bytes by it. */
+size_t zp_utf8_len(const unsigned char *s, size_t n);
 
 #endif

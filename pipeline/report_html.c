@@ -3,6 +3,7 @@
 #define _GNU_SOURCE
 #include "pipeline/report_html.h"
 #include "pipeline/dataset.h"
+#include "pipeline/files.h"
 #include "pipeline/html.h"
 #include "pipeline/names.h"
 #include "pipeline/report_autoscale.h"
@@ -421,27 +422,14 @@ int zp_report_html(const char *run_dir, FILE *out, char *err, size_t errlen)
     return rc;
 }
 
+static int fill(FILE *out, void *run_dir, char *err, size_t errlen)
+{
+    return zp_report_html(run_dir, out, err, errlen);
+}
+
 int zp_report_html_write(const char *run_dir, char *err, size_t errlen)
 {
-    char tmp[PATH_MAX + 32], path[PATH_MAX + 32];
-    snprintf(tmp, sizeof tmp, "%s/.report.html.tmp", run_dir);
+    char path[PATH_MAX + 32];
     snprintf(path, sizeof path, "%s/report.html", run_dir);
-    FILE *out = fopen(tmp, "w");
-    if (!out) {
-        int rc = -errno;
-        snprintf(err, errlen, "%s: %s", tmp, strerror(errno));
-        return rc;
-    }
-    int rc = zp_report_html(run_dir, out, err, errlen);
-    if (fclose(out) && !rc) {
-        rc = -errno;
-        snprintf(err, errlen, "%s: %s", tmp, strerror(errno));
-    }
-    if (!rc && rename(tmp, path)) {
-        rc = -errno;
-        snprintf(err, errlen, "%s: %s", path, strerror(errno));
-    }
-    if (rc)
-        unlink(tmp);
-    return rc;
+    return zp_write_aside(path, fill, (void *)run_dir, err, errlen);
 }

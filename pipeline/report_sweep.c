@@ -2,6 +2,7 @@
  * and their test curves overlaid (report_html.h: zp_report_html_sweep). */
 #define _GNU_SOURCE
 #include "pipeline/dataset.h"
+#include "pipeline/files.h"
 #include "pipeline/html.h"
 #include "pipeline/report_html.h"
 #include "pipeline/report_page.h"
@@ -98,23 +99,23 @@ static void page(FILE *out, const char *title, const zp_html_run_t *runs, int n)
     free(c), free(acc), free(loss);
 }
 
+typedef struct {
+    const char *title;
+    const zp_html_run_t *runs;
+    int n;
+} sweep_t;
+
+static int fill(FILE *out, void *ctx, char *err, size_t errlen)
+{
+    (void)err, (void)errlen;
+    const sweep_t *w = ctx;
+    page(out, w->title, w->runs, w->n);
+    return 0;
+}
+
 int zp_report_html_sweep(const char *path, const char *title, const zp_html_run_t *runs, int n,
                          char *err, size_t errlen)
 {
-    char tmp[PATH_MAX + 32];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *out = fopen(tmp, "w");
-    if (!out) {
-        int rc = -errno;
-        snprintf(err, errlen, "%s: %s", tmp, strerror(errno));
-        return rc;
-    }
-    page(out, title, runs, n);
-    int rc = 0;
-    if (fclose(out) || rename(tmp, path)) {
-        rc = -errno;
-        snprintf(err, errlen, "%s: %s", path, strerror(errno));
-        unlink(tmp);
-    }
-    return rc;
+    sweep_t w = {title, runs, n};
+    return zp_write_aside(path, fill, &w, err, errlen);
 }

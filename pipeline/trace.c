@@ -1,6 +1,7 @@
 #define _GNU_SOURCE
 #include "pipeline/trace.h"
 #include "pipeline/events.h"
+#include "pipeline/files.h"
 #include "pipeline/json.h"
 #include "pipeline/names.h"
 #include "pipeline/timer.h"
@@ -443,38 +444,34 @@ int zp_trace(const char *data, size_t size, const char *run, int64_t max_events,
     return rc;
 }
 
+typedef struct {
+    const char *data, *run;
+    size_t size;
+    int64_t max_events;
+    zp_trace_info_t *info;
+} fill_t;
+
+static int fill(FILE *out, void *ctx, char *err, size_t errlen)
+{
+    fill_t *f = ctx;
+    int rc = zp_trace(f->data, f->size, f->run, f->max_events, out, f->info);
+    if (rc)
+        snprintf(err, errlen, "trace.json: out of memory");
+    return rc;
+}
+
 int zp_trace_write(const char *run_dir, int64_t max_events, zp_trace_info_t *info, char *err,
                    size_t errlen)
 {
-    const char *data;
-    size_t size;
-    int rc = zp_events_map(run_dir, &data, &size, err, errlen);
+    fill_t f = {.max_events = max_events, .info = info};
+    int rc = zp_events_map(run_dir, &f.data, &f.size, err, errlen);
     if (rc)
         return rc;
-    char tmp[PATH_MAX + 32], path[PATH_MAX + 32];
-    snprintf(tmp, sizeof tmp, "%s/.trace.json.tmp", run_dir);
+    char path[PATH_MAX + 32];
     snprintf(path, sizeof path, "%s/trace.json", run_dir);
-    FILE *out = fopen(tmp, "w");
-    if (!out) {
-        rc = -errno;
-        snprintf(err, errlen, "%s: %s", tmp, strerror(errno));
-        zp_events_unmap(&data, size);
-        return rc;
-    }
     const char *slash = strrchr(run_dir, '/');
-    rc = zp_trace(data, size, slash && slash[1] ? slash + 1 : run_dir, max_events, out, info);
-    zp_events_unmap(&data, size);
-    if (rc)
-        snprintf(err, errlen, "%s: out of memory", path);
-    if (fclose(out) && !rc) {
-        rc = -errno;
-        snprintf(err, errlen, "%s: %s", tmp, strerror(errno));
-    }
-    if (!rc && rename(tmp, path)) {
-        rc = -errno;
-        snprintf(err, errlen, "%s: %s", path, strerror(errno));
-    }
-    if (rc)
-        unlink(tmp);
+    f.run = slash && slash[1] ? slash + 1 : run_dir;
+    rc = zp_write_aside(path, fill, &f, err, errlen);
+    zp_events_unmap(&f.data, f.size);
     return rc;
 }

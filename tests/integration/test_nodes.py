@@ -8,14 +8,13 @@ not cross the links (the veth counters: what crosses is events and sums). A
 node's cache built from another dataset is refused naming the node, and a
 node whose data plane dies stops the job naming the node: its leader says so
 in its node rendezvous, where rank 0 and the node's other tasks read it."""
-import json
 import os
 import signal
 import sys
-import time
 import zp
 from netns import Nodes
 from test_ranks import CONFIG, same_training
+from test_slurm import stats_of
 
 PORT = 19000 + (os.getpid() % 400) * 4
 
@@ -36,17 +35,6 @@ def task(w, nodes, rank, ntasks, node, local, cfg, *over, job="4242"):
 def finish(p, timeout=240):
     out, err = p.communicate(timeout=timeout)
     return p.returncode, err
-
-
-def last_stats(run_dir, stage):
-    """Instance -> the last stats record of `stage` in the run's stats.jsonl."""
-    last = {}
-    with open(os.path.join(run_dir, "stats.jsonl")) as f:
-        for line in f:
-            r = json.loads(line)
-            if r.get("stage") == stage:
-                last[r["instance"]] = r
-    return last
 
 
 def stage_pid(run_dir, name):
@@ -77,8 +65,8 @@ def two_nodes_train_as_one_and_each_keeps_its_own_plane():
             zp.check(len(ends) == 2 and all(e["samples"] == e["distinct"] == n for e in ends), ends)
         # a cache stage and loaders per node, each node's LMDB on its own path; all their
         # events reached rank 0's logger over the link
-        zp.check(sorted(last_stats(run, "cache")) == [0, 1], sorted(last_stats(run, "cache")))
-        loaders = sorted(last_stats(run, "loader"))
+        zp.check(sorted(stats_of(run, "cache")) == [0, 1], sorted(stats_of(run, "cache")))
+        loaders = sorted(stats_of(run, "loader"))
         zp.check(loaders == [0, 1, 256, 257], "loaders %r" % loaders)
         for node in (0, 1):
             zp.check(os.path.getsize(os.path.join(w.path, "cache-node%d" % node, "data.mdb")) > 0,
@@ -131,7 +119,7 @@ def each_node_warms_its_own_cache_and_the_run_loads_nothing():
         (rc0, err0), (rc1, err1) = finish(r0), finish(r1)
         zp.check(rc0 == 0 and rc1 == 0, "rank 0 exit %s:\n%s\nrank 1 exit %s:\n%s" % (rc0, err0, rc1, err1))
         run = w.run_dir("warmed")
-        loaded = {i: r["total_items"] for i, r in last_stats(run, "loader").items()}
+        loaded = {i: r["total_items"] for i, r in stats_of(run, "loader").items()}
         zp.check(sorted(loaded) == [0, 1, 256, 257] and not any(loaded.values()),
                  "loaders loaded %r from warm caches" % loaded)
         for split, n in (("train", 1025), ("test", 200)):
@@ -163,6 +151,7 @@ def each_node_retires_its_idle_loaders():
         zp.check(rc == 0, err)
         (rc0, err0), (rc1, err1) = finish(r0), finish(r1)
         zp.check(rc0 == 0, "rank 0 exit %s:\n%s" % (rc0, err0))
+        zp.check(rc1 == 1 and "rank 0's run has ended" in err1, "rank 1 exit %s:\n%s" % (rc1, err1))
         for rank, err in ((0, err0), (1, err1)):
             d = retired()[rank]
             zp.check(d["workers_before"] == 2 and d["workers_after"] == 1 and d["busy"] < 0.25, d)
