@@ -192,6 +192,17 @@ void zp_cachedb_fingerprint(const zp_config_t *cfg, const zp_dataset_meta_t *m, 
     snprintf(buf, len, "value schema: %d (%s, XXH3-64 of header and payload)\n", ZP_CACHE_VERSION,
              u8 ? "uint8" : "float32");
     size_t n = strlen(buf);
+    if (cfg->dataset_source == ZP_SOURCE_PYTHON) {
+        /* what __getitem__ returns depends on the code, its arguments and the fields */
+        n += (size_t)snprintf(buf + n, len - n, "source: python %s version=\"%s\" source "
+                              "sha256=%s\nargs: %s\nsplits: %s\n", cfg->py_class, cfg->py_version,
+                              m->source_hash, cfg->py_args, cfg->py_splits);
+        if (n < len && zp_fields_format(&m->fields, buf + n, len - n) >= 0)
+            n = strlen(buf);
+        snprintf(buf + n, len - n, "samples: %lld records of %zu bytes\n", (long long)m->n[split],
+                 m->sample_bytes);
+        return;
+    }
     if (cfg->dataset_source == ZP_SOURCE_IDX) {
         snprintf(buf + n, len - n, "source: idx\n");
         zp_dataset_file(cfg, split ? cfg->test_images : cfg->train_images, p, sizeof p);
@@ -245,14 +256,14 @@ static void describe_change(const char *old, const char *now, char *buf, size_t 
 static int check_split(zp_cachedb_t *c, MDB_txn *txn, const zp_config_t *cfg,
                        const zp_dataset_meta_t *m, int s, char *err, size_t len)
 {
-    char fp[2048], key[128];
+    char fp[8192], key[128];
     zp_cachedb_fingerprint(cfg, m, s, fp, sizeof fp);
     snprintf(key, sizeof key, "fingerprint/%s", c->name[s]);
     MDB_val k = {strlen(key), key}, v;
     int rc = mdb_get(txn, c->meta, &k, &v);
     if (rc == 0 && (v.mv_size != strlen(fp) || memcmp(v.mv_data, fp, v.mv_size))) {
-        char old[2048], what[600];
-        snprintf(old, sizeof old, "%.*s", (int)(v.mv_size < 2047 ? v.mv_size : 2047),
+        char old[8192], what[600];
+        snprintf(old, sizeof old, "%.*s", (int)(v.mv_size < 8191 ? v.mv_size : 8191),
                  (const char *)v.mv_data);
         describe_change(old, fp, what, sizeof what);
         if (cfg->on_mismatch != ZP_MISMATCH_REBUILD) {
@@ -379,7 +390,7 @@ int64_t zp_cachedb_present(zp_cachedb_t *c, int split, int64_t n, uint8_t *prese
 
 uint64_t zp_cachedb_fingerprint_hash(const zp_config_t *cfg, const zp_dataset_meta_t *m)
 {
-    char text[4096];
+    char text[8192];
     uint64_t h = XXH3_64bits(&m->dtype, sizeof m->dtype);
     for (int split = 0; split < ZP_SPLITS; split++) {
         zp_cachedb_fingerprint(cfg, m, split, text, sizeof text);

@@ -227,7 +227,8 @@ static const char *type_name(kt_t t)
 {
     static const char *names[] = {"an integer", "a number", "true or false", "a string",
                                   "one of the choices", "a list of integers", "a list of numbers",
-                                  "a size like 4GiB", "a list of strings"};
+                                  "a size like 4GiB", "a list of strings",
+                                  "a mapping (or any YAML value)"};
     return names[t];
 }
 
@@ -325,6 +326,120 @@ static int set_strs(origin_t *o, const zp_config_key_t *k, yaml_document_t *doc,
     return 0;
 }
 
+/* s is a number as JSON writes one: -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)? */
+static int json_number(const char *s)
+{
+    s += *s == '-';
+    if (!isdigit((unsigned char)*s) || (s[0] == '0' && isdigit((unsigned char)s[1])))
+        return 0;
+    while (isdigit((unsigned char)*s))
+        s++;
+    if (*s == '.') {
+        if (!isdigit((unsigned char)*++s))
+            return 0;
+        while (isdigit((unsigned char)*s))
+            s++;
+    }
+    if (*s == 'e' || *s == 'E') {
+        s += s[1] == '+' || s[1] == '-';
+        if (!isdigit((unsigned char)*++s))
+            return 0;
+        while (isdigit((unsigned char)*s))
+            s++;
+    }
+    return !*s;
+}
+
+/* A plain scalar that JSON reads as it is: a number, true, false or null. */
+static const char *json_literal(yaml_node_t *n)
+{
+    const char *s = scalar_of(n);
+    bool b;
+    if (!is_plain(n))
+        return NULL;
+    if (!strcmp(s, "null") || !strcmp(s, "~"))
+        return "null";
+    if (!parse_bool(s, &b))
+        return b ? "true" : "false";
+    return json_number(s) ? s : NULL;
+}
+
+/* Appends the JSON of node n to buf[*at..len); 0, or -1 when it does not fit. */
+static int to_json(yaml_document_t *doc, yaml_node_t *n, char *buf, size_t len, size_t *at, int depth)
+{
+#define PUT(...)                                                                                   \
+    do {                                                                                           \
+        int w_ = snprintf(buf + *at, len - *at, __VA_ARGS__);                                      \
+        if (w_ < 0 || (size_t)w_ >= len - *at)                                                     \
+            return -1;                                                                             \
+        *at += (size_t)w_;                                                                         \
+    } while (0)
+    if (depth > 16)
+        return -1;
+    if (n->type == YAML_SCALAR_NODE) {
+        const char *lit = json_literal(n);
+        if (lit) {
+            PUT("%s", lit);
+            return 0;
+        }
+        PUT("\"");
+        for (const unsigned char *p = (const unsigned char *)scalar_of(n); *p; p++) {
+            if (*p == '"' || *p == '\\')
+                PUT("\\%c", *p);
+            else if (*p < 0x20)
+                PUT("\\u%04x", *p);
+            else
+                PUT("%c", *p);
+        }
+        PUT("\"");
+        return 0;
+    }
+    if (n->type == YAML_SEQUENCE_NODE) {
+        PUT("[");
+        for (yaml_node_item_t *it = n->data.sequence.items.start; it < n->data.sequence.items.top; it++) {
+            if (it != n->data.sequence.items.start)
+                PUT(", ");
+            if (to_json(doc, yaml_document_get_node(doc, *it), buf, len, at, depth + 1))
+                return -1;
+        }
+        PUT("]");
+        return 0;
+    }
+    PUT("{");
+    for (yaml_node_pair_t *pr = n->data.mapping.pairs.start; pr < n->data.mapping.pairs.top; pr++) {
+        yaml_node_t *kn = yaml_document_get_node(doc, pr->key);
+        if (kn->type != YAML_SCALAR_NODE)
+            return -1;
+        if (pr != n->data.mapping.pairs.start)
+            PUT(", ");
+        yaml_node_t key = *kn;
+        key.data.scalar.style = YAML_DOUBLE_QUOTED_SCALAR_STYLE; /* a key is always a string */
+        if (to_json(doc, &key, buf, len, at, depth + 1))
+            return -1;
+        PUT(": ");
+        if (to_json(doc, yaml_document_get_node(doc, pr->value), buf, len, at, depth + 1))
+            return -1;
+    }
+    PUT("}");
+    return 0;
+#undef PUT
+}
+
+/* A mapping kept as JSON text (dataset.python.args): what the user's Python
+ * gets as keyword arguments. */
+static int set_json(origin_t *o, const zp_config_key_t *k, yaml_document_t *doc, yaml_node_t *n,
+                    char *dst)
+{
+    size_t at = 0;
+    if (n->type != YAML_MAPPING_NODE)
+        return fail_at(o, &n->start_mark, k->key, NULL, "expected a mapping of names to values, "
+                       "like {root: /data, size: 64}");
+    if (to_json(doc, n, dst, k->size, &at, 0))
+        return fail_at(o, &n->start_mark, k->key, NULL, "longer than %zu characters as JSON, "
+                       "nested deeper than 16, or a key that is not a plain name", k->size - 1);
+    return 0;
+}
+
 /* Validates node `n` against key `k` and stores it into cfg. */
 static int set_value(origin_t *o, zp_config_t *cfg, const zp_config_key_t *k, yaml_document_t *doc,
                      yaml_node_t *n)
@@ -334,6 +449,8 @@ static int set_value(origin_t *o, zp_config_t *cfg, const zp_config_key_t *k, ya
         return set_list(o, k, doc, n, dst);
     if (k->type == KT_STRS)
         return set_strs(o, k, doc, n, dst);
+    if (k->type == KT_JSON)
+        return set_json(o, k, doc, n, dst);
     if (n->type != YAML_SCALAR_NODE)
         return fail_at(o, &n->start_mark, k->key, NULL, "expected %s, not a %s", type_name(k->type),
                        n->type == YAML_MAPPING_NODE ? "mapping" : "list");
@@ -649,6 +766,26 @@ static int check_sample_size(origin_t *o, zp_config_t *cfg, walk_t *w)
     return 0;
 }
 
+/* dataset.source: python: a callable named as module:callable, and no
+ * augmentation in the loaders (they do not know a Dataset's fields). */
+static int check_python(origin_t *o, zp_config_t *cfg, walk_t *w)
+{
+    const yaml_mark_t *m;
+    const char *colon = strchr(cfg->py_class, ':');
+    if (!colon || colon == cfg->py_class || !colon[1] || strchr(colon + 1, ':')) {
+        blame(o, w, "dataset.python.class", &m);
+        return fail_at(o, m, "dataset.python.class", NULL, "needs module:callable, like "
+                       "my_data:SlowPets (got '%s')", cfg->py_class);
+    }
+    if (cfg->aug_where == ZP_AUG_IN_LOADER) {
+        blame(o, w, "dataset.augment.where", &m);
+        return fail_at(o, m, "dataset.augment.where", NULL, "loader does not apply to "
+                       "dataset.source: python: augment in your Dataset with the cache off, or "
+                       "in the training loop");
+    }
+    return 0;
+}
+
 /* Checks that involve more than one key. */
 static int cross_check(origin_t *o, zp_config_t *cfg, walk_t *w)
 {
@@ -695,6 +832,11 @@ static int cross_check(origin_t *o, zp_config_t *cfg, walk_t *w)
         return fail_at(o, m, "loader.min_workers", NULL, "%lld is above loader.max_workers %lld: "
                        "lower it, or raise loader.max_workers (0: the free cores)",
                        (long long)cfg->min_workers, (long long)cfg->max_workers);
+    }
+    if (cfg->dataset_source == ZP_SOURCE_PYTHON) {
+        int rc = check_python(o, cfg, w);
+        if (rc)
+            return rc;
     }
     return check_sample_size(o, cfg, w);
 }

@@ -32,7 +32,7 @@ typedef struct {
     char v[ZP_STRS_MAX][ZP_STR_LEN];
 } zp_strs_t;
 
-enum { ZP_SOURCE_IDX, ZP_SOURCE_SYNTHETIC, ZP_SOURCE_IMAGE_FOLDER, ZP_SOURCE_IMAGE_LIST };
+enum { ZP_SOURCE_IDX, ZP_SOURCE_SYNTHETIC, ZP_SOURCE_IMAGE_FOLDER, ZP_SOURCE_IMAGE_LIST, ZP_SOURCE_PYTHON };
 enum { ZP_BACKEND_CPU, ZP_BACKEND_NULL, ZP_BACKEND_CUDA, ZP_BACKEND_AUTO };
 enum { ZP_MISMATCH_ERROR, ZP_MISMATCH_REBUILD };
 enum { ZP_KEEP_LAST, ZP_KEEP_BEST, ZP_KEEP_ALL };
@@ -54,6 +54,9 @@ typedef struct {
     int dtype;
     int64_t synth_train, synth_test, synth_classes, synth_cost_us, synth_corrupt;
     char image_train[256], image_test[256];
+    char py_class[256], py_normalize[32], py_version[64], py_interp[256];
+    char py_args[2048], py_splits[2048]; /* JSON objects */
+    zp_strs_t py_path, py_fields;
     int64_t image_resize, image_crop;
     zp_ints_t synth_shape;
     int aug_where;

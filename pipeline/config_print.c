@@ -44,6 +44,7 @@ static void print_value(FILE *out, const zp_config_t *cfg, const zp_config_key_t
     case KT_BOOL: fputs(*(const bool *)src ? "true" : "false", out); break;
     case KT_ENUM: fputs(zp_config_enum_name(k->choices, *(const int *)src, buf, sizeof buf), out); break;
     case KT_STR: print_string(out, src); break;
+    case KT_JSON: fputs(src, out); break; /* JSON is YAML's flow style */
     case KT_STRS: {
         const zp_strs_t *l = src;
         fputc('[', out);

@@ -8,7 +8,7 @@
 
 #include <stddef.h>
 
-typedef enum { KT_INT, KT_FLOAT, KT_BOOL, KT_STR, KT_ENUM, KT_INTS, KT_FLOATS, KT_SIZE, KT_STRS } kt_t;
+typedef enum { KT_INT, KT_FLOAT, KT_BOOL, KT_STR, KT_ENUM, KT_INTS, KT_FLOATS, KT_SIZE, KT_STRS, KT_JSON } kt_t;
 
 typedef struct {
     const char *key;

@@ -2,6 +2,7 @@
 #include "pipeline/dataset.h"
 #include "pipeline/imagelist.h"
 #include "pipeline/log.h"
+#include "pipeline/python.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -30,6 +31,18 @@ void zp_normalize(const float *lut, const zp_dataset_meta_t *m, const uint8_t *p
     for (int64_t c = 0; c < m->shape[0]; c++, lut += 256)
         for (int64_t i = 0; i < plane; i++)
             out[c * plane + i] = lut[px[c * plane + i]];
+}
+
+int zp_dataset_builtin_fields(const zp_dataset_meta_t *m, char *err, size_t errlen)
+{
+    const zp_fields_t *fs = &m->fields;
+    if (fs->n == 2 && !strcmp(fs->f[0].name, "image") && fs->f[1].offset == ZP_FIELD_IN_LABELS)
+        return 0;
+    snprintf(err, errlen, "the built-in trainer takes the (image, label) samples of the built-in "
+             "sources, and these samples are %d field(s) of a Python Dataset: set trainer.command "
+             "to your training program (python/examples/custom_dataset.py), or trainer.backend: "
+             "null to only read the batches", fs->n);
+    return ZP_ECONFIG;
 }
 
 int zp_label_check(const zp_dataset_meta_t *m, const char *where, int64_t index, int64_t label,
@@ -240,6 +253,8 @@ static int probe(const zp_config_t *cfg, zp_dataset_t *ds, char *err, size_t len
 {
     zp_dataset_meta_t *m = &ds->meta;
     int rc = 0;
+    if (cfg->dataset_source == ZP_SOURCE_PYTHON)
+        return zp_python_probe(cfg, ds, err, len);
     if (cfg->dataset_source == ZP_SOURCE_IDX) {
         for (int s = 0; !rc && s < ZP_SPLITS; s++)
             rc = probe_idx_split(cfg, s, ds, err, len);
@@ -256,6 +271,7 @@ static int probe(const zp_config_t *cfg, zp_dataset_t *ds, char *err, size_t len
     m->elems = m->shape[0] * m->shape[1] * m->shape[2];
     m->dtype = cfg->dtype == ZP_DT_UINT8 ? ZP_DTYPE_U8 : ZP_DTYPE_F32;
     m->sample_bytes = (size_t)m->elems * zp_dtype_size((uint64_t)m->dtype);
+    zp_fields_builtin(&m->fields, m->dtype, m->shape);
     if (!rc && cfg->mean.n > 1 && cfg->mean.n != m->shape[0]) {
         snprintf(err, len, "dataset.mean: %d values for %lld channels", cfg->mean.n,
                  (long long)m->shape[0]);
@@ -288,6 +304,7 @@ void zp_dataset_destroy(zp_dataset_t **ds)
         return;
     for (int s = 0; s < ZP_SPLITS; s++)
         zp_imagelist_free(&(*ds)->split[s]);
+    free((*ds)->python);
     free(*ds);
     *ds = NULL;
 }
@@ -354,7 +371,7 @@ static int write_split(const zp_dataset_t *ds, int s, const char *run_dir, char 
 
 int zp_dataset_write(const zp_dataset_t *ds, const char *run_dir, char *err, size_t len)
 {
-    char path[PATH_MAX + 64], text[1024];
+    char path[PATH_MAX + 64], text[8192];
     desc_path(path, sizeof path, run_dir, "");
     if (mkdir(path, 0755) && errno != EEXIST) {
         snprintf(err, len, "%s: cannot create: %s", path, strerror(errno));
@@ -369,7 +386,16 @@ int zp_dataset_write(const zp_dataset_t *ds, const char *run_dir, char *err, siz
                      (long long)m->files_bytes[0], (long long)m->files_bytes[1],
                      (long long)m->files_mtime[0], (long long)m->files_mtime[1],
                      ds->split[0].path != NULL, ds->split[1].path != NULL);
-    int rc = 0;
+    /* a meta made without fields (by hand) reads back as the built-in ones */
+    int f = m->fields.n ? zp_fields_format(&m->fields, text + n, sizeof text - (size_t)n) : 0;
+    n += f < 0 ? 0 : f;
+    if (f >= 0 && m->source_hash[0])
+        n += snprintf(text + n, sizeof text - (size_t)n, "source_hash %s\n", m->source_hash);
+    if (f < 0 || (size_t)n >= sizeof text) {
+        snprintf(err, len, "%s/dataset/meta: the description is too long", run_dir);
+        return ZP_EDATA;
+    }
+    int rc = ds->python ? write_whole(run_dir, "python.json", ds->python, strlen(ds->python), err, len) : 0;
     for (int s = 0; !rc && s < ZP_SPLITS; s++)
         rc = write_split(ds, s, run_dir, err, len);
     /* meta last: a description with meta is whole */
@@ -410,6 +436,22 @@ static int read_whole(const char *run_dir, const char *name, char **out, size_t 
     return 0;
 }
 
+/* The sample's fields (a description without them: the built-in ones) and
+ * the Python source's hash; 0 or ZP_EDATA. */
+static int parse_fields(const char *text, zp_dataset_meta_t *m)
+{
+    char err[160];
+    int rc = zp_fields_parse(&m->fields, text, ZP_MAX_ELEMS, err, sizeof err);
+    if (rc == -ENOENT)
+        zp_fields_builtin(&m->fields, m->dtype, m->shape);
+    else if (rc || m->fields.record_bytes != m->sample_bytes)
+        return ZP_EDATA;
+    const char *h = strstr(text, "\nsource_hash ");
+    if (h && sscanf(h, "\nsource_hash %71s", m->source_hash) != 1)
+        return ZP_EDATA;
+    return 0;
+}
+
 /* The meta file's fields; 0 or ZP_EDATA. */
 static int parse_meta(const char *text, zp_dataset_meta_t *m, int has_paths[ZP_SPLITS])
 {
@@ -431,7 +473,7 @@ static int parse_meta(const char *text, zp_dataset_meta_t *m, int has_paths[ZP_S
     has_paths[0] = v[10] != 0, has_paths[1] = v[11] != 0;
     m->elems = m->shape[0] * m->shape[1] * m->shape[2];
     m->sample_bytes = (size_t)m->elems * zp_dtype_size((uint64_t)m->dtype);
-    return 0;
+    return parse_fields(text, m);
 }
 
 /* SPLIT.labels (absent for a synthetic source: n labels of nothing) and SPLIT.paths. */

@@ -4,6 +4,7 @@
 #define ZP_DATASET_H
 
 #include "pipeline/config.h"
+#include "pipeline/fields.h"
 #include "pipeline/imagelist.h"
 #include "schemas/msg.h"
 
@@ -20,6 +21,13 @@ typedef struct {
     size_t sample_bytes;  /* elems x the size of dtype */
     int64_t classes;
     int64_t files_bytes[ZP_SPLITS], files_mtime[ZP_SPLITS]; /* image sources: for the fingerprint */
+    /* What a sample holds (pipeline/fields.h). Built-in sources: image and
+     * label. dataset.source python: what __getitem__ returns, in records of
+     * sample_bytes, carried as uint8 of shape 1 x 1 x sample_bytes (dtype
+     * ZP_DTYPE_U8, elems = sample_bytes, classes 1: the label column holds
+     * 0, or ZP_LABEL_SKIPPED). */
+    zp_fields_t fields;
+    char source_hash[72]; /* python: SHA-256 of the callable's source file (the probe's); else "" */
     /* The probe's labels and files when the stage has them (zp_dataset_read:
      * owned by the stage, valid for its life); NULL: a source reads them from
      * the dataset itself. In no fingerprint. */
@@ -33,11 +41,17 @@ const char *zp_split_name(int split);
  * labels again nor scan an image folder.
  *
  * The supervisor probes (zp_dataset_open) and describes what it found into
- * the run directory (zp_dataset_write: RUN/dataset/meta, SPLIT.labels as
- * int32 little-endian, SPLIT.paths as NUL-separated paths); each stage reads
- * that back (zp_dataset_read). meta.probed points at the dataset itself. */
+ * the run directory (zp_dataset_write: RUN/dataset/meta with the sample's
+ * fields, SPLIT.labels as int32 little-endian, SPLIT.paths as NUL-separated
+ * paths, python.json); each stage reads that back (zp_dataset_read).
+ * meta.probed points at the dataset itself. A Python source is probed by
+ * running the interpreter (pipeline/python.h). */
 typedef struct zp_dataset {
     zp_dataset_meta_t meta;
+    /* dataset.source python: what the loaders need to build the Dataset
+     * (RUN/dataset/python.json: class, absolute sys.path folders, kwargs,
+     * field names, seed); owned; NULL otherwise. */
+    char *python;
     /* n labels per split (idx and image sources; synthetic: none); path:
      * image sources only, NULL otherwise. Owned. */
     zp_imagelist_t split[ZP_SPLITS];
@@ -86,6 +100,10 @@ void zp_idx_free(zp_idx_t *idx);
 
 /* dataset.path joined with a file name. */
 void zp_dataset_file(const zp_config_t *cfg, const char *name, char *buf, size_t len);
+
+/* 0 when the samples are the built-in sources' (image, label), which the
+ * built-in trainer takes; else ZP_ECONFIG with a sentence in err. */
+int zp_dataset_builtin_fields(const zp_dataset_meta_t *m, char *err, size_t errlen);
 
 /* Normalisation of uint8 pixels, a table of channels x 256 floats:
  * lut[c * 256 + p] = (p / 255 - mean[c]) / std[c] (one mean or std value:

@@ -105,6 +105,15 @@ void zp_ev_num(zp_event_t *ev, const char *key, double val);
 void zp_ev_ints(zp_event_t *ev, const char *key, const int64_t *v, int n);
 void zp_ev_send(zp_stage_t *st, zp_event_t *ev);
 
+/* A stage process's start (stage_start.c), for `zeus-pipe stage NAME` and
+ * the Python loaders: reads argv (--run DIR, --instance I, --mode M, --ckpts
+ * A,B; a remote loader's --connect HOST:PORT --server-key F --key F), sets
+ * the handlers (SIGINT/SIGTERM: zp_stop; SIGUSR1: zp_retire), reads the
+ * run's config.yaml and dataset description, the Slurm environment, and
+ * opens the stage (zp_stage_open). Returns 0, or the exit status to return
+ * (the error logged): 2 for what a restart cannot mend. */
+int zp_stage_start(zp_stage_t *st, const char *name, int argc, char **argv);
+
 /* Opens the ZeroMQ context and the event socket. */
 int zp_stage_open(zp_stage_t *st);
 void zp_stage_close(zp_stage_t *st);

@@ -24,8 +24,9 @@
       "(empty: the config file's base name)")                                                     \
     X("run.dir", STR, run_dir, "runs", 0, 0, "folder that holds the run folders")                  \
     X("seed", INT, seed, "0", 0, 2147483647, "seed of the sampler and of the model's initial weights") \
-    X("dataset.source", ENUM, dataset_source, NULL, "idx|synthetic|image_folder|image_list", 0,    \
-      "gzip IDX files (the MNIST family), generated samples, a CLASS/*.jpg folder, or a list file") \
+    X("dataset.source", ENUM, dataset_source, NULL, "idx|synthetic|image_folder|image_list|python", 0, \
+      "gzip IDX files (the MNIST family), generated samples, a CLASS/*.jpg folder, a list file, "  \
+      "or your own map-style Dataset (dataset.python.*)")                                        \
     X("dataset.path", STR, dataset_path, "/usr/share/datasets/fashion-mnist", 0, 0,                \
       "folder of the IDX files")                                                                  \
     X("dataset.train_images", STR, train_images, "train-images-idx3-ubyte.gz", 0, 0,               \
@@ -75,6 +76,26 @@
       "random-resized-crop: lowest and highest width / height of the box")                        \
     X("dataset.augment.hflip", BOOL, aug_hflip, "false", 0, 0,                                    \
       "flip half of the train samples left to right")                                             \
+    X("dataset.python.class", STR, py_class, "", 0, 0,                                            \
+      "python: module:callable returning an object with __len__ and __getitem__ (a Dataset), "    \
+      "imported in the loaders")                                                                  \
+    X("dataset.python.path", STRS, py_path, "[]", 0, 0,                                            \
+      "python: folders put first on sys.path, relative to the config file's folder")             \
+    X("dataset.python.args", JSON, py_args, "{}", 0, 0,                                            \
+      "python: keyword arguments of the callable, for both splits")                               \
+    X("dataset.python.splits", JSON, py_splits, "{}", 0, 0,                                        \
+      "python: more keyword arguments per split, {train: {...}, test: {...}} (no test: none)")   \
+    X("dataset.python.fields", STRS, py_fields, "[]", 0, 0,                                        \
+      "python: names of a tuple item's fields in order ([]: image, label for a pair, else "      \
+      "f0, f1, ...); a dict item names its own")                                                  \
+    X("dataset.python.normalize", STR, py_normalize, "image", 0, 0,                                \
+      "python: the uint8 field the package hands out as float32 normalised by dataset.mean/std "  \
+      "(\"\": none)")                                                                             \
+    X("dataset.python.version", STR, py_version, "", 0, 0,                                         \
+      "python: your Dataset's version, part of the cache's fingerprint: change it to rebuild")    \
+    X("dataset.python.interpreter", STR, py_interp, "python3", 0, 0,                               \
+      "python: the interpreter of the loaders and the probe (a name on PATH, or a path): the "     \
+      "one whose packages your Dataset imports")                                                  \
     X("cache.enabled", BOOL, cache_enabled, "false", 0, 0,                                         \
       "keep preprocessed samples in an LMDB cache: later epochs and runs read them from there")  \
     X("cache.path", STR, cache_path, "cache", 0, 0, "folder of the LMDB environment")              \

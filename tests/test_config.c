@@ -260,6 +260,7 @@ static void default_size(const char *key, const char *def, int64_t got)
 #define CHECK_STRS(k, d, f, lo)                                                                    \
     if (strcmp(d, "[]") || c.f.n != 0)                                                             \
         fail_msg("%s: default %s, got %d strings", k, d, c.f.n);
+#define CHECK_JSON(k, d, f, lo) default_str(k, d, c.f)
 #define CHECK_DEFAULT(key, type, field, def, lo, hi, help)                                         \
     if (def && strcmp(key, "run.name") != 0) /* run.name: see the base-name tests */               \
         CHECK_##type(key, def, field, lo);
@@ -340,6 +341,32 @@ static void every_key_of_a_full_file_is_parsed(void **state)
     assert_string_equal(c.trainer_command.v[0], "./train.sh");
     assert_string_equal(c.trainer_command.v[2], "a \"quoted\" arg, with spaces");
     assert_string_equal(c.trainer_command.v[3], "0.1");
+    /* a mapping kept as JSON: keys quoted, numbers, true and null as they are, strings escaped */
+    assert_string_equal(c.py_args, "{\"root\": \"/data/pets\", \"size\": 64, \"weird key\": [1, 2.5, "
+                                   "true, null, \"x\\\"y\"], \"nested\": {\"a\": -1e-3}}");
+    assert_string_equal(c.py_splits, "{\"train\": {\"split\": \"train\"}, \"test\": {\"split\": \"val\"}}");
+    assert_int_equal(c.py_path.n, 2);
+    assert_string_equal(c.py_interp, "/opt/venv/bin/python");
+}
+
+static void python_source_needs_module_colon_callable_and_a_mapping_of_args(void **state)
+{
+    (void)state;
+    zp_config_t c;
+    char *ok[] = {"dataset.source=python", "dataset.python.class=my_data:Pets",
+                  "dataset.python.args={root: '01', n: 010, f: .5}"};
+    assert_int_equal(zp_config_load(&c, GOOD "minimal.yaml", ok, 3, err, sizeof err), 0);
+    /* what JSON would misread stays a string: a leading zero, a bare dot */
+    assert_string_equal(c.py_args, "{\"root\": \"01\", \"n\": \"010\", \"f\": \".5\"}");
+    char *noclass[] = {"dataset.source=python", "dataset.python.class=my_data.Pets"};
+    assert_int_equal(zp_config_load(&c, GOOD "minimal.yaml", noclass, 2, err, sizeof err), ZP_ECONFIG);
+    assert_non_null(strstr(err, "dataset.python.class: needs module:callable"));
+    char *list[] = {"dataset.source=python", "dataset.python.class=a:B", "dataset.python.args=[1, 2]"};
+    assert_int_equal(zp_config_load(&c, GOOD "minimal.yaml", list, 3, err, sizeof err), ZP_ECONFIG);
+    assert_non_null(strstr(err, "dataset.python.args: expected a mapping"));
+    char *aug[] = {"dataset.source=python", "dataset.python.class=a:B", "dataset.augment.where=loader"};
+    assert_int_equal(zp_config_load(&c, GOOD "minimal.yaml", aug, 3, err, sizeof err), ZP_ECONFIG);
+    assert_non_null(strstr(err, "does not apply to dataset.source: python"));
 }
 
 static void string_list_override_and_single_string(void **state)
@@ -490,7 +517,7 @@ static const struct CMUnitTest bad_overrides[] = {
         "override 'trainer.model.hidden=[512,x]': trainer.model.hidden: expected a list of "
         "integers (got 'x')"),
     OVR(override_with_a_bad_enum_is_rejected, "dataset.source=s3",
-        "override 'dataset.source=s3': dataset.source: must be one of idx/synthetic/image_folder/image_list (got 's3')"),
+        "override 'dataset.source=s3': dataset.source: must be one of idx/synthetic/image_folder/image_list/python (got 's3')"),
     OVR(override_of_a_section_is_an_unknown_key, "loader=3",
         "override 'loader=3': loader: unknown key"),
 
@@ -587,6 +614,7 @@ int main(void)
         cmocka_unit_test(run_name_in_the_file_wins_over_the_base_name),
         cmocka_unit_test(string_list_override_and_single_string),
         cmocka_unit_test(every_key_of_a_full_file_is_parsed),
+        cmocka_unit_test(python_source_needs_module_colon_callable_and_a_mapping_of_args),
         cmocka_unit_test(full_fixture_sets_every_key),
         cmocka_unit_test(overrides_apply_after_the_file),
         cmocka_unit_test(overrides_alone_can_supply_the_required_key),

@@ -32,7 +32,8 @@ static int setup(void **state)
     snprintf(f.dir, sizeof f.dir, "/tmp/zp-proc-XXXXXX");
     if (!mkdtemp(f.dir) || zp_rundir_create(f.dir, "run", f.run, sizeof f.run))
         return -1;
-    zp_procs_init(&f.procs, f.run);
+    static zp_config_t cfg; /* dataset.source idx: `zeus-pipe stage loader` */
+    zp_procs_init(&f.procs, f.run, &cfg);
     *state = &f;
     return 0;
 }

@@ -57,6 +57,13 @@ int cmd_up(int argc, char **argv)
     int rc = zp_sup_load(n, argv, NULL, &cfg, &ds);
     if (rc)
         return rc < 0 ? usage(stderr, 2) : rc;
+    char err[512];
+    if (!cfg.trainer_command.n && cfg.backend != ZP_BACKEND_NULL &&
+        zp_dataset_builtin_fields(&ds->meta, err, sizeof err)) {
+        fprintf(stderr, "zeus-pipe: %s: %s\n", cfg.file, err);
+        zp_dataset_destroy(&ds);
+        return 2;
+    }
     rc = attach ? zp_up_attach(&cfg, ds) : zp_up(&cfg, ds);
     zp_dataset_destroy(&ds);
     return rc;

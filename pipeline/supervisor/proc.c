@@ -3,6 +3,7 @@
 #define _GNU_SOURCE
 #include "pipeline/log.h"
 #include "pipeline/names.h"
+#include "pipeline/python.h"
 #include "pipeline/stage.h"
 #include "pipeline/supervisor/supervisor.h"
 
@@ -18,10 +19,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-void zp_procs_init(zp_procs_t *s, const char *run_dir)
+void zp_procs_init(zp_procs_t *s, const char *run_dir, const zp_config_t *cfg)
 {
     memset(s, 0, sizeof *s);
     snprintf(s->run_dir, sizeof s->run_dir, "%s", run_dir);
+    s->python = cfg->dataset_source == ZP_SOURCE_PYTHON ? cfg->py_interp : NULL;
     ssize_t n = readlink("/proc/self/exe", s->exe, sizeof s->exe - 1);
     if (n > 0)
         s->exe[n] = 0;
@@ -94,14 +96,20 @@ static void spawn_prepare(spawn_t *p, zp_procs_t *s, int stage, int instance)
     snprintf(p->inst, sizeof p->inst, "%d", instance);
     snprintf(p->mode, sizeof p->mode, "%d", s->mode);
     int n = wrapper_args(p->args, 36);
-    char *tail[] = {s->exe, "stage", (char *)zp_stage_name(stage), "--run", s->run_dir, "--instance", p->inst,
-                    "--mode", p->mode, "--ckpts", s->ckpts};
+    char *head[] = {s->exe, "stage", (char *)zp_stage_name(stage)};
+    char *python[] = {(char *)s->python, "-m", "zeus_pipe.loader"}; /* same arguments after these */
+    int py = stage == ZP_STAGE_LOADER && s->python;
+    memcpy(p->args + n, py ? python : head, sizeof head);
+    n += 3;
+    char *tail[] = {"--run", s->run_dir, "--instance", p->inst, "--mode", p->mode, "--ckpts", s->ckpts};
     memcpy(p->args + n, tail, sizeof tail);
     n += (int)(sizeof tail / sizeof tail[0]);
     for (int i = 0; i < 7 && s->extra[i]; i++)
         p->args[n++] = s->extra[i];
     p->args[n] = NULL;
     resolve(p->args[0], p->prog, sizeof p->prog);
+    if (py)
+        p->env = zp_python_env(); /* the package on PYTHONPATH, ZP_LIBRARY; NULL: this one's */
     if (stage == ZP_STAGE_TRAINER && s->command)
         command_prepare(p, s->command, instance);
     snprintf(p->fail, sizeof p->fail, "zeus-pipe: %s[%d]: cannot exec %s\n", zp_stage_name(stage), instance, p->prog);

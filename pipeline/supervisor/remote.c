@@ -122,7 +122,7 @@ int zp_loaders_run(const zp_config_t *cfg, const zp_dataset_t *ds, const zp_remo
     if (make_home(cfg, ds, dir, sizeof dir))
         return 1;
     static zp_procs_t p;
-    zp_procs_init(&p, dir);
+    zp_procs_init(&p, dir, cfg);
     p.inherit = p.keep_loaders = 1;
     snprintf(connect, sizeof connect, "%s", r->connect);
     char *extra[] = {"--connect", connect, "--server-key", (char *)r->server_key, "--key",

@@ -370,7 +370,7 @@ static int run_stages(zp_sup_t *s)
 /* Supervises s->run_dir in `mode` until the run ends; the exit status. */
 static int supervise_run(zp_sup_t *s, int mode, const char *ckpts)
 {
-    zp_procs_init(&s->procs, s->run_dir);
+    zp_procs_init(&s->procs, s->run_dir, &s->cfg);
     s->procs.mode = mode;
     s->procs.keep_loaders = 1;
     s->window_start = zp_now_ns();

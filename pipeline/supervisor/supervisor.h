@@ -360,10 +360,15 @@ typedef struct {
     char ckpts[1024];  /* eval: the checkpoints to evaluate */
     char *extra[8];    /* more arguments for every stage, NULL-terminated; borrowed */
     zp_command_t *command; /* trainer.command: started instead of the trainer; borrowed */
+    /* dataset.source python: loaders are `INTERPRETER -m zeus_pipe.loader`
+     * (dataset.python.interpreter, borrowed from the config); NULL: `zeus-pipe
+     * stage loader` */
+    const char *python;
 } zp_procs_t;
 
-/* Empties s for the run in run_dir; never fails. */
-void zp_procs_init(zp_procs_t *s, const char *run_dir);
+/* Empties s for the run in run_dir of config cfg (which must outlive s);
+ * never fails. */
+void zp_procs_init(zp_procs_t *s, const char *run_dir, const zp_config_t *cfg);
 /* Starts `zeus-pipe stage STAGE --instance I`; a stage/instance that ran
  * before and exited gets its entry again. 0; ZP_EFULL when ZP_CHILDREN_MAX
  * children are known; a negative errno when the log cannot be opened or

@@ -227,7 +227,7 @@ static int start(zp_warm_t *w)
         fprintf(stderr, "zeus-pipe: %s\n", err);
         return 1;
     }
-    zp_procs_init(&w->procs, w->run_dir);
+    zp_procs_init(&w->procs, w->run_dir, &w->cfg);
     if (zp_endpoint(ep, sizeof ep, w->run_dir, zp_sock_name(ZP_SOCK_FETCH))) {
         fprintf(stderr, "zeus-pipe: %s: path too long for UNIX sockets\n", w->run_dir);
         return 2;

@@ -119,7 +119,7 @@ static int refused(void *ctx, const zp_msg_t *m, zp_frames_t *f)
 {
     (void)f;
     loader_t *l = ctx;
-    char text[2048];
+    char text[8192];
     zp_error("refused by the cache stage: %s", m->error);
     for (int split = 0; split < ZP_SPLITS; split++) {
         zp_cachedb_fingerprint(&l->st->cfg, &l->st->meta, split, text, sizeof text);
@@ -188,6 +188,7 @@ static int load_samples(loader_t *l, const zp_msg_t *t, zmq_msg_t *parts, char *
     int64_t read_ns = 0, transform_ns = 0;
     /* the epoch comes with tasks of a prefetch that knows about augmentation */
     int augment = l->aug.on && t->split == ZP_SPLIT_TRAIN && (t->present & ZP_B(epoch));
+    l->src->epoch = t->present & ZP_B(epoch) ? t->epoch : 0;
     for (size_t i0 = 0; i0 < n; i0 += l->chunk) {
         size_t m = n - i0 < l->chunk ? n - i0 : l->chunk;
         int64_t t0 = zp_now_ns();
@@ -330,26 +331,16 @@ static int loop(loader_t *l)
     return rc == ZP_ESTOP || rc == 1 ? 0 : rc;
 }
 
-int zp_loader_main(zp_stage_t *st)
+int zp_loader_run(zp_stage_t *st, zp_source_t *src)
 {
     static loader_t l;
+    int rc;
     l.st = st;
+    l.src = src;
     zp_frames_init(&l.f);
     l.in = (zp_inbox_t){.routes = ROUTES, .nroutes = ZP_COUNT(ROUTES), .first = 0,
                         .from = "the cache stage", .dropped = &l.dropped,
                         .errors = &st->stats.errors};
-    char err[700];
-    int src = st->cfg.dataset_source, rc;
-    if (src == ZP_SOURCE_IDX)
-        rc = zp_source_idx_open(&l.src, &st->cfg, &st->meta, err, sizeof err);
-    else if (src == ZP_SOURCE_SYNTHETIC)
-        rc = zp_source_synthetic_open(&l.src, &st->cfg, &st->meta, err, sizeof err);
-    else
-        rc = zp_source_image_open(&l.src, &st->cfg, &st->meta, err, sizeof err);
-    if (rc) {
-        zp_error("%s", err);
-        return 1;
-    }
     l.lut = zp_normalize_lut(&st->cfg, st->meta.shape[0]);
     l.chunk = (size_t)(256 << 10) / (size_t)st->meta.elems;
     l.chunk = l.chunk < 1 ? 1 : l.chunk;
@@ -365,8 +356,8 @@ int zp_loader_main(zp_stage_t *st)
         rc = 1;
         goto out;
     }
-    zp_info("ready: %lld train and %lld test samples of %lld values", (long long)st->meta.n[0],
-            (long long)st->meta.n[1], (long long)st->meta.elems);
+    zp_info("ready: %lld train and %lld test samples of %zu bytes", (long long)st->meta.n[0],
+            (long long)st->meta.n[1], st->meta.sample_bytes);
     l.fp = zp_cachedb_fingerprint_hash(&st->cfg, &st->meta);
     rc = loop(&l);
     zp_info("stopping: loaded %lld samples", (long long)st->stats.items);
@@ -375,8 +366,6 @@ int zp_loader_main(zp_stage_t *st)
     rc = l.refused ? 2 : rc ? 1 : 0; /* 2: a config error, which the supervisor does not restart */
 out:
     zp_sock_destroy(&l.work);
-    if (l.src)
-        l.src->destroy(l.src);
     free(l.pixels);
     free(l.lut);
     free(l.scratch);
@@ -384,5 +373,30 @@ out:
     zp_stage_close(st); /* ZeroMQ releases the output buffers before they are freed */
     for (int i = 0; i < OUTBUFS; i++)
         free(l.out[i].buf);
+    return rc;
+}
+
+int zp_loader_main(zp_stage_t *st)
+{
+    char err[700];
+    zp_source_t *src = NULL;
+    int kind = st->cfg.dataset_source, rc;
+    if (kind == ZP_SOURCE_PYTHON) {
+        zp_error("dataset.source python: a Python loader runs it (python3 -m zeus_pipe.loader), "
+                 "not `zeus-pipe stage loader`");
+        return 2;
+    }
+    if (kind == ZP_SOURCE_IDX)
+        rc = zp_source_idx_open(&src, &st->cfg, &st->meta, err, sizeof err);
+    else if (kind == ZP_SOURCE_SYNTHETIC)
+        rc = zp_source_synthetic_open(&src, &st->cfg, &st->meta, err, sizeof err);
+    else
+        rc = zp_source_image_open(&src, &st->cfg, &st->meta, err, sizeof err);
+    if (rc) {
+        zp_error("%s", err);
+        return 1;
+    }
+    rc = zp_loader_run(st, src);
+    src->destroy(src);
     return rc;
 }

@@ -1,5 +1,7 @@
 /* source.h — where a loader's samples come from. A source turns a sample index
- * of a split into uint8 pixels (channels x height x width) and a label. */
+ * of a split into uint8 pixels (channels x height x width) and a label; the
+ * Python source (loader_api.c), into a record of the sample's fields
+ * (pipeline/fields.h) and the label 0. */
 #ifndef ZP_SOURCE_H
 #define ZP_SOURCE_H
 
@@ -16,6 +18,7 @@ struct zp_source {
     int (*get)(zp_source_t *src, int split, uint32_t index, uint8_t *pixels, int32_t *label,
                char *err, size_t errlen);
     void (*destroy)(zp_source_t *src);
+    uint64_t epoch; /* the task's epoch, set by the loader before its samples (0 when absent) */
 };
 
 /* Both open whole splits up front; errors name the file. */
