@@ -64,7 +64,19 @@ import contextlib
 import ctypes
 import os
 
-import torch
+
+class _Torch:
+    """torch, imported when the package first uses it: the loaders and the
+    probe (python -m zeus_pipe.loader) of a Dataset that does not use torch
+    never load it."""
+
+    def __getattr__(self, name):
+        import torch as real
+        globals()["torch"] = real
+        return getattr(real, name)
+
+
+torch = _Torch()
 
 from ._lib import (BATCH, END, EPOCH_END, F32, PLAN_TEST, PLAN_TEST_FIRST, PLAN_TRAIN, TEST, TRAIN,
                    Batch, RunInfo, ZeusPipeError, load, strerror)

@@ -1,0 +1,240 @@
+"""_dataset.py — a user's map-style Dataset as zeus-pipe's loaders see it
+(`dataset.source: python`): built from the run's SPEC, its items described
+as fields and packed into records.
+
+SPEC (RUN/dataset/python.json, written by the supervisor from the config's
+dataset.python.*): {"class": "module:callable", "path": [folders put first on
+sys.path], "args": {kwargs}, "splits": {"train": {kwargs}, "test": {kwargs}},
+"fields": [names of a tuple item's fields], "seed": N, "version": "..."}.
+
+An item is a tuple (or list) or a dict of fields; each field is a numpy
+array, a CPU torch tensor, or a Python int (int64) or float (float64), of
+one of the element types below, and every item of a split has the same
+fields with the same types and shapes. A sample's record lays the fields
+out as pipeline/fields.h says: each at an offset aligned to its element
+size, the record padded to a multiple of its largest element size."""
+import hashlib
+import importlib
+import inspect
+import json
+import random
+import sys
+
+import numpy as np
+
+SPLITS = ("train", "test")
+# element types, numbered as pipeline/fields.h's ZP_FT_* and zeus_pipe.h's ZP_CLIENT_*
+DTYPES = {"float32": 1, "uint8": 2, "int8": 3, "int16": 4, "int32": 5, "int64": 6,
+          "float16": 7, "bfloat16": 8, "float64": 9}
+SIZES = {"float32": 4, "uint8": 1, "int8": 1, "int16": 2, "int32": 4, "int64": 8,
+         "float16": 2, "bfloat16": 2, "float64": 8}
+MAX_RECORD = 16 << 20  # ZP_MAX_ELEMS bytes: what one sample may take on the wire
+
+
+class FieldError(ValueError):
+    """An item whose fields zeus-pipe cannot carry, or that differ from the
+    split's first item: the sentence names the field and what was expected."""
+
+
+def load_spec(path):
+    with open(path) as f:
+        return json.load(f)
+
+
+def callable_of(spec):
+    """The callable spec["class"] names, its folders first on sys.path."""
+    for folder in reversed(spec.get("path", [])):
+        if folder not in sys.path:
+            sys.path.insert(0, folder)
+    module, _, name = spec["class"].partition(":")
+    obj = importlib.import_module(module)
+    for part in name.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+def source_hash(obj):
+    """SHA-256 of the file that defines obj (part of the cache's fingerprint),
+    or of its qualified name when it has no file."""
+    try:
+        path = inspect.getsourcefile(obj) or inspect.getfile(obj)
+        with open(path, "rb") as f:
+            return hashlib.sha256(f.read()).hexdigest()
+    except (TypeError, OSError):
+        return hashlib.sha256(spec_name(obj).encode()).hexdigest()
+
+
+def spec_name(obj):
+    return "%s.%s" % (getattr(obj, "__module__", "?"), getattr(obj, "__qualname__", repr(obj)))
+
+
+def build(spec, split):
+    """The split's Dataset: the callable with args and the split's kwargs;
+    None for a test split the config does not name (when it names splits)."""
+    splits = spec.get("splits") or {}
+    unknown = sorted(set(splits) - set(SPLITS))
+    if unknown:
+        raise FieldError("dataset.python.splits: %s: the splits are train and test"
+                         % ", ".join(unknown))
+    if splits and split not in splits:
+        if split == "train":
+            raise FieldError("dataset.python.splits names no train split")
+        return None
+    kwargs = dict(spec.get("args") or {})
+    kwargs.update(splits.get(split) or {})
+    return callable_of(spec)(**kwargs)
+
+
+def _as_array(value, where):
+    """value as a numpy array of one of DTYPES (bfloat16 as its int16 bits)
+    and that type's name."""
+    if isinstance(value, bool) or value is None or isinstance(value, (str, bytes)):
+        raise FieldError("%s: a %s is not a field: return numpy arrays, CPU tensors, ints or "
+                         "floats" % (where, type(value).__name__))
+    if isinstance(value, int):
+        return np.asarray(value, dtype=np.int64), "int64"
+    if isinstance(value, float):
+        return np.asarray(value, dtype=np.float64), "float64"
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(value, torch.Tensor):
+        if value.device.type != "cpu":
+            raise FieldError("%s: a tensor on %s: return CPU tensors (the pipeline copies them "
+                             "to the GPU)" % (where, value.device))
+        if value.dtype == torch.bfloat16:
+            return value.detach().contiguous().view(torch.int16).numpy(), "bfloat16"
+        value = value.detach().numpy()
+    if isinstance(value, (list, tuple)):
+        raise FieldError("%s: a %s is not a field (ragged, or a list of arrays?): return one "
+                         "numpy array or tensor" % (where, type(value).__name__))
+    if not isinstance(value, (np.ndarray, np.generic)):
+        raise FieldError("%s: a %s is not a field: return numpy arrays, CPU tensors, ints or "
+                         "floats" % (where, type(value).__name__))
+    arr = np.asarray(value)
+    name = arr.dtype.name
+    if name not in DTYPES or arr.dtype.byteorder == ">":
+        raise FieldError("%s: element type %s is not one of %s" % (where, arr.dtype,
+                                                                     ", ".join(DTYPES)))
+    return arr, name
+
+
+def _named(item, names):
+    """(kind, [(name, value)]) of an item: a dict names its fields; a tuple's
+    come from `names`, else image, label for a pair, else f0, f1, ..."""
+    if isinstance(item, dict):
+        return "dict", [(str(k), v) for k, v in item.items()]
+    if not isinstance(item, (tuple, list)):
+        item = (item,)
+    if names and len(names) != len(item):
+        raise FieldError("dataset.python.fields names %d fields, the item has %d"
+                         % (len(names), len(item)))
+    names = names or (["image", "label"] if len(item) == 2 else
+                      ["f%d" % i for i in range(len(item))])
+    return "tuple", list(zip(names, item))
+
+
+class Layout:
+    """The fields of a split's items and their place in a record."""
+
+    def __init__(self, kind, fields):
+        self.kind = kind  # "tuple" or "dict"
+        self.fields = []  # (name, dtype name, shape, offset, bytes)
+        end, most = 0, 1
+        for name, dtype, shape in fields:
+            size = SIZES[dtype]
+            nbytes = size * int(np.prod(shape, dtype=np.int64))
+            at = (end + size - 1) // size * size
+            most = max(most, size)
+            end = (at + nbytes + most - 1) // most * most
+            self.fields.append((name, dtype, tuple(shape), at, nbytes))
+        self.record_bytes = end
+        if end > MAX_RECORD:
+            raise FieldError("the item's fields take %d bytes, more than a sample may (%d)"
+                             % (end, MAX_RECORD))
+
+    @classmethod
+    def of(cls, item, names):
+        kind, named = _named(item, names)
+        fields = []
+        for name, value in named:
+            arr, dtype = _as_array(value, "field %r" % name)
+            if arr.ndim > 6:
+                raise FieldError("field %r: %d dimensions, at most 6" % (name, arr.ndim))
+            fields.append((name, dtype, arr.shape))
+        return cls(kind, fields)
+
+    def describe(self):
+        """The "fields" lines of RUN/dataset/meta (pipeline/fields.h)."""
+        out = ["fields %d %s" % (len(self.fields), self.kind)]
+        for name, dtype, shape, _, _ in self.fields:
+            out.append("field %s %s %d%s" % (name, dtype, len(shape),
+                                              "".join(" %d" % d for d in shape)))
+        return "\n".join(out) + "\n"
+
+    @classmethod
+    def parse(cls, text):
+        """The Layout of the "fields" lines of a RUN/dataset/meta."""
+        lines = text.splitlines()
+        for i, line in enumerate(lines):
+            if line.startswith("fields "):
+                n, kind = int(line.split()[1]), line.split()[2]
+                fields = []
+                for f in lines[i + 1:i + 1 + n]:
+                    w = f.split()
+                    if len(w) > 4 and w[4] == "labels":  # the built-in sources' label column
+                        continue
+                    fields.append((w[1], w[2], tuple(int(d) for d in w[4:4 + int(w[3])])))
+                return cls(kind, fields)
+        return None
+
+    def pack(self, item, names, record, index, split):
+        """Writes item's fields into the record at address `record`; raises
+        FieldError naming the field, the index and what was expected."""
+        kind, named = _named(item, names)
+        if kind != self.kind or len(named) != len(self.fields):
+            raise FieldError("%s sample %d: a %s of %d fields, where item 0 was a %s of %d"
+                             % (split, index, kind, len(named), self.kind, len(self.fields)))
+        for (name, value), (want, dtype, shape, at, nbytes) in zip(named, self.fields):
+            if name != want:
+                raise FieldError("%s sample %d: field %r where item 0 has %r"
+                                 % (split, index, name, want))
+            arr, got = _as_array(value, "%s sample %d: field %r" % (split, index, name))
+            if got != dtype or arr.shape != shape:
+                raise FieldError("%s sample %d: field %r is %s %s, item 0's is %s %s"
+                                 % (split, index, name, got, list(arr.shape), dtype, list(shape)))
+            if not arr.flags.c_contiguous:
+                arr = np.ascontiguousarray(arr)
+            ctypes_memmove(record + at, arr.__array_interface__["data"][0], nbytes)
+
+
+def ctypes_memmove(dst, src, n):
+    import ctypes
+    global ctypes_memmove
+    ctypes_memmove = ctypes.memmove  # bound once: the hot path calls it per field
+    return ctypes.memmove(dst, src, n)
+
+
+_SPLIT_CODE = {"train": 0, "test": 1}
+_current = [0]
+
+
+def sample_seed(seed=None, split=None, epoch=None, index=None):
+    """The seed of one sample: a 63-bit number of (run seed, split, epoch,
+    index). Without arguments, inside a loader's __getitem__: the seed of the
+    sample being loaded (the one Python's random, NumPy's global generator and
+    torch were seeded with), for a Dataset that keeps generators of its own."""
+    if seed is None:
+        return _current[0]
+    split = _SPLIT_CODE.get(split, split)
+    h = hashlib.blake2b(b"%d/%d/%d/%d" % (seed, split, epoch, index), digest_size=8).digest()
+    return int.from_bytes(h, "little") >> 1
+
+
+def seed_all(s):
+    """Seeds Python's random, NumPy's global generator and (when imported)
+    torch's default generator with s, before a __getitem__."""
+    _current[0] = s
+    random.seed(s)
+    np.random.seed(s & 0xFFFFFFFF)
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        torch.default_generator.manual_seed(s)
