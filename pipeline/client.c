@@ -46,6 +46,7 @@ struct zp_client {
     int seek_refused;     /* the prefetch answered it with an error: zp_client_next says so */
     int seeked;           /* a SEEK was taken: the prefetch listens for more after END */
     int ended;            /* END came (not before a SEEKED) */
+    zp_client_field_t fields[ZP_FIELDS_MAX]; /* st.meta.fields, names pointing into it */
 };
 
 int zp_client_api_version(void) { return ZP_CLIENT_API_VERSION; }
@@ -85,7 +86,34 @@ static void to_view(const zp_client_t *c, const zp_msg_t *m, const zp_batch_view
                              .indices = v->idx, .labels = v->labels, .data = v->data,
                              .dtype = meta->dtype == ZP_DTYPE_U8 ? ZP_CLIENT_U8 : ZP_CLIENT_F32,
                              .c = meta->shape[0], .h = meta->shape[1], .w = meta->shape[2],
-                             .sample_bytes = meta->sample_bytes, .slot = m->slot, .gen = m->gen};
+                             .sample_bytes = meta->sample_bytes, .slot = m->slot, .gen = m->gen,
+                             .fields = c->fields, .nfields = meta->fields.n};
+}
+
+/* st.meta.fields as the API gives them. */
+static void fill_fields(zp_client_t *c)
+{
+    const zp_fields_t *fs = &c->st.meta.fields;
+    for (int i = 0; i < fs->n; i++) {
+        const zp_field_t *f = &fs->f[i];
+        zp_client_field_t *o = &c->fields[i];
+        *o = (zp_client_field_t){.name = f->name, .dtype = f->dtype, .ndim = f->ndim,
+                                 .offset = f->offset, .bytes = f->bytes,
+                                 .normalize = c->st.cfg.dataset_source == ZP_SOURCE_PYTHON &&
+                                              f->dtype == ZP_FT_U8 &&
+                                              !strcmp(f->name, c->st.cfg.py_normalize)};
+        memcpy(o->shape, f->shape, sizeof o->shape);
+    }
+}
+
+int zp_client_fields(const zp_client_t *c, const zp_client_field_t **fields, int *item)
+{
+    if (!c || !fields)
+        return ZP_EINVAL;
+    *fields = c->fields;
+    if (item)
+        *item = c->st.meta.fields.item == ZP_ITEM_DICT ? ZP_CLIENT_ITEM_DICT : ZP_CLIENT_ITEM_TUPLE;
+    return c->st.meta.fields.n;
 }
 
 static int route_batch(void *ctx, const zp_msg_t *m, zp_frames_t *f)
@@ -202,6 +230,7 @@ static int read_run(zp_client_t *c, const char *run_dir, char *err, size_t len)
     if (rc)
         return rc;
     st->meta = c->ds->meta;
+    fill_fields(c);
     return 0;
 }
 
@@ -467,6 +496,10 @@ int zp_client_ring(zp_client_t *c, void **base, size_t *bytes)
 int zp_client_normalization(const zp_client_t *c, float *mean, float *std, int channels)
 {
     int64_t n = c ? c->st.meta.shape[0] : 0;
+    const zp_field_t *f = c && c->st.cfg.dataset_source == ZP_SOURCE_PYTHON
+                              ? zp_fields_find(&c->st.meta.fields, c->st.cfg.py_normalize) : NULL;
+    if (c && c->st.cfg.dataset_source == ZP_SOURCE_PYTHON)
+        n = f && f->ndim ? f->shape[0] : 1;
     if (!c || !mean || !std || n < 1 || channels < n)
         return ZP_EINVAL;
     const zp_floats_t *m = &c->st.cfg.mean, *s = &c->st.cfg.std;

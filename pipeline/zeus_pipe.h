@@ -36,7 +36,7 @@
 extern "C" {
 #endif
 
-#define ZP_CLIENT_API_VERSION 3
+#define ZP_CLIENT_API_VERSION 4
 
 typedef struct zp_client zp_client_t;
 
@@ -45,6 +45,36 @@ enum { ZP_CLIENT_BATCH = 1, ZP_CLIENT_EPOCH_END = 2, ZP_CLIENT_END = 3 };
 /* Splits and sample types of a batch. */
 enum { ZP_CLIENT_TRAIN = 0, ZP_CLIENT_TEST = 1 };
 enum { ZP_CLIENT_F32 = 1, ZP_CLIENT_U8 = 2 };
+/* A field's element type (since API version 4; 1 and 2 as above). */
+enum {
+    ZP_CLIENT_I8 = 3, ZP_CLIENT_I16 = 4, ZP_CLIENT_I32 = 5, ZP_CLIENT_I64 = 6, ZP_CLIENT_F16 = 7,
+    ZP_CLIENT_BF16 = 8, ZP_CLIENT_F64 = 9
+};
+/* How a Python Dataset's items held the fields (a tuple or a dict). */
+enum { ZP_CLIENT_ITEM_TUPLE = 0, ZP_CLIENT_ITEM_DICT = 1 };
+/* The offset of a field that lies in the batch's labels (the built-in
+ * sources' label), not in the samples. */
+#define ZP_CLIENT_IN_LABELS SIZE_MAX
+
+/* One field of every sample (since API version 4). A sample is a record of
+ * sample_bytes; field f of sample i lies at
+ *     (const char *)b.data + i * b.sample_bytes + f.offset
+ * (an array of f.bytes: f.shape, little-endian, aligned to its element
+ * size), or is b.labels[i] when f.offset is ZP_CLIENT_IN_LABELS. Owned by
+ * the client, valid until zp_client_destroy. The built-in sources' samples
+ * are ("image": float32 or uint8 C x H x W, "label": int32 in the labels);
+ * a `dataset.source: python` run's are what its Dataset's items hold. */
+typedef struct {
+    const char *name;
+    int dtype;          /* ZP_CLIENT_F32, ZP_CLIENT_U8, ZP_CLIENT_I8, ... */
+    int ndim;           /* 0: a scalar */
+    int normalize;      /* 1: the uint8 field dataset.python.normalize names, which the Python
+                           package hands out normalised by zp_client_normalization */
+    int64_t shape[6];
+    size_t offset;      /* in the sample's record, or ZP_CLIENT_IN_LABELS */
+    size_t bytes;       /* of one sample's field */
+    uint64_t reserved[4];
+} zp_client_field_t;
 /* The phases a program reads (zp_client_seek's plan): the splits of each
  * epoch, train before test unless ZP_CLIENT_PLAN_TEST_FIRST. (Since API
  * version 3.) */
@@ -69,7 +99,9 @@ typedef struct {
     int64_t samples;        /* EPOCH_END: samples this rank received in the epoch */
     int64_t expected;       /* EPOCH_END: samples the sampler sent it (skipped ones aside) */
     uint64_t slot, gen;     /* the slot, for zp_client_release: do not change */
-    uint64_t reserved[8];
+    const zp_client_field_t *fields; /* what a sample holds: zp_client_fields (since version 4) */
+    int64_t nfields;
+    uint64_t reserved[6];
 } zp_client_batch_t;
 
 /* ZP_CLIENT_API_VERSION of the library loaded. */
@@ -86,6 +118,12 @@ const char *zp_client_strerror(int rc);
  * of range, no ring within the timeout, ...). Destroy with zp_client_destroy. */
 zp_client_t *zp_client_attach(const char *run_dir, int rank, int timeout_ms, char *err,
                               size_t errlen);
+
+/* The fields of every sample of the run into *fields (owned by the client,
+ * valid until zp_client_destroy) and, when item is not NULL, how a Python
+ * Dataset's items held them (ZP_CLIENT_ITEM_*). Returns their number, or a
+ * negative error for a NULL client or fields. (Since API version 4.) */
+int zp_client_fields(const zp_client_t *c, const zp_client_field_t **fields, int *item);
 
 /* The batches rank c gets in each epoch of `split` (ZP_CLIENT_TRAIN or
  * ZP_CLIENT_TEST), as the prefetch counts them: its shard of the split,
@@ -180,8 +218,9 @@ int zp_client_ring(zp_client_t *c, void **base, size_t *bytes);
 /* The normalisation the built-in trainer applies to uint8 pixels p of
  * channel k: (p / 255 - mean[k]) / std[k], from the run's dataset.mean and
  * dataset.std (one value in the config: every channel). Writes the batch
- * shape's C channels into mean[0..C) and std[0..C) (`channels`: the room in
- * each, >= C). Returns C, or a negative error: an argument is NULL or
+ * shape's C channels (a Python Dataset's: the first dimension of the field
+ * dataset.python.normalize names, 1 when it has none) into mean[0..C) and
+ * std[0..C) (`channels`: the room in each, >= C). Returns C, or a negative error: an argument is NULL or
  * channels < C. (Since API version 3.) */
 int zp_client_normalization(const zp_client_t *c, float *mean, float *std, int channels);
 

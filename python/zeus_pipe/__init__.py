@@ -78,10 +78,12 @@ class _Torch:
 
 torch = _Torch()
 
-from ._lib import (BATCH, END, EPOCH_END, F32, PLAN_TEST, PLAN_TEST_FIRST, PLAN_TRAIN, TEST, TRAIN,
-                   Batch, RunInfo, ZeusPipeError, load, strerror)
+from ._dataset import sample_seed
+from ._lib import (BATCH, DTYPES, END, EPOCH_END, F32, IN_LABELS, ITEM_DICT, PLAN_TEST,
+                   PLAN_TEST_FIRST, PLAN_TRAIN, TEST, TRAIN, Batch, Field, RunInfo, ZeusPipeError,
+                   load, strerror)
 
-__all__ = ["attach", "Client", "Source", "ZeusPipeError"]
+__all__ = ["attach", "Client", "Source", "ZeusPipeError", "sample_seed"]
 
 _SPLIT = {TRAIN: "train", TEST: "test"}
 _POLL_MS = 200  # zp_client_next waits this long at a time, so that Ctrl-C is seen
@@ -139,6 +141,7 @@ class Client:
         self._loaded_plan = None  # a loaded state's plan, for the first seek after it
         self._info = RunInfo()
         self._check(self._lib.zp_client_run_info(self._c, ctypes.byref(self._info)), "run_info")
+        self._read_fields()
         self.train = Source(self, TRAIN)
         self.test = Source(self, TEST)
         if device is not None and str(device) != "cpu":
@@ -190,12 +193,43 @@ class Client:
         if self._peeked == BATCH:
             self._gpu.start(self._batch)
 
+    def _read_fields(self):
+        """The run's sample fields: (name, torch dtype name, shape, offset,
+        bytes) each; `_records` is True unless they are the built-in (image,
+        label), which keep their (x, y) with y int64."""
+        table, item = ctypes.POINTER(Field)(), ctypes.c_int()
+        n = self._check(self._lib.zp_client_fields(self._c, ctypes.byref(table),
+                                                   ctypes.byref(item)), "fields")
+        self.fields = [(table[i].name.decode(), DTYPES[table[i].dtype],
+                        tuple(table[i].shape[:table[i].ndim]), int(table[i].offset),
+                        int(table[i].bytes)) for i in range(n)]
+        self._dict = item.value == ITEM_DICT
+        self.normalized = next((table[i].name.decode() for i in range(n) if table[i].normalize),
+                               None)  # the field device="cuda" hands out normalised
+        names = [f[0] for f in self.fields]
+        self._records = not (names == ["image", "label"] and self.fields[1][3] == IN_LABELS)
+
+    def split_fields(self, rec, n):
+        """The batch's fields from its records `rec` (uint8, n x sample_bytes,
+        on the CPU or the GPU), as views: a tuple in the item's order, or a
+        dict when the Dataset's items were dicts."""
+        out = []
+        for name, dtype, shape, at, nbytes in self.fields:
+            t = rec[:, at:at + nbytes].view(getattr(torch, dtype))
+            out.append(t.view((n,) + shape))
+        return dict(zip((f[0] for f in self.fields), out)) if self._dict else tuple(out)
+
     def _tensors(self):
         b = self._batch
         if self._gpu:
             xy = self._gpu.tensors(b)  # copied, and the slot released
             self._look_ahead()
             return xy
+        if self._records:  # a Python Dataset's fields: views of the slot's records
+            nbytes = b.n * b.sample_bytes
+            rec = (torch.frombuffer((ctypes.c_uint8 * nbytes).from_address(b.data), dtype=torch.uint8)
+                   if nbytes else torch.empty(0, dtype=torch.uint8))
+            return self.split_fields(rec.view(b.n, b.sample_bytes), b.n)
         shape = (b.n, b.c, b.h, b.w)
         nbytes = b.n * b.sample_bytes
         if nbytes:

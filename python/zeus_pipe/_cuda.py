@@ -94,7 +94,13 @@ class Device:
         std = (ctypes.c_float * _MAX_CHANNELS)()
         n = client._check(client._lib.zp_client_normalization(client._c, mean, std,
                                                               _MAX_CHANNELS), "normalization")
-        shape = (1, n, 1, 1)
+        # a Python Dataset: the uint8 field dataset.python.normalize names, if any (C, ...)
+        self._norm = None
+        for name, dtype, shape, _, _ in client.fields if client._records else ():
+            if name == client.normalized and dtype == "uint8":
+                self._norm = name
+                self._norm_dims = len(shape)
+        shape = (1, n) + (1,) * (max(getattr(self, "_norm_dims", 3), 1) - 1)
         self._mean = torch.tensor(mean[:n], dtype=torch.float32, device=device).view(shape)
         self._std = torch.tensor(std[:n], dtype=torch.float32, device=device).view(shape)
 
@@ -117,7 +123,7 @@ class Device:
         if self._pinned is None:
             self._pin()
         n, nbytes = b.n, b.n * b.sample_bytes
-        u8 = b.dtype == U8
+        u8 = b.dtype == U8 or self._client._records  # records travel as bytes
         hx = (torch.frombuffer((ctypes.c_uint8 * nbytes).from_address(b.data),
                                dtype=torch.uint8 if u8 else torch.float32)
               if nbytes else torch.empty(0, dtype=torch.uint8 if u8 else torch.float32))
@@ -165,10 +171,21 @@ class Device:
         y.record_stream(current)
         copied.synchronize()  # the copy only: the loop's queued work goes on
         c._release()
+        if c._records:  # every field, from the one copy of the records, made contiguous here
+            fields = c.split_fields(x.view(b.n, b.sample_bytes), b.n)
+            if isinstance(fields, dict):
+                return {k: self._field(k, t) for k, t in fields.items()}
+            return tuple(self._field(f[0], t) for f, t in zip(c.fields, fields))
         x = x.view(b.n, b.c, b.h, b.w)
         if b.dtype == U8:
             x = (x.to(torch.float32) / 255 - self._mean) / self._std
         return x, y.to(torch.int64)
+
+    def _field(self, name, t):
+        """A field on the device: contiguous, and the normalised field as float32."""
+        if name == self._norm:
+            return (t.to(torch.float32) / 255 - self._mean) / self._std
+        return t.contiguous()
 
     def close(self):
         """Unregisters the ring (after the side stream's copies). Safe twice."""

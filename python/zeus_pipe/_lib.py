@@ -11,7 +11,7 @@ import ctypes
 import os
 import shutil
 
-API_VERSION = 3  # ZP_CLIENT_API_VERSION this package was written for (zp_client_seek, _ring, _normalization)
+API_VERSION = 4  # ZP_CLIENT_API_VERSION this package was written for (zp_client_fields)
 
 BATCH, EPOCH_END, END = 1, 2, 3  # what zp_client_next returned
 TRAIN, TEST = 0, 1
@@ -21,6 +21,27 @@ PLAN_TRAIN, PLAN_TEST, PLAN_TEST_FIRST = 1, 2, 4  # zp_client_seek's plan bits
 
 class ZeusPipeError(RuntimeError):
     """A failure of zeus_pipe: the library, the run, or the order of use."""
+
+
+IN_LABELS = 2 ** (8 * ctypes.sizeof(ctypes.c_size_t)) - 1  # ZP_CLIENT_IN_LABELS
+ITEM_DICT = 1  # ZP_CLIENT_ITEM_DICT
+# ZP_CLIENT_* element types by name (pipeline/fields.h numbers them alike)
+DTYPES = {1: "float32", 2: "uint8", 3: "int8", 4: "int16", 5: "int32", 6: "int64",
+          7: "float16", 8: "bfloat16", 9: "float64"}
+
+
+class Field(ctypes.Structure):
+    """zp_client_field_t: one field of every sample."""
+    _fields_ = [
+        ("name", ctypes.c_char_p),
+        ("dtype", ctypes.c_int),
+        ("ndim", ctypes.c_int),
+        ("normalize", ctypes.c_int),
+        ("shape", ctypes.c_int64 * 6),
+        ("offset", ctypes.c_size_t),
+        ("bytes", ctypes.c_size_t),
+        ("reserved", ctypes.c_uint64 * 4),
+    ]
 
 
 class Batch(ctypes.Structure):
@@ -45,7 +66,9 @@ class Batch(ctypes.Structure):
         ("expected", ctypes.c_int64),
         ("slot", ctypes.c_uint64),
         ("gen", ctypes.c_uint64),
-        ("reserved", ctypes.c_uint64 * 8),
+        ("fields", ctypes.POINTER(Field)),
+        ("nfields", ctypes.c_int64),
+        ("reserved", ctypes.c_uint64 * 6),
     ]
 
 
@@ -88,6 +111,7 @@ def _prototypes(lib):
         "zp_client_strerror": (S, [I]),
         "zp_client_attach": (P, [S, I, I, ctypes.c_char_p, ctypes.c_size_t]),
         "zp_client_batches": (I64, [P, I]),
+        "zp_client_fields": (I, [P, ctypes.POINTER(ctypes.POINTER(Field)), ctypes.POINTER(I)]),
         "zp_client_next": (I, [P, BP, I]),
         "zp_client_release": (I, [P, BP]),
         "zp_client_run_info": (I, [P, ctypes.POINTER(RunInfo)]),
