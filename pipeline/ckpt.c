@@ -1,6 +1,7 @@
 #define _GNU_SOURCE
 #include "pipeline/ckpt.h"
 #include "pipeline/log.h"
+#include "pipeline/sampler.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -54,6 +55,37 @@ static int fsync_dir(const char *path)
     int rc = fsync(fd) ? -errno : 0;
     close(fd);
     return rc;
+}
+
+int64_t zp_ckpt_epoch_batches(const zp_config_t *c, int64_t samples, int world)
+{
+    int64_t b = zp_sampler_shard_batches(samples, 0, world, c->batch_size, c->drop_last);
+    return c->limit_train_batches && b > c->limit_train_batches ? c->limit_train_batches : b;
+}
+
+int zp_ckpt_check(const zp_ckpt_pos_t *pos, const char *path, int64_t epochs, int64_t batches,
+                  char *err, size_t errlen)
+{
+    uint64_t e = epochs > 0 ? (uint64_t)epochs : 0, b = batches > 0 ? (uint64_t)batches : 0;
+    uint64_t most; /* steps before this position: epoch * batches + batch */
+    if (pos->epoch > e)
+        snprintf(err, errlen, "%s: epoch %llu: the run has epochs 0..%llu (trainer.epochs %llu; "
+                 "%llu: the run is over)", path, (unsigned long long)pos->epoch,
+                 (unsigned long long)e - (e > 0), (unsigned long long)e, (unsigned long long)e);
+    else if (pos->batch > b || (pos->epoch == e && pos->batch))
+        snprintf(err, errlen, "%s: batch %llu of epoch %llu: an epoch has train batches 0..%llu "
+                 "(%llu: after its last; the epoch after the last has none)", path,
+                 (unsigned long long)pos->batch, (unsigned long long)pos->epoch,
+                 (unsigned long long)b - (b > 0), (unsigned long long)b);
+    else if (__builtin_mul_overflow(pos->epoch, b, &most) || __builtin_add_overflow(most, pos->batch, &most) ||
+             pos->step > most)
+        snprintf(err, errlen, "%s: step %llu at epoch %llu, batch %llu: at most %llu steps come "
+                 "before it (%llu train batches an epoch)", path, (unsigned long long)pos->step,
+                 (unsigned long long)pos->epoch, (unsigned long long)pos->batch,
+                 (unsigned long long)most, (unsigned long long)b);
+    else
+        return 0;
+    return ZP_EDATA;
 }
 
 int zp_ckpt_write(const char *path, const zp_ckpt_pos_t *pos, const void *payload, size_t bytes)

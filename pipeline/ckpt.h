@@ -25,6 +25,8 @@
 #ifndef ZP_CKPT_H
 #define ZP_CKPT_H
 
+#include "pipeline/config.h"
+
 #include <stddef.h>
 #include <stdint.h>
 
@@ -47,6 +49,23 @@ int zp_ckpt_write(const char *path, const zp_ckpt_pos_t *pos, const void *payloa
  * err. */
 int zp_ckpt_read(const char *path, zp_ckpt_pos_t *pos, void **payload, size_t *bytes, char *err,
                  size_t errlen);
+
+/* Checks a position read back against the run it would resume: `epochs`
+ * (trainer.epochs) and `batches`, the train batches of an epoch on rank 0
+ * (the most of any rank; a checkpoint's batch counts rank 0's). The epoch is
+ * at most `epochs` (equal only at batch 0: the run is over), the batch at
+ * most `batches` (written after an epoch's last one), and the step at most
+ * epoch * batches + batch (a step is a train batch). The header's checksum
+ * only catches accidents; whoever writes the file can fix it up, so every
+ * field is bounded here before it indexes or counts anything. 0, or ZP_EDATA
+ * with a sentence naming `path`, the field and its range in err. */
+int zp_ckpt_check(const zp_ckpt_pos_t *pos, const char *path, int64_t epochs, int64_t batches,
+                  char *err, size_t errlen);
+
+/* The train batches of an epoch on rank 0 of `world` (the most of any rank)
+ * in a split of `samples`, trainer.limit_train_batches applied: the
+ * `batches` zp_ckpt_check wants. */
+int64_t zp_ckpt_epoch_batches(const zp_config_t *c, int64_t samples, int world);
 
 /* <run>/checkpoints/<name>.ckpt */
 void zp_ckpt_path(char *buf, size_t len, const char *run_dir, const char *name);

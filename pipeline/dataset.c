@@ -461,8 +461,11 @@ static int parse_meta(const char *text, zp_dataset_meta_t *m, int has_paths[ZP_S
                            "dtype %d\nfiles_bytes %lld %lld\nfiles_mtime %lld %lld\npaths %lld %lld",
                      &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &dtype, &v[6], &v[7], &v[8], &v[9],
                      &v[10], &v[11]);
-    if (got != 13 || v[0] < 0 || v[1] < 0 || v[2] < 1 || v[3] < 1 || v[4] < 1 ||
-        v[2] * v[3] * v[4] > ZP_MAX_ELEMS || (dtype != ZP_DTYPE_U8 && dtype != ZP_DTYPE_F32))
+    /* every number is input: the shape's product checked factor by factor (2^32 * 2^32
+     * wrapped to 0), a split's samples indexed by uint32 */
+    if (got != 13 || v[0] < 0 || v[1] < 0 || v[0] > UINT32_MAX || v[1] > UINT32_MAX ||
+        v[2] < 1 || v[3] < 1 || v[4] < 1 || v[2] > ZP_MAX_ELEMS || v[3] > ZP_MAX_ELEMS / v[2] ||
+        v[4] > ZP_MAX_ELEMS / (v[2] * v[3]) || (dtype != ZP_DTYPE_U8 && dtype != ZP_DTYPE_F32))
         return ZP_EDATA;
     m->n[0] = v[0], m->n[1] = v[1];
     m->shape[0] = v[2], m->shape[1] = v[3], m->shape[2] = v[4];
@@ -487,7 +490,7 @@ static int read_split(zp_dataset_t *ds, int s, int has_paths, const char *run_di
     int rc = read_whole(run_dir, name, &buf, &bytes, err, len);
     if (rc)
         return rc == -ENOENT ? ZP_EDATA : rc;
-    if (bytes && bytes != sizeof *l->label * (size_t)ds->meta.n[s]) {
+    if (bytes && (bytes % sizeof *l->label || bytes / sizeof *l->label != (size_t)ds->meta.n[s])) {
         snprintf(err, len, "%s/dataset/%s: %zu bytes for %lld labels", run_dir, name, bytes,
                  (long long)ds->meta.n[s]);
         free(buf);
@@ -502,7 +505,9 @@ static int read_split(zp_dataset_t *ds, int s, int has_paths, const char *run_di
     snprintf(name, sizeof name, "%s.paths", zp_split_name(s));
     if ((rc = read_whole(run_dir, name, &buf, &bytes, err, len)))
         return rc == -ENOENT ? ZP_EDATA : rc;
-    if (!(l->path = calloc((size_t)l->n + 1, sizeof *l->path)))
+    if ((uint64_t)l->n > bytes / 2) /* a path is a byte and its NUL at least */
+        rc = ZP_EDATA;
+    else if (!(l->path = calloc((size_t)l->n + 1, sizeof *l->path)))
         rc = ZP_ENOMEM;
     size_t at = 0;
     for (int64_t i = 0; !rc && i < l->n; i++) {

@@ -20,10 +20,16 @@ typedef struct {
     int64_t skipped_records; /* spans of such bytes */
 } zp_events_count_t;
 
+/* Containers nested deeper than this are refused (msgpack-c's own limit). */
+#define ZP_EVENTS_DEPTH 32
+
 /* Hands each record of `data` (size bytes of events.msgpack) to fn. A
  * record spans from one record start to the next; a span that is not
- * exactly one msgpack object is skipped and counted in *count, and the
- * records after it are read. Returns 0, fn's non-zero value, or ZP_ENOMEM. */
+ * exactly one msgpack object — torn, garbled, nested deeper than
+ * ZP_EVENTS_DEPTH, or counting more elements or bytes than the span holds —
+ * is skipped and counted in *count, and the records after it are read; what
+ * is allocated is bounded by the span's size. Returns 0 or fn's non-zero
+ * value. */
 int zp_events_scan(const char *data, size_t size, zp_events_fn *fn, void *ctx,
                    zp_events_count_t *count);
 

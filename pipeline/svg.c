@@ -64,8 +64,9 @@ static int buckets(const zp_xy_t *xy, bucket_t *b)
     for (size_t i = 0; i < n; i++) {
         if (!isfinite(xy->x[i]) || !isfinite(xy->y[i]))
             continue;
-        int k = span > 0 ? (int)((xy->x[i] - x0) / span * ZP_SVG_BUCKETS) : 0;
-        k = k < 0 ? 0 : k >= ZP_SVG_BUCKETS ? ZP_SVG_BUCKETS - 1 : k;
+        /* clamped as a double: a point far outside the others' range is no int (nor is NaN) */
+        double f = span > 0 ? (xy->x[i] - x0) / span * ZP_SVG_BUCKETS : 0;
+        int k = !(f > 0) ? 0 : f >= ZP_SVG_BUCKETS ? ZP_SVG_BUCKETS - 1 : (int)f;
         bucket_t *e = &b[k];
         e->lo = e->n && e->lo < xy->y[i] ? e->lo : xy->y[i];
         e->hi = e->n && e->hi > xy->y[i] ? e->hi : xy->y[i];

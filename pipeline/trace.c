@@ -149,8 +149,22 @@ static void keep_bounded(trace_t *t, tev_t e)
     t->left_out++;
 }
 
+/* An event's time, µs from 1970, is within ±TS_LIMIT (±73,000 years), or its
+ * record is unreadable: so the difference of two never overflows. */
+#define TS_LIMIT ((int64_t)1 << 61)
+
+/* time_us - ago into *ts: 0 when that overflows or falls outside ±TS_LIMIT. */
+static int time_of(int64_t time_us, int64_t ago, int64_t *ts)
+{
+    return !__builtin_sub_overflow(time_us, ago, ts) && *ts >= -TS_LIMIT && *ts <= TS_LIMIT;
+}
+
 static int add(trace_t *t, const tev_t *e)
 {
+    if (e->ts < -TS_LIMIT || e->ts > TS_LIMIT) {
+        t->bad++;
+        return 0;
+    }
     t->seen++;
     if (t->over) {
         keep_bounded(t, *e);
@@ -226,7 +240,12 @@ static int on_timer(trace_t *t, int proc, int64_t time_us, const msgpack_object 
             t->no_start++;
             continue;
         }
-        tev_t e = {.ts = time_us - start, .dur = ns, .proc = proc, .what = (int16_t)region, .ph = 'X'};
+        int64_t ts;
+        if (!time_of(time_us, start, &ts)) {
+            t->bad++;
+            continue;
+        }
+        tev_t e = {.ts = ts, .dur = ns, .proc = proc, .what = (int16_t)region, .ph = 'X'};
         int rc = add(t, &e);
         if (rc)
             return rc;
@@ -251,9 +270,11 @@ static int ring_message(trace_t *t, int proc, int64_t ts, int is_free, int64_t s
         p->batch_ts[slot] = ts, p->batch_gen[slot] = gen;
         return 0;
     }
-    if (p->batch_gen[slot] != gen || ts < p->batch_ts[slot])
+    int64_t held; /* ns; both times within ±TS_LIMIT, the product may overflow */
+    if (p->batch_gen[slot] != gen || ts < p->batch_ts[slot] ||
+        __builtin_mul_overflow(ts - p->batch_ts[slot], 1000, &held))
         return 0; /* its BATCH came before the events file began, or was garbled */
-    tev_t hold = {.ts = p->batch_ts[slot], .dur = (ts - p->batch_ts[slot]) * 1000, .proc = proc,
+    tev_t hold = {.ts = p->batch_ts[slot], .dur = held, .proc = proc,
                   .what = (int16_t)slot, .ph = 'S'};
     p->batch_gen[slot] = -1;
     return add(t, &hold);
@@ -265,13 +286,13 @@ static int on_ring(trace_t *t, int proc, int64_t time_us, const msgpack_object *
     zp_record_decode(ZP_REC_RING, b, &x);
     uint32_t n = x.at && x.at->type == MSGPACK_OBJECT_ARRAY ? x.at->via.array.size : 0;
     for (uint32_t i = 0; i < n; i++) {
-        int64_t at, slot, gen, is_free;
+        int64_t at, slot, gen, is_free, ts;
         if (!int_at(x.at, i, &at) || !int_at(x.slot, i, &slot) || !int_at(x.gen, i, &gen) ||
-            !int_at(x.free, i, &is_free)) {
+            !int_at(x.free, i, &is_free) || !time_of(time_us, at, &ts)) {
             t->bad++;
             continue;
         }
-        int rc = ring_message(t, proc, time_us - at, is_free != 0, slot, gen);
+        int rc = ring_message(t, proc, ts, is_free != 0, slot, gen);
         if (rc)
             return rc;
     }
@@ -356,8 +377,8 @@ static void write_event(const trace_t *t, const tev_t *e, int64_t origin, FILE *
                 (long long)(e->ts - origin), (double)e->dur / 1000);
     } else if (e->ph == 'i') {
         fprintf(out, "{\"ph\":\"i\",\"s\":\"t\",\"name\":\"%s\",\"pid\":%d,\"tid\":%d,\"ts\":%lld,"
-                     "\"args\":{\"slot\":%lld}}", e->what ? "FREE" : "BATCH", e->proc + 1, RING_TID,
-                (long long)(e->ts - origin), (long long)e->value);
+                     "\"args\":{\"slot\":%.0f}}", e->what ? "FREE" : "BATCH", e->proc + 1, RING_TID,
+                (long long)(e->ts - origin), e->value); /* a slot past 2^63 as a double */
     } else if (e->ph == 'S') {
         fprintf(out, "{\"ph\":\"X\",\"name\":\"held\",\"cat\":\"ring\",\"pid\":%d,\"tid\":%d,"
                      "\"ts\":%lld,\"dur\":%.3f}", e->proc + 1, SLOT_TID + e->what,

@@ -219,6 +219,51 @@ static void the_path_is_under_the_runs_checkpoints(void **state)
     assert_string_equal(buf, "/runs/a/checkpoints/best.ckpt");
 }
 
+/* A position past the run is refused by its field, whatever the checksum says
+ * (anyone who writes the file can fix the checksum up): the issue's batch of
+ * 2^63 indexed the prefetch's batches with a negative number. */
+static void a_position_outside_the_run_is_refused_naming_the_field(void **state)
+{
+    (void)state;
+    zp_ckpt_pos_t ok[] = {{.step = 0, .epoch = 0, .batch = 0},
+                          {.step = 3 * 50 + 17, .epoch = 3, .batch = 17},
+                          {.step = 3 * 50 + 50, .epoch = 3, .batch = 50}, /* after the epoch's last */
+                          {.step = 10 * 50, .epoch = 10, .batch = 0}};    /* the run is over */
+    for (size_t i = 0; i < sizeof ok / sizeof *ok; i++)
+        assert_int_equal(zp_ckpt_check(&ok[i], path, 10, 50, err, sizeof err), 0);
+    struct {
+        zp_ckpt_pos_t pos;
+        const char *says;
+    } bad[] = {
+        {{.epoch = 11}, "epoch 11: the run has epochs 0..9"},
+        {{.epoch = 1ull << 63}, "epoch 9223372036854775808:"},
+        {{.epoch = 3, .batch = 51}, "batch 51 of epoch 3: an epoch has train batches 0..49"},
+        {{.epoch = 0, .batch = 1ull << 63}, "batch 9223372036854775808 of epoch 0"},
+        {{.epoch = 10, .batch = 1}, "batch 1 of epoch 10"},
+        {{.step = 3 * 50 + 18, .epoch = 3, .batch = 17}, "step 168 at epoch 3, batch 17: at most 167"},
+        {{.step = UINT64_MAX, .epoch = 3, .batch = 17}, "step 18446744073709551615"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        err[0] = 0;
+        assert_int_equal(zp_ckpt_check(&bad[i].pos, path, 10, 50, err, sizeof err), ZP_EDATA);
+        if (!strstr(err, bad[i].says) || !strstr(err, path))
+            fail_msg("case %zu: \"%s\" does not say \"%s\"", i, err, bad[i].says);
+    }
+}
+
+/* What a run resumes from counts rank 0's batches, limit applied. */
+static void an_epochs_batches_are_rank_0s_and_limited(void **state)
+{
+    (void)state;
+    zp_config_t c = {.batch_size = 10, .drop_last = false};
+    assert_int_equal(zp_ckpt_epoch_batches(&c, 95, 1), 10);
+    assert_int_equal(zp_ckpt_epoch_batches(&c, 95, 2), 5); /* 48 samples on rank 0 */
+    c.drop_last = true;
+    assert_int_equal(zp_ckpt_epoch_batches(&c, 95, 1), 9);
+    c.limit_train_batches = 4;
+    assert_int_equal(zp_ckpt_epoch_batches(&c, 95, 1), 4);
+}
+
 int main(void)
 {
 #define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
@@ -232,6 +277,8 @@ int main(void)
         T(a_truncated_or_extended_file_is_refused),
         T(a_missing_file_or_folder_is_an_error),
         T(the_path_is_under_the_runs_checkpoints),
+        T(a_position_outside_the_run_is_refused_naming_the_field),
+        T(an_epochs_batches_are_rank_0s_and_limited),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

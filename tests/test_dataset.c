@@ -129,6 +129,52 @@ static void a_missing_description_is_enoent_and_a_damaged_one_is_edata(void **st
     zp_dataset_destroy(&ds);
 }
 
+static void put(const char *dir, const char *name, const void *bytes, size_t n)
+{
+    char path[PATH_MAX];
+    snprintf(path, sizeof path, "%s/dataset/%s", dir, name);
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(bytes, 1, n, f), n);
+    fclose(f);
+}
+
+/* A description whose numbers overflow is refused: n of 2^62 + 3 made 4 * n
+ * wrap to 12 and handed out labels past a 12-byte file; a shape of 2^32 x
+ * 2^32 made a product of 0 that passed the element limit. */
+static void a_description_whose_numbers_overflow_is_refused(void **state)
+{
+    zp_dataset_t *ds = made_up(), *back = (zp_dataset_t *)1;
+    char err[PATH_MAX + 200], meta[512];
+    assert_int_equal(zp_dataset_write(ds, *state, err, sizeof err), 0);
+    zp_dataset_destroy(&ds);
+    const int32_t labels[3] = {0, 1, 1};
+    put(*state, "train.labels", labels, sizeof labels);
+    put(*state, "test.labels", "", 0);
+    const char *cases[][2] = {{"4611686018427387907 0", "1 1 1"}, /* 4 * n wraps to 12 */
+                              {"3 0", "4294967296 4294967296 1"}, /* the product wraps to 0 */
+                              {"3 0", "65536 65536 65536"},       /* 2^48: past 2^63 once more */
+                              {"3 0", "1 1 16777217"},            /* one past the element limit */
+                              {"4294967299 0", "1 1 1"}};         /* past uint32 indices */
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        int n = snprintf(meta, sizeof meta, "zeus-pipe dataset 1\nn %s\nshape %s\nclasses 2\n"
+                         "dtype %d\nfiles_bytes 0 0\nfiles_mtime 0 0\npaths 0 0\n", cases[i][0],
+                         cases[i][1], ZP_DTYPE_U8);
+        put(*state, "meta", meta, (size_t)n);
+        int rc = zp_dataset_read(&back, *state, err, sizeof err);
+        if (rc != ZP_EDATA)
+            fail_msg("case %zu (n %s, shape %s): rc %d, not refused", i, cases[i][0], cases[i][1], rc);
+        assert_null(back);
+    }
+    /* the same with numbers in range reads back: the cases fail for their numbers alone */
+    int n = snprintf(meta, sizeof meta, "zeus-pipe dataset 1\nn 3 0\nshape 1 4096 4096\nclasses 2\n"
+                     "dtype %d\nfiles_bytes 0 0\nfiles_mtime 0 0\npaths 0 0\n", ZP_DTYPE_U8);
+    put(*state, "meta", meta, (size_t)n);
+    assert_int_equal(zp_dataset_read(&back, *state, err, sizeof err), 0);
+    assert_int_equal(back->split[0].n, 3);
+    zp_dataset_destroy(&back);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -136,6 +182,8 @@ int main(void)
                                         make_dir, remove_dir),
         cmocka_unit_test_setup_teardown(a_missing_description_is_enoent_and_a_damaged_one_is_edata,
                                         make_dir, remove_dir),
+        cmocka_unit_test_setup_teardown(a_description_whose_numbers_overflow_is_refused, make_dir,
+                                        remove_dir),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -344,6 +344,50 @@ static void torn_garbled_and_unknown_records_are_skipped_and_counted(void **stat
     assert_float_equal(s.train_loss, 0.5, 1e-12);
 }
 
+/* Appends the first 16 bytes of the file's first record (a record's start),
+ * then `n` bytes of `tail`: a record msgpack-c cannot unpack. */
+static void append_record_start_and(const uint8_t *tail, size_t n)
+{
+    uint8_t start[16];
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    assert_int_equal(fread(start, 1, sizeof start, f), sizeof start);
+    fclose(f);
+    assert_non_null(f = fopen(path, "ab"));
+    fwrite(start, 1, sizeof start, f);
+    fwrite(tail, 1, n, f);
+    fclose(f);
+}
+
+/* msgpack-c answers "no memory" for nesting deeper than 32 and for a length
+ * no allocation can hold: such a record is skipped like a torn one, and
+ * the report is of the others (it was lost whole, "out of memory"). */
+static void a_record_msgpack_has_no_memory_for_is_skipped_and_counted(void **state)
+{
+    (void)state;
+    epoch_end(0, "train", 0.9, 0.7, 2.5);
+    uint8_t deep[34];
+    memset(deep, 0x91, 33); /* 33 arrays of one, nested, then nil */
+    deep[33] = 0xc0;
+    append_record_start_and(deep, sizeof deep);
+    epoch_end(1, "train", 0.5, 0.85, 2.0);
+    const uint8_t huge_map[] = {0xdf, 0xff, 0xff, 0xff, 0xff};
+    append_record_start_and(huge_map, sizeof huge_map);
+    const uint8_t big_array[] = {0xdd, 0x10, 0x00, 0x00, 0x00, 0xc0, 0xc0}; /* 2^28 elements */
+    append_record_start_and(big_array, sizeof big_array);
+    const uint8_t long_str[] = {0xdb, 0x7f, 0xff, 0xff, 0xff, 'a'};
+    append_record_start_and(long_str, sizeof long_str);
+    epoch_end(2, "train", 0.4, 0.9, 2.0);
+    char *text, *json;
+    assert_int_equal(report(&text, &json), 0);
+    assert_non_null(strstr(text, "\n    1      0.9000"));
+    assert_non_null(strstr(text, "\n    2      0.5000"));
+    assert_non_null(strstr(text, "\n    3      0.4000"));
+    assert_non_null(strstr(json, "\"skipped_records\":4"));
+    free(text);
+    free(json);
+}
+
 static void report_write_leaves_text_and_json_in_the_run(void **state)
 {
     (void)state;
@@ -376,6 +420,7 @@ int main(void)
         T(an_empty_events_file_is_a_run_without_epochs),
         T(a_file_of_no_events_is_refused),
         T(torn_garbled_and_unknown_records_are_skipped_and_counted),
+        T(a_record_msgpack_has_no_memory_for_is_skipped_and_counted),
         T(report_write_leaves_text_and_json_in_the_run),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -23,6 +23,7 @@
 #include "pipeline/log.h"
 #include "pipeline/report.h"
 #include "pipeline/report_html.h"
+#include "pipeline/report_page.h"
 #include "pipeline/runscan.h"
 #include "pipeline/svg.h"
 #include "schemas/msg.h"
@@ -429,6 +430,61 @@ static void a_sweep_page_links_every_run_and_draws_one_series_each(void **state)
     assert_int_equal(count(buf, "<tr class=\"run\">"), 2);
 }
 
+/* Epochs of different sizes each get their own checksum (one pass up to the
+ * largest, not one pass a row), and counts that overflow when added are
+ * "NOT exactly once", not undefined behaviour. */
+static void each_epochs_checksum_is_of_its_own_size_and_huge_counts_do_not_overflow(void **state)
+{
+    (void)state;
+    const int64_t sizes[] = {1000, 10, 0, 1000, 7, 999, 1};
+    const int n = sizeof sizes / sizeof *sizes;
+    zp_page_epoch_t rows[8] = {0};
+    for (int e = 0; e < n; e++) {
+        uint64_t sum = 0;
+        for (int64_t i = 0; i < sizes[e]; i++)
+            sum += zp_index_term((uint64_t)i);
+        zp_page_epoch_t *r = &rows[e];
+        r->have[0] = 1;
+        r->samples[0] = r->expected[0] = r->distinct[0] = sizes[e];
+        snprintf(r->checksum[0], sizeof r->checksum[0], "%016llx", (unsigned long long)sum);
+    }
+    zp_page_epoch_t *huge = &rows[n];
+    huge->have[0] = 1;
+    huge->samples[0] = huge->distinct[0] = INT64_MAX, huge->skipped[0] = 1;
+    huge->expected[0] = INT64_MIN; /* what INT64_MAX + 1 wraps to */
+    snprintf(huge->checksum[0], sizeof huge->checksum[0], "0000000000000000");
+    char *html;
+    size_t len;
+    FILE *out = open_memstream(&html, &len);
+    const int64_t *const skips[2] = {NULL, NULL};
+    const int nskips[2] = {0, 0};
+    zp_page_coverage(out, rows, n + 1, skips, nskips);
+    fclose(out);
+    assert_int_equal(count(html, "ok: every index once"), n);
+    assert_int_equal(count(html, "NOT exactly once"), 1);
+    free(html);
+}
+
+/* A point far outside the others' x range falls in the first or last bucket:
+ * its bucket, computed as an int, overflowed. */
+static void a_point_far_outside_the_range_is_drawn_at_an_edge(void **state)
+{
+    (void)state;
+    zp_xy_t xy = {0};
+    for (int i = 0; i < 2 * ZP_SVG_BUCKETS; i++)
+        assert_int_equal(zp_xy_push(&xy, i == 7 ? -1e300 : i == 9 ? 1e300 : i, 1), 0);
+    zp_svg_series_t series = {.name = "s", .key = "k", .xy = &xy};
+    zp_svg_plot_t plot = {.id = "p", .title = "t", .xlabel = "x", .ylabel = "y"};
+    char *svg;
+    size_t len;
+    FILE *out = open_memstream(&svg, &len);
+    zp_svg_lines(out, &plot, &series, 1);
+    fclose(out);
+    assert_non_null(strstr(svg, "<svg"));
+    free(svg);
+    zp_xy_free(&xy);
+}
+
 int main(void)
 {
     zp_log_set_level(ZP_LOG_ERROR);
@@ -441,6 +497,8 @@ int main(void)
         T(a_million_steps_make_a_page_of_bounded_size),
         T(a_run_without_events_is_reported_from_its_jsonl_files),
         T(a_sweep_page_links_every_run_and_draws_one_series_each),
+        cmocka_unit_test(each_epochs_checksum_is_of_its_own_size_and_huge_counts_do_not_overflow),
+        cmocka_unit_test(a_point_far_outside_the_range_is_drawn_at_an_edge),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -108,6 +108,12 @@ static int resume_config(zp_sup_t *s, zp_ckpt_pos_t *pos, char *path, size_t len
         return 2;
     }
     free(payload);
+    int world = s->slurm.world > 1 ? s->slurm.world : (int)s->cfg.gpus;
+    int64_t most = zp_ckpt_epoch_batches(&s->cfg, s->ds->meta.n[ZP_SPLIT_TRAIN], world);
+    if (zp_ckpt_check(pos, path, s->cfg.epochs, most, err, sizeof err)) {
+        fprintf(stderr, "zeus-pipe: cannot resume: %s\n", err);
+        return 2;
+    }
     if (pos->seed != (uint64_t)s->cfg.seed) {
         fprintf(stderr, "zeus-pipe: cannot resume: %s was written with seed %llu, the run's config says %lld\n",
                 path, (unsigned long long)pos->seed, (long long)s->cfg.seed);
@@ -133,6 +139,10 @@ int zp_sup_prepare_resume(zp_sup_t *s, const char *run)
     if (s->cfg.cache_enabled && zp_cache_prepare(&s->cfg, &s->ds->meta))
         return 2;
     zp_rundir_cleanup(s->run_dir); /* what its killed supervisor left */
+    if ((rc = zp_rundir_subdirs(s->run_dir))) {
+        fprintf(stderr, "zeus-pipe: %s: cannot make sock/ or logs/: %s\n", s->run_dir, zp_strerror(rc));
+        return 1;
+    }
     if ((rc = zp_resources_start(s->run_dir))) {
         fprintf(stderr, "zeus-pipe: %s/resources: cannot write: %s\n", s->run_dir, zp_strerror(rc));
         return 1;

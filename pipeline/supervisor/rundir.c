@@ -35,14 +35,21 @@ int zp_rundir_create(const char *dir, const char *name, char *out, size_t len)
     }
     if (!realpath(path, real))
         return -errno;
+    if ((rc = zp_rundir_subdirs(real)))
+        return rc;
+    snprintf(out, len, "%s", real);
+    return 0;
+}
+
+int zp_rundir_subdirs(const char *run_dir)
+{
     char sub[PATH_MAX + 8];
-    snprintf(sub, sizeof sub, "%s/sock", real);
+    snprintf(sub, sizeof sub, "%s/sock", run_dir);
     if (mkdir(sub, 0700) && errno != EEXIST)
         return -errno;
-    snprintf(sub, sizeof sub, "%s/logs", real);
+    snprintf(sub, sizeof sub, "%s/logs", run_dir);
     if (mkdir(sub, 0755) && errno != EEXIST)
         return -errno;
-    snprintf(out, len, "%s", real);
     return 0;
 }
 

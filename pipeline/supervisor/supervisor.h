@@ -398,6 +398,10 @@ void zp_procs_log_tail(zp_procs_t *s, const zp_child_t *c);
  * logs/, and writes the absolute path into out. 0, or a negative errno
  * (nothing printed). */
 int zp_rundir_create(const char *dir, const char *name, char *out, size_t len);
+/* Makes the run's sock/ (0700) and logs/ where they are missing: a run
+ * directory copied or cleaned without them can still be resumed. 0, or a
+ * negative errno (nothing printed). */
+int zp_rundir_subdirs(const char *run_dir);
 /* Cleans up after dead runs under cfg->run_dir, creates `<run_dir>/<name>`,
  * writes the resolved config.yaml and this process's supervisor.pid. Prints
  * what went wrong and returns non-zero on failure. */

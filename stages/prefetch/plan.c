@@ -39,6 +39,8 @@ static zp_phase_t phase_at(unsigned plan, int64_t pos)
 
 int zp_plan_next(const zp_plan_t *pl, zp_phase_t from, int at, zp_phase_t *ph)
 {
+    if (from.epoch < 0 || from.epoch >= pl->epochs)
+        return 0; /* nor does position() overflow */
     for (int64_t pos = position(pl->plan, from) + !at;; pos++) {
         zp_phase_t p = phase_at(pl->plan, pos);
         if (p.epoch >= pl->epochs)

@@ -699,6 +699,15 @@ static int open_all(prefetch_t *p)
         if ((rc = zp_sampler_init(&p->sampler[s], st->meta.n[s])))
             return rc;
     zp_plan_init(&p->plan, st);
+    if (st->mode == ZP_MODE_RESUME) {
+        char path[PATH_MAX + 64], err[800];
+        zp_ckpt_path(path, sizeof path, st->run_dir, "last");
+        int64_t most = zp_ckpt_epoch_batches(&st->cfg, st->meta.n[ZP_SPLIT_TRAIN], zp_stage_world(st));
+        if ((rc = zp_ckpt_check(&p->start, path, st->cfg.epochs, most, err, sizeof err))) {
+            zp_error("cannot resume: %s", err);
+            return rc;
+        }
+    }
     if (!(p->fetch = zp_stage_socket(st, ZMQ_DEALER, zp_sock_name(ZP_SOCK_FETCH), 0, 0)))
         return ZP_EZMQ;
     char ring[32];

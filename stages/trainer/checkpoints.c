@@ -80,7 +80,11 @@ int zp_ckpts_resume(zp_ckpts_t *k, int64_t *step, int64_t *epoch, int64_t *batch
     zp_ckpt_pos_t pos;
     void *payload;
     size_t bytes;
+    const zp_config_t *c = &k->st->cfg;
+    int64_t batches = zp_ckpt_epoch_batches(c, k->st->meta.n[ZP_SPLIT_TRAIN], zp_stage_world(k->st));
     int rc = zp_ckpt_read(path, &pos, &payload, &bytes, err, sizeof err);
+    if (!rc && (rc = zp_ckpt_check(&pos, path, c->epochs, batches, err, sizeof err)))
+        free(payload);
     if (rc) {
         zp_error("cannot resume: %s", err);
         return rc;

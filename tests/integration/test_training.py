@@ -6,6 +6,7 @@ schedules, limits, fast_dev_run and the NaN guard."""
 import json
 import math
 import os
+import shutil
 import signal
 import time
 import zp
@@ -84,6 +85,12 @@ def a_damaged_checkpoint_is_refused():
             rc, out, err = w.run("up", "--resume", "d")
             zp.check(rc == 2 and "cannot resume" in err and why in err, "exit %d: %s" % (rc, err))
             zp.check(not zp.stage_pids(w.path), "a stage was started")
+        # a run directory without sock/ (copied, or cleaned by hand) resumes: it is made again
+        with open(last, "wb") as f:
+            f.write(good)
+        shutil.rmtree(os.path.join(w.run_dir("d"), "sock"))
+        rc, out, err = w.run("up", "--resume", "d")
+        zp.check(rc == 0 and "No such file" not in err, "resume without sock/: exit %d: %s" % (rc, err))
 
 
 def steps(run_dir):
