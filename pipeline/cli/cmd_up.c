@@ -58,7 +58,7 @@ int cmd_up(int argc, char **argv)
     if (rc)
         return rc < 0 ? usage(stderr, 2) : rc;
     char err[512];
-    if (!cfg.trainer_command.n && cfg.backend != ZP_BACKEND_NULL &&
+    if (!attach && !cfg.trainer_command.n && cfg.backend != ZP_BACKEND_NULL &&
         zp_dataset_builtin_fields(&ds->meta, err, sizeof err)) {
         fprintf(stderr, "zeus-pipe: %s: %s\n", cfg.file, err);
         zp_dataset_destroy(&ds);

@@ -213,6 +213,75 @@ def rc_ok(rc):
     return rc == 0
 
 
+FIRST = """
+import json, sys, torch, zeus_pipe
+n = 0
+with zeus_pipe.attach(config="first.yaml", timeout_s=240) as zp:
+    for epoch in range(2):
+        for split in (zp.train, zp.test):
+            for b in split:
+                assert torch.equal(b["label"], zp.indices % 7)
+                n += len(b["label"])
+    open("first.run", "w").write(zp.run)
+print("first ok", n, file=sys.stderr)
+"""
+
+
+def a_python_first_script_starts_the_pipeline_of_its_dataset():
+    with zp.Workdir() as w:
+        config(w, "first", command="NONE")
+        cfg = zp.text(os.path.join(w.path, "first.yaml")).replace("  command: [NONE]\n", "")
+        w.write("first.yaml", cfg)
+        w.write("first.py", FIRST)
+        e = dict(env(), ZP_BIN=zp.BIN, ZP_LIBRARY=os.path.join(os.path.dirname(zp.BIN),
+                                                               "libzeuspipe.so"))
+        p = subprocess.run([PYTHON, "first.py"], cwd=w.path, env=e, capture_output=True,
+                           text=True, timeout=240)
+        zp.check(p.returncode == 0 and "first ok %d" % (2 * 370) in p.stderr,
+                 "exit %d:\n%s" % (p.returncode, p.stderr[-3000:]))
+        check_coverage(zp.text(os.path.join(w.path, "first.run")).strip(),
+                       {"train": 300, "test": 70})
+
+
+def python_loaders(run):
+    out = subprocess.run(["pgrep", "-f", "zeus_pipe.loader --run %s" % run], capture_output=True,
+                         text=True).stdout.split()
+    return [int(p) for p in out]
+
+
+def python_loaders_scale_and_a_remote_one_of_another_dataset_is_refused():
+    with zp.Workdir() as w:
+        w.write("consumer.py", CONSUMER)
+        port = 18500 + os.getpid() % 300
+        os.makedirs(os.path.join(w.path, "keys"))
+        rc, out, err = w.run("keygen", "keys/far")
+        zp.check(rc == 0, err)
+        cfg = config(w, "scale", workers=1, args="{n: 300, cost_ms: 4}")
+        tcp = 'transport: {kind: tcp, bind: "127.0.0.1:%d", allowed_keys: keys}\n' % port
+        w.write("scale.yaml", zp.text(cfg) + tcp)
+        other = config(w, "other", workers=1, args="{n: 301}")
+        w.write("other.yaml", zp.text(other) + tcp)
+        p = w.start("up", cfg, env=env())
+        run = w.run_dir("scale")
+        zp.wait_for(lambda: len(python_loaders(run)) == 1, 60, "the first Python loader")
+        rc, out, err = w.run("scale", "scale", "loader=3")
+        zp.check(rc == 0, err)
+        zp.wait_for(lambda: len(python_loaders(run)) == 3, 30, "3 Python loaders")
+        far = w.start("loader", "--connect", "127.0.0.1:%d" % port, "--server-key",
+                      os.path.join(run, "server.pub"), "--key", "keys/far.key", other, env=env())
+        out, err = far.communicate(timeout=120)
+        zp.check(far.returncode == 2 and "refused by the cache stage" in err and
+                 "stopping: loaded 0 samples" in err,
+                 "the remote loader of another dataset exited %d:\n%s" % (far.returncode,
+                                                                          err[-2000:]))
+        rc, out, err = w.run("scale", "scale", "loader=-2")
+        zp.check(rc == 0, err)
+        out, err = p.communicate(timeout=240)
+        zp.check(p.returncode == 0, "up exited %d:\n%s" % (p.returncode, err[-3000:]))
+        zp.check(err.count("retired") >= 2, "no loader retired:\n" + err[-2000:])
+        check_coverage(run, {"train": 300, "test": 70})
+
+
 def main():
     try:
         subprocess.run([PYTHON, "-c", "import torch, numpy"], check=True, capture_output=True)
@@ -223,7 +292,9 @@ def main():
              a_regression_tuple_goes_through_the_cache_and_comes_back_warm,
              bad_datasets_stop_before_any_stage_with_a_sentence,
              a_raising_getitem_is_skipped_or_stops_the_run_naming_it,
-             killed_and_hung_python_loaders_lose_no_sample])
+             killed_and_hung_python_loaders_lose_no_sample,
+             a_python_first_script_starts_the_pipeline_of_its_dataset,
+             python_loaders_scale_and_a_remote_one_of_another_dataset_is_refused])
 
 
 if __name__ == "__main__":

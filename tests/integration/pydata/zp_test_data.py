@@ -12,14 +12,18 @@ class Fields:
     index, label (a Python int) = index % 7, noise (a Python float) drawn from
     Python's random, seeded by the loader from (seed, split, epoch, index)."""
 
-    def __init__(self, n=300, fail_at=-1, hang_at=-1, marker="", odd_at=-1, bad_type=False):
+    def __init__(self, n=300, fail_at=-1, hang_at=-1, marker="", odd_at=-1, bad_type=False,
+                 cost_ms=0):
         self.n, self.fail_at, self.hang_at, self.marker = n, fail_at, hang_at, marker
+        self.cost = cost_ms / 1000
         self.odd_at, self.bad_type = odd_at, bad_type
 
     def __len__(self):
         return self.n
 
     def __getitem__(self, i):
+        if self.cost:
+            time.sleep(self.cost)
         if i == self.fail_at:
             raise KeyError("no sample %d here" % i)
         if i == self.hang_at and self.marker and not os.path.exists(self.marker):
