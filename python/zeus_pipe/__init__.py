@@ -244,6 +244,11 @@ class Client:
     # ---- the user's side ------------------------------------------------------------------------
 
     @property
+    def epochs(self):
+        """The run's trainer.epochs: how many epochs of each split it gives."""
+        return int(self._info.epochs)
+
+    @property
     def step(self):
         """Train batches handed out so far."""
         return self._step
