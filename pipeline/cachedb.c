@@ -26,6 +26,10 @@ static void dataset_name(const zp_config_t *cfg, char *buf, size_t len)
         snprintf(buf, len, "synthetic");
         return;
     }
+    if (cfg->dataset_source == ZP_SOURCE_PYTHON) { /* the Dataset's module:callable */
+        snprintf(buf, len, "%.80s", cfg->py_class);
+        return;
+    }
     char p[256];
     snprintf(p, sizeof p, "%s", cfg->dataset_path);
     size_t n = strlen(p);
