@@ -102,7 +102,8 @@ void zp_config_print(const zp_config_t *cfg, FILE *out)
 void zp_config_print_keys(FILE *out, bool markdown)
 {
     static const char *tn[] = {"int", "float", "bool", "string", "enum", "int list", "float list", "size",
-                             "string list"};
+                             "string list", "mapping"};
+    _Static_assert(sizeof tn / sizeof tn[0] == KT_JSON + 1, "a name for every key type");
     if (markdown)
         fprintf(out, "| key | type | default | range | meaning |\n| --- | --- | --- | --- | --- |\n");
     for (int i = 0; i < zp_config_nkeys; i++) {
