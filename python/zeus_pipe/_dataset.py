@@ -13,6 +13,7 @@ one of the element types below, and every item of a split has the same
 fields with the same types and shapes. A sample's record lays the fields
 out as pipeline/fields.h says: each at an offset aligned to its element
 size, the record padded to a multiple of its largest element size."""
+import ctypes
 import hashlib
 import importlib
 import inspect
@@ -132,10 +133,16 @@ def _named(item, names):
     return "tuple", list(zip(names, item))
 
 
+_MISSING = object()
+_memmove = ctypes.memmove
+_I64, _F64 = ctypes.c_int64, ctypes.c_double
+
+
 class Layout:
     """The fields of a split's items and their place in a record."""
 
     def __init__(self, kind, fields):
+        self._fast = None
         self.kind = kind  # "tuple" or "dict"
         self.fields = []  # (name, dtype name, shape, offset, bytes)
         end, most = 0, 1
@@ -170,6 +177,39 @@ class Layout:
                                               "".join(" %d" % d for d in shape)))
         return "\n".join(out) + "\n"
 
+    def _pack_fast(self, item, names, record):
+        """The common case, checked as cheaply as it can be: every field a
+        C-contiguous numpy array of the right type and shape, or a Python
+        int or float where the field is int64 or float64. False: let the
+        careful path check (and name what is wrong)."""
+        fast = self._fast
+        if fast is None:
+            fast = self._fast = [(name, np.dtype(dtype if dtype != "bfloat16" else "int16"), shape,
+                                  at, nbytes, dtype) for name, dtype, shape, at, nbytes in self.fields]
+        if self.kind == "dict":
+            if type(item) is not dict or len(item) != len(fast):
+                return False
+            values = [item.get(f[0], _MISSING) for f in fast]
+        else:
+            if type(item) is not tuple or len(item) != len(fast) or names is not None and \
+                    len(names) != len(item):
+                return False
+            values = item
+        for v, (name, dt, shape, at, nbytes, dtype) in zip(values, fast):
+            t = type(v)
+            if t is np.ndarray:
+                if v.dtype != dt or v.shape != shape or dtype == "bfloat16" or \
+                        not v.flags.c_contiguous:
+                    return False
+                _memmove(record + at, v.ctypes.data, nbytes)
+            elif t is int and dtype == "int64" and -(1 << 63) <= v < (1 << 63):
+                _I64.from_address(record + at).value = v
+            elif t is float and dtype == "float64":
+                _F64.from_address(record + at).value = v
+            else:
+                return False
+        return True
+
     @classmethod
     def parse(cls, text):
         """The Layout of the "fields" lines of a RUN/dataset/meta."""
@@ -189,6 +229,8 @@ class Layout:
     def pack(self, item, names, record, index, split):
         """Writes item's fields into the record at address `record`; raises
         FieldError naming the field, the index and what was expected."""
+        if self._pack_fast(item, names, record):
+            return
         kind, named = _named(item, names)
         if kind != self.kind or len(named) != len(self.fields):
             raise FieldError("%s sample %d: a %s of %d fields, where item 0 was a %s of %d"
@@ -203,14 +245,7 @@ class Layout:
                                  % (split, index, name, got, list(arr.shape), dtype, list(shape)))
             if not arr.flags.c_contiguous:
                 arr = np.ascontiguousarray(arr)
-            ctypes_memmove(record + at, arr.__array_interface__["data"][0], nbytes)
-
-
-def ctypes_memmove(dst, src, n):
-    import ctypes
-    global ctypes_memmove
-    ctypes_memmove = ctypes.memmove  # bound once: the hot path calls it per field
-    return ctypes.memmove(dst, src, n)
+            _memmove(record + at, arr.__array_interface__["data"][0], nbytes)
 
 
 _SPLIT_CODE = {"train": 0, "test": 1}
