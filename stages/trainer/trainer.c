@@ -325,6 +325,11 @@ static int open_batches_log(trainer_t *t)
 static int setup(trainer_t *t, zp_stage_t *st)
 {
     int rc = 0;
+    char err[512];
+    if (st->cfg.backend != ZP_BACKEND_NULL && zp_dataset_builtin_fields(&st->meta, err, sizeof err)) {
+        zp_error("%s", err); /* `up` refuses it first; eval and overfit reach here */
+        return ZP_ECONFIG;
+    }
     for (int s = 0; s < ZP_SPLITS && !rc; s++)
         rc = zp_coverage_init(&t->acc[s], st->meta.n[s]);
     if (!rc && (rc = zp_comm_open(&t->comm, st, t->rank, t->world, 0)))
@@ -369,5 +374,6 @@ int zp_trainer_main(zp_stage_t *st)
         fclose(t.batches);
     for (int s = 0; s < ZP_SPLITS; s++)
         zp_coverage_free(&t.acc[s]);
-    return rc == 1 ? 0 : rc < 0 && rc != ZP_ESTOP ? 1 : 0;
+    /* 2: a config error, which no restart mends */
+    return rc == 1 ? 0 : rc == ZP_ECONFIG ? 2 : rc < 0 && rc != ZP_ESTOP ? 1 : 0;
 }
