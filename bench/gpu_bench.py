@@ -18,16 +18,21 @@
     python3-torch has none, and then (c) says so and is not measured.
 
 Run: /usr/bin/python3 bench/gpu_bench.py [BUILD_DIR] [--workers N] [--epochs E]
+     /usr/bin/python3 bench/gpu_bench.py [BUILD_DIR] --quick   (what the test
+     suite runs: 2 epochs of 20 batches; without a GPU (a) is skipped, (b) runs
+     the cpu backend and (c) PyTorch and its DataLoader on the CPU, so that
+     every line of the script runs; its figures mean nothing)
 """
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 
-from bench import read_idx  # bench/bench.py: the gzip IDX reader
+from bench import read_idx, skip_without_torch  # bench/bench.py
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 FMNIST = os.path.join(HERE, "..", "configs", "fashion-mnist.yaml")
@@ -40,6 +45,13 @@ def die(msg):
     sys.exit(1)
 
 
+def has_gpu():
+    """Whether nvidia-smi lists a GPU (the cuda backend needs one)."""
+    smi = shutil.which("nvidia-smi")
+    return bool(smi) and subprocess.run([smi, "-L"], stdout=subprocess.DEVNULL,
+                                        stderr=subprocess.DEVNULL).returncode == 0
+
+
 def h2d(build):
     exe = os.path.join(build, "zp-bench-h2d")
     if not os.path.exists(exe):
@@ -48,11 +60,12 @@ def h2d(build):
     print("(a) host-to-device copies, ring vs cudaHostAlloc (goal: ratio >= 0.90)\n" + out)
 
 
-def zp_up(build, cwd, name, workers, epochs):
+def zp_up(build, cwd, name, workers, epochs, backend, limit):
     over = ["run.dir=" + os.path.join(cwd, "runs"), "run.name=" + name, "cache.enabled=true",
-            "cache.path=" + os.path.join(cwd, "cache"), "trainer.backend=cuda",
+            "cache.path=" + os.path.join(cwd, "cache"), "trainer.backend=" + backend,
             "trainer.epochs=%d" % epochs, "loader.workers=%d" % workers,
             "prefetch.batch_size=%d" % BATCH, "trainer.limit_test_batches=1",
+            "trainer.limit_train_batches=%d" % limit,
             "trainer.checkpoint.every_epochs=0", "trainer.schedule.name=none"]
     p = subprocess.run([os.path.join(build, "zeus-pipe"), "up", FMNIST] + over, cwd=cwd,
                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -65,12 +78,22 @@ def zp_up(build, cwd, name, workers, epochs):
     return [r["seconds"] for r in ends], report.get("trainer_wait_share")
 
 
-def torch_epochs(workers, epochs):
+def idx_tensor(name):
+    """The IDX file `name` of the dataset as a uint8 tensor of its dims."""
+    import numpy as np
     import torch
-    if not torch.cuda.is_available():
+    data, dims = read_idx(os.path.join(DATA, name))
+    return torch.from_numpy(np.frombuffer(data, dtype=np.uint8).reshape(dims).copy())
+
+
+def torch_epochs(workers, epochs, limit, quick):
+    """PyTorch's epoch seconds (the first `limit` batches when limit > 0) and
+    the device's name; on the CPU only when `quick`."""
+    import torch
+    if not torch.cuda.is_available() and not quick:
         return None, "torch %s in %s has no CUDA" % (torch.__version__, sys.executable)
-    images = torch.from_numpy(read_idx(os.path.join(DATA, "train-images-idx3-ubyte.gz"))).reshape(-1, 784)
-    labels = torch.from_numpy(read_idx(os.path.join(DATA, "train-labels-idx1-ubyte.gz"))).long()
+    images = idx_tensor("train-images-idx3-ubyte.gz").reshape(-1, 784)
+    labels = idx_tensor("train-labels-idx1-ubyte.gz").long()
 
     class DS(torch.utils.data.Dataset):
         def __len__(self):
@@ -80,8 +103,8 @@ def torch_epochs(workers, epochs):
             return (images[i].float() / 255 - MEAN) / STD, labels[i]
 
     dl = torch.utils.data.DataLoader(DS(), batch_size=BATCH, shuffle=True, num_workers=workers,
-                                     pin_memory=True, persistent_workers=workers > 0)
-    dev = torch.device("cuda")
+                                     pin_memory=torch.cuda.is_available(), persistent_workers=workers > 0)
+    dev = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     model = torch.nn.Sequential(torch.nn.Linear(784, 256), torch.nn.ReLU(), torch.nn.Linear(256, 128),
                                 torch.nn.ReLU(), torch.nn.Linear(128, 10)).to(dev)
     opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9, weight_decay=1e-4)
@@ -89,16 +112,19 @@ def torch_epochs(workers, epochs):
     secs = []
     for _ in range(epochs):
         t0 = None
-        for x, y in dl:
+        for i, (x, y) in enumerate(dl):
+            if limit and i == limit:
+                break
             if t0 is None:
                 t0 = time.perf_counter()  # from the first batch in hand, as zeus-pipe's epoch
             x, y = x.to(dev, non_blocking=True), y.to(dev, non_blocking=True)
             opt.zero_grad(set_to_none=True)
             loss_fn(model(x), y).backward()
             opt.step()
-        torch.cuda.synchronize()
+        if dev.type == "cuda":
+            torch.cuda.synchronize()
         secs.append(time.perf_counter() - t0)
-    return secs, torch.cuda.get_device_name(0)
+    return secs, torch.cuda.get_device_name(0) if dev.type == "cuda" else "the CPU"
 
 
 def med(xs):
@@ -107,23 +133,38 @@ def med(xs):
 
 def main():
     args = sys.argv[1:]
-    build = next((a for a in args if not a.startswith("--")), os.path.join(HERE, "..", "build"))
-    workers = int(args[args.index("--workers") + 1]) if "--workers" in args else 2
-    epochs = int(args[args.index("--epochs") + 1]) if "--epochs" in args else 4
+    quick = "--quick" in args
+    opts = {a: int(args[args.index(a) + 1]) for a in ("--workers", "--epochs") if a in args}
+    build = next((a for i, a in enumerate(args) if not a.startswith("--") and
+                  (i == 0 or args[i - 1] not in opts)), os.path.join(HERE, "..", "build"))
+    workers = opts.get("--workers", 2)
+    epochs = opts.get("--epochs", 2 if quick else 4)
+    limit = 20 if quick else 0
     build = os.path.abspath(build)
-    h2d(build)
+    skip_without_torch(quick, "gpu_bench")
+    gpu = has_gpu()
+    if gpu:
+        h2d(build)
+    elif quick:
+        print("(a) skipped: no GPU (nvidia-smi -L lists none); --quick runs (b) and (c) on the CPU")
+    else:
+        die("no GPU (nvidia-smi -L lists none); --quick runs the CPU parts")
+    backend = "cuda" if gpu else "cpu"
     with tempfile.TemporaryDirectory(prefix="zp-gpu-bench-") as cwd:
-        zp_up(build, cwd, "fill", workers, 1)
-        secs, wait = zp_up(build, cwd, "warm", workers, epochs)
+        zp_up(build, cwd, "fill", workers, 1, backend, limit)
+        secs, wait = zp_up(build, cwd, "warm", workers, epochs, backend, limit)
     print("(b) trainer data wait with a warm cache: %.2f%% of its time (goal: < 1%%)" % (100 * wait))
-    zp_rate = N_TRAIN / med(secs)
-    t_secs, what = torch_epochs(workers, epochs)
-    print("(c) samples/s, MLP on Fashion-MNIST, %d loaders / DataLoader workers" % workers)
-    print("    zeus-pipe cuda backend: %10.0f  (epochs %s s)" % (zp_rate, ", ".join("%.3f" % s for s in secs)))
+    n = BATCH * limit if limit else N_TRAIN
+    zp_rate = n / med(secs)
+    t_secs, what = torch_epochs(workers, epochs, limit, quick)
+    print("(c) samples/s, MLP on Fashion-MNIST, %d loaders / DataLoader workers%s" %
+          (workers, ", --quick: %d batches an epoch" % limit if quick else ""))
+    print("    zeus-pipe %s backend: %10.0f  (epochs %s s)" %
+          (backend, zp_rate, ", ".join("%.3f" % s for s in secs)))
     if t_secs is None:
         print("    PyTorch: not measured: %s" % what)
         return
-    t_rate = N_TRAIN / med(t_secs)
+    t_rate = n / med(t_secs)
     print("    PyTorch on %s: %10.0f  (epochs %s s)" % (what, t_rate, ", ".join("%.3f" % s for s in t_secs)))
     print("    ratio zeus-pipe / PyTorch: %.2f (goal: > 1)" % (zp_rate / t_rate))
 

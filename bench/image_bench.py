@@ -39,6 +39,9 @@ The cold cache epoch is epoch 1's own samples_per_s; the warm one is epoch 3
 by the same interval rule.
 
 Run: /usr/bin/python3 bench/image_bench.py build [--quick] [--repeats N]
+     --quick (what the test suite runs): make_images.QUICK's 40 images, one
+     round, no wait for a quiet machine; every part runs, its figures mean
+     nothing.
 """
 import argparse
 import json
@@ -53,6 +56,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import make_images  # noqa: E402
+from bench import skip_without_torch  # noqa: E402
 
 CONFIG = os.path.join(HERE, "..", "configs", "image-folder.yaml")
 MEAN, STD = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
@@ -197,10 +201,11 @@ ROWS = [("ceiling", "(a)  get() on one core: read+decode+resize+crop (ceiling)")
         ("tv2", "(c)  torchvision ImageFolder + DataLoader, num_workers=2")]
 
 
-def measure_all(bin_dir, root, reps, work):
-    """Runs `reps` rounds of everything; returns got (per row key, a list of
-    (images/s, cores used by others) per round), the zeus-pipe run behind each
-    best figure, and the ceiling's parts."""
+def measure_all(bin_dir, root, reps, work, wait_quiet):
+    """Runs `reps` rounds of everything (each after the machine is quiet when
+    wait_quiet); returns got (per row key, a list of (images/s, cores used by
+    others) per round), the zeus-pipe run behind each best figure, and the
+    ceiling's parts."""
     got, runs, parts = {k: [] for k, _ in ROWS}, {}, {}
 
     def record(key, r, rate, cores, run=None):
@@ -223,7 +228,8 @@ def measure_all(bin_dir, root, reps, work):
         for w in (1, 2):
             jobs.append(("tv%d" % w, lambda w=w: torchvision_rate(root, w)))
         for key, fn in jobs:
-            quiet()
+            if wait_quiet:
+                quiet()
             warm_files(root)
             with Others() as o:
                 out = fn()
@@ -244,22 +250,24 @@ def measure_all(bin_dir, root, reps, work):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("bin_dir", nargs="?", default="build", help="build folder with zeus-pipe and zp-bench-jpeg")
-    ap.add_argument("--quick", action="store_true", help="500 train images, 2 rounds")
+    ap.add_argument("--quick", action="store_true", help="40 train images, 1 round, no wait for quiet")
     ap.add_argument("--repeats", type=int, help="rounds a best is taken of (default 3)")
-    ap.add_argument("--images", help="folder of the generated images (default bench/out/images[-quick])")
+    ap.add_argument("--images", help="folder of the generated images (default bench/out/images[-quick-40x10])")
     a = ap.parse_args()
+    skip_without_torch(a.quick, "image_bench")
     bin_dir = os.path.abspath(a.bin_dir)
     for b in ("zeus-pipe", "zp-bench-jpeg"):
         if not os.access(os.path.join(bin_dir, b), os.X_OK):
             sys.exit("image_bench: %s/%s is missing: build first (cmake --build %s)" % (bin_dir, b, a.bin_dir))
-    train, val = (500, 100) if a.quick else (5000, 500)
-    reps = a.repeats or (2 if a.quick else 3)
-    root = os.path.abspath(a.images or os.path.join(HERE, "out", "images-quick" if a.quick else "images"))
+    train, val = make_images.QUICK if a.quick else (5000, 500)
+    reps = a.repeats or (1 if a.quick else 3)
+    root = os.path.abspath(a.images or (make_images.quick_folder(HERE) if a.quick else
+                                        os.path.join(HERE, "out", "images")))
     n, size = make_images.make(root, train, val)
     print("image_bench: %s: %d images, %.0f KB average" % (root, n, size / n / 1024), flush=True)
     os.makedirs(os.path.join(HERE, "out"), exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="zp-image-bench-", dir=os.path.join(HERE, "out")) as d:
-        got, runs, parts = measure_all(bin_dir, root, reps, d)
+        got, runs, parts = measure_all(bin_dir, root, reps, d, not a.quick)
     best = {k: max(v)[0] for k, v in got.items()}
     c = best["ceiling"]
     images = parts["images"]

@@ -8,6 +8,8 @@ few scales; files come out around 50-150 KB. Every image is a function of
 Does nothing when OUT already holds the expected files.
 
 usage: /usr/bin/python3 bench/make_images.py OUT [--train 5000] [--val 500] [--seed 0] [--jobs 2]
+       /usr/bin/python3 bench/make_images.py OUT --quick   (what the test suite
+       runs, and the benchmarks' --quick folders: QUICK's 40 train, 10 val)
 """
 import argparse
 import multiprocessing
@@ -76,6 +78,15 @@ def write(job):
     return os.path.getsize(path)
 
 
+QUICK = (40, 10)  # train and val images of the benchmarks' --quick runs
+
+
+def quick_folder(here):
+    """The folder of the --quick images under bench/out (named by its counts,
+    so that a folder of other counts is never mistaken for it)."""
+    return os.path.join(here, "out", "images-quick-%dx%d" % QUICK)
+
+
 def make(out, train, val, seed=0, n_jobs=2):
     """Writes what is missing; returns (files, bytes) of the whole folder."""
     todo = jobs(out, train, val, seed)
@@ -118,7 +129,10 @@ def main():
     ap.add_argument("--val", type=int, default=500)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--quick", action="store_true", help="%d train and %d val images" % QUICK)
     a = ap.parse_args()
+    if a.quick:
+        a.train, a.val = QUICK
     n, size = make(a.out, a.train, a.val, a.seed, a.jobs)
     print("make_images: %s holds %d images, %.1f MB (%.0f KB average)" % (a.out, n, size / 1e6, size / n / 1024))
 

@@ -398,13 +398,14 @@ def arguments(argv):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("build", nargs="?", default="build", help="build folder with zeus-pipe (default build)")
     ap.add_argument("--quick", action="store_true",
-                    help="a short run: 2 epochs of 40 train and 5 test batches, 500 JPEGs, fewer client batches")
+                    help="what the test suite runs: 2 epochs of 3 train and 2 test batches, 40 JPEGs, "
+                         "3,200 client samples")
     ap.add_argument("--only", default=None, help="comma-separated workloads: cnn, jpeg, resnet, client")
     ap.add_argument("--workers", type=int, default=2, help="loader.workers = num_workers (default 2)")
     ap.add_argument("--threads", type=int, default=1, help="torch.set_num_threads (default 1)")
     ap.add_argument("--epochs", type=int, default=None, help="epochs a configuration (default 3; --quick 2)")
     ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--images", default=None, help="the JPEG folder (default bench/out/images[-quick])")
+    ap.add_argument("--images", default=None, help="the JPEG folder (default bench/out/images[-quick-40x10])")
     ap.add_argument("--limit", type=int, default=None, help="train batches an epoch (0: all)")
     ap.add_argument("--limit-test", type=int, default=None, help="test batches an epoch (0: all)")
     # the loop's own process
@@ -416,12 +417,13 @@ def arguments(argv):
     if a.epochs is None:
         a.epochs = 2 if a.quick else 3
     if a.limit is None:
-        a.limit = 40 if a.quick else 0
+        a.limit = 3 if a.quick else 0
     if a.limit_test is None:
-        a.limit_test = 5 if a.quick else 0
-    a.client_samples = 32000 if a.quick else 320000
+        a.limit_test = 2 if a.quick else 0
+    a.client_samples = 3200 if a.quick else 320000
     if a.images is None:
-        a.images = os.path.join(HERE, "out", "images-quick" if a.quick else "images")
+        import make_images
+        a.images = make_images.quick_folder(HERE) if a.quick else os.path.join(HERE, "out", "images")
     a.images = os.path.abspath(a.images)
     return a
 
@@ -431,6 +433,8 @@ def main():
     if a.loop:
         loop(a)
         return
+    from bench import skip_without_torch
+    skip_without_torch(a.quick, "torch_bench")
     try:
         import torch
         import torchvision  # noqa: F401
@@ -451,7 +455,7 @@ def main():
         die("%s: missing: install dataset-fashion-mnist (scripts/deps.sh)" % FMNIST)
     if "jpeg" in todo or "resnet" in todo:
         import make_images
-        n, size = make_images.make(a.images, 500 if a.quick else 5000, 100 if a.quick else 500)
+        n, size = make_images.make(a.images, *(make_images.QUICK if a.quick else (5000, 500)))
         print("torch_bench: %s: %d images, %.0f KB average" % (a.images, n, size / n / 1024), flush=True)
     results, client = {}, None
     t0 = time.perf_counter()

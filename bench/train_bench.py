@@ -45,6 +45,9 @@ a configuration: warm loaders/workers; the median because a 2-core VM shared
 with other work is noisy). The ratio compares the best configuration of each
 side: zeus-pipe epoch / PyTorch epoch (the goal is <= 0.5).
 Run: /usr/bin/python3 bench/train_bench.py [BUILD_DIR] [--epochs N]
+     /usr/bin/python3 bench/train_bench.py [BUILD_DIR] --quick   (what the test
+     suite runs: one configuration of each side and the reference, 2 epochs of
+     20 batches; its figures mean nothing)
 """
 import json
 import os
@@ -55,7 +58,7 @@ import sys
 import tempfile
 import time
 
-from bench import read_idx  # bench/bench.py: the gzip IDX reader
+from bench import read_idx, skip_without_torch  # bench/bench.py
 
 DATA = "/usr/share/datasets/fashion-mnist"
 MEAN, STD = 0.2860, 0.3530
@@ -66,6 +69,12 @@ ZP_THREADS, ZP_WORKERS = (1, 2), (1, 2)
 TORCH_THREADS, TORCH_WORKERS = (1, 2), (0, 1, 2)
 # (set_num_threads, OpenBLAS threads, num_workers) tried on top of the grid above
 TORCH_EXTRA = ((2, 1, 0),)
+LIMIT = 0  # train batches an epoch (0: all); --quick sets it
+
+
+def expected():
+    """The train samples an epoch sees."""
+    return min(N_TRAIN, LIMIT * BATCH) if LIMIT else N_TRAIN
 FMNIST = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "configs", "fashion-mnist.yaml")
 
 
@@ -94,7 +103,7 @@ def zp_run(bin_path, cwd, name, threads, workers, coretype, epochs, cache=False)
             "prefetch.drop_last=false", "trainer.model.hidden=[%s]" % ",".join(map(str, HIDDEN)),
             "trainer.optimizer.name=sgd", "trainer.optimizer.lr=%g" % LR,
             "trainer.optimizer.momentum=%g" % MOMENTUM, "trainer.optimizer.weight_decay=%g" % WD,
-            "trainer.schedule.name=none", "trainer.limit_train_batches=0",
+            "trainer.schedule.name=none", "trainer.limit_train_batches=%d" % LIMIT,
             "trainer.limit_test_batches=1", "trainer.checkpoint.every_epochs=0",
             "trainer.checkpoint.every_steps=0"]
     p = subprocess.run([bin_path, "up", FMNIST] + over, cwd=cwd, env=env,
@@ -109,9 +118,9 @@ def zp_run(bin_path, cwd, name, threads, workers, coretype, epochs, cache=False)
     if len(ends) != epochs:
         die("zeus-pipe run %s: %d train epoch_end records, expected %d" % (name, len(ends), epochs))
     for r in ends:
-        if not r["samples"] == r["distinct"] == r["expected_samples"] == N_TRAIN:
+        if not r["samples"] == r["distinct"] == r["expected_samples"] == expected():
             die("zeus-pipe run %s: epoch %s saw %s samples (%s distinct), expected %d"
-                % (name, r["epoch"], r["samples"], r["distinct"], N_TRAIN))
+                % (name, r["epoch"], r["samples"], r["distinct"], expected()))
     wait = None
     try:
         with open(os.path.join(run, "report.json")) as f:
@@ -151,8 +160,9 @@ def loaded_blas():
     return sorted(libs), core
 
 
-def torch_child(threads, workers, epochs):
-    """Runs in its own process (the env was set by the parent); prints one JSON line."""
+def torch_child(threads, workers, epochs, limit):
+    """Runs in its own process (the env was set by the parent); prints one JSON
+    line. An epoch is its first `limit` batches when limit > 0."""
     import numpy as np
     import torch
     from torch import nn
@@ -220,6 +230,8 @@ def torch_child(threads, workers, epochs):
                 tot_loss += loss.detach() * x.shape[0]
                 correct += (logits.argmax(1) == y).sum()
             n += x.shape[0]
+            if limit and n >= limit * BATCH:
+                break
             tw = time.perf_counter()
             try:
                 x, y = next(it)
@@ -256,15 +268,15 @@ def torch_env(threads, blas, coretype):
 
 def torch_run(threads, blas, workers, coretype, epochs):
     p = subprocess.run([sys.executable, os.path.abspath(__file__), "--torch-child", str(threads),
-                        str(workers), str(epochs)], env=torch_env(threads, blas, coretype),
+                        str(workers), str(epochs), str(LIMIT)], env=torch_env(threads, blas, coretype),
                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     if p.returncode != 0:
         die("PyTorch run (threads %d, workers %d) exited with %d:\n%s"
             % (threads, workers, p.returncode, p.stderr[-3000:]))
     r = json.loads(p.stdout.strip().splitlines()[-1])
     for e in r["epochs"]:
-        if e["samples"] != N_TRAIN:
-            die("PyTorch run saw %d samples in an epoch, expected %d" % (e["samples"], N_TRAIN))
+        if e["samples"] != expected():
+            die("PyTorch run saw %d samples in an epoch, expected %d" % (e["samples"], expected()))
     return r
 
 
@@ -273,12 +285,18 @@ def torch_run(threads, blas, workers, coretype, epochs):
 def main():
     args = sys.argv[1:]
     if args and args[0] == "--torch-child":
-        torch_child(int(args[1]), int(args[2]), int(args[3]))
+        torch_child(int(args[1]), int(args[2]), int(args[3]), int(args[4]))
         return
     if args and args[0] == "--torch-info":
         torch_info()
         return
+    global ZP_THREADS, ZP_WORKERS, TORCH_THREADS, TORCH_WORKERS, TORCH_EXTRA, LIMIT
     epochs = EPOCHS
+    if "--quick" in args:
+        args.remove("--quick")
+        ZP_THREADS, ZP_WORKERS, TORCH_THREADS, TORCH_WORKERS, TORCH_EXTRA = (1,), (2,), (1,), (2,), ()
+        epochs, LIMIT = 2, 20
+        skip_without_torch(True, "train_bench")
     if "--epochs" in args:
         i = args.index("--epochs")
         epochs = int(args[i + 1])
@@ -368,13 +386,13 @@ def main():
     print("%-*s %9s %10s   %-18s %s" % (w, "configuration", "epoch s", "samples/s", "epochs (s)", "notes"))
     for side, label, secs, extra in rows:
         m = med(secs)
-        print("%-*s %9.3f %10.0f   %-18s %s" % (w, label, m, N_TRAIN / m,
+        print("%-*s %9.3f %10.0f   %-18s %s" % (w, label, m, expected() / m,
                                                 " ".join("%.2f" % s for s in secs), extra))
     print()
     bz = min((r for r in rows if r[0] == "zeus-pipe"), key=lambda r: med(r[2]))
     bt = min((r for r in rows if r[0] == "PyTorch"), key=lambda r: med(r[2]))
-    print("best zeus-pipe: %-*s %.3f s/epoch (%.0f samples/s)" % (w, bz[1], med(bz[2]), N_TRAIN / med(bz[2])))
-    print("best PyTorch:   %-*s %.3f s/epoch (%.0f samples/s)" % (w, bt[1], med(bt[2]), N_TRAIN / med(bt[2])))
+    print("best zeus-pipe: %-*s %.3f s/epoch (%.0f samples/s)" % (w, bz[1], med(bz[2]), expected() / med(bz[2])))
+    print("best PyTorch:   %-*s %.3f s/epoch (%.0f samples/s)" % (w, bt[1], med(bt[2]), expected() / med(bt[2])))
     print("zeus-pipe epoch / PyTorch epoch = %.2f (best zeus-pipe: %s; best PyTorch: %s; goal <= 0.5)"
           % (med(bz[2]) / med(bt[2]), bz[1][len("zeus-pipe "):], bt[1][len("PyTorch "):]))
     print("bench wall time: %.0f s (zeus-pipe %.0f s, PyTorch %.0f s)" % (total, t_zp, total - t_zp))

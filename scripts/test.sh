@@ -2,7 +2,9 @@
 # Installs what is missing, builds, and runs the whole test suite under ctest:
 # once on the normal build, once on an AddressSanitizer + UBSan build (the
 # integration tests fail on any sanitizer report in a stage's log), then every
-# libFuzzer target for a short while (scripts/fuzz.sh).
+# libFuzzer target for a short while (scripts/fuzz.sh). The Release build
+# (-O3, what packagers and users make; GCC warns there of things -O2 does not
+# see) is built too, and its unit tests run.
 #
 # scripts/test.sh --quick: the edit-compile-test loop, under a minute — builds
 # build/, runs the unit tests (ctest -L unit) and one real pipeline: the
@@ -50,6 +52,9 @@ fi
 
 scripts/build.sh
 ctest --test-dir build --output-on-failure -j2 "$@"
+cmake -S . -B build-release -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build build-release -j"$(nproc)"
+ctest --test-dir build-release -L unit --output-on-failure -j2
 cmake -S . -B build-asan -DZP_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug >/dev/null
 cmake --build build-asan -j"$(nproc)"
 ctest --test-dir build-asan --output-on-failure -j2 "$@"

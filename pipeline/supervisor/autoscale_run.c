@@ -292,8 +292,8 @@ static void withdraw(struct zp_autoscaler *a, zp_child_t *c)
         }
 }
 
-/* A loader of this node that died before it ever delivered (a crash on
- * start) and is not running now: it died since `since` (ns) and waits for
+/* A loader of this node that died by itself before it ever delivered (a
+ * crash on start; not one killed from outside) and is not running now: it died since `since` (ns) and waits for
  * its restart, or it was given up on. One that crashed once and runs again
  * is none. Described into why; 0 when none. One that autoscale started is
  * withdrawn. */
@@ -302,7 +302,7 @@ static int start_failure(struct zp_autoscaler *a, zp_sup_t *s, int64_t since, ch
     for (int i = 0; i < s->procs.nchild; i++) {
         zp_child_t *c = &s->procs.child[i];
         if (c->stage == ZP_STAGE_LOADER && c->deaths > 0 && !c->delivered && c->pid <= 0 &&
-            !c->retiring && (c->last_death > since || !c->restart_at)) {
+            !c->retiring && !zp_procs_killed(c) && (c->last_death > since || !c->restart_at)) {
             snprintf(why, len, "loader[%d] exited before delivering a sample", c->instance);
             withdraw(a, c);
             return 1;

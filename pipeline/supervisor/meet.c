@@ -105,19 +105,54 @@ static FILE *wait_for(const zp_sup_t *s, const char *path, const char *whose, co
     return f;
 }
 
-/* The value of "key VALUE" lines of f into out (len bytes), for each key. */
-static void read_fields(FILE *f, const char *const *keys, char *const *out, const size_t *len, int n)
+/* The value of "key VALUE" lines of f into out (len[i] bytes each, the
+ * terminating zero included), for each of the n keys; closes f. A value that
+ * does not fit its field is never cut: returns -1 with *bad set to its key
+ * (reading stops there), else 0. A line longer than any field counts as too
+ * long for the key it starts with, and is skipped whole when it starts with
+ * none. */
+static int read_fields(FILE *f, const char *const *keys, char *const *out, const size_t *len, int n,
+                       const char **bad)
 {
-    char line[PATH_MAX + 64];
-    while (fgets(line, sizeof line, f)) {
-        line[strcspn(line, "\n")] = 0;
+    char line[PATH_MAX + 512];
+    int rc = 0, skipping = 0;
+    while (!rc && fgets(line, sizeof line, f)) {
+        size_t m = strcspn(line, "\n");
+        int whole = line[m] == '\n' || feof(f);
+        line[m] = 0;
+        if (skipping) { /* the rest of a line too long for any field */
+            skipping = !whole;
+            continue;
+        }
         for (int i = 0; i < n; i++) {
             size_t k = strlen(keys[i]);
-            if (!strncmp(line, keys[i], k) && line[k] == ' ')
-                snprintf(out[i], len[i], "%s", line + k + 1);
+            if (strncmp(line, keys[i], k) || line[k] != ' ')
+                continue;
+            if (!whole || m - k - 1 >= len[i]) {
+                *bad = keys[i];
+                rc = -1;
+                break;
+            }
+            memcpy(out[i], line + k + 1, m - k); /* the value and its zero */
         }
+        skipping = !whole;
     }
     fclose(f);
+    return rc;
+}
+
+/* read_fields() on the rendezvous `path`, saying which value was too long. */
+static int read_rendezvous(FILE *f, const char *path, const char *const *keys, char *const *out,
+                           const size_t *len, int n)
+{
+    const char *bad = NULL;
+    if (!read_fields(f, keys, out, len, n, &bad))
+        return 0;
+    for (int i = 0; i < n; i++)
+        if (keys[i] == bad)
+            fprintf(stderr, "zeus-pipe: %s: the value of '%s' is longer than this supervisor's field "
+                    "for it (%zu bytes at most)\n", path, bad, len[i] - 1);
+    return -1;
 }
 
 /* Rank r > 0: waits for rank 0's rendezvous and checks that its config is
@@ -130,8 +165,9 @@ static int slurm_join(zp_sup_t *s)
     if (!f)
         return 1;
     s->run0[0] = 0;
-    read_fields(f, (const char *[]){"run", "host", "bind"}, (char *[]){s->run0, host, bind},
-                (size_t[]){sizeof s->run0, sizeof host, sizeof bind}, 3);
+    if (read_rendezvous(f, path, (const char *[]){"run", "host", "bind"}, (char *[]){s->run0, host, bind},
+                        (size_t[]){sizeof s->run0, sizeof host, sizeof bind}, 3))
+        return 2;
     if (!s->run0[0] || !host[0] || strcmp(bind, s->cfg.bind)) {
         fprintf(stderr, "zeus-pipe: %s: expected run, host and bind %s (got run '%s', host '%s', bind '%s')\n",
                 path, s->cfg.bind, s->run0, host, bind);
@@ -156,9 +192,10 @@ static int node_join(zp_sup_t *s)
     if (!f)
         return 1;
     s->plane[0] = 0;
-    read_fields(f, (const char *[]){"rank", "run", "cache", "pid", "down"},
-                (char *[]){rank, s->plane, cache, pid, down},
-                (size_t[]){sizeof rank, sizeof s->plane, sizeof cache, sizeof pid, sizeof down}, 5);
+    if (read_rendezvous(f, path, (const char *[]){"rank", "run", "cache", "pid", "down"},
+                        (char *[]){rank, s->plane, cache, pid, down},
+                        (size_t[]){sizeof rank, sizeof s->plane, sizeof cache, sizeof pid, sizeof down}, 5))
+        return 2;
     s->plane_pid = (pid_t)atol(pid);
     if (down[0]) {
         fprintf(stderr, "zeus-pipe: Slurm rank %d: node %s's first task (Slurm rank %s), which runs the "
@@ -295,8 +332,13 @@ static int down_line(const char *path, const char *node, char *why, size_t len)
     FILE *f = fopen(path, "r");
     if (!f)
         return 0;
-    read_fields(f, (const char *[]){"rank", "down"}, (char *[]){rank, down},
-                (size_t[]){sizeof rank, sizeof down}, 2);
+    const char *bad = NULL;
+    if (read_fields(f, (const char *[]){"rank", "down"}, (char *[]){rank, down},
+                    (size_t[]){sizeof rank, sizeof down}, 2, &bad)) {
+        snprintf(why, len, "node %s's first task wrote a rendezvous (%s) whose '%s' value is longer than "
+                 "this supervisor reads; it runs the node's data plane, and has stopped", node, path, bad);
+        return 1;
+    }
     if (!down[0])
         return 0;
     snprintf(why, len, "node %s's first task (Slurm rank %s), which runs the node's data plane, "

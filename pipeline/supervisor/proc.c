@@ -209,6 +209,11 @@ int64_t zp_restart_backoff(int *deaths, int64_t *last_death, int64_t now)
     return 50000000ll << (*deaths - 1 < 5 ? *deaths - 1 : 5);
 }
 
+int zp_procs_killed(const zp_child_t *c)
+{
+    return WIFSIGNALED(c->status) && (WTERMSIG(c->status) == SIGKILL || WTERMSIG(c->status) == SIGTERM);
+}
+
 void zp_procs_describe(const zp_child_t *c, char *buf, size_t len)
 {
     if (WIFEXITED(c->status))

@@ -206,12 +206,49 @@ static int start_all(zp_sup_t *s)
     return rc;
 }
 
-/* Loaders that exited: retired ones are done; one that had delivered samples
- * (killed at work: the OOM killer, a preempted host) is always restarted, in
- * 50 ms; one that died before it delivered anything restarts after a
- * back-off (50 ms, doubling with each death of that loader within a minute,
- * to 1.6 s), at most loader.max_restarts_per_min in a minute: a loader that
- * crashes on start is given up on quickly. Returns 1 when no loader is left. */
+/* A loader's death, told apart as nginx does: one that had delivered
+ * samples is restarted in 50 ms, and so is one killed from outside before
+ * its first delivery, always, however many kills (a back-off would leave
+ * the loaders still alive to take every kill; a stalled run is prefetch's
+ * to end, prefetch.fetch_timeout_s); one that ended itself before its first
+ * delivery (a crash loop) after a back-off (50 ms, doubling with each death
+ * of that loader within a minute, to 1.6 s), at most
+ * loader.max_restarts_per_min such restarts in a minute. Exit
+ * status 2 (a config or dataset error) never comes here: zp_procs_reap()
+ * fails the run on it. */
+static void loader_died(zp_sup_t *s, zp_child_t *c, int64_t now)
+{
+    char how[128];
+    zp_procs_describe(c, how, sizeof how);
+    if (c->delivered) {
+        c->deaths = 0;
+        c->restart_at = now + 50000000ll;
+        fprintf(stderr, "zeus-pipe: loader[%d] %s after delivering samples; restarting it in 50 ms\n",
+                c->instance, how);
+        return;
+    }
+    int outside = zp_procs_killed(c);
+    if (!outside && s->restarts >= s->cfg.max_restarts) {
+        fprintf(stderr, "zeus-pipe: loader[%d] %s; not restarted: %lld restart(s) in the last "
+                "minute (loader.max_restarts_per_min); going on with %d loader(s)\n",
+                c->instance, how, (long long)s->restarts, zp_sup_loaders(s));
+        return;
+    }
+    int64_t delay = zp_restart_backoff(&c->deaths, &c->last_death, now);
+    if (outside) /* not its own doing: the next start is as likely to live as the last */
+        delay = 50000000ll;
+    c->restart_at = now + delay;
+    s->restarts += !outside;
+    fprintf(stderr, "zeus-pipe: loader[%d] %s%s; restarting it in %lld ms\n", c->instance, how,
+            outside ? " from outside before its first delivery" : "", (long long)(delay / 1000000));
+}
+
+/* Loaders that exited: retired ones are done, the others go to
+ * loader_died(); restarts that are due are started. Returns 1 when no loader
+ * has been left for prefetch.fetch_timeout_s (every one given up on as a
+ * crash loop, and none scaled in since): a run served by a warm cache may
+ * end meanwhile; one that needs loaders has stopped itself by then, since
+ * prefetch ends a run that waits that long with no sample arriving. */
 static int tend_loaders(zp_sup_t *s)
 {
     int64_t now = zp_now_ns();
@@ -223,37 +260,27 @@ static int tend_loaders(zp_sup_t *s)
             continue;
         if (c->exited) {
             c->exited = 0;
-            char how[128];
-            zp_procs_describe(c, how, sizeof how);
             if (c->retiring) {
                 fprintf(stderr, "zeus-pipe: loader[%d] retired\n", c->instance);
                 c->retiring = 0;
-                continue;
+            } else {
+                loader_died(s, c, now);
             }
-            if (c->delivered) {
-                c->deaths = 0;
-                c->restart_at = now + 50000000ll;
-                fprintf(stderr, "zeus-pipe: loader[%d] %s after delivering samples; restarting it in 50 ms\n",
-                        c->instance, how);
-                continue;
-            }
-            if (s->restarts >= s->cfg.max_restarts) {
-                fprintf(stderr, "zeus-pipe: loader[%d] %s; not restarted: %lld restart(s) in the last "
-                        "minute (loader.max_restarts_per_min); going on with %d loader(s)\n",
-                        c->instance, how, (long long)s->restarts, zp_sup_loaders(s));
-                continue;
-            }
-            int64_t delay = zp_restart_backoff(&c->deaths, &c->last_death, now);
-            c->restart_at = now + delay;
-            s->restarts++;
-            fprintf(stderr, "zeus-pipe: loader[%d] %s; restarting it in %lld ms\n", c->instance, how,
-                    (long long)(delay / 1000000));
         }
         if (c->restart_at && now >= c->restart_at && !c->pid &&
             zp_procs_spawn(&s->procs, ZP_STAGE_LOADER, c->instance, 0))
             c->restart_at = now + 1000000000; /* cannot fork now: try again in a second */
     }
-    return runs_loaders(s) && zp_sup_loaders(s) == 0;
+    if (!runs_loaders(s) || zp_sup_loaders(s) > 0) {
+        s->no_loader_since = 0;
+        return 0;
+    }
+    if (!s->no_loader_since) {
+        s->no_loader_since = now;
+        fprintf(stderr, "zeus-pipe: no loader left; the run goes on while samples come from the cache, "
+                "for at most prefetch.fetch_timeout_s (%lld s)\n", (long long)s->cfg.fetch_timeout_s);
+    }
+    return now - s->no_loader_since > s->cfg.fetch_timeout_s * 1000000000ll;
 }
 
 /* `up --attach`: done once every prefetch has sent END and exited and no
@@ -316,7 +343,7 @@ static int supervise(zp_sup_t *s)
             fprintf(stderr, "zeus-pipe: Slurm rank %d: %s; stopping\n", s->slurm.rank, why);
             status = 1;
         } else if (tend_loaders(s)) {
-            fprintf(stderr, "zeus-pipe: no loader left; stopping the run\n");
+            fprintf(stderr, "zeus-pipe: no loader left for prefetch.fetch_timeout_s; stopping the run\n");
             zp_sup_node_down(s, "no loader left");
             status = 1;
         } else {

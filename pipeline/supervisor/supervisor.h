@@ -383,6 +383,10 @@ zp_child_t *zp_procs_reap(zp_procs_t *s, int *trainer_done);
 /* TERM the logger (logger = 1) or every other stage (0), wait up to ms, KILL
  * the rest; returns once every one of them is reaped. */
 void zp_procs_stop(zp_procs_t *s, int logger, int ms);
+/* 1 when the child was killed from outside (SIGKILL or SIGTERM: the OOM
+ * killer, a preempted host, an operator), 0 when it ended itself (an exit
+ * status, or a crash signal: SEGV, ABRT, BUS, ILL, FPE). */
+int zp_procs_killed(const zp_child_t *c);
 /* "exited with status N", "was killed by signal N (Name)" or "stopped". */
 void zp_procs_describe(const zp_child_t *c, char *buf, size_t len);
 /* Prints the last lines of the child's log on stderr. */
@@ -450,6 +454,7 @@ typedef struct zp_sup {
     void *zctx, *control;
     int64_t window_start; /* ns: the minute whose loader restarts are counted */
     int64_t restarts;     /* restarts in that minute */
+    int64_t no_loader_since; /* ns: when the last loader was given up on; 0 while one is left */
     int loaders_wanted;   /* `scale` moves it */
     int trainers;         /* ranks here: the run is done when every trainer has finished */
     int attach;           /* `up --attach`: no trainer stage; the ranks are programs that attach */

@@ -3,7 +3,9 @@ Fashion-MNIST, fed by zeus-pipe through the zeus_pipe package instead of a
 DataLoader. Run it with `zeus-pipe up configs/fashion-cnn.yaml`, which starts
 it as the trainer (trainer.command) with ZP_RUN and ZP_RANK set.
 
-    fashion_cnn.py [--epochs E] [--lr LR]     (E: at most the run's trainer.epochs)
+    fashion_cnn.py [--epochs E] [--lr LR] [--device cuda|cpu]
+        (E: at most the run's trainer.epochs; the device: the GPU when torch
+        sees one, where the zeus_pipe package copies each batch, else the CPU)
 
 Logs per epoch train_epoch {loss, accuracy} and test_epoch {loss, accuracy}
 into the run's metrics.jsonl and prints them."""
@@ -39,16 +41,21 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--epochs", type=int, default=12)
     ap.add_argument("--lr", type=float, default=1e-3)
+    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     args = ap.parse_args()
+    device = torch.device(args.device)
     torch.manual_seed(1)
-    model = Net()
+    model = Net().to(device)
     opt = torch.optim.Adam(model.parameters(), lr=args.lr)
     sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, args.epochs)
-    with zeus_pipe.attach() as zp:
+    print("fashion_cnn: on %s" % device, flush=True)
+    with zeus_pipe.attach(device=device if device.type == "cuda" else None) as zp:
         for epoch in range(args.epochs):
             model.train()
             loss_sum = correct = n = 0
-            for x, y in zp.train:          # x: a view of the ring slot, valid until the next batch
+            # x: on the CPU a view of the ring slot, valid until the next batch;
+            # on a GPU the package's copy of it there
+            for x, y in zp.train:
                 with zp.region("forward"):
                     out = model(x)
                     loss = F.cross_entropy(out, y)
@@ -56,11 +63,11 @@ def main():
                     opt.zero_grad()
                     loss.backward()
                     opt.step()
-                loss_sum += loss.item() * len(y)
-                correct += (out.argmax(1) == y).sum().item()
+                loss_sum += loss.detach() * len(y)  # summed on the device: no sync a step
+                correct += (out.argmax(1) == y).sum()
                 n += len(y)
             sched.step()
-            train_loss = loss_sum / n
+            train_loss, correct = float(loss_sum) / n, int(correct)
             zp.log("train_epoch", epoch=epoch, loss=train_loss, accuracy=correct / n)
             model.eval()
             loss_sum = correct = m = 0

@@ -30,8 +30,9 @@ def the_example_trains_one_epoch_with_every_image_exactly_once():
         over = ["dataset.path=" + make_folder(w), "run.dir=" + os.path.join(w.path, "runs"),
                 "cache.path=" + os.path.join(w.path, "cache"), "trainer.epochs=1", "dataset.image.resize=40",
                 "dataset.image.crop=32", "prefetch.batch_size=8", "loader.workers=2"]
-        if python_command() != PYTHON:  # a sanitizer build: the ASan runtime preloaded
-            over.append("trainer.command=[%s, ../python/examples/image_resnet.py]" % python_command())
+        # the interpreter running this test (Debian's, with torch), not PATH's python3;
+        # under `env` with the ASan runtime preloaded for a sanitizer build
+        over.append("trainer.command=[%s, ../python/examples/image_resnet.py]" % python_command())
         rc, out, err = w.run("up", CONFIG, *over)
         zp.check(rc == 0, "exit %d:\n%s" % (rc, err[-3000:]))
         run = w.run_dir("images-resnet")

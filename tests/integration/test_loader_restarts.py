@@ -1,8 +1,11 @@
-"""The supervisor's restart policy for loaders: a loader killed at work (one
-that had delivered samples: the OOM killer, a preempted host) is always
+"""The supervisor's restart policy for loaders, nginx's distinction: a loader
+killed from outside (SIGKILL, SIGTERM: the OOM killer, a preempted host, an
+operator), whether at work or before its first delivery, is always
 restarted, so a run killed at every turn still completes with every sample
 exactly once, however many kills outnumber loader.max_restarts_per_min; a
-loader that dies before it delivers anything (a crash loop) is still capped."""
+loader that ends itself before it delivers anything (a crash loop) is capped,
+and a run with no loader left stops once prefetch.fetch_timeout_s has passed
+with no sample."""
 import gzip
 import json
 import os
@@ -12,6 +15,8 @@ import struct
 import time
 import zp
 from test_faults import CONFIG, check_coverage, loader_pids
+
+FMNIST = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "configs", "fashion-mnist.yaml")
 
 
 class Delivered:
@@ -66,6 +71,53 @@ def loaders_killed_at_work_every_300ms_are_always_restarted():
         zp.check(len(zp.epoch_ends(run, "train")) == 40, "epochs")
 
 
+def loader_children(sup):
+    """The pids of the loader processes whose parent is `sup` (a supervisor)."""
+    out = []
+    for d in os.listdir("/proc"):
+        try:
+            with open("/proc/%s/stat" % d) as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            if ppid == sup and b"\x00loader\x00" in open("/proc/%s/cmdline" % d, "rb").read():
+                out.append(int(d))
+        except (OSError, ValueError, IndexError):
+            pass
+    return out
+
+
+# Issue 28's scenario. NOT in the list below yet: on a 2-core machine a loader
+# killed every 300 ms (from any loader alive) rarely lives to its first
+# delivery, and the run did not complete in 400 s with the policy above; open.
+def fashion_mnist_completes_with_a_random_loader_sigkilled_every_300ms():
+    with zp.Workdir() as w:
+        p = w.start("up", FMNIST, "run.dir=" + os.path.join(w.path, "runs"), "cache.enabled=false",
+                    "loader.workers=2", "trainer.epochs=3", "trainer.checkpoint.every_epochs=0")
+        run = w.run_dir("fashion-mnist")
+        kills, rng = 0, random.Random(11)
+        while p.poll() is None:
+            time.sleep(0.3)
+            pids = loader_children(p.pid)  # any loader: at work, starting, or just restarted
+            if pids:
+                try:
+                    os.kill(rng.choice(pids), signal.SIGKILL)
+                    kills += 1
+                except ProcessLookupError:
+                    pass
+        out, err = p.communicate(timeout=60)
+        zp.check(p.returncode == 0, "exit %d after %d kills\n%s" % (p.returncode, kills, err[-3000:]))
+        zp.check(kills >= 20, "only %d kills: the run ended too soon to show anything" % kills)
+        zp.check("not restarted" not in err and "no loader left" not in err, err[-3000:])
+        for split, n in (("train", 60000), ("test", 10000)):
+            ends = zp.epoch_ends(run, split)
+            zp.check(len(ends) == 3, "%s: %d epochs" % (split, len(ends)))
+            for e in ends:
+                zp.check(e["samples"] == n and e["distinct"] == n and
+                         e["index_checksum"] == zp.index_checksum(range(n)),
+                         "%s epoch %d: %d samples, %d distinct" % (split, e["epoch"], e["samples"], e["distinct"]))
+        print("%d SIGKILLs, %d of them before a first delivery" %
+              (kills, err.count("from outside before its first delivery")))
+
+
 def idx(path, magic, dims, data):
     with gzip.open(path, "wb") as f:
         f.write(struct.pack(">I", magic) + b"".join(struct.pack(">I", d) for d in dims) + data)
@@ -85,7 +137,7 @@ def a_loader_that_dies_before_delivering_is_capped():
 run: {name: crash}
 dataset: {source: idx, path: %s}
 loader: {workers: 2, task_size: 16, max_restarts_per_min: 3}
-prefetch: {batch_size: 64}
+prefetch: {batch_size: 64, fetch_timeout_s: 3}
 trainer: {backend: cpu, model: {hidden: [8]}, epochs: 100000, log_every_steps: 1}
 logger: {stat_interval_ms: 100}
 """ % data)
@@ -119,7 +171,9 @@ logger: {stat_interval_ms: 100}
         zp.check(err.count("after delivering samples; restarting it in 50 ms") == 2, err)
         zp.check(err.count("exited with status 1; restarting it in") == 3, err)
         zp.check("not restarted: 3 restart(s) in the last minute (loader.max_restarts_per_min)" in err, err)
-        zp.check("no loader left; stopping the run" in err, err)
+        # stopped once no sample came for prefetch.fetch_timeout_s: by prefetch, or by the
+        # supervisor with no loader left, whichever looks first
+        zp.check("no loader left; the run goes on" in err and "prefetch.fetch_timeout_s" in err, err)
         logs = "".join(open(os.path.join(run, "logs", f)).read() for f in os.listdir(os.path.join(run, "logs"))
                        if f.startswith("loader-") and f.endswith(".log"))
         # 2 restarts of the killed loaders and 3 counted ones, each dead at start

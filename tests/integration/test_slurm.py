@@ -4,10 +4,11 @@ sets: two tasks of one node, so rank 1 uses its node's data plane (rank 0's
 cache stage and loaders, over ipc, and the node's LMDB itself) while events
 and the ranks' sum take the tcp hop (CURVE) that nodes use. Two tasks with
 batches of B train exactly as one trainer with batches of 2 x B, and each
-sample is loaded once; a task whose config differs, a rank 0 that never comes
-and a client without the job's key are each named and refused. Each socket
-lets in its own keys: a loader's key gets no further than the loaders' port,
-and a rank is the key it holds, whatever routing id its peer sends.
+sample is loaded once; a task whose config differs, a rank 0 that never comes,
+a rendezvous value longer than its field (refused, never cut) and a client
+without the job's key are each named and refused. Each socket lets in its
+own keys: a loader's key gets no further than the loaders' port, and a rank
+is the key it holds, whatever routing id its peer sends.
 test_nodes.py runs tasks on separate nodes (network namespaces)."""
 import ctypes
 import json
@@ -111,6 +112,20 @@ def a_rank_whose_rank_0_never_comes_says_so():
         # a bind without a port leaves no room for the ranks' ports: refused before anything starts
         rc, err = finish(task(w, 0, 2, cfg, "transport.bind=0.0.0.0", job="6162"), 30)
         zp.check(rc == 2 and "transport.bind" in err and "PORT 1..65532" in err, err)
+
+
+def a_rendezvous_value_longer_than_its_field_is_refused_not_cut():
+    with zp.Workdir() as w:
+        cfg = config(w, "long", 32)
+        os.makedirs(os.path.join(w.path, "runs"))
+        bind = "127.0.0.1:%d" % PORT
+        for job, key, lines in (("7171", "host", ["run /tmp/x", "host " + "h" * 300, "bind " + bind]),
+                                ("7172", "run", ["run /" + "r" * 6000, "host h", "bind " + bind])):
+            w.write(os.path.join("runs", ".slurm-%s.0" % job), "\n".join(lines) + "\n")
+            rc, err = finish(task(w, 1, 2, cfg, "trainer.comm_timeout_s=5", job=job), 60)
+            zp.check(rc == 2 and "the value of '%s' is longer than" % key in err,
+                     "job %s: exit %s: %s" % (job, rc, err))
+        zp.check(not os.path.exists(os.path.join(w.run_dir("long"), "rank-1")), "rank 1 made a run directory")
 
 
 def a_client_without_the_jobs_key_is_refused():
@@ -243,6 +258,7 @@ if __name__ == "__main__":
     zp.main([two_tasks_train_as_one_trainer_of_both_batches,
              a_task_with_another_config_is_refused_and_rank_0_names_it,
              a_rank_whose_rank_0_never_comes_says_so,
+             a_rendezvous_value_longer_than_its_field_is_refused_not_cut,
              a_client_without_the_jobs_key_is_refused,
              a_loader_key_is_refused_on_the_ranks_sockets_and_a_rank_is_its_key,
              the_other_ranks_stop_when_rank_0_is_brought_down])
