@@ -47,6 +47,8 @@ struct zp_client {
     int seeked;           /* a SEEK was taken: the prefetch listens for more after END */
     int ended;            /* END came (not before a SEEKED) */
     zp_client_field_t fields[ZP_FIELDS_MAX]; /* st.meta.fields, names pointing into it */
+    int64_t stop_checked; /* ns: when RUN/stopped was last looked for */
+    char error[PATH_MAX + 512]; /* the sentence of the last error zp_client_next returned */
 };
 
 int zp_client_api_version(void) { return ZP_CLIENT_API_VERSION; }
@@ -332,6 +334,27 @@ zp_client_t *zp_client_attach(const char *run_dir, int rank, int timeout_ms, cha
     return c;
 }
 
+/* 1 when the run's supervisor stopped it before it ended (RUN/stopped),
+ * its sentence in c->error; looked for at most every 200 ms. */
+static int stopped(zp_client_t *c)
+{
+    int64_t now = zp_now_ns();
+    if (now - c->stop_checked < 200000000)
+        return 0;
+    c->stop_checked = now;
+    char why[400];
+    if (!zp_resources_stopped(c->st.run_dir, why, sizeof why))
+        return 0;
+    snprintf(c->error, sizeof c->error, "%s: no more batches will come (run %s)", why,
+             c->st.run_dir);
+    return 1;
+}
+
+const char *zp_client_error(const zp_client_t *c)
+{
+    return c ? c->error : "";
+}
+
 int zp_client_next(zp_client_t *c, zp_client_batch_t *b, int timeout_ms)
 {
     zp_timers_t *tm = &c->st.timers;
@@ -343,11 +366,14 @@ int zp_client_next(zp_client_t *c, zp_client_batch_t *b, int timeout_ms)
     if (timeout_ms && zp_timer_is_open(tm, ZP_R_EPOCH) && !zp_timer_is_open(tm, ZP_R_IO))
         ZP_TIME_BEGIN(tm, ZP_R_IO);
     int64_t give_up = zp_now_ns() + (int64_t)timeout_ms * 1000000;
-    int rc = 0;
-    c->out = b, c->kind = 0;
+    c->out = b, c->kind = 0, c->error[0] = 0;
+    /* a stopped run hands out nothing more, even what it had prepared */
+    int rc = stopped(c) ? ZP_ESTOP : 0;
     while (!c->kind && !c->seek_refused && rc >= 0) {
         int64_t left = timeout_ms < 0 ? 100 : (give_up - zp_now_ns()) / 1000000;
         rc = zp_consumer_wait(&c->ring, c, left < 0 ? 0 : left > 100 ? 100 : (int)left);
+        if (!c->kind && rc >= 0 && stopped(c))
+            rc = ZP_ESTOP;
         if (timeout_ms >= 0 && zp_now_ns() >= give_up)
             break;
     }

@@ -57,9 +57,19 @@ void zp_python_library(char *buf, size_t len)
         snprintf(buf, len, "%s/../libzeuspipe.so.1", dir);
 }
 
+int zp_python_path(char *buf, size_t len)
+{
+    char pkg[PATH_MAX];
+    const char *user = getenv("PYTHONPATH");
+    if (zp_python_package(pkg, sizeof pkg))
+        return -ENOENT;
+    int n = snprintf(buf, len, "%s%s%s", user && *user ? user : "", user && *user ? ":" : "", pkg);
+    return n < 0 || (size_t)n >= len ? ZP_EINVAL : 0;
+}
+
 char *const *zp_python_env(void)
 {
-    static char **env, pythonpath[3 * PATH_MAX], library[PATH_MAX + 16];
+    static char **env, pythonpath[PATH_MAX + 16], library[PATH_MAX + 16];
     if (env)
         return env;
     size_t n = 0;
@@ -68,18 +78,17 @@ char *const *zp_python_env(void)
     char **e = calloc(n + 3, sizeof *e);
     if (!e)
         return NULL;
-    char pkg[PATH_MAX], lib[PATH_MAX];
-    const char *user = getenv("PYTHONPATH");
-    int have = zp_python_package(pkg, sizeof pkg) == 0;
-    snprintf(pythonpath, sizeof pythonpath, "PYTHONPATH=%s%s%s", user && *user ? user : "",
-             user && *user && have ? ":" : "", have ? pkg : "");
+    char lib[PATH_MAX];
+    int set = zp_python_path(pythonpath + 11, sizeof pythonpath - 11) == 0;
+    memcpy(pythonpath, "PYTHONPATH=", 11);
     zp_python_library(lib, sizeof lib);
     snprintf(library, sizeof library, "ZP_LIBRARY=%s", lib);
     size_t k = 0;
     for (size_t i = 0; i < n; i++)
-        if (strncmp(environ[i], "PYTHONPATH=", 11) && strncmp(environ[i], "ZP_LIBRARY=", 11))
+        if ((!set || strncmp(environ[i], "PYTHONPATH=", 11)) && strncmp(environ[i], "ZP_LIBRARY=", 11))
             e[k++] = environ[i];
-    e[k++] = pythonpath;
+    if (set)
+        e[k++] = pythonpath;
     e[k++] = library;
     e[k] = NULL;
     return env = e;

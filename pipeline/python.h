@@ -25,6 +25,11 @@ int zp_python_package(char *buf, size_t len);
  * libzeuspipe.so.1 in the folder above it (installed). */
 void zp_python_library(char *buf, size_t len);
 
+/* PYTHONPATH for a Python process of the run: the user's own folders, then
+ * the package's. 0 with it in buf; -ENOENT when there is no package;
+ * ZP_EINVAL when it does not fit in len (leave the user's as it is). */
+int zp_python_path(char *buf, size_t len);
+
 /* An environment for a Python process of the run: this process's, with the
  * package's folder appended to PYTHONPATH (after the user's folders) and
  * ZP_LIBRARY set to zp_python_library(). Built once; owned by this module,

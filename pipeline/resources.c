@@ -4,6 +4,7 @@
  * (pipeline/supervisor/rundir.c). */
 #define _GNU_SOURCE
 #include "pipeline/resources.h"
+#include "pipeline/files.h"
 #include "pipeline/log.h"
 
 #include <errno.h>
@@ -139,4 +140,45 @@ int zp_resources_attached(const char *run_dir, int rank)
     int held = flock(fd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK;
     close(fd); /* releases the test's own lock, when it got one */
     return held;
+}
+
+/* ---- the stop mark ------------------------------------------------------------------------- */
+
+static void stopped_path(char *buf, size_t len, const char *run_dir)
+{
+    snprintf(buf, len, "%s/stopped", run_dir);
+}
+
+static int write_why(FILE *out, void *ctx, char *err, size_t errlen)
+{
+    (void)err, (void)errlen;
+    return fprintf(out, "%s\n", (const char *)ctx) < 0 ? -EIO : 0;
+}
+
+int zp_resources_mark_stopped(const char *run_dir, const char *why)
+{
+    char path[PATH_MAX + 16], err[256];
+    stopped_path(path, sizeof path, run_dir);
+    return zp_write_aside(path, write_why, (void *)why, err, sizeof err);
+}
+
+int zp_resources_stopped(const char *run_dir, char *buf, size_t len)
+{
+    char path[PATH_MAX + 16];
+    stopped_path(path, sizeof path, run_dir);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return 0;
+    if (!fgets(buf, (int)len, f))
+        snprintf(buf, len, "the run was stopped");
+    buf[strcspn(buf, "\n")] = 0;
+    fclose(f);
+    return 1;
+}
+
+void zp_resources_clear_stopped(const char *run_dir)
+{
+    char path[PATH_MAX + 16];
+    stopped_path(path, sizeof path, run_dir);
+    unlink(path);
 }

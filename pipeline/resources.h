@@ -20,7 +20,13 @@
  *
  * RUN/logs/trainer-<r>.attached: locked (flock, exclusive) by the one program
  * attached as rank r (zp_client_attach) until it detaches or dies, so that
- * the supervisor of `up --attach` knows when every rank has let go. */
+ * the supervisor of `up --attach` knows when every rank has let go.
+ *
+ * RUN/stopped: one sentence, written by the supervisor (aside, then renamed)
+ * before it stops a run that did not end by itself — `zeus-pipe down`, a
+ * signal, a failed stage — so that a program waiting for a batch learns at
+ * once that none will come, and why (zp_client_next). A new start of the run
+ * (`up --resume`) removes it. */
 #ifndef ZP_RESOURCES_H
 #define ZP_RESOURCES_H
 
@@ -55,4 +61,11 @@ void zp_resources_attach_path(char *buf, size_t len, const char *run_dir, int ra
 int zp_resources_attach_hold(const char *run_dir, int rank, long *holder);
 /* 1 while a live process holds rank's mark, else 0 (no file, or released). */
 int zp_resources_attached(const char *run_dir, int rank);
+
+/* Writes RUN/stopped with `why`. 0 or a negative errno. */
+int zp_resources_mark_stopped(const char *run_dir, const char *why);
+/* 1 with the sentence in buf when RUN/stopped exists, else 0. */
+int zp_resources_stopped(const char *run_dir, char *buf, size_t len);
+/* Removes RUN/stopped (a run starting again). */
+void zp_resources_clear_stopped(const char *run_dir);
 #endif

@@ -181,6 +181,13 @@ int zp_client_seek(zp_client_t *c, int split, uint64_t epoch, uint64_t batch, un
  * stays the program's: the prefetch has one slot fewer until it is. */
 int zp_client_next(zp_client_t *c, zp_client_batch_t *b, int timeout_ms);
 
+/* A sentence about the last error zp_client_next returned, when there is
+ * more to say than zp_client_strerror: a run stopped before it ended
+ * (`zeus-pipe down`, a signal, a failed stage: ZP_ESTOP, which the run's
+ * supervisor says in RUN/stopped and a waiting program sees within 200 ms)
+ * says by what. "" otherwise. Owned by the client. (Since API version 4.) */
+const char *zp_client_error(const zp_client_t *c);
+
 /* Gives batch b's slot back to the prefetch (FREE). Returns 0, or a
  * negative error (not a batch of this client). */
 int zp_client_release(zp_client_t *c, const zp_client_batch_t *b);

@@ -8,6 +8,7 @@
  * `zeus-pipe stage trainer`. The contract: supervisor.h. */
 #define _GNU_SOURCE
 #include "pipeline/log.h"
+#include "pipeline/python.h"
 #include "pipeline/supervisor/supervisor.h"
 
 #include <arpa/inet.h>
@@ -123,8 +124,8 @@ static void put_env(zp_command_t *c, int slot, const char *name, const char *fmt
         snprintf(e, sizeof c->envbuf[0][0], fmt, name, v);
 }
 
-/* Our names replace the inherited ones. */
-static int ours(const char *e)
+/* Our names replace the inherited ones (PYTHONPATH when we set it). */
+static int ours(const char *e, int pythonpath)
 {
     static const char *names[] = {"ZP_RUN=", "ZP_RANK=", "ZP_WORLD=", "RANK=", "WORLD_SIZE=",
                                   "LOCAL_RANK=", "LOCAL_WORLD_SIZE=", "MASTER_ADDR=", "MASTER_PORT=",
@@ -132,12 +133,18 @@ static int ours(const char *e)
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if (!strncmp(e, names[i], strlen(names[i])))
             return 1;
-    return 0;
+    return pythonpath && !strncmp(e, "PYTHONPATH=", 11);
 }
 
 static int make_env(zp_command_t *c, const zp_sup_t *s, int slot, int rank, int world, int local,
                     int locals, int port)
 {
+    /* libzeuspipe.so and the zeus_pipe package this zeus-pipe was built or
+     * installed with; the package after the user's own PYTHONPATH (which,
+     * when too long to add to, is left as it is) */
+    char library[PATH_MAX], pythonpath[PATH_MAX];
+    zp_python_library(library, sizeof library);
+    int set_pythonpath = zp_python_path(pythonpath, sizeof pythonpath) == 0;
     size_t n = 0;
     while (environ[n])
         n++;
@@ -146,17 +153,8 @@ static int make_env(zp_command_t *c, const zp_sup_t *s, int slot, int rank, int 
         return ZP_ENOMEM;
     size_t k = 0;
     for (size_t i = 0; i < n; i++)
-        if (!ours(environ[i]))
+        if (!ours(environ[i], set_pythonpath))
             env[k++] = environ[i];
-    /* libzeuspipe.so beside zeus-pipe (a build folder), else in the folder
-     * above it (installed: P/lib/zeus-pipe/zeus-pipe and P/lib/libzeuspipe.so.1) */
-    char library[PATH_MAX];
-    const char *slash = strrchr(s->procs.exe, '/');
-    int dir = slash ? (int)(slash - s->procs.exe) : 1;
-    const char *exe = slash ? s->procs.exe : ".";
-    snprintf(library, sizeof library, "%.*s/libzeuspipe.so", dir, exe);
-    if (access(library, F_OK))
-        snprintf(library, sizeof library, "%.*s/../libzeuspipe.so.1", dir, exe);
     c->nenvbuf[slot] = 0;
     put_env(c, slot, "ZP_RUN", NULL, 0, s->run_dir);
     put_env(c, slot, "ZP_RANK", "%s=%lld", rank, NULL);
@@ -168,6 +166,8 @@ static int make_env(zp_command_t *c, const zp_sup_t *s, int slot, int rank, int 
     put_env(c, slot, "MASTER_ADDR", NULL, 0, s->slurm.world > 1 ? s->slurm.host : "127.0.0.1");
     put_env(c, slot, "MASTER_PORT", "%s=%lld", port, NULL);
     put_env(c, slot, "ZP_LIBRARY", NULL, 0, library); /* beside zeus-pipe, for the Python package */
+    if (set_pythonpath)
+        put_env(c, slot, "PYTHONPATH", NULL, 0, pythonpath);
     for (int i = 0; i < c->nenvbuf[slot]; i++)
         env[k++] = c->envbuf[slot][i];
     env[k] = NULL;

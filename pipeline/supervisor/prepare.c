@@ -139,6 +139,7 @@ int zp_sup_prepare_resume(zp_sup_t *s, const char *run)
     if (s->cfg.cache_enabled && zp_cache_prepare(&s->cfg, &s->ds->meta))
         return 2;
     zp_rundir_cleanup(s->run_dir); /* what its killed supervisor left */
+    zp_resources_clear_stopped(s->run_dir);
     if ((rc = zp_rundir_subdirs(s->run_dir))) {
         fprintf(stderr, "zeus-pipe: %s: cannot make sock/ or logs/: %s\n", s->run_dir, zp_strerror(rc));
         return 1;

@@ -309,18 +309,38 @@ static int parent_gone(const zp_sup_t *s)
     return 1;
 }
 
+/* A run stopped before it ended: RUN/stopped says why (a program waiting
+ * for a batch raises it at once: zp_client_next), and trainer.command's
+ * programs get a moment to end by themselves on it before they are stopped. */
+static void say_stopped(zp_sup_t *s, const char *why)
+{
+    zp_resources_mark_stopped(s->run_dir, why);
+    int64_t until = zp_now_ns() + 2000000000ll;
+    for (int alive = s->procs.command != NULL; alive && zp_now_ns() < until;) {
+        int done;
+        usleep(20000);
+        zp_procs_reap(&s->procs, &done);
+        alive = 0;
+        for (int i = 0; i < s->procs.nchild; i++)
+            alive |= s->procs.child[i].stage == ZP_STAGE_TRAINER && s->procs.child[i].pid > 0;
+    }
+}
+
 static int supervise(zp_sup_t *s)
 {
     int status = -1, trainer_done = 0, quick = 0;
-    char why[PATH_MAX + 200];
+    char why[PATH_MAX + 200], stopped[PATH_MAX + 300] = "";
     while (status < 0) {
         zmq_pollitem_t it = {s->control, 0, ZMQ_POLLIN, 0};
         if (zmq_poll(&it, 1, 100) > 0 && on_control(s)) {
             fprintf(stderr, "zeus-pipe: stopping: asked by zeus-pipe down\n");
+            snprintf(stopped, sizeof stopped, "the run was stopped by `zeus-pipe down`");
             status = 0;
         }
         if (g_signal) {
             status = 128 + g_signal;
+            snprintf(stopped, sizeof stopped, "the run was stopped by signal %d (%s)", g_signal,
+                     strsignal(g_signal));
             break;
         }
         zp_child_t *bad = zp_procs_reap(&s->procs, &trainer_done);
@@ -334,6 +354,7 @@ static int supervise(zp_sup_t *s)
                     s->slurm.world > 1 ? " on node " : "", s->slurm.world > 1 ? s->slurm.node : "");
             zp_sup_node_down(s, why);
             zp_procs_log_tail(&s->procs, bad);
+            snprintf(stopped, sizeof stopped, "the run failed: %s", why);
             status = 1;
         } else if (s->attach ? attach_done(s) : trainer_done >= s->trainers) {
             status = 0;
@@ -341,16 +362,21 @@ static int supervise(zp_sup_t *s)
             status = 1, quick = 1;
         } else if (zp_sup_gone(s, why, sizeof why)) {
             fprintf(stderr, "zeus-pipe: Slurm rank %d: %s; stopping\n", s->slurm.rank, why);
+            snprintf(stopped, sizeof stopped, "the run stopped: %s", why);
             status = 1;
         } else if (tend_loaders(s)) {
             fprintf(stderr, "zeus-pipe: no loader left for prefetch.fetch_timeout_s; stopping the run\n");
             zp_sup_node_down(s, "no loader left");
+            snprintf(stopped, sizeof stopped, "the run failed: no loader left for "
+                     "prefetch.fetch_timeout_s");
             status = 1;
         } else {
             zp_sup_autoscale_tick(s);
         }
     }
     quick |= status >= 128;
+    if (stopped[0])
+        say_stopped(s, stopped);
     zp_procs_stop(&s->procs, 0, quick ? 1000 : 3000);
     zp_procs_stop(&s->procs, 1, quick ? 800 : 5000);
     return status;

@@ -277,7 +277,7 @@ int zp_overfit(zp_config_t *cfg, const zp_dataset_t *ds, long steps, zp_overfit_
  * logs/trainer-R.log and, line by line as "trainer[R]: ...", onto its own
  * stderr. Its exit status counts as the built-in trainer's. */
 #define ZP_COMMAND_RANKS 64 /* trainer.gpus at most */
-#define ZP_COMMAND_ENV 10   /* variables set for the program */
+#define ZP_COMMAND_ENV 12   /* variables set for the program */
 
 typedef struct {
     char prog[PATH_MAX];                    /* the program, absolute (PATH searched) */

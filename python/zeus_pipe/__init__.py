@@ -155,7 +155,9 @@ class Client:
 
     def _check(self, rc, what):
         if rc < 0:
-            raise ZeusPipeError("zeus_pipe: %s: %s" % (what, strerror(rc)))
+            said = self._lib.zp_client_error(self._c) if self._c else None
+            raise ZeusPipeError("zeus_pipe: %s: %s" % (what, said.decode(errors="replace") if said
+                                                      else strerror(rc)))
         return rc
 
     def _release(self):

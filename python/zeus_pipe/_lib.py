@@ -112,6 +112,7 @@ def _prototypes(lib):
         "zp_client_attach": (P, [S, I, I, ctypes.c_char_p, ctypes.c_size_t]),
         "zp_client_batches": (I64, [P, I]),
         "zp_client_fields": (I, [P, ctypes.POINTER(ctypes.POINTER(Field)), ctypes.POINTER(I)]),
+        "zp_client_error": (S, [P]),
         "zp_client_next": (I, [P, BP, I]),
         "zp_client_release": (I, [P, BP]),
         "zp_client_run_info": (I, [P, ctypes.POINTER(RunInfo)]),

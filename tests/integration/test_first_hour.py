@@ -1,0 +1,102 @@
+"""A PyTorch user's first hour, as issue reports found it: `zeus-pipe down`
+while a program waits for batches makes its next wait raise ZeusPipeError
+saying the run was stopped by `zeus-pipe down` — a Python-first script and a
+trainer.command program alike — instead of waiting forever; and a program
+started by `up` finds the zeus_pipe package without PYTHONPATH. Exits 77
+(skipped) where /usr/bin/python3 has no torch."""
+import os
+import subprocess
+import sys
+import time
+
+import zp
+
+PYTHON = sys.executable
+PACKAGE = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "python"))
+
+CONFIG = """
+run: {{name: {name}}}
+dataset:
+  source: synthetic
+  synthetic: {{train_samples: 2000, test_samples: 200, shape: [1, 4, 4], classes: 2, cost_us: 2000}}
+loader: {{workers: 1, task_size: 16}}
+prefetch: {{batch_size: 16}}
+trainer:
+  epochs: 50
+{command}
+"""
+
+# Loops until the run stops; writes where it is, then the error it got.
+SCRIPT = """
+import os, sys, time, zeus_pipe
+out = sys.argv[1]
+kw = dict(config="first.yaml", timeout_s=120) if len(sys.argv) > 2 else {}
+with zeus_pipe.attach(**kw) as zp:
+    open(out + ".run", "w").write(zp.run)
+    try:
+        for epoch in range(50):
+            for i, (x, y) in enumerate(zp.train):
+                if not os.path.exists(out + ".going"):
+                    open(out + ".going", "w").close()
+    except zeus_pipe.ZeusPipeError as e:
+        open(out + ".error", "w").write(str(e))
+        sys.exit(3)
+open(out + ".error", "w").write("no error: the loop ended")
+"""
+
+
+def env():
+    e = dict(os.environ, ZP_BIN=zp.BIN,
+             ZP_LIBRARY=os.path.join(os.path.dirname(zp.BIN), "libzeuspipe.so"),
+             **zp.sanitizer_env())
+    e.pop("PYTHONPATH", None)  # the package comes from `up` (a program) or the script's path
+    return e
+
+
+def down_and_check(w, out, proc):
+    zp.wait_for(lambda: os.path.exists(out + ".going"), 120, "the first batches")
+    run = zp.text(out + ".run").strip()
+    rc, o, err = w.run("down", run, timeout=60)
+    zp.check(rc == 0, "down: exit %d:\n%s" % (rc, err))
+    try:
+        proc.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        raise AssertionError("the program still waits for a batch 60 s after `zeus-pipe down`")
+    said = zp.text(out + ".error") if os.path.exists(out + ".error") else "(nothing)"
+    zp.check("stopped by `zeus-pipe down`" in said, "the program's error: %s\n%s" % (
+        said, proc.stderr.read()[-3000:] if proc.stderr else ""))
+
+
+def down_stops_a_python_first_script_with_an_error_not_a_hang():
+    with zp.Workdir() as w:
+        w.write("first.yaml", CONFIG.format(name="first", command=""))
+        script = w.write("script.py", "import sys; sys.path.insert(0, %r)\n" % PACKAGE + SCRIPT)
+        out = os.path.join(w.path, "first")
+        p = subprocess.Popen([PYTHON, script, out, "start"], cwd=w.path, env=env(),
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             start_new_session=True)
+        w.procs.append(p)
+        down_and_check(w, out, p)
+        zp.check(p.returncode == 3, "the script exited %d, not by its ZeusPipeError" % p.returncode)
+
+
+def down_stops_a_trainer_command_program_with_an_error():
+    with zp.Workdir() as w:
+        out = os.path.join(w.path, "prog")
+        w.write("script.py", SCRIPT)  # no sys.path: `up` gives the program the package
+        cfg = w.write("prog.yaml", CONFIG.format(
+            name="prog", command="  command: [%s, script.py, %s]" % (PYTHON, out)))
+        p = w.start("up", cfg, env=env())
+        down_and_check(w, out, p)
+        o, err = p.communicate(timeout=60)
+        zp.check(p.returncode == 0, "up exited %d after down:\n%s" % (p.returncode, err[-2000:]))
+
+
+if __name__ == "__main__":
+    try:
+        subprocess.run([PYTHON, "-c", "import torch"], check=True, capture_output=True)
+    except subprocess.CalledProcessError:
+        print("skipped: %s has no torch" % PYTHON)
+        sys.exit(77)
+    zp.main([down_stops_a_python_first_script_with_an_error_not_a_hang,
+             down_stops_a_trainer_command_program_with_an_error])
