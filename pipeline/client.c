@@ -546,6 +546,8 @@ void zp_client_destroy(zp_client_t **cp)
         zp_consumer_close(&c->ring);
     if (c->opened)
         zp_stage_close(&c->st); /* the last events have reached the logger */
+    if (c->mark >= 0 && c->ended)
+        zp_resources_attach_end(c->mark); /* had its END: nothing more to wait for */
     if (c->mark >= 0)
         close(c->mark); /* detached: `up --attach` may end the run */
     for (int s = 0; s < ZP_SPLITS; s++)

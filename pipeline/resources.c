@@ -142,6 +142,23 @@ int zp_resources_attached(const char *run_dir, int rank)
     return held;
 }
 
+int zp_resources_attach_end(int fd)
+{
+    return ftruncate(fd, 0) != 0 || pwrite(fd, "end\n", 4, 0) != 4 ? -errno : 0;
+}
+
+int zp_resources_attach_ended(const char *run_dir, int rank)
+{
+    char path[PATH_MAX + 64], text[8] = "";
+    zp_resources_attach_path(path, sizeof path, run_dir, rank);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    ssize_t n = pread(fd, text, 4, 0);
+    close(fd);
+    return n == 4 && !memcmp(text, "end\n", 4) && !zp_resources_attached(run_dir, rank);
+}
+
 /* ---- the stop mark ------------------------------------------------------------------------- */
 
 static void stopped_path(char *buf, size_t len, const char *run_dir)

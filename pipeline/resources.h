@@ -61,6 +61,12 @@ void zp_resources_attach_path(char *buf, size_t len, const char *run_dir, int ra
 int zp_resources_attach_hold(const char *run_dir, int rank, long *holder);
 /* 1 while a live process holds rank's mark, else 0 (no file, or released). */
 int zp_resources_attached(const char *run_dir, int rank);
+/* The holder of the mark at fd had its END: "end" replaces its pid, so that
+ * the supervisor of `up --attach` ends the run once it lets go, even when
+ * the prefetch still waits for a seek. 0 or a negative errno. */
+int zp_resources_attach_end(int fd);
+/* 1 when rank's mark says its program had its END (and no one holds it). */
+int zp_resources_attach_ended(const char *run_dir, int rank);
 
 /* Writes RUN/stopped with `why`. 0 or a negative errno. */
 int zp_resources_mark_stopped(const char *run_dir, const char *why);

@@ -288,11 +288,12 @@ static int tend_loaders(zp_sup_t *s)
  * with the logger). */
 static int attach_done(const zp_sup_t *s)
 {
+    int prefetching = 0; /* a prefetch that saw a seek waits for another after its END */
     for (int i = 0; i < s->procs.nchild; i++)
-        if (s->procs.child[i].stage == ZP_STAGE_PREFETCH && s->procs.child[i].pid > 0)
-            return 0;
+        prefetching |= s->procs.child[i].stage == ZP_STAGE_PREFETCH && s->procs.child[i].pid > 0;
     for (int r = 0; r < s->trainers; r++)
-        if (zp_resources_attached(s->run_dir, r))
+        if (zp_resources_attached(s->run_dir, r) ||
+            (prefetching && !zp_resources_attach_ended(s->run_dir, r)))
             return 0;
     fprintf(stderr, "zeus-pipe: every rank has had its END and detached\n");
     return 1;

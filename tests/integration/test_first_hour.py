@@ -92,6 +92,35 @@ def down_stops_a_trainer_command_program_with_an_error():
         zp.check(p.returncode == 0, "up exited %d after down:\n%s" % (p.returncode, err[-2000:]))
 
 
+EARLY = """
+import sys, zeus_pipe
+mode = sys.argv[1]
+with zeus_pipe.attach(config="early.yaml", timeout_s=120) as zp:
+    for epoch in range(2):
+        for i, (x, y) in enumerate(zp.train):
+            if mode == "break" and epoch == 1 and i == 3:
+                break  # the last epoch, left early
+        if mode == "break":
+            for x, y in zp.test:
+                pass
+print("done", mode, file=sys.stderr)
+"""
+
+
+def a_loop_that_leaves_early_or_skips_test_ends_without_waiting_for_the_pipeline():
+    with zp.Workdir() as w:
+        w.write("early.yaml", CONFIG.format(name="early", command="").replace(
+            "epochs: 50", "epochs: 2").replace("cost_us: 2000", "cost_us: 0"))
+        script = w.write("early.py", "import sys; sys.path.insert(0, %r)\n" % PACKAGE + EARLY)
+        for mode in ("break", "trainonly"):
+            p = subprocess.run([PYTHON, script, mode], cwd=w.path, env=env(), capture_output=True,
+                               text=True, timeout=120)
+            zp.check(p.returncode == 0 and "done " + mode in p.stderr, "%s: exit %d:\n%s" % (
+                mode, p.returncode, p.stderr[-2000:]))
+            # it used to wait 30 s for a pipeline whose prefetch waited for a seek, then say so
+            zp.check("did not end" not in p.stderr, "%s: %s" % (mode, p.stderr[-2000:]))
+
+
 if __name__ == "__main__":
     try:
         subprocess.run([PYTHON, "-c", "import torch"], check=True, capture_output=True)
@@ -99,4 +128,5 @@ if __name__ == "__main__":
         print("skipped: %s has no torch" % PYTHON)
         sys.exit(77)
     zp.main([down_stops_a_python_first_script_with_an_error_not_a_hang,
-             down_stops_a_trainer_command_program_with_an_error])
+             down_stops_a_trainer_command_program_with_an_error,
+             a_loop_that_leaves_early_or_skips_test_ends_without_waiting_for_the_pipeline])
