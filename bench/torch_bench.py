@@ -190,7 +190,9 @@ def loop(a):
     zp = None
     if a.source == "zeus":
         import zeus_pipe
-        zp = zeus_pipe.attach(device="cuda" if a.device == "cuda" else None)
+        # the CPU loop takes uint8 and normalises it itself, as its DataLoader side's does
+        zp = zeus_pipe.attach(device="cuda" if a.device == "cuda" else None,
+                              raw=a.device != "cuda")
         train, test = zp.train, zp.test
     else:
         train, test = dataloaders(a)

@@ -519,13 +519,19 @@ int zp_client_ring(zp_client_t *c, void **base, size_t *bytes)
     return 0;
 }
 
+/* The channels normalised: the images'; a Python Dataset's normalised
+ * field's first dimension (1 for a scalar or none). */
+static int64_t norm_channels(const zp_client_t *c)
+{
+    if (c->st.cfg.dataset_source != ZP_SOURCE_PYTHON)
+        return c->st.meta.shape[0];
+    const zp_field_t *f = zp_fields_find(&c->st.meta.fields, c->st.cfg.py_normalize);
+    return f && f->ndim ? f->shape[0] : 1;
+}
+
 int zp_client_normalization(const zp_client_t *c, float *mean, float *std, int channels)
 {
-    int64_t n = c ? c->st.meta.shape[0] : 0;
-    const zp_field_t *f = c && c->st.cfg.dataset_source == ZP_SOURCE_PYTHON
-                              ? zp_fields_find(&c->st.meta.fields, c->st.cfg.py_normalize) : NULL;
-    if (c && c->st.cfg.dataset_source == ZP_SOURCE_PYTHON)
-        n = f && f->ndim ? f->shape[0] : 1;
+    int64_t n = c ? norm_channels(c) : 0;
     if (!c || !mean || !std || n < 1 || channels < n)
         return ZP_EINVAL;
     const zp_floats_t *m = &c->st.cfg.mean, *s = &c->st.cfg.std;
@@ -534,6 +540,19 @@ int zp_client_normalization(const zp_client_t *c, float *mean, float *std, int c
         std[k] = (float)s->v[s->n > k ? k : 0];
     }
     return (int)n;
+}
+
+int zp_client_normalization_table(const zp_client_t *c, float *lut, int channels)
+{
+    int64_t want = c ? norm_channels(c) : 0;
+    if (!c || !lut || want < 1 || channels < want)
+        return ZP_EINVAL;
+    float *t = zp_normalize_lut(&c->st.cfg, want);
+    if (!t)
+        return ZP_ENOMEM;
+    memcpy(lut, t, sizeof *t * 256 * (size_t)want);
+    free(t);
+    return (int)want;
 }
 
 void zp_client_destroy(zp_client_t **cp)

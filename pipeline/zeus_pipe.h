@@ -231,6 +231,13 @@ int zp_client_ring(zp_client_t *c, void **base, size_t *bytes);
  * channels < C. (Since API version 3.) */
 int zp_client_normalization(const zp_client_t *c, float *mean, float *std, int channels);
 
+/* The same normalisation as a table, exactly as the built-in trainer
+ * applies it: lut[k * 256 + p] is pixel value p of channel k normalised, for
+ * the C channels zp_client_normalization gives (`channels`: the room, >= C;
+ * lut holds channels x 256 floats). Returns C, or a negative error. (Since
+ * API version 4.) */
+int zp_client_normalization_table(const zp_client_t *c, float *lut, int channels);
+
 #ifdef __cplusplus
 }
 #endif

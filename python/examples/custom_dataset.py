@@ -145,8 +145,8 @@ def train(zp, task, epochs, lr):
     opt = torch.optim.Adam(model.parameters(), lr=lr)
 
     def prep(x, y):
-        if task == "images":  # uint8 pixels from the ring: scale here (or on the GPU)
-            return x.float() / 255, y.long()
+        if task == "images":  # the image comes normalised by dataset.mean/std (float32)
+            return x.float(), y.long()
         return x, y
 
     for epoch in range(epochs):

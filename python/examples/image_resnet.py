@@ -92,7 +92,9 @@ def main():
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     torch.manual_seed(1)
     # on a GPU the package copies each batch ahead on a side stream, normalised
-    with zeus_pipe.attach(device=device if device.type == "cuda" else None) as zp:
+    # on the CPU the batches stay uint8 (raw) until DevicePrep has cropped them
+    with zeus_pipe.attach(device=device if device.type == "cuda" else None,
+                          raw=device.type != "cuda") as zp:
         run = run_settings(zp.run)
         epochs = args.epochs or run["epochs"]
         pad = args.pad if args.pad is not None else run["crop"] // 8

@@ -4,7 +4,7 @@ of torch.utils.data.DataLoader.
     import zeus_pipe
     with zeus_pipe.attach() as zp:            # $ZP_RUN, $ZP_RANK: set by `zeus-pipe up`
         for epoch in range(EPOCHS):           # at most the run's trainer.epochs
-            for x, y in zp.train:             # x: N,C,H,W float32 or uint8; y: int64
+            for x, y in zp.train:             # x: N,C,H,W float32; y: int64
                 with zp.region("forward"):
                     loss = F.cross_entropy(model(x), y)
                 ...
@@ -46,7 +46,11 @@ Lifetime (CPU): x is a view of the ring slot (torch.frombuffer over the
 shared memory, no copy). It is valid until the next batch is taken: the slot
 goes back to the pipeline when the loop asks for the next batch, or at the
 end of the epoch. Keep one longer with x.clone(). Never use it after close().
-y is made from the slot's int32 labels: one copy, into int64.
+y is made from the slot's int32 labels: one copy, into int64. uint8 samples
+(dataset.dtype: uint8) come as float32 normalised with the run's
+dataset.mean/std through the built-in trainer's own table (one copy; the
+same bits as its batches), unless attach(raw=True) asks for the uint8
+pixels themselves (a view, as above).
 
 device="cuda" (attach(..., device="cuda")): x and y are on the GPU, the
 loop's own (the slot goes back once they are copied); uint8 batches come as
@@ -89,7 +93,7 @@ _SPLIT = {TRAIN: "train", TEST: "test"}
 _POLL_MS = 200  # zp_client_next waits this long at a time, so that Ctrl-C is seen
 
 
-def attach(run=None, rank=None, timeout_s=60, device=None, config=None, overrides=None):
+def attach(run=None, rank=None, timeout_s=60, device=None, config=None, overrides=None, raw=False):
     """Attaches to rank `rank` of the run in folder `run` (defaults: $ZP_RUN,
     $ZP_RANK, else 0), waiting up to timeout_s for its ring. device: None
     (or "cpu") for CPU views of the ring, "cuda" or "cuda:N" for batches
@@ -103,22 +107,22 @@ def attach(run=None, rank=None, timeout_s=60, device=None, config=None, override
     ($ZP_RUN set) config and overrides are not read: the run has its own."""
     if config is not None and run is None and not os.environ.get("ZP_RUN"):
         from ._start import start
-        return start(config, overrides, timeout_s, device)
+        return start(config, overrides, timeout_s, device, raw)
     run = run if run is not None else os.environ.get("ZP_RUN")
     if not run:
         raise ZeusPipeError("zeus_pipe.attach: no run: give attach(config=...) to start one, "
                             "attach(run=...), or start the program as trainer.command of "
                             "`zeus-pipe up`, which sets ZP_RUN")
     rank = int(rank if rank is not None else os.environ.get("ZP_RANK", "0"))
-    return Client(run, rank, timeout_s, device)
+    return Client(run, rank, timeout_s, device, raw)
 
 
 class Client:
     """Rank r's side of a run: `.train` and `.test` sources, log(), region().
     Not thread-safe: one thread uses a client. close() (or `with`) detaches."""
 
-    def __init__(self, run, rank, timeout_s=60, device=None):
-        self._c, self._gpu = None, None
+    def __init__(self, run, rank, timeout_s=60, device=None, raw=False):
+        self._c, self._gpu, self._raw, self._lut = None, None, raw, None
         if device is not None and str(device) != "cpu":
             from . import _cuda
             device = _cuda.check(device)  # before attaching: a clear error, nothing held
@@ -211,15 +215,32 @@ class Client:
         names = [f[0] for f in self.fields]
         self._records = not (names == ["image", "label"] and self.fields[1][3] == IN_LABELS)
 
-    def split_fields(self, rec, n):
+    def split_fields(self, rec, n, normalize=False):
         """The batch's fields from its records `rec` (uint8, n x sample_bytes,
         on the CPU or the GPU), as views: a tuple in the item's order, or a
-        dict when the Dataset's items were dicts."""
+        dict when the Dataset's items were dicts. normalize: the normalised
+        field (dataset.python.normalize) as float32, unless attach(raw=True)."""
         out = []
         for name, dtype, shape, at, nbytes in self.fields:
-            t = rec[:, at:at + nbytes].view(getattr(torch, dtype))
-            out.append(t.view((n,) + shape))
+            t = rec[:, at:at + nbytes].view(getattr(torch, dtype)).view((n,) + shape)
+            if normalize and name == self.normalized and not self._raw:
+                t = self._normalize(t)
+            out.append(t)
         return dict(zip((f[0] for f in self.fields), out)) if self._dict else tuple(out)
+
+    def _normalize(self, x):
+        """uint8 pixels x (N, C, ...) as float32, normalised with the run's
+        dataset.mean/std through the built-in trainer's own table (the same
+        bits as its batches)."""
+        if self._lut is None:
+            room = 64
+            table = (ctypes.c_float * (256 * room))()
+            c = self._check(self._lib.zp_client_normalization_table(self._c, table, room),
+                            "normalization_table")
+            self._lut = torch.frombuffer(table, dtype=torch.float32)[:256 * c].clone().view(c, 256)
+        c = self._lut.shape[0]
+        offsets = (torch.arange(c, dtype=torch.int64) * 256).view((1, c) + (1,) * (x.dim() - 2))
+        return self._lut.view(-1)[x.to(torch.int64) + offsets]
 
     def _tensors(self):
         b = self._batch
@@ -231,7 +252,7 @@ class Client:
             nbytes = b.n * b.sample_bytes
             rec = (torch.frombuffer((ctypes.c_uint8 * nbytes).from_address(b.data), dtype=torch.uint8)
                    if nbytes else torch.empty(0, dtype=torch.uint8))
-            return self.split_fields(rec.view(b.n, b.sample_bytes), b.n)
+            return self.split_fields(rec.view(b.n, b.sample_bytes), b.n, normalize=True)
         shape = (b.n, b.c, b.h, b.w)
         nbytes = b.n * b.sample_bytes
         if nbytes:
@@ -241,7 +262,10 @@ class Client:
             x = torch.empty(0, dtype=torch.float32 if b.dtype == F32 else torch.uint8)
         labels = (ctypes.c_int32 * b.n).from_address(b.labels) if b.n else None
         y = (torch.frombuffer(labels, dtype=torch.int32) if b.n else torch.empty(0, dtype=torch.int32))
-        return x.view(shape), y.to(torch.int64)
+        x = x.view(shape)
+        if x.dtype == torch.uint8 and not self._raw:  # as the built-in trainer: its very table
+            x = self._normalize(x)
+        return x, y.to(torch.int64)
 
     # ---- the user's side ------------------------------------------------------------------------
 

@@ -177,13 +177,13 @@ class Device:
                 return {k: self._field(k, t) for k, t in fields.items()}
             return tuple(self._field(f[0], t) for f, t in zip(c.fields, fields))
         x = x.view(b.n, b.c, b.h, b.w)
-        if b.dtype == U8:
+        if b.dtype == U8 and not c._raw:
             x = (x.to(torch.float32) / 255 - self._mean) / self._std
         return x, y.to(torch.int64)
 
     def _field(self, name, t):
         """A field on the device: contiguous, and the normalised field as float32."""
-        if name == self._norm:
+        if name == self._norm and not self._client._raw:
             return (t.to(torch.float32) / 255 - self._mean) / self._std
         return t.contiguous()
 

@@ -266,7 +266,7 @@ def _supervisor_alive(run):
         return False
 
 
-def start(config, overrides=None, timeout_s=60, device=None):
+def start(config, overrides=None, timeout_s=60, device=None, raw=False):
     """zeus_pipe.attach(config=...): the pipeline started (or, under torchrun
     on local rank > 0, local rank 0's found) and this rank attached. Returns a
     Client; raises ZeusPipeError with the pipeline's error text."""
@@ -287,7 +287,7 @@ def start(config, overrides=None, timeout_s=60, device=None):
             _tell(meet, run)
     else:
         run = _hear(meet, timeout_s)
-    return _started_client(Client)(pipeline, meet, run, rank, timeout_s, device)
+    return _started_client(Client)(pipeline, meet, run, rank, timeout_s, device, raw)
 
 
 def _started_client(Client):
@@ -296,13 +296,13 @@ def _started_client(Client):
         found (the other ranks): its failure raises at the next wait for a
         batch, and close() stops it."""
 
-        def __init__(self, pipeline, meet, run, rank, timeout_s, device):
+        def __init__(self, pipeline, meet, run, rank, timeout_s, device, raw):
             self._pipeline, self._meet, self._ended = pipeline, meet, False
             end = time.monotonic() + timeout_s
             while True:  # short attaches, so that a pipeline failing at start is seen
                 try:
                     Client.__init__(self, run, rank, min(1.0, max(end - time.monotonic(), 0)),
-                                    device)
+                                    device, raw)
                     break
                 except ZeusPipeError:
                     self._check_pipeline(run)

@@ -89,9 +89,9 @@ def builtin_batches(w, name, dtype):
         return {(int(e), int(i)): (order, px) for e, i, _, order, px in map(str.split, f)}
 
 
-def consumer_batches(w, name, dtype):
+def consumer_batches(w, name, dtype, raw=False):
     """The consumer's lines, by (split, epoch, index)."""
-    w.write("consumer.py", CONSUMER)
+    w.write("consumer.py", CONSUMER.replace("zeus_pipe.attach()", "zeus_pipe.attach(raw=%r)" % raw))
     rc, err = up(w, name, dtype, "  command: [%s, consumer.py, %s.out]" % (python_command(), name))
     zp.check(rc == 0, "the consumer: exit %d:\n%s" % (rc, err[-2000:]))
     with open(os.path.join(w.path, name + ".out")) as f:
@@ -104,10 +104,10 @@ def consumer_batches(w, name, dtype):
     return got
 
 
-def the_consumer_gets_the_built_in_trainers_batches(dtype, xdtype, pixels):
+def the_consumer_gets_the_built_in_trainers_batches(dtype, xdtype, pixels, raw=False):
     with zp.Workdir() as w:
         want = builtin_batches(w, "builtin", dtype)
-        got = consumer_batches(w, "mine", dtype)
+        got = consumer_batches(w, "mine", dtype, raw)
         zp.check(len(want) == 2 * 16, "the built-in trainer logged %d batches" % len(want))
         zp.check(len(got) == 2 * (16 + 5), "the consumer got %d batches" % len(got))
         for split, samples in (("train", 1000), ("test", 300)):
@@ -132,10 +132,15 @@ def a_float32_consumer_gets_the_built_in_trainers_indices_and_pixels():
     the_consumer_gets_the_built_in_trainers_batches("float32", "torch.float32", True)
 
 
-def a_uint8_consumer_gets_uint8_batches_of_the_same_indices():
-    # the built-in trainer logs the pixels after normalising them to float32:
-    # only the indices compare
-    the_consumer_gets_the_built_in_trainers_batches("uint8", "torch.uint8", False)
+def a_uint8_consumer_gets_the_built_in_trainers_normalised_pixels():
+    # uint8 samples come normalised to float32 on the CPU too, with the built-in
+    # trainer's own table: the very bits its batches.log digests
+    the_consumer_gets_the_built_in_trainers_batches("uint8", "torch.float32", True)
+
+
+def a_raw_uint8_consumer_gets_uint8_batches_of_the_same_indices():
+    # attach(raw=True): the pixels as they are (only the indices compare)
+    the_consumer_gets_the_built_in_trainers_batches("uint8", "torch.uint8", False, raw=True)
 
 
 def a_consumer_that_raises_fails_the_run_naming_trainer_0_and_the_error():
@@ -163,6 +168,7 @@ if __name__ == "__main__":
         print("SKIP: %s has no torch (Debian: apt install python3-torch)" % PYTHON)
         sys.exit(77)
     zp.main([a_float32_consumer_gets_the_built_in_trainers_indices_and_pixels,
-             a_uint8_consumer_gets_uint8_batches_of_the_same_indices,
+             a_uint8_consumer_gets_the_built_in_trainers_normalised_pixels,
+             a_raw_uint8_consumer_gets_uint8_batches_of_the_same_indices,
              a_consumer_that_raises_fails_the_run_naming_trainer_0_and_the_error,
              iterating_past_the_last_epoch_is_an_error_not_a_hang])

@@ -44,7 +44,7 @@ trainer:
 CONSUMER = """
 import json, sys, torch, zeus_pipe
 seen = []
-with zeus_pipe.attach() as zp:
+with zeus_pipe.attach(raw=True) as zp:  # the image's uint8 values as __getitem__ made them
     assert zp.fields[0][:3] == ("image", "uint8", (3, 8, 8)), zp.fields
     for epoch in range(2):
         for name, src in (("train", zp.train), ("test", zp.test)):
@@ -221,6 +221,10 @@ with zeus_pipe.attach(config="first.yaml", timeout_s=240) as zp:
         for split in (zp.train, zp.test):
             for b in split:
                 assert torch.equal(b["label"], zp.indices % 7)
+                # the uint8 "image" field comes normalised with dataset.mean/std (0.2860, 0.3530)
+                want = ((zp.indices % 256).float() / 255 - 0.2860) / 0.3530
+                assert b["image"].dtype == torch.float32
+                assert torch.allclose(b["image"][:, 2, 1, 0], want, atol=1e-5)
                 n += len(b["label"])
     open("first.run", "w").write(zp.run)
 print("first ok", n, file=sys.stderr)
