@@ -129,28 +129,69 @@ static int on_stats(report_t *r, int stage, int64_t instance, const msgpack_obje
     return 0;
 }
 
+/* The row of `epoch`, grown as needed (a new row's figures absent: -1);
+ * NULL for an epoch beyond any run's, or when out of memory (*rc). */
+static epoch_row_t *row_at(report_t *r, int64_t epoch, int *rc)
+{
+    *rc = 0;
+    if (epoch < 0 || epoch >= 1000000) {
+        *rc = ZP_EPROTO;
+        return NULL;
+    }
+    if (epoch >= r->nrows) {
+        int64_t n = epoch + 16;
+        epoch_row_t *p = realloc(r->rows, (size_t)n * sizeof *p);
+        if (!p) {
+            *rc = ZP_ENOMEM;
+            return NULL;
+        }
+        memset(p + r->nrows, 0, (size_t)(n - r->nrows) * sizeof *p);
+        for (int64_t e = r->nrows; e < n; e++)
+            p[e].train_loss = p[e].train_acc = p[e].test_loss = p[e].test_acc = -1;
+        r->rows = p, r->nrows = n;
+    }
+    return &r->rows[epoch];
+}
+
 static int on_epoch(report_t *r, const msgpack_object *b)
 {
     zp_rec_epoch_end_t x;
     zp_record_decode(ZP_REC_EPOCH_END, b, &x);
-    if (x.epoch < 0 || x.epoch >= 1000000)
-        return ZP_EPROTO;
-    if (x.epoch >= r->nrows) {
-        int64_t n = x.epoch + 16;
-        epoch_row_t *p = realloc(r->rows, (size_t)n * sizeof *p);
-        if (!p)
-            return ZP_ENOMEM;
-        memset(p + r->nrows, 0, (size_t)(n - r->nrows) * sizeof *p);
-        r->rows = p, r->nrows = n;
-    }
-    epoch_row_t *row = &r->rows[x.epoch];
-    if (!strcmp(x.split, zp_split_name(ZP_SPLIT_TEST))) {
-        row->have_test = 1, row->test_loss = x.loss, row->test_acc = x.accuracy;
+    int rc;
+    epoch_row_t *row = row_at(r, x.epoch, &rc);
+    if (!row)
+        return rc;
+    /* a program's epoch_end carries no loss: its train_epoch/test_epoch record does */
+    int test = !strcmp(x.split, zp_split_name(ZP_SPLIT_TEST));
+    double *loss = test ? &row->test_loss : &row->train_loss, *acc = test ? &row->test_acc : &row->train_acc;
+    if (ZP_HAS(&x, EPOCH_END, loss))
+        *loss = x.loss;
+    if (ZP_HAS(&x, EPOCH_END, accuracy))
+        *acc = x.accuracy;
+    if (test) {
+        row->have_test = 1;
     } else {
-        row->have_train = 1, row->train_loss = x.loss, row->train_acc = x.accuracy;
+        row->have_train = 1;
         row->samples_per_s = x.samples_per_s;
         row->seconds = x.seconds;
     }
+    return 0;
+}
+
+/* A program's own figures of an epoch (zp.log("train_epoch", loss=..., accuracy=...)). */
+static int on_program_epoch(report_t *r, int test, const msgpack_object *b)
+{
+    zp_rec_train_epoch_t x; /* test_epoch has the very same fields */
+    _Static_assert(sizeof(zp_rec_train_epoch_t) == sizeof(zp_rec_test_epoch_t), "alike");
+    zp_record_decode(test ? ZP_REC_TEST_EPOCH : ZP_REC_TRAIN_EPOCH, b, &x);
+    int rc;
+    epoch_row_t *row = row_at(r, x.epoch, &rc);
+    if (!row)
+        return rc == ZP_EPROTO ? 0 : rc; /* a program's own numbering: not the run's to refuse */
+    if (ZP_HAS(&x, TRAIN_EPOCH, loss))
+        *(test ? &row->test_loss : &row->train_loss) = x.loss;
+    if (ZP_HAS(&x, TRAIN_EPOCH, accuracy))
+        *(test ? &row->test_acc : &row->train_acc) = x.accuracy;
     return 0;
 }
 
@@ -200,6 +241,8 @@ static int on_record(report_t *r, const msgpack_object *b)
     case ZP_REC_TIMER: return on_timer(r, stage, b);
     case ZP_REC_STATS: return on_stats(r, stage, h.instance, b);
     case ZP_REC_EPOCH_END: return on_epoch(r, b);
+    case ZP_REC_TRAIN_EPOCH: return on_program_epoch(r, 0, b);
+    case ZP_REC_TEST_EPOCH: return on_program_epoch(r, 1, b);
     case ZP_REC_SAMPLE_SKIPPED: return on_skip(r, b);
     case ZP_REC_LOADER_LOST: on_loader_lost(r, b); return 0;
     default: return 0; /* a record the report does not use, or one it does not know */
@@ -313,6 +356,15 @@ static void bottleneck(const stage_sum_t *s, double wait, char *stage, size_t sl
     zp_report_bottleneck(&d, wait, stage, slen, buf, len);
 }
 
+/* A loss or an accuracy, "-" when absent (< 0). */
+static void figure(FILE *out, int width, double v)
+{
+    if (v < 0 || !isfinite(v))
+        fprintf(out, "%*s  ", width, "-");
+    else
+        fprintf(out, "%*.4f  ", width, v);
+}
+
 static void text_epochs(const report_t *r, FILE *out)
 {
     int any = 0;
@@ -327,14 +379,10 @@ static void text_epochs(const report_t *r, FILE *out)
         if (!w->have_train)
             continue;
         fprintf(out, "%5lld  ", (long long)e + 1);
-        if (w->train_acc < 0)
-            fprintf(out, "%10s  %9s  ", "-", "-");
-        else
-            fprintf(out, "%10.4f  %9.4f  ", w->train_loss, w->train_acc);
-        if (w->have_test && w->test_acc >= 0)
-            fprintf(out, "%9.4f  %9.4f  ", w->test_loss, w->test_acc);
-        else
-            fprintf(out, "%9s  %9s  ", "-", "-");
+        figure(out, 10, w->train_loss);
+        figure(out, 9, w->train_acc);
+        figure(out, 9, w->have_test ? w->test_loss : -1);
+        figure(out, 9, w->have_test ? w->test_acc : -1);
         fprintf(out, "%9.0f/s  %6.1fs\n", w->samples_per_s, w->seconds);
     }
 }
@@ -393,10 +441,10 @@ static void json_report(report_t *r, const stage_sum_t *s, double wait, const ch
             continue;
         fprintf(out, "%s{\"epoch\":%lld,", first ? "" : ",", (long long)e + 1);
         first = 0;
-        json_num(out, "train_loss", w->train_loss, 1);
-        json_num(out, "train_accuracy", w->train_acc, 1);
-        json_num(out, "test_loss", w->have_test ? w->test_loss : NAN, 1);
-        json_num(out, "test_accuracy", w->have_test ? w->test_acc : NAN, 1);
+        json_num(out, "train_loss", w->train_loss < 0 ? NAN : w->train_loss, 1); /* absent: null */
+        json_num(out, "train_accuracy", w->train_acc < 0 ? NAN : w->train_acc, 1);
+        json_num(out, "test_loss", w->have_test && w->test_loss >= 0 ? w->test_loss : NAN, 1);
+        json_num(out, "test_accuracy", w->have_test && w->test_acc >= 0 ? w->test_acc : NAN, 1);
         json_num(out, "samples_per_s", w->samples_per_s, 1);
         json_num(out, "seconds", w->seconds, 0);
         fputc('}', out);

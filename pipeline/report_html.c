@@ -89,31 +89,66 @@ static int on_timer(page_t *p, int stage, const msgpack_object *b)
     return 0;
 }
 
+/* The row of `epoch`, grown as needed (a new row's figures absent: -1); NULL
+ * for an epoch past the run's own count (a garbled record, not a reason for
+ * 10^6 rows: *rc 0) or out of memory. */
+static zp_page_epoch_t *row_at(page_t *p, int64_t epoch, int64_t epochs, int *rc)
+{
+    *rc = 0;
+    if (epoch < 0 || epoch >= 1000000 || (epochs > 0 && epoch >= epochs))
+        return NULL;
+    if (epoch >= p->nrows) {
+        int64_t n = epoch + 1 > 2 * p->nrows ? epoch + 16 : 2 * p->nrows;
+        zp_page_epoch_t *v = realloc(p->rows, (size_t)n * sizeof *v);
+        if (!v) {
+            *rc = ZP_ENOMEM;
+            return NULL;
+        }
+        memset(v + p->nrows, 0, (size_t)(n - p->nrows) * sizeof *v);
+        for (int64_t e = p->nrows; e < n; e++)
+            for (int s = 0; s < ZP_SPLITS; s++)
+                v[e].loss[s] = v[e].acc[s] = -1;
+        p->rows = v, p->nrows = n;
+    }
+    return &p->rows[epoch];
+}
+
 static int on_epoch(page_t *p, const msgpack_object *b)
 {
     zp_rec_epoch_end_t x;
     zp_record_decode(ZP_REC_EPOCH_END, b, &x);
-    int split = !strcmp(x.split, zp_split_name(ZP_SPLIT_TEST));
-    /* an epoch past the run's own count is a garbled record, not a reason for 10^6 rows */
-    if (x.epoch < 0 || x.epoch >= 1000000 || (x.epochs > 0 && x.epoch >= x.epochs) ||
-        (!split && strcmp(x.split, zp_split_name(ZP_SPLIT_TRAIN))))
+    int split = !strcmp(x.split, zp_split_name(ZP_SPLIT_TEST)), rc;
+    if (!split && strcmp(x.split, zp_split_name(ZP_SPLIT_TRAIN)))
         return 0;
-    if (x.epoch >= p->nrows) {
-        int64_t n = x.epoch + 1 > 2 * p->nrows ? x.epoch + 16 : 2 * p->nrows;
-        zp_page_epoch_t *v = realloc(p->rows, (size_t)n * sizeof *v);
-        if (!v)
-            return ZP_ENOMEM;
-        memset(v + p->nrows, 0, (size_t)(n - p->nrows) * sizeof *v);
-        p->rows = v, p->nrows = n;
-    }
-    zp_page_epoch_t *r = &p->rows[x.epoch];
+    zp_page_epoch_t *r = row_at(p, x.epoch, x.epochs, &rc);
+    if (!r)
+        return rc;
     r->have[split] = 1;
-    r->loss[split] = x.loss, r->acc[split] = x.accuracy;
+    if (ZP_HAS(&x, EPOCH_END, loss)) /* a program's comes in its train_epoch/test_epoch record */
+        r->loss[split] = x.loss;
+    if (ZP_HAS(&x, EPOCH_END, accuracy))
+        r->acc[split] = x.accuracy;
     r->samples[split] = x.samples, r->expected[split] = x.expected_samples;
     r->skipped[split] = x.skipped, r->distinct[split] = x.distinct;
     snprintf(r->checksum[split], sizeof r->checksum[split], "%.16s", x.index_checksum);
     if (!split)
         r->samples_per_s = x.samples_per_s, r->seconds = x.seconds;
+    return 0;
+}
+
+/* A program's own figures of an epoch (zp.log("test_epoch", loss=..., accuracy=...)). */
+static int on_program_epoch(page_t *p, int split, const msgpack_object *b)
+{
+    zp_rec_train_epoch_t x; /* test_epoch has the very same fields */
+    zp_record_decode(split ? ZP_REC_TEST_EPOCH : ZP_REC_TRAIN_EPOCH, b, &x);
+    int rc;
+    zp_page_epoch_t *r = row_at(p, x.epoch, 0, &rc);
+    if (!r)
+        return rc;
+    if (ZP_HAS(&x, TRAIN_EPOCH, loss))
+        r->loss[split] = x.loss;
+    if (ZP_HAS(&x, TRAIN_EPOCH, accuracy))
+        r->acc[split] = x.accuracy;
     return 0;
 }
 
@@ -157,6 +192,8 @@ static int on_body(void *ctx, const msgpack_object *b)
     case ZP_REC_STATS: return isfinite(h.time) ? on_stats(p, stage, &h, b) : 0;
     case ZP_REC_TIMER: return on_timer(p, stage, b);
     case ZP_REC_EPOCH_END: return on_epoch(p, b);
+    case ZP_REC_TRAIN_EPOCH: return on_program_epoch(p, 0, b);
+    case ZP_REC_TEST_EPOCH: return on_program_epoch(p, 1, b);
     case ZP_REC_STEP: return on_step(p, b);
     case ZP_REC_SAMPLE_SKIPPED: on_skip(p, b); return 0;
     case ZP_REC_LOADER_LOST: {

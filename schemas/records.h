@@ -52,6 +52,10 @@
     R(STEP, step, METRIC, "step", "trainer (rank 0): the figures of the last train steps")        \
     R(EPOCH_END, epoch_end, METRIC, "epoch_end", "trainer (rank 0): one split of one epoch done") \
     R(CACHE, cache, METRIC, "cache", "prefetch: the cache's hits and misses in one epoch")        \
+    R(TRAIN_EPOCH, train_epoch, METRIC, "train_epoch",                                             \
+      "a trainer.command program (zp.log(\"train_epoch\", ...)): its own loss and accuracy of a train epoch") \
+    R(TEST_EPOCH, test_epoch, METRIC, "test_epoch",                                                \
+      "a trainer.command program (zp.log(\"test_epoch\", ...)): its own loss and accuracy of a test epoch") \
     R(LOADER_LOST, loader_lost, METRIC, "loader_lost",                                             \
       "cache: a loader fell silent past loader.liveness; its tasks went back to the queue")      \
     R(LOADER_REFUSED, loader_refused, METRIC, "loader_refused",                                    \
@@ -134,6 +138,21 @@
     F(EPOCH_END, seconds, N, 0, "the epoch's duration, seconds")                                    \
     F(EPOCH_END, loss, N, -1, "mean loss over the epoch; absent without a model (backend null)")   \
     F(EPOCH_END, accuracy, N, -1, "share classified right, 0..1; absent without a model")
+
+/* A program's figures of one epoch: the report's epoch table, report.html's
+ * loss and accuracy plots and TensorBoard's train/ and test/ tags take them
+ * where the epoch_end record (the library's) has none. */
+#define ZP_RECORD_TRAIN_EPOCH(F)                                                                   \
+    F(TRAIN_EPOCH, epoch, I, -1, "epoch, from 0")                                                   \
+    F(TRAIN_EPOCH, step, I, 0, "train steps since the start of training")                           \
+    F(TRAIN_EPOCH, loss, N, -1, "the program's mean loss over the epoch")                          \
+    F(TRAIN_EPOCH, accuracy, N, -1, "the program's share classified right, 0..1")
+
+#define ZP_RECORD_TEST_EPOCH(F)                                                                    \
+    F(TEST_EPOCH, epoch, I, -1, "epoch, from 0")                                                    \
+    F(TEST_EPOCH, step, I, 0, "train steps since the start of training")                           \
+    F(TEST_EPOCH, loss, N, -1, "the program's mean loss over the epoch")                           \
+    F(TEST_EPOCH, accuracy, N, -1, "the program's share classified right, 0..1")
 
 #define ZP_RECORD_CACHE(F)                                                                         \
     F(CACHE, split, S, 0, "train or test")                                                          \

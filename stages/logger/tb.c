@@ -215,6 +215,20 @@ static void on_epoch_end(zp_tb_t *tb, const zp_rec_head_t *h, const msgpack_obje
     scalar2(tb, x.split, "samples_per_s", x.step, h->time, x.samples_per_s);
 }
 
+/* A program's own loss and accuracy of an epoch: the train/ and test/ tags. */
+static void on_program_epoch(zp_tb_t *tb, const zp_rec_head_t *h, int test,
+                             const msgpack_object *body)
+{
+    zp_rec_train_epoch_t x; /* test_epoch has the very same fields */
+    zp_record_decode(test ? ZP_REC_TEST_EPOCH : ZP_REC_TRAIN_EPOCH, body, &x);
+    const char *split = test ? "test" : "train"; /* as epoch_end names them */
+    int64_t step = ZP_HAS(&x, TRAIN_EPOCH, step) ? x.step : tb->train_step;
+    if (ZP_HAS(&x, TRAIN_EPOCH, loss))
+        scalar2(tb, split, "loss", step, h->time, x.loss);
+    if (ZP_HAS(&x, TRAIN_EPOCH, accuracy))
+        scalar2(tb, split, "accuracy", step, h->time, x.accuracy);
+}
+
 static void on_cache(zp_tb_t *tb, const zp_rec_head_t *h, const msgpack_object *body)
 {
     zp_rec_cache_t x;
@@ -292,6 +306,8 @@ void zp_tb_record(zp_tb_t *tb, const msgpack_object *body)
         on_epoch_end(tb, &h, body);
     else if (type == ZP_REC_CACHE)
         on_cache(tb, &h, body);
+    else if (type == ZP_REC_TRAIN_EPOCH || type == ZP_REC_TEST_EPOCH)
+        on_program_epoch(tb, &h, type == ZP_REC_TEST_EPOCH, body);
     else if (type == ZP_REC_STATS)
         on_stats(tb, &h, body);
     else if (type == ZP_REC_NONE && body->type == MSGPACK_OBJECT_MAP && h.event[0] &&

@@ -121,6 +121,42 @@ def a_loop_that_leaves_early_or_skips_test_ends_without_waiting_for_the_pipeline
             zp.check("did not end" not in p.stderr, "%s: %s" % (mode, p.stderr[-2000:]))
 
 
+METRICS = """
+import zeus_pipe
+with zeus_pipe.attach() as zp:
+    for epoch in range(2):
+        for x, y in zp.train:
+            pass
+        zp.log("train_epoch", epoch=epoch, loss=1.5 - epoch)          # the README's way
+        for x, y in zp.test:
+            pass
+        zp.log("test_epoch", epoch=epoch, loss=2.25 - epoch, accuracy=0.5 + epoch / 8)
+"""
+
+
+def a_programs_epoch_metrics_reach_the_report_the_page_and_tensorboard():
+    with zp.Workdir() as w:
+        w.write("metrics.py", METRICS)
+        cfg = w.write("m.yaml", CONFIG.format(name="m", command="  command: [%s, metrics.py]" % PYTHON)
+                      .replace("epochs: 50", "epochs: 2").replace("cost_us: 2000", "cost_us: 0"))
+        rc, out, err = w.run("up", cfg)
+        zp.check(rc == 0, "up: exit %d:\n%s" % (rc, err[-2000:]))
+        run = w.run_dir("m")
+        rc, out, err = w.run("report", run, "--json")
+        zp.check(rc == 0, err)
+        import json
+        rows = json.loads(out)["epochs"]
+        got = [(r["train_loss"], r["train_accuracy"], r["test_loss"], r["test_accuracy"]) for r in rows]
+        zp.check(got == [(1.5, None, 2.25, 0.5), (0.5, None, 1.25, 0.625)], "report --json: %r" % got)
+        text = zp.text(os.path.join(run, "report.txt"))
+        zp.check("1.5000" in text and "2.2500" in text and "0.6250" in text, text[-2000:])
+        page = zp.text(os.path.join(run, "report.html"))
+        zp.check("2.2500" in page and "0.6250" in page, "report.html's epoch table lacks them")
+        tb = b"".join(open(os.path.join(run, "tb", f), "rb").read()
+                      for f in os.listdir(os.path.join(run, "tb")))
+        zp.check(b"train/loss" in tb and b"test/accuracy" in tb, "no train/ and test/ tags in tb/")
+
+
 if __name__ == "__main__":
     try:
         subprocess.run([PYTHON, "-c", "import torch"], check=True, capture_output=True)
@@ -129,4 +165,5 @@ if __name__ == "__main__":
         sys.exit(77)
     zp.main([down_stops_a_python_first_script_with_an_error_not_a_hang,
              down_stops_a_trainer_command_program_with_an_error,
-             a_loop_that_leaves_early_or_skips_test_ends_without_waiting_for_the_pipeline])
+             a_loop_that_leaves_early_or_skips_test_ends_without_waiting_for_the_pipeline,
+             a_programs_epoch_metrics_reach_the_report_the_page_and_tensorboard])
