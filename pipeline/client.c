@@ -403,7 +403,7 @@ int zp_client_run_info(const zp_client_t *c, zp_client_run_t *out)
     *out = (zp_client_run_t){.seed = (uint64_t)cfg->seed, .world = c->world,
                              .rank = c->st.instance, .batch_size = cfg->batch_size,
                              .epochs = cfg->epochs, .shuffle = !!cfg->shuffle,
-                             .drop_last = !!cfg->drop_last};
+                             .drop_last = !!cfg->drop_last, .classes = c->st.meta.classes};
     for (int s = 0; s < ZP_SPLITS; s++) {
         out->samples[s] = c->st.meta.n[s];
         out->batches[s] = zp_client_batches(c, s);

@@ -344,6 +344,27 @@ static int write_whole(const char *run_dir, const char *name, const void *data, 
     return rc;
 }
 
+/* RUN/dataset/classes: an image folder's class names (its sub-folders), in
+ * label order, each NUL-terminated; none for other sources. */
+static int write_classes(const zp_imagelist_t *l, const char *run_dir, char *err, size_t len)
+{
+    size_t bytes = 0;
+    for (int c = 0; l->class_name && c < l->classes; c++)
+        bytes += strlen(l->class_name[c]) + 1;
+    if (!bytes)
+        return 0;
+    char *all = malloc(bytes), *p = all;
+    if (!all) {
+        snprintf(err, len, "%s/dataset: out of memory", run_dir);
+        return ZP_ENOMEM;
+    }
+    for (int c = 0; c < l->classes; c++)
+        p = stpcpy(p, l->class_name[c]) + 1;
+    int rc = write_whole(run_dir, "classes", all, bytes, err, len);
+    free(all);
+    return rc;
+}
+
 /* SPLIT.labels and, for image sources, SPLIT.paths. */
 static int write_split(const zp_dataset_t *ds, int s, const char *run_dir, char *err, size_t len)
 {
@@ -396,6 +417,8 @@ int zp_dataset_write(const zp_dataset_t *ds, const char *run_dir, char *err, siz
         return ZP_EDATA;
     }
     int rc = ds->python ? write_whole(run_dir, "python.json", ds->python, strlen(ds->python), err, len) : 0;
+    if (!rc)
+        rc = write_classes(&ds->split[ZP_SPLIT_TRAIN], run_dir, err, len);
     for (int s = 0; !rc && s < ZP_SPLITS; s++)
         rc = write_split(ds, s, run_dir, err, len);
     /* meta last: a description with meta is whole */

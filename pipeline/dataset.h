@@ -43,7 +43,8 @@ const char *zp_split_name(int split);
  * The supervisor probes (zp_dataset_open) and describes what it found into
  * the run directory (zp_dataset_write: RUN/dataset/meta with the sample's
  * fields, SPLIT.labels as int32 little-endian, SPLIT.paths as NUL-separated
- * paths, python.json); each stage reads that back (zp_dataset_read).
+ * paths, an image folder's class names as NUL-separated `classes`,
+ * python.json); each stage reads that back (zp_dataset_read).
  * meta.probed points at the dataset itself. A Python source is probed by
  * running the interpreter (pipeline/python.h). */
 typedef struct zp_dataset {

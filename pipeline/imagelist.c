@@ -113,7 +113,10 @@ static int read_folder(const char *root, zp_imagelist_t *l, char *err, size_t er
         }
         free_names(files, nf);
     }
-    free_names(classes, nc);
+    if (rc)
+        free_names(classes, nc);
+    else
+        l->class_name = classes; /* the class names, in label order */
     l->classes = nc;
     if (!rc && !l->n) {
         snprintf(err, errlen, "%s: no images (expected %s/CLASS/*.jpg|jpeg|png)", root, root);
@@ -186,5 +189,8 @@ void zp_imagelist_free(zp_imagelist_t *l)
         free(l->path[i]);
     free(l->path);
     free(l->label);
+    for (int c = 0; l->class_name && c < l->classes; c++)
+        free(l->class_name[c]);
+    free(l->class_name);
     memset(l, 0, sizeof *l);
 }

@@ -16,6 +16,7 @@ typedef struct {
     char **path;     /* owned, n strings */
     int32_t *label;  /* owned */
     int classes;     /* folder: sub-folders; list: largest label + 1 */
+    char **class_name; /* folder: the sub-folders' names, `classes` of them; owned; list: NULL */
     int64_t bytes;   /* total file size */
     int64_t mtime;   /* newest modification time (s) */
 } zp_imagelist_t;

@@ -143,7 +143,9 @@ typedef struct {
     int64_t samples[2];    /* samples of the train and test splits */
     int64_t batches[2];    /* this rank's batches per epoch: zp_client_batches */
     int shuffle, drop_last; /* prefetch.shuffle, prefetch.drop_last */
-    uint64_t reserved[8];
+    int64_t classes;       /* the train split's classes (built-in sources; 1 for a Python
+                              Dataset, whose targets are its own fields). Since version 4 */
+    uint64_t reserved[7];
 } zp_client_run_t;
 
 /* Fills *out. Returns 0, or a negative error for a NULL argument. (Since

@@ -67,6 +67,7 @@ sum their coverage): the run fails after trainer.comm_timeout_s."""
 import contextlib
 import ctypes
 import os
+import sys
 
 
 class _Torch:
@@ -275,6 +276,30 @@ class Client:
         return int(self._info.epochs)
 
     @property
+    def classes(self):
+        """The train split's number of classes (the built-in sources; 1 for a
+        Python Dataset, whose targets are fields of its own)."""
+        return int(self._info.classes)
+
+    @property
+    def class_names(self):
+        """An image folder's class names in label order (its sub-folders, as
+        torchvision's ImageFolder.classes); None for other sources."""
+        try:
+            with open(os.path.join(self.run, "dataset", "classes"), "rb") as f:
+                return [n.decode(errors="replace") for n in f.read().split(b"\0")[:-1]]
+        except FileNotFoundError:
+            return None
+
+    @property
+    def sample_shape(self):
+        """One sample's shape: (C, H, W) of the built-in sources' images; a
+        Python Dataset's, {field: shape} (see `fields`)."""
+        if not self._records:
+            return self.fields[0][2]
+        return {name: shape for name, _, shape, _, _ in self.fields}
+
+    @property
     def step(self):
         """Train batches handed out so far."""
         return self._step
@@ -431,6 +456,34 @@ class Source:
     def __len__(self):
         return self._len
 
+    @property
+    def batch_size(self):
+        """prefetch.batch_size (the last batch of an epoch may be smaller)."""
+        return int(self._client._info.batch_size)
+
+    @property
+    def samples(self):
+        """The split's samples (all ranks together)."""
+        return int(self._client._info.samples[self.split])
+
+    @property
+    def epochs(self):
+        """How many epochs of this split the run gives (trainer.epochs)."""
+        return self._client.epochs
+
+    _warned = 0
+
+    def _left_early(self, epoch, taken):
+        """One line when an epoch is left before its end (a `break`, or a peek
+        with next(iter(...))): its other batches are not handed out, and the
+        next loop starts the epoch after. The first three times a run."""
+        Source._warned += 1
+        if Source._warned <= 3:
+            sys.stderr.write("zeus_pipe: %s epoch %d left after %d of %d batches (a break, or "
+                             "next(iter(...))): the next loop over %s starts epoch %d%s\n" % (
+                                 self.name, epoch, taken, self._len, self.name, epoch + 1,
+                                 "" if Source._warned < 3 else "; not said again"))
+
     def _begin(self):
         """Where this split's next loop starts: [epoch, batch], past a
         finished epoch's end."""
@@ -481,6 +534,7 @@ class Source:
         except GeneratorExit:  # the loop was left early: its next loop starts the epoch after
             if self.split in c._open:
                 c._next[self.split] = [e + 1, 0]
+                self._left_early(e, int(c._batch.index) + 1)
             raise
         finally:
             if c._c:

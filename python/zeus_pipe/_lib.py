@@ -84,7 +84,8 @@ class RunInfo(ctypes.Structure):
         ("batches", ctypes.c_int64 * 2),
         ("shuffle", ctypes.c_int),
         ("drop_last", ctypes.c_int),
-        ("reserved", ctypes.c_uint64 * 8),
+        ("classes", ctypes.c_int64),
+        ("reserved", ctypes.c_uint64 * 7),
     ]
 
 

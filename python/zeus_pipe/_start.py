@@ -47,6 +47,7 @@ import weakref
 from ._lib import END, Batch, ZeusPipeError, load
 
 _STOP_S = 30           # a stopping pipeline gets this long before it is killed
+_ALONE_S = 2           # a run of one rank that had its END gets this long to end by itself
 _TAIL = 40             # lines of the pipeline's output kept for an error
 _started = weakref.WeakSet()  # clients whose pipeline atexit stops
 # what the supervisor says (and the last lines of a stage's log it quotes), as
@@ -125,7 +126,7 @@ class Pipeline:
                 value = "[%s]" % ", ".join(str(v) for v in value)
             args.append("%s=%s" % (key, value))
         args.append("trainer.gpus=%d" % world)  # one rank per process of the script
-        self.args, self.run, self.stopping = args, None, False
+        self.args, self.run, self.stopping, self.world = args, None, False, world
         self.tail = collections.deque(maxlen=_TAIL)
         self._log, self._early, self.shown = None, [], False
         self._ready = threading.Event()
@@ -198,11 +199,14 @@ class Pipeline:
         (every rank detaching), else stops it: SIGTERM, then SIGKILL after
         _STOP_S."""
         if self.proc.poll() is None and ended:
+            # other ranks may still be attached; alone, nothing is left to wait for
+            wait = _STOP_S if self.world > 1 else _ALONE_S
             try:
-                self.proc.wait(_STOP_S)
+                self.proc.wait(wait)
             except subprocess.TimeoutExpired:
-                sys.stderr.write("zeus_pipe: the pipeline did not end %ds after this rank's END "
-                                 "(another rank still attached?); stopping it\n" % _STOP_S)
+                if self.world > 1:
+                    sys.stderr.write("zeus_pipe: the pipeline did not end %ds after this rank's "
+                                     "END (another rank still attached?); stopping it\n" % wait)
         if self.failed() and not self.shown:  # after the last batch: onto the terminal
             sys.stderr.write(self.error() + "\n")
         self.stopping = True

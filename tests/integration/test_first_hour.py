@@ -157,6 +157,60 @@ def a_programs_epoch_metrics_reach_the_report_the_page_and_tensorboard():
         zp.check(b"train/loss" in tb and b"test/accuracy" in tb, "no train/ and test/ tags in tb/")
 
 
+DETAILS = """
+import json, sys, zeus_pipe
+with zeus_pipe.attach(config="folder.yaml", timeout_s=120) as zp:
+    out = dict(batch_size=zp.train.batch_size, train=zp.train.samples, test=zp.test.samples,
+               epochs=zp.train.epochs, classes=zp.classes, names=zp.class_names,
+               shape=list(zp.sample_shape), batches=len(zp.train))
+    xb, yb = next(iter(zp.train))  # the usual peek: it uses up epoch 0's train batches
+    out["peek"] = list(xb.shape)
+    for x, y in zp.train:
+        pass
+    for x, y in zp.test:
+        pass
+json.dump(out, open("details.json", "w"))
+"""
+
+FOLDER = """
+run: {name: folder}
+dataset:
+  source: image_folder
+  path: %s
+  image: {train: train, test: val, resize: 8, crop: 8}
+  mean: [0.5]
+  std: [0.25]
+  dtype: uint8
+loader: {workers: 1}
+prefetch: {batch_size: 4}
+trainer: {epochs: 2}
+"""
+
+
+def the_sources_tell_what_dataloader_code_reaches_for_and_a_peek_says_what_it_cost():
+    from PIL import Image
+    with zp.Workdir() as w:
+        root = os.path.join(w.path, "imgs")
+        for split, n in (("train", 6), ("val", 2)):
+            for name in ("cat", "dog", "emu"):
+                os.makedirs(os.path.join(root, split, name))
+                for i in range(n):
+                    Image.new("RGB", (10, 10), (i * 40, 0, 0)).save(
+                        os.path.join(root, split, name, "%d.jpg" % i))
+        w.write("folder.yaml", FOLDER % root)
+        script = w.write("details.py", "import sys; sys.path.insert(0, %r)\n" % PACKAGE + DETAILS)
+        p = subprocess.run([PYTHON, script], cwd=w.path, env=env(), capture_output=True, text=True,
+                           timeout=120)
+        zp.check(p.returncode == 0, "exit %d:\n%s" % (p.returncode, p.stderr[-2000:]))
+        import json
+        got = json.load(open(os.path.join(w.path, "details.json")))
+        want = dict(batch_size=4, train=18, test=6, epochs=2, classes=3,
+                    names=["cat", "dog", "emu"], shape=[3, 8, 8], batches=5, peek=[4, 3, 8, 8])
+        zp.check(got == want, "got %r, want %r" % (got, want))
+        zp.check("train epoch 0 left after 1 of 5 batches" in p.stderr and
+                 "starts epoch 1" in p.stderr, "the peek was not said:\n" + p.stderr[-2000:])
+
+
 if __name__ == "__main__":
     try:
         subprocess.run([PYTHON, "-c", "import torch"], check=True, capture_output=True)
@@ -166,4 +220,5 @@ if __name__ == "__main__":
     zp.main([down_stops_a_python_first_script_with_an_error_not_a_hang,
              down_stops_a_trainer_command_program_with_an_error,
              a_loop_that_leaves_early_or_skips_test_ends_without_waiting_for_the_pipeline,
-             a_programs_epoch_metrics_reach_the_report_the_page_and_tensorboard])
+             a_programs_epoch_metrics_reach_the_report_the_page_and_tensorboard,
+             the_sources_tell_what_dataloader_code_reaches_for_and_a_peek_says_what_it_cost])
