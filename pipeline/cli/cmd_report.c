@@ -70,7 +70,8 @@ int cmd_report(int argc, char **argv)
                     "every stage, the share of the trainer's time spent waiting for data, and\n"
                     "which stage is the bottleneck with what to try. --json prints report.json's\n"
                     "form. RUN is a run directory or a name under runs/; without it, the only\n"
-                    "running run. A finished run also has it in report.txt and report.json.\n"
+                    "running run, else the latest one under runs/. A finished run also has it\n"
+                    "in report.txt and report.json.\n"
                     "--trace writes RUN/trace.json again instead: the run's timeline for\n"
                     "ui.perfetto.dev or chrome://tracing (the logger writes it as a run ends).\n"
                     "--html writes RUN/report.html again and prints its path: the report as one\n"
@@ -83,7 +84,7 @@ int cmd_report(int argc, char **argv)
         }
     }
     char dir[PATH_MAX], err[PATH_MAX + 128];
-    int rc = zp_find_run(run, dir, sizeof dir);
+    int rc = zp_find_run_or_latest(run, dir, sizeof dir);
     if (rc)
         return rc;
     if (trace)

@@ -104,7 +104,35 @@ pid_t zp_rundir_live_pid(const char *run)
     return (pid_t)pid;
 }
 
-int zp_find_run(const char *run, char *dir, size_t len)
+/* The newest folder under runs/ that holds a config.yaml, into dir. */
+static int newest_run(char *dir, size_t len)
+{
+    DIR *d = opendir("runs");
+    char path[PATH_MAX], best[PATH_MAX] = "";
+    time_t newest = 0;
+    for (struct dirent *e; d && (e = readdir(d));) {
+        struct stat st;
+        if (e->d_name[0] == '.')
+            continue;
+        snprintf(path, sizeof path, "runs/%s/config.yaml", e->d_name);
+        if (stat(path, &st) == 0 && (!best[0] || st.st_mtime > newest)) {
+            newest = st.st_mtime;
+            snprintf(best, sizeof best, "runs/%s", e->d_name);
+        }
+    }
+    if (d)
+        closedir(d);
+    if (!best[0] || !realpath(best, dir)) {
+        fprintf(stderr, "zeus-pipe: no run under runs/ (from here); name one: RUN is a run "
+                        "directory or a name under runs/\n");
+        return 2;
+    }
+    fprintf(stderr, "zeus-pipe: no run is running; the latest: %s\n", best);
+    (void)len;
+    return 0;
+}
+
+static int find_run(const char *run, char *dir, size_t len, int latest)
 {
     char path[PATH_MAX];
     struct stat st;
@@ -138,12 +166,24 @@ int zp_find_run(const char *run, char *dir, size_t len)
     }
     if (found == 1)
         return 0;
+    if (found == 0 && latest)
+        return newest_run(dir, len);
     if (found == 0)
         fprintf(stderr, "zeus-pipe: no running run under runs/; name one: RUN is a run directory or a name under runs/\n");
     else
         fprintf(stderr, "zeus-pipe: %d runs are running (%s ); name one\n", found, names);
     (void)len;
     return 2;
+}
+
+int zp_find_run(const char *run, char *dir, size_t len)
+{
+    return find_run(run, dir, len, 0);
+}
+
+int zp_find_run_or_latest(const char *run, char *dir, size_t len)
+{
+    return find_run(run, dir, len, 1);
 }
 
 /* ---- after a run: what RUN/resources lists (pipeline/resources.h) ------------------------------ */

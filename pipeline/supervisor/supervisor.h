@@ -420,6 +420,9 @@ pid_t zp_rundir_live_pid(const char *run);
  * directory; with RUN NULL picks the only running run under `runs/`. Prints
  * what went wrong and returns 2 on failure. */
 int zp_find_run(const char *run, char *dir, size_t len);
+/* The same, but with RUN NULL and no run running, the latest run under runs/
+ * (the newest folder with a config.yaml), said on stderr: for `report`. */
+int zp_find_run_or_latest(const char *run, char *dir, size_t len);
 
 /* Removes the shared memory, socket files and nested rank folders' leftovers
  * that the run recorded in RUN/resources (pipeline/resources.h), and its pid
