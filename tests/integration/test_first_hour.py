@@ -155,6 +155,9 @@ def a_programs_epoch_metrics_reach_the_report_the_page_and_tensorboard():
         tb = b"".join(open(os.path.join(run, "tb", f), "rb").read()
                       for f in os.listdir(os.path.join(run, "tb")))
         zp.check(b"train/loss" in tb and b"test/accuracy" in tb, "no train/ and test/ tags in tb/")
+        rc, out, err = w.run("report")  # no run named, none running: the latest
+        zp.check(rc == 0 and "the latest: runs/m" in err and "2.2500" in out,
+                 "report without RUN: exit %d\n%s" % (rc, err))
 
 
 DETAILS = """
