@@ -226,9 +226,18 @@ static int probe_images(const zp_config_t *cfg, zp_dataset_t *ds, char *err, siz
         char where[600];
         zp_imagelist_t *l = &ds->split[s];
         zp_dataset_file(cfg, s == ZP_SPLIT_TRAIN ? cfg->image_train : cfg->image_test, where, sizeof where);
-        int rc = zp_imagelist_read(where, cfg->dataset_source == ZP_SOURCE_IMAGE_LIST, l, err, len);
-        if (rc)
+        int list = cfg->dataset_source == ZP_SOURCE_IMAGE_LIST;
+        int rc = zp_imagelist_read(where, list, l, err, len);
+        if (rc) { /* which keys made the path, and what was expected there */
+            char why[600];
+            snprintf(why, sizeof why, "%s", err);
+            snprintf(err, len, "dataset.path (%s) + dataset.image.%s (%s): %s; expected %s", cfg->dataset_path,
+                     s == ZP_SPLIT_TRAIN ? "train" : "test",
+                     s == ZP_SPLIT_TRAIN ? cfg->image_train : cfg->image_test, why,
+                     list ? "a list file of \"PATH LABEL\" lines (dataset.source: image_list)"
+                          : "a folder of CLASS/*.jpg|jpeg|png (torchvision's ImageFolder layout)");
             return rc;
+        }
         m->n[s] = l->n;
         if (s == ZP_SPLIT_TRAIN)
             m->classes = l->classes < 2 ? 2 : l->classes;

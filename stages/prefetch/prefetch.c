@@ -313,6 +313,10 @@ static int on_fail(void *ctx, const zp_msg_t *m, zp_frames_t *f)
         return 0; /* for a batch a SEEK abandoned: it may be loaded again when it is asked for */
     zp_error("a loader could not load a %s batch: %s", zp_split_name(((prefetch_t *)ctx)->split),
              m->error);
+    if (p->st->cfg.on_error == ZP_ON_ERROR_STOP)
+        zp_error("the run stops on a sample that cannot be loaded (loader.on_error: error); "
+                 "loader.on_error: skip leaves such samples out instead, counted and listed in "
+                 "the report");
     return ZP_EDATA;
 }
 

@@ -145,8 +145,12 @@ def a_missing_folder_or_list_is_named():
         cfg = w.write("m.yaml", CONFIG.format(name="m", root=missing, resize=0, crop=8, cache="m-cache"))
         rc, out, err = w.run("up", cfg)
         zp.check(rc == 2 and missing + "/train: No such file or directory" in err, (rc, err))
+        # which keys made the path, and the layout expected there
+        zp.check("dataset.path (%s) + dataset.image.train (train)" % missing in err and
+                 "CLASS/*.jpg" in err, err)
         rc, out, err = w.run("up", cfg, "dataset.source=image_list", "dataset.image.train=t.txt")
         zp.check(rc == 2 and missing + "/t.txt: No such file or directory" in err, (rc, err))
+        zp.check("a list file of" in err, err)
 
 
 def bad_files_are_named_or_skipped():
@@ -166,6 +170,8 @@ def bad_files_are_named_or_skipped():
         logs = "".join(open(os.path.join(w.run_dir("stop"), "logs", f)).read()
                        for f in os.listdir(os.path.join(w.run_dir("stop"), "logs")))
         zp.check(any(os.path.join(d, b) in logs for b in bad), "no bad file named:\n" + logs[-2000:])
+        zp.check("loader.on_error: skip leaves such samples out" in logs + err,
+                 "the way out is not said:\n" + (logs + err)[-2000:])
         rc, out, err = w.run("up", cfg, "run.name=skip", "cache.enabled=false", "loader.on_error=skip")
         zp.check(rc == 0, err[-2000:])
         rep = json.load(open(os.path.join(w.run_dir("skip"), "report.json")))
