@@ -293,6 +293,16 @@ static void sum_stages(const report_t *r, stage_sum_t *out)
                 out[s].wait_out /= out[s].instances;
 }
 
+/* The trainer's epochs' time in all, seconds (the series are in ms). */
+static double epoch_seconds(const report_t *r)
+{
+    const series_t *ep = &r->series[ZP_STAGE_TRAINER][ZP_R_EPOCH];
+    double ms = 0;
+    for (size_t i = 0; i < ep->n; i++)
+        ms += ep->v[i];
+    return ms / 1000;
+}
+
 /* The share of the trainer's epoch time spent in io (waiting for a batch); -1 without samples. */
 static double wait_share(const report_t *r)
 {
@@ -312,6 +322,13 @@ int zp_report_bottleneck(const zp_data_stages_t *d, double wait, char *stage, si
     snprintf(stage, slen, "%s", "unknown");
     if (wait < 0) {
         snprintf(buf, len, "No trainer timings yet: the run has not finished an epoch.");
+        return -1;
+    }
+    if (d->seconds < ZP_ADVICE_MIN_S) {
+        snprintf(buf, len, "The trainer waited for data %.1f%% of its time over %.1f s of epochs: "
+                 "too short a run for its shares to name a bottleneck (start-up weighs on "
+                 "them); a run of %.0f s or more gets advice.", 100 * wait, d->seconds,
+                 ZP_ADVICE_MIN_S);
         return -1;
     }
     if (wait < 0.10) {
@@ -350,9 +367,11 @@ int zp_report_bottleneck(const zp_data_stages_t *d, double wait, char *stage, si
 }
 
 /* One sentence: which stage limits the run, and what to try. */
-static void bottleneck(const stage_sum_t *s, double wait, char *stage, size_t slen, char *buf, size_t len)
+static void bottleneck(const stage_sum_t *s, double wait, double seconds, char *stage, size_t slen,
+                       char *buf, size_t len)
 {
-    zp_data_stages_t d = {.busy = {s[0].busy, s[1].busy, s[2].busy}, .loaders = s[0].instances};
+    zp_data_stages_t d = {.busy = {s[0].busy, s[1].busy, s[2].busy}, .loaders = s[0].instances,
+                          .seconds = seconds};
     zp_report_bottleneck(&d, wait, stage, slen, buf, len);
 }
 
@@ -533,7 +552,7 @@ int zp_report(const char *run_dir, FILE *text, FILE *json, char *err, size_t err
     sum_stages(r, s);
     double wait = wait_share(r);
     char hot[16], advice[600];
-    bottleneck(s, wait, hot, sizeof hot, advice, sizeof advice);
+    bottleneck(s, wait, epoch_seconds(r), hot, sizeof hot, advice, sizeof advice);
     if (text) {
         fprintf(text, "run %s\n", r->run);
         if (r->missing[0])

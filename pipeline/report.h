@@ -39,12 +39,18 @@ int zp_run_summary(const char *run_dir, zp_run_summary_t *out, char *err, size_t
  * busy (loader, cache, prefetch; averaged over each stage's instances). */
 typedef struct {
     double busy[3];
-    int loaders; /* loader instances */
+    int loaders;    /* loader instances */
+    double seconds; /* the trainer's epochs, in all: too few and no advice is given */
 } zp_data_stages_t;
+
+/* The least epoch time (seconds) whose figures name a bottleneck: a start-up
+ * dominates a shorter run's shares. */
+#define ZP_ADVICE_MIN_S 10.0
 
 /* Names the stage that limits a run from the trainer's share of time waiting
  * for data (`wait`, 0..1; negative when unknown) and the data stages' busy
- * shares: the trainer when it waits under 10%; else the busiest data stage
+ * shares (no advice for epochs of under ZP_ADVICE_MIN_S seconds in all):
+ * the trainer when it waits under 10%; else the busiest data stage
  * when it is busy at least half its time; else none (a latency problem).
  * Writes the stage's name ("trainer", "loader", "cache", "prefetch" or
  * "unknown") to `stage` and one sentence of advice to `buf`; returns 3 for

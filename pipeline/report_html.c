@@ -276,7 +276,7 @@ static double mean_busy(const stat_list_t *l, int *instances)
  * instance's last busy share, and the trainer's io time over its epochs. */
 static void bottleneck(const page_t *p, char *buf, size_t len)
 {
-    zp_data_stages_t d = {{0}, 0};
+    zp_data_stages_t d = {{0}, 0, 0};
     for (int s = 0; s < 3; s++) {
         int count;
         d.busy[s] = mean_busy(&p->stats[s], &count);
@@ -284,6 +284,7 @@ static void bottleneck(const page_t *p, char *buf, size_t len)
             d.loaders = count;
     }
     double io = p->region_s[ZP_STAGE_TRAINER][ZP_R_IO], ep = p->region_s[ZP_STAGE_TRAINER][ZP_R_EPOCH];
+    d.seconds = ep;
     char stage[16];
     zp_report_bottleneck(&d, ep > 0 ? io / ep : -1, stage, sizeof stage, buf, len);
 }

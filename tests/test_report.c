@@ -26,8 +26,20 @@
 static int name(double wait, double loader, double cache, double prefetch, int loaders,
                 char *stage, char *advice)
 {
-    zp_data_stages_t d = {.busy = {loader, cache, prefetch}, .loaders = loaders};
+    zp_data_stages_t d = {.busy = {loader, cache, prefetch}, .loaders = loaders, .seconds = 60};
     return zp_report_bottleneck(&d, wait, stage, 16, advice, 600);
+}
+
+static void a_run_too_short_for_its_shares_gets_no_advice(void **state)
+{
+    (void)state;
+    char stage[16], advice[600];
+    /* the figures of a loader-bound run, over 1.2 s of epochs: start-up, not a bottleneck */
+    zp_data_stages_t d = {.busy = {0.97, 0.2, 0.3}, .loaders = 3, .seconds = 1.2};
+    assert_int_equal(zp_report_bottleneck(&d, 0.6, stage, 16, advice, 600), -1);
+    assert_string_equal(stage, "unknown");
+    assert_non_null(strstr(advice, "over 1.2 s of epochs: too short a run"));
+    assert_null(strstr(advice, "try"));
 }
 
 static void a_trainer_that_waits_under_a_tenth_is_the_bottleneck(void **state)
@@ -411,6 +423,7 @@ int main(void)
     zp_log_set_level(ZP_LOG_ERROR);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(a_trainer_that_waits_under_a_tenth_is_the_bottleneck),
+        cmocka_unit_test(a_run_too_short_for_its_shares_gets_no_advice),
         cmocka_unit_test(the_busiest_data_stage_is_named_with_its_advice),
         cmocka_unit_test(waiting_with_no_busy_stage_is_latency_and_no_timings_are_unknown),
 #define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)

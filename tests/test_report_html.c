@@ -267,8 +267,8 @@ static void a_run_has_its_plots_tables_and_nothing_unescaped(void **state)
         for (int i = 0; i < 5; i++)
             stats(stages[i], 0, 1000 + t, 100 * (i + 1), 0.3);
     stats("loader", 1, 1005, 50, 0.1);
-    timer("trainer", "io", 300000000);
-    timer("trainer", "epoch", 1000000000);
+    timer("trainer", "io", 3000000000); /* 30% of 20 s of epochs: long enough for advice */
+    timer("trainer", "epoch", 10000000000);
     timer("loader", "read", 2000000);
     skipped("bad.jpg: <img src=x onerror=alert(1)>");
     /* two nodes' loader.autoscale decisions, a reason with markup */

@@ -386,7 +386,8 @@ static int supervise(zp_sup_t *s)
 /* Runs every stage of the run in s->run_dir until training ends; the exit status. */
 static int run_stages(zp_sup_t *s)
 {
-    tune_openblas();
+    if (!s->attach && !s->cfg.trainer_command.n && s->cfg.backend == ZP_BACKEND_CPU)
+        tune_openblas(); /* only the built-in cpu trainer's GEMMs care */
     struct sigaction sa = {.sa_handler = on_signal};
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
