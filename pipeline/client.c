@@ -395,6 +395,14 @@ int zp_client_next(zp_client_t *c, zp_client_batch_t *b, int timeout_ms)
     return c->kind;
 }
 
+int zp_client_set_step(zp_client_t *c, int64_t step)
+{
+    if (!c || step < 0)
+        return ZP_EINVAL;
+    c->step = step;
+    return 0;
+}
+
 int zp_client_run_info(const zp_client_t *c, zp_client_run_t *out)
 {
     if (!c || !out)

@@ -171,6 +171,12 @@ int zp_client_run_info(const zp_client_t *c, zp_client_run_t *out);
 int zp_client_seek(zp_client_t *c, int split, uint64_t epoch, uint64_t batch, unsigned plan,
                    char *err, size_t errlen);
 
+/* A resumed program's train steps so far (the `step` of its saved state):
+ * the library counts on from there, so that the run's epoch_end records go
+ * on from the first run's steps. Returns 0, or a negative error for a NULL
+ * client or a negative step. (Since API version 4.) */
+int zp_client_set_step(zp_client_t *c, int64_t step);
+
 /* Waits up to timeout_ms (< 0: until something comes) for the next batch,
  * epoch end or end of the run, into *b. At an epoch's end the library has
  * summed the epoch's counts over the run's ranks (each rank waits there for

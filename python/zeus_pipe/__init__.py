@@ -368,6 +368,7 @@ class Client:
         else:
             self._next = {split: [e, b], 1 - split: [other, 0]}
         self._last, self._step, self._loaded_plan = split, d.get("step", 0), plan
+        self._check(self._lib.zp_client_set_step(self._c, self._step), "set_step")
         self._epoch = self._next[TRAIN][0]
 
     def _seek(self, split, epoch, batch):
@@ -396,6 +397,8 @@ class Client:
             self._check(self._lib.zp_client_release(self._c, ctypes.byref(self._batch)), "release")
         self._peeked = 0
         self._open.clear()  # what loops left is released by the library before SEEKED
+        # the batch taken ahead and given back counted as a step in the library: not one
+        self._check(self._lib.zp_client_set_step(self._c, self._step), "set_step")
 
     def log(self, event="step", step=None, epoch=None, **metrics):
         """Appends {event, step, epoch, **metrics} (numbers) to the run's

@@ -114,6 +114,7 @@ def _prototypes(lib):
         "zp_client_batches": (I64, [P, I]),
         "zp_client_fields": (I, [P, ctypes.POINTER(ctypes.POINTER(Field)), ctypes.POINTER(I)]),
         "zp_client_error": (S, [P]),
+        "zp_client_set_step": (I, [P, I64]),
         "zp_client_normalization_table": (I, [P, ctypes.POINTER(ctypes.c_float), I]),
         "zp_client_next": (I, [P, BP, I]),
         "zp_client_release": (I, [P, BP]),

@@ -179,6 +179,10 @@ def a_resumed_script_gets_the_same_batches_and_ends_with_the_same_loss():
         zp.check([(e["epoch"], e["samples"]) for e in ends] == [(1, 600 - 8 * BATCH), (2, 600)]
                  and all(e["samples"] == e["expected_samples"] == e["distinct"] for e in ends),
                  "the resumed run's train records: %s" % ends)
+        # and their steps go on from the first run's (they restarted from 0)
+        full_steps = {e["epoch"]: e["step"] for e in zp.epoch_ends(w.run_dir("full"), "train")}
+        zp.check([e["step"] for e in ends] == [full_steps[1], full_steps[2]],
+                 "resumed steps %s, the uninterrupted run's %s" % ([e["step"] for e in ends], full_steps))
 
 
 if __name__ == "__main__":
