@@ -8,6 +8,7 @@
  * (scripts/zeuspipe.map). */
 #define _GNU_SOURCE
 #include "pipeline/zeus_pipe.h"
+#include "pipeline/augment.h"
 #include "pipeline/comm.h"
 #include "pipeline/consumer.h"
 #include "pipeline/coverage.h"
@@ -48,6 +49,7 @@ struct zp_client {
     int ended;            /* END came (not before a SEEKED) */
     zp_client_field_t fields[ZP_FIELDS_MAX]; /* st.meta.fields, names pointing into it */
     int64_t stop_checked; /* ns: when RUN/stopped was last looked for */
+    zp_augment_t aug;     /* dataset.augment.* (where: trainer): zp_client_augment */
     char error[PATH_MAX + 512]; /* the sentence of the last error zp_client_next returned */
 };
 
@@ -302,6 +304,10 @@ static int attach(zp_client_t *c, const char *run_dir, int rank, int timeout_ms,
         say(err, len, "%s: no memory for the epoch proofs", st->run_dir);
         return rc;
     }
+    if (st->cfg.aug_where == ZP_AUG_IN_TRAINER && zp_augment_init(&c->aug, &st->cfg, &st->meta)) {
+        say(err, len, "%s: no memory for dataset.augment", st->run_dir);
+        return ZP_ENOMEM;
+    }
     c->opened = 1;
     if (!(rc = zp_stage_open(st)))
         c->opened = 2, rc = zp_consumer_open(&c->ring, st, rank, routes,
@@ -395,6 +401,20 @@ int zp_client_next(zp_client_t *c, zp_client_batch_t *b, int timeout_ms)
     return c->kind;
 }
 
+int zp_client_augment(zp_client_t *c, const zp_client_batch_t *b, const float *in, float *out)
+{
+    if (!c || !b || b->kind != ZP_CLIENT_BATCH || (b->n && (!in || !out)))
+        return ZP_EINVAL;
+    if (!c->aug.on || b->split != ZP_CLIENT_TRAIN)
+        return 0;
+    size_t elems = (size_t)c->st.meta.elems;
+    ZP_TIME_BEGIN(&c->st.timers, ZP_R_AUGMENT);
+    for (int64_t i = 0; i < b->n; i++)
+        zp_augment(&c->aug, b->epoch, b->indices[i], in + (size_t)i * elems, out + (size_t)i * elems);
+    ZP_TIME_END(&c->st.timers, ZP_R_AUGMENT);
+    return 1;
+}
+
 int zp_client_set_step(zp_client_t *c, int64_t step)
 {
     if (!c || step < 0)
@@ -411,7 +431,8 @@ int zp_client_run_info(const zp_client_t *c, zp_client_run_t *out)
     *out = (zp_client_run_t){.seed = (uint64_t)cfg->seed, .world = c->world,
                              .rank = c->st.instance, .batch_size = cfg->batch_size,
                              .epochs = cfg->epochs, .shuffle = !!cfg->shuffle,
-                             .drop_last = !!cfg->drop_last, .classes = c->st.meta.classes};
+                             .drop_last = !!cfg->drop_last, .classes = c->st.meta.classes,
+                             .augment = c->aug.on};
     for (int s = 0; s < ZP_SPLITS; s++) {
         out->samples[s] = c->st.meta.n[s];
         out->batches[s] = zp_client_batches(c, s);
@@ -579,6 +600,7 @@ void zp_client_destroy(zp_client_t **cp)
         close(c->mark); /* detached: `up --attach` may end the run */
     for (int s = 0; s < ZP_SPLITS; s++)
         zp_coverage_free(&c->acc[s]);
+    zp_augment_free(&c->aug);
     zp_dataset_destroy(&c->ds);
     free(c);
     *cp = NULL;

@@ -145,7 +145,9 @@ typedef struct {
     int shuffle, drop_last; /* prefetch.shuffle, prefetch.drop_last */
     int64_t classes;       /* the train split's classes (built-in sources; 1 for a Python
                               Dataset, whose targets are its own fields). Since version 4 */
-    uint64_t reserved[7];
+    int64_t augment;       /* 1: the config asks for train augmentation (dataset.augment.*,
+                              where: trainer), for zp_client_augment to apply. Since version 4 */
+    uint64_t reserved[6];
 } zp_client_run_t;
 
 /* Fills *out. Returns 0, or a negative error for a NULL argument. (Since
@@ -170,6 +172,15 @@ int zp_client_run_info(const zp_client_t *c, zp_client_run_t *out);
  * API version 3.) */
 int zp_client_seek(zp_client_t *c, int split, uint64_t epoch, uint64_t batch, unsigned plan,
                    char *err, size_t errlen);
+
+/* The run's train augmentation (dataset.augment.*: random-resized-crop,
+ * padded crop, flip), as the built-in trainer applies it, drawn from (seed,
+ * epoch, sample index): `in` holds batch b's n samples as normalised float32
+ * (C x H x W each), `out` (not overlapping it) gets them augmented. Returns
+ * 1 when it augmented; 0 when there is nothing to do (a test batch, or no
+ * augmentation in the config: `out` untouched); a negative error. Timed as
+ * the region `augment`. (Since API version 4.) */
+int zp_client_augment(zp_client_t *c, const zp_client_batch_t *b, const float *in, float *out);
 
 /* A resumed program's train steps so far (the `step` of its saved state):
  * the library counts on from there, so that the run's epoch_end records go

@@ -147,6 +147,17 @@ class Client:
         self._info = RunInfo()
         self._check(self._lib.zp_client_run_info(self._c, ctypes.byref(self._info)), "run_info")
         self._read_fields()
+        self._augment = bool(self._info.augment)
+        if self._augment and (self._records or raw or (device is not None and str(device) != "cpu")):
+            self.close()
+            raise ZeusPipeError(
+                "zeus_pipe: the run's config asks for train augmentation (dataset.augment.*), "
+                "which the package applies to the built-in sources' normalised images on the "
+                "CPU, as the built-in trainer does; %s: augment in your loop instead (and set "
+                "dataset.augment's keys off), or attach on the CPU without raw=True" % (
+                    "a Python Dataset's fields are its own" if self._records else
+                    "raw=True keeps the pixels as they are" if raw else
+                    "device=%r copies the ring's samples to the GPU first" % (device,)))
         self.train = Source(self, TRAIN)
         self.test = Source(self, TEST)
         if device is not None and str(device) != "cpu":
@@ -266,6 +277,11 @@ class Client:
         x = x.view(shape)
         if x.dtype == torch.uint8 and not self._raw:  # as the built-in trainer: its very table
             x = self._normalize(x)
+        if self._augment and b.split == TRAIN and b.n:  # as the built-in trainer, drawn alike
+            out = torch.empty_like(x)
+            if self._check(self._lib.zp_client_augment(self._c, ctypes.byref(b), x.data_ptr(),
+                                                       out.data_ptr()), "augment"):
+                x = out
         return x, y.to(torch.int64)
 
     # ---- the user's side ------------------------------------------------------------------------

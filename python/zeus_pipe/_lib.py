@@ -85,7 +85,8 @@ class RunInfo(ctypes.Structure):
         ("shuffle", ctypes.c_int),
         ("drop_last", ctypes.c_int),
         ("classes", ctypes.c_int64),
-        ("reserved", ctypes.c_uint64 * 7),
+        ("augment", ctypes.c_int64),
+        ("reserved", ctypes.c_uint64 * 6),
     ]
 
 
@@ -115,6 +116,7 @@ def _prototypes(lib):
         "zp_client_fields": (I, [P, ctypes.POINTER(ctypes.POINTER(Field)), ctypes.POINTER(I)]),
         "zp_client_error": (S, [P]),
         "zp_client_set_step": (I, [P, I64]),
+        "zp_client_augment": (I, [P, BP, ctypes.c_void_p, ctypes.c_void_p]),
         "zp_client_normalization_table": (I, [P, ctypes.POINTER(ctypes.c_float), I]),
         "zp_client_next": (I, [P, BP, I]),
         "zp_client_release": (I, [P, BP]),

@@ -73,26 +73,27 @@ def order_digest(indices):
     return "%016x" % d
 
 
-def up(w, name, dtype, trainer):
+def up(w, name, dtype, trainer, overrides=()):
     cfg = w.write(name + ".yaml", CONFIG.format(name=name, dtype=dtype, trainer=trainer))
     env = dict(os.environ, PYTHONPATH=os.path.abspath(PACKAGE))
-    p = w.start("up", cfg, env=env)
+    p = w.start("up", cfg, *overrides, env=env)
     out, err = p.communicate(timeout=240)
     return p.returncode, err
 
 
-def builtin_batches(w, name, dtype):
+def builtin_batches(w, name, dtype, overrides=()):
     """{(epoch, index): (order digest, pixel digest)} of the built-in trainer."""
-    rc, err = up(w, name, dtype, "  backend: cpu")
+    rc, err = up(w, name, dtype, "  backend: cpu", overrides)
     zp.check(rc == 0, "built-in run: exit %d:\n%s" % (rc, err[-2000:]))
     with open(os.path.join(w.run_dir(name), "batches.log")) as f:
         return {(int(e), int(i)): (order, px) for e, i, _, order, px in map(str.split, f)}
 
 
-def consumer_batches(w, name, dtype, raw=False):
+def consumer_batches(w, name, dtype, raw=False, overrides=()):
     """The consumer's lines, by (split, epoch, index)."""
     w.write("consumer.py", CONSUMER.replace("zeus_pipe.attach()", "zeus_pipe.attach(raw=%r)" % raw))
-    rc, err = up(w, name, dtype, "  command: [%s, consumer.py, %s.out]" % (python_command(), name))
+    rc, err = up(w, name, dtype, "  command: [%s, consumer.py, %s.out]" % (python_command(), name),
+                 overrides)
     zp.check(rc == 0, "the consumer: exit %d:\n%s" % (rc, err[-2000:]))
     with open(os.path.join(w.path, name + ".out")) as f:
         lines = [l.split() for l in f]
@@ -104,10 +105,11 @@ def consumer_batches(w, name, dtype, raw=False):
     return got
 
 
-def the_consumer_gets_the_built_in_trainers_batches(dtype, xdtype, pixels, raw=False):
+def the_consumer_gets_the_built_in_trainers_batches(dtype, xdtype, pixels, raw=False,
+                                                   overrides=()):
     with zp.Workdir() as w:
-        want = builtin_batches(w, "builtin", dtype)
-        got = consumer_batches(w, "mine", dtype, raw)
+        want = builtin_batches(w, "builtin", dtype, overrides)
+        got = consumer_batches(w, "mine", dtype, raw, overrides)
         zp.check(len(want) == 2 * 16, "the built-in trainer logged %d batches" % len(want))
         zp.check(len(got) == 2 * (16 + 5), "the consumer got %d batches" % len(got))
         for split, samples in (("train", 1000), ("test", 300)):
@@ -136,6 +138,25 @@ def a_uint8_consumer_gets_the_built_in_trainers_normalised_pixels():
     # uint8 samples come normalised to float32 on the CPU too, with the built-in
     # trainer's own table: the very bits its batches.log digests
     the_consumer_gets_the_built_in_trainers_batches("uint8", "torch.float32", True)
+
+
+AUGMENT = ("dataset.augment.resized_crop=true", "dataset.augment.hflip=true",
+           "dataset.augment.crop_padding=1")
+
+
+def the_configs_augmentation_reaches_the_consumer_as_the_built_in_trainer_draws_it():
+    # it used to be accepted and ignored: the same pixels every epoch
+    the_consumer_gets_the_built_in_trainers_batches("uint8", "torch.float32", True,
+                                                    overrides=AUGMENT)
+
+
+def augmentation_with_raw_pixels_is_refused_at_attach_not_ignored():
+    with zp.Workdir() as w:
+        w.write("raw.py", "import sys, zeus_pipe\ntry:\n    zeus_pipe.attach(raw=True)\n"
+                "except zeus_pipe.ZeusPipeError as e:\n    print(e, file=sys.stderr)\n    sys.exit(3)\n")
+        rc, err = up(w, "raw", "uint8", "  command: [%s, raw.py]" % python_command(), AUGMENT)
+        zp.check(rc != 0 and "dataset.augment" in err and "raw=True" in err,
+                 "exit %d:\n%s" % (rc, err[-2000:]))
 
 
 def a_raw_uint8_consumer_gets_uint8_batches_of_the_same_indices():
@@ -170,5 +191,7 @@ if __name__ == "__main__":
     zp.main([a_float32_consumer_gets_the_built_in_trainers_indices_and_pixels,
              a_uint8_consumer_gets_the_built_in_trainers_normalised_pixels,
              a_raw_uint8_consumer_gets_uint8_batches_of_the_same_indices,
+             the_configs_augmentation_reaches_the_consumer_as_the_built_in_trainer_draws_it,
+             augmentation_with_raw_pixels_is_refused_at_attach_not_ignored,
              a_consumer_that_raises_fails_the_run_naming_trainer_0_and_the_error,
              iterating_past_the_last_epoch_is_an_error_not_a_hang])
