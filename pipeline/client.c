@@ -452,7 +452,7 @@ static int seek_check(const zp_client_t *c, int split, uint64_t epoch, uint64_t 
             split);
     else if (c->st.meta.n[split] == 0 || batches <= 0)
         say(err, len, "zp_client_seek: the run has no %s batches", name);
-    else if (epoch >= (uint64_t)c->st.cfg.epochs)
+    else if (epoch >= (uint64_t)zp_config_epochs(&c->st.cfg))
         say(err, len, "zp_client_seek: %s epoch %llu is past the run's last (epochs 0..%lld: "
             "trainer.epochs %lld)", name, (unsigned long long)epoch,
             (long long)c->st.cfg.epochs - 1, (long long)c->st.cfg.epochs);

@@ -43,6 +43,11 @@ enum { ZP_OPTIM_SGD, ZP_OPTIM_ADAMW };
 enum { ZP_AUG_IN_TRAINER, ZP_AUG_IN_LOADER };
 enum { ZP_DT_FLOAT32, ZP_DT_UINT8 };
 
+/* The epochs a run gives: trainer.epochs, or (0: a program's loop decides,
+ * uncapped) as many as any run lasts. */
+#define ZP_EPOCHS_UNCAPPED ((int64_t)1 << 40)
+#define zp_config_epochs(cfg) ((cfg)->epochs ? (cfg)->epochs : ZP_EPOCHS_UNCAPPED)
+
 typedef struct {
     char run_name[64];
     char run_dir[256];

@@ -139,7 +139,7 @@ typedef struct {
     uint64_t seed;         /* the run's seed */
     int64_t world, rank;   /* trainer ranks, and this one */
     int64_t batch_size;    /* prefetch.batch_size */
-    int64_t epochs;        /* trainer.epochs */
+    int64_t epochs;        /* trainer.epochs: the most epochs the run gives; 0: no cap */
     int64_t samples[2];    /* samples of the train and test splits */
     int64_t batches[2];    /* this rank's batches per epoch: zp_client_batches */
     int shuffle, drop_last; /* prefetch.shuffle, prefetch.drop_last */

@@ -170,7 +170,9 @@
       "step schedule: epochs between two multiplications by gamma")                               \
     X("trainer.schedule.gamma", FLOAT, gamma, "0.1", 1e-6, 1, "step schedule: factor")             \
     X("trainer.schedule.min_lr", FLOAT, min_lr, "0", 0, 10, "cosine schedule: the final learning rate") \
-    X("trainer.epochs", INT, epochs, "10", 1, 100000, "passes over the train split")              \
+    X("trainer.epochs", INT, epochs, "10", 0, 100000,                                              \
+      "passes over the train split; a program's loop (trainer.command, a Python-first script) "    \
+      "decides and this caps it: 0 = no cap (the built-in trainer needs 1 or more)")            \
     X("trainer.limit_train_batches", INT, limit_train_batches, "0", 0, 1000000000,                 \
       "train on at most this many batches per epoch (0 = all)")                                   \
     X("trainer.limit_test_batches", INT, limit_test_batches, "0", 0, 1000000000,                   \

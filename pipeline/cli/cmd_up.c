@@ -58,6 +58,13 @@ int cmd_up(int argc, char **argv)
     if (rc)
         return rc < 0 ? usage(stderr, 2) : rc;
     char err[512];
+    if (!attach && !cfg.trainer_command.n && cfg.epochs == 0) {
+        fprintf(stderr, "zeus-pipe: %s: trainer.epochs: 0 (no cap) is for a program's loop "
+                        "(trainer.command, a Python-first script); the built-in trainer needs 1 or "
+                        "more\n", cfg.file);
+        zp_dataset_destroy(&ds);
+        return 2;
+    }
     if (!attach && !cfg.trainer_command.n && cfg.backend != ZP_BACKEND_NULL &&
         zp_dataset_builtin_fields(&ds->meta, err, sizeof err)) {
         fprintf(stderr, "zeus-pipe: %s: %s\n", cfg.file, err);

@@ -401,8 +401,11 @@ static int run_stages(zp_sup_t *s)
     }
     s->control = zp_sock_open(s->zctx, ZMQ_REP, ep, 1, 0);
     int status = zp_sup_autoscale_open(s); /* loader.workers clamped first */
-    fprintf(stderr, "zeus-pipe: run %s: %lld loader(s), batch %lld, %lld epoch(s)\n", s->run_dir,
-            (long long)s->cfg.loader_workers, (long long)s->cfg.batch_size, (long long)s->cfg.epochs);
+    char epochs[48] = "epochs as the program's loop asks"; /* trainer.epochs 0: no cap */
+    if (s->cfg.epochs)
+        snprintf(epochs, sizeof epochs, "%lld epoch(s)", (long long)s->cfg.epochs);
+    fprintf(stderr, "zeus-pipe: run %s: %lld loader(s), batch %lld, %s\n", s->run_dir,
+            (long long)s->cfg.loader_workers, (long long)s->cfg.batch_size, epochs);
     if (s->attach) { /* the folder to attach to, for the program that started `up --attach` */
         printf("ZP_RUN=%s\n", s->run_dir);
         fflush(stdout);

@@ -194,7 +194,7 @@ def main():
     overrides = dict(o.split("=", 1) for o in args.overrides)
     with zeus_pipe.attach(config=args.config, overrides=overrides or None) as zp:
         task = args.task or ("images" if zp.fields[0][1] == "uint8" else "regression")
-        train(zp, task, args.epochs or zp.epochs, args.lr)
+        train(zp, task, args.epochs or zp.epochs or 10, args.lr)
 
 
 if __name__ == "__main__":

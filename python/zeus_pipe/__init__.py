@@ -27,8 +27,10 @@ those in flight behind it); a loop that reads
 `test` before `train` gets each epoch's test batches first. The usual loop
 (train, then test, every epoch) never seeks and never waits at an epoch's
 end. A loop left early (`break`) leaves the rest of that epoch: the next
-iteration of that split starts the epoch after. Iterating past the run's
-last epoch (trainer.epochs) raises ZeusPipeError.
+iteration of that split starts the epoch after. The loop decides how many
+epochs it runs; trainer.epochs caps them: an epoch past the cap has no
+batches (said once on stderr), and trainer.epochs 0 is no cap. zp.epoch is
+the train epoch the next loop over zp.train gives.
 
 Resume: `zp.state_dict()` is the data position, a dict of plain ints to save
 in your own checkpoint beside the model's and the optimizer's; after
@@ -288,8 +290,17 @@ class Client:
 
     @property
     def epochs(self):
-        """The run's trainer.epochs: how many epochs of each split it gives."""
-        return int(self._info.epochs)
+        """The run's trainer.epochs: the most epochs of each split it gives
+        (a loop may stop before); None for no cap (trainer.epochs 0)."""
+        return int(self._info.epochs) or None
+
+    @property
+    def epoch(self):
+        """The train epoch the next `for ... in zp.train` gives: 0 at the
+        start, the epoch after a finished one, the saved position's after
+        load_state_dict (the epoch to resume a `for epoch in range(...)` at)."""
+        e, b = self._next[TRAIN]
+        return e + 1 if b >= self.train._len else e
 
     @property
     def classes(self):
@@ -503,17 +514,24 @@ class Source:
                                  self.name, epoch, taken, self._len, self.name, epoch + 1,
                                  "" if Source._warned < 3 else "; not said again"))
 
+    _capped = set()
+
     def _begin(self):
         """Where this split's next loop starts: [epoch, batch], past a
-        finished epoch's end."""
+        finished epoch's end; None past the run's cap (trainer.epochs), said
+        once: the loop decides how many epochs it runs, the config caps them."""
         c = self._client
         e, b = c._next[self.split]
         if b >= self._len:
             e, b = e + 1, 0
-        if e >= c._info.epochs:
-            raise ZeusPipeError("zeus_pipe: iterating %s, but the run has ended: its epochs "
-                                "0..%d were all given (trainer.epochs in the run's config)" % (
-                                    self.name, c._info.epochs - 1))
+        cap = c._info.epochs
+        if cap and e >= cap:
+            if self.split not in Source._capped:
+                Source._capped.add(self.split)
+                sys.stderr.write("zeus_pipe: %s epoch %d has no batches: the run gives epochs "
+                                 "0..%d (trainer.epochs %d caps the loop; 0: no cap)\n" % (
+                                     self.name, e, cap - 1, cap))
+            return None
         c._next[self.split] = [e, b]
         return e, b
 
@@ -521,7 +539,10 @@ class Source:
         c = self._client
         if not self._len:
             return iter(())  # a split without samples (or limited to none): nothing to seek
-        e, b = self._begin()
+        start = self._begin()
+        if start is None:
+            return iter(())  # past the run's cap: an epoch of nothing
+        e, b = start
         c._peek()
         while c._peeked == EPOCH_END and c._batch.split in c._open:
             del c._open[c._batch.split]  # the end of an epoch a loop left: nothing to read

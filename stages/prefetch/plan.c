@@ -11,7 +11,7 @@ void zp_plan_init(zp_plan_t *pl, const zp_stage_t *st)
 {
     const zp_config_t *c = &st->cfg;
     pl->plan = ZP_PLAN_TRAIN | ZP_PLAN_TEST;
-    pl->epochs = c->epochs;
+    pl->epochs = zp_config_epochs(c);
     for (int s = 0; s < ZP_SPLITS; s++) {
         int train = s == ZP_SPLIT_TRAIN;
         pl->runs[s] = st->meta.n[s] > 0 && !(st->mode == ZP_MODE_EVAL && train) &&

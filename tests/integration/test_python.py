@@ -173,15 +173,31 @@ def a_consumer_that_raises_fails_the_run_naming_trainer_0_and_the_error():
                  err[-2000:])
 
 
-def iterating_past_the_last_epoch_is_an_error_not_a_hang():
-    # the order of the splits is the loop's (tests/integration/test_seek.py);
-    # an epoch past trainer.epochs is refused with a sentence
+PAST = """
+import sys, zeus_pipe
+zp = zeus_pipe.attach()
+got = []
+for epoch in range(3):
+    got.append((zp.epoch, sum(1 for x, y in zp.train)))
+print("got", got, "cap", zp.epochs, file=sys.stderr)
+"""
+
+
+def a_loop_decides_its_epochs_and_trainer_epochs_caps_them_without_a_crash():
+    # the order of the splits is the loop's (tests/integration/test_seek.py); a
+    # range(3) loop over a run of trainer.epochs 2 used to crash with "the run
+    # has ended": its third epoch is now empty, and said; with 0 there is no cap
     with zp.Workdir() as w:
-        w.write("past.py", "import zeus_pipe\nzp = zeus_pipe.attach()\nfor epoch in range(3):\n"
-                "    for x, y in zp.train:\n        pass\n")
+        w.write("past.py", PAST)
         rc, err = up(w, "past", "float32", "  command: [%s, past.py]" % python_command())
-        zp.check(rc == 1 and "iterating train, but the run has ended: its epochs 0..1" in err,
+        zp.check(rc == 0 and "got [(0, 16), (1, 16), (2, 0)] cap 2" in err and
+                 "train epoch 2 has no batches: the run gives epochs 0..1" in err,
                  "exit %d:\n%s" % (rc, err[-2000:]))
+        rc, err = up(w, "nocap", "float32", "  command: [%s, past.py]" % python_command(),
+                     ("trainer.epochs=0",))
+        zp.check(rc == 0 and "got [(0, 16), (1, 16), (2, 16)] cap None" in err,
+                 "trainer.epochs=0: exit %d:\n%s" % (rc, err[-2000:]))
+        zp.check(len(zp.epoch_ends(w.run_dir("nocap"), "train")) == 3, "no cap: not 3 train epochs")
 
 
 if __name__ == "__main__":
@@ -194,4 +210,4 @@ if __name__ == "__main__":
              the_configs_augmentation_reaches_the_consumer_as_the_built_in_trainer_draws_it,
              augmentation_with_raw_pixels_is_refused_at_attach_not_ignored,
              a_consumer_that_raises_fails_the_run_naming_trainer_0_and_the_error,
-             iterating_past_the_last_epoch_is_an_error_not_a_hang])
+             a_loop_decides_its_epochs_and_trainer_epochs_caps_them_without_a_crash])

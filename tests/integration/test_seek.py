@@ -67,7 +67,8 @@ with zeus_pipe.attach() as zp:
         model.load_state_dict(saved["model"])
         opt.load_state_dict(saved["opt"])
         zp.load_state_dict(saved["data"])
-        first = saved["epoch"]
+        first = zp.epoch  # the README's recipe: the epoch the next train loop gives
+        open(log + ".resumed", "w").write("%d %d" % (first, saved["epoch"]))
     for epoch in range(first, 3):
         for x, y in zp.train:
             s = zp.state_dict()
@@ -77,11 +78,13 @@ with zeus_pipe.attach() as zp:
             opt.zero_grad()
             loss.backward()
             opt.step()
-            if mode == "kill" and epoch == 1 and s["batch"] - 1 == 7:
+            if mode == "kill" and epoch == 1 and s["batch"] - 1 == 7 or \
+                    mode == "evalkill" and epoch == 1 and s["batch"] == len(zp.train):
                 torch.save({"model": model.state_dict(), "opt": opt.state_dict(),
                             "data": zp.state_dict(), "epoch": epoch}, ckpt)
-                out.close()
-                os.kill(os.getpid(), signal.SIGKILL)
+                if mode == "kill":
+                    out.close()
+                    os.kill(os.getpid(), signal.SIGKILL)
         total, n = 0.0, 0
         with torch.no_grad():
             for x, y in zp.test:
@@ -90,6 +93,9 @@ with zeus_pipe.attach() as zp:
                       file=out)
                 total += float(F.cross_entropy(model(x), y, reduction="sum"))
                 n += len(y)
+                if mode == "evalkill" and epoch == 1 and s["batch"] == 3:
+                    out.close()  # killed during the evaluation after the checkpoint
+                    os.kill(os.getpid(), signal.SIGKILL)
     print("loss", (total / n).hex(), file=out)
 """
 
@@ -185,10 +191,34 @@ def a_resumed_script_gets_the_same_batches_and_ends_with_the_same_loss():
                  "resumed steps %s, the uninterrupted run's %s" % ([e["step"] for e in ends], full_steps))
 
 
+def a_script_killed_during_evaluation_resumes_with_zp_epoch_and_ends():
+    # the checkpoint is taken after train epoch 1's last batch; the kill comes in
+    # its evaluation. The recipe resumed at saved["epoch"] and ran one epoch too
+    # many ("the run has ended"); zp.epoch says the next train epoch is 2
+    with zp.Workdir() as w:
+        rc, err = up(w, "evalcut", "resumes.py", ["evalkill", "evalcut.out", "evalcut.pt"])
+        zp.check(rc != 0 and os.path.exists(os.path.join(w.path, "evalcut.pt")),
+                 "the killed run: exit %d:\n%s" % (rc, err[-2000:]))
+        rc, err = up(w, "evalcut", "resumes.py", ["resume", "evalcut.out", "evalcut.pt"],
+                     "run.name=evalresumed")
+        zp.check(rc == 0, "the resumed run: exit %d:\n%s" % (rc, err[-2000:]))
+        with open(os.path.join(w.path, "evalcut.out")) as f:
+            trained = [tuple(l.split()[1:3]) for l in f if l.startswith("train")]
+        want = [(str(e), str(b)) for e in range(3) for b in range(19)]
+        resumed = zp.text(os.path.join(w.path, "evalcut.out.resumed")).split()
+        zp.check(resumed == ["2", "1"], "zp.epoch after the load: %s (the saved loop's epoch "
+                 "was 1, its train epoch finished)" % resumed)
+        zp.check(trained == want, "train batches across both runs: %d, want every one of 3 "
+                 "epochs once, in order" % len(trained))
+        ends = zp.epoch_ends(w.run_dir("evalresumed"), "train")
+        zp.check([e["epoch"] for e in ends] == [2] and ends[0]["samples"] == 600, ends)
+
+
 if __name__ == "__main__":
     if subprocess.run([PYTHON, "-c", "import torch"], capture_output=True).returncode:
         print("SKIP: %s has no torch (Debian: apt install python3-torch)" % PYTHON)
         sys.exit(77)
     zp.main([a_loop_that_reads_only_train_never_loads_the_test_split_again,
              a_loop_that_reads_test_before_train_gets_both_every_epoch,
-             a_resumed_script_gets_the_same_batches_and_ends_with_the_same_loss])
+             a_resumed_script_gets_the_same_batches_and_ends_with_the_same_loss,
+             a_script_killed_during_evaluation_resumes_with_zp_epoch_and_ends])
