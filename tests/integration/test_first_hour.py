@@ -214,6 +214,31 @@ def the_sources_tell_what_dataloader_code_reaches_for_and_a_peek_says_what_it_co
                  "starts epoch 1" in p.stderr, "the peek was not said:\n" + p.stderr[-2000:])
 
 
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+
+
+def the_readmes_switch_from_dataloader_page_runs():
+    # its two commands, on a smaller folder (and this interpreter: PATH's may lack torch)
+    with zp.Workdir() as w:
+        imgs = os.path.join(w.path, "imgs")
+        subprocess.run([PYTHON, os.path.join(ROOT, "bench", "make_images.py"), imgs, "--quick"],
+                       check=True, capture_output=True, timeout=120)
+        p = subprocess.run(
+            [zp.BIN, "up", os.path.join(ROOT, "configs", "switch-from-dataloader.yaml"),
+             "dataset.path=" + imgs, "cache.path=" + os.path.join(w.path, "cache"),
+             "run.dir=" + os.path.join(w.path, "runs"),
+             "trainer.command=[%s, ../python/examples/switch_from_dataloader.py]" % PYTHON],
+            cwd=w.path, env=env(), capture_output=True, text=True, timeout=240)
+        zp.check(p.returncode == 0, "exit %d:\n%s" % (p.returncode, p.stderr[-3000:]))
+        run = w.run_dir("switch")
+        for split, n in (("train", 40), ("test", 10)):
+            ends = zp.epoch_ends(run, split)
+            zp.check(len(ends) == 3 and all(e["samples"] == e["distinct"] == n for e in ends),
+                     "%s: %r" % (split, ends))
+        tests = [m for m in zp.metrics(run) if m.get("event") == "test_epoch"]
+        zp.check(len(tests) == 3 and all(0 <= m["accuracy"] <= 1 for m in tests), tests)
+
+
 if __name__ == "__main__":
     try:
         subprocess.run([PYTHON, "-c", "import torch"], check=True, capture_output=True)
@@ -224,4 +249,5 @@ if __name__ == "__main__":
              down_stops_a_trainer_command_program_with_an_error,
              a_loop_that_leaves_early_or_skips_test_ends_without_waiting_for_the_pipeline,
              a_programs_epoch_metrics_reach_the_report_the_page_and_tensorboard,
-             the_sources_tell_what_dataloader_code_reaches_for_and_a_peek_says_what_it_cost])
+             the_sources_tell_what_dataloader_code_reaches_for_and_a_peek_says_what_it_cost,
+             the_readmes_switch_from_dataloader_page_runs])
