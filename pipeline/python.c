@@ -200,10 +200,10 @@ static int run_probe(const zp_config_t *cfg, const char *spec, char *out, size_t
     }
     out[got] = 0;
     close(pipefd[0]);
-    int status;
-    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+    int status = 0, w;
+    while ((w = waitpid(pid, &status, 0)) < 0 && errno == EINTR)
         ;
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    return w < 0 ? -1 : WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
 /* The probe's answer into ds: split sizes, fields, the source's hash. */

@@ -55,6 +55,13 @@ def the_slow_image_dataset_trains_through_up_from_its_cache():
         cache = [m for m in zp.metrics(run) if m.get("event") == "cache" and m["epoch"] > 0]
         zp.check(cache and all(c["misses"] == 0 for c in cache),
                  "epochs after the first decoded again: %r" % cache)
+        # Python-first: the script starts the same pipeline itself, from the warm cache
+        first = [o for o in overrides(w, "images-first", args) if not o.startswith("trainer.command")]
+        p = subprocess.run([PYTHON, EXAMPLE, "--config", os.path.join(ROOT, "configs",
+                                                                      "custom-dataset.yaml")] + first,
+                           cwd=w.path, env=env(), capture_output=True, text=True, timeout=240)
+        zp.check(p.returncode == 0, "Python-first: exit %d:\n%s" % (p.returncode, p.stderr[-3000:]))
+        check_run(w.run_dir("images-first"), 4)
 
 
 def the_hdf5_regression_trains_through_up_and_python_first():

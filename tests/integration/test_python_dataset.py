@@ -150,6 +150,7 @@ def bad_datasets_stop_before_any_stage_with_a_sentence():
     with zp.Workdir() as w:
         cases = [
             ("noimport", dict(cls="Missing"), "Missing"),
+            ("ctor", dict(cls="Raises"), "FileNotFoundError: no such root: /nowhere/pets"),
             ("empty", dict(cls="Empty"), "has no samples"),
             ("strfield", dict(args="{n: 50, bad_type: true}"), "field 'name': a str is not a field"),
         ]

@@ -52,6 +52,13 @@ class Regression:
         return np.full((1, 4, 4), i, np.float32), np.full((1, 4, 4), 2.0 * i, np.float32)
 
 
+class Raises:
+    """A constructor that fails, as a wrong root would."""
+
+    def __init__(self, **kw):
+        raise FileNotFoundError("no such root: /nowhere/pets")
+
+
 class Empty:
     def __init__(self, **kw):
         pass
