@@ -77,7 +77,8 @@ int zp_fields_add(zp_fields_t *fs, const char *name, int dtype, int ndim, const 
     memset(f, 0, sizeof *f);
     snprintf(f->name, sizeof f->name, "%s", name);
     f->dtype = dtype, f->ndim = ndim, f->bytes = bytes;
-    memcpy(f->shape, shape, sizeof *shape * (size_t)ndim);
+    if (ndim) /* a scalar's shape may be NULL */
+        memcpy(f->shape, shape, sizeof *shape * (size_t)ndim);
     if (in_labels) {
         f->offset = ZP_FIELD_IN_LABELS;
     } else {

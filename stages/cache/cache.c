@@ -41,12 +41,14 @@ typedef struct {
     int retiring;      /* sent RETIRE: gets no task, and its silence is its exit */
     int refused;       /* sent REFUSED: gets no task, and nothing it sends is used */
     int fp_ok;         /* its READY carried the run's fingerprint */
+    int fd;            /* the connection its messages came through (ZMQ_SRCFD); -1: unknown */
 } loader_rec_t;
 
 typedef struct {
     zp_stage_t *st;
     void *work, *fetch;
     void *remote;   /* transport.kind tcp: CURVE ROUTER on transport.bind; NULL for ipc */
+    void *monitor;  /* the work socket's disconnections (zmq_socket_monitor); NULL: none */
     loader_rec_t loaders[LOADERS_MAX];
     int nloaders, next_loader;
     zp_tasks_t *tasks; /* every task from its FETCH until its result is forwarded; owned */
@@ -136,9 +138,10 @@ static int alive_count(const cache_t *c)
     return n;
 }
 
-/* The record of the loader `who`, marked as heard from now; with `add`, a new
- * one (in the place of a dead one when the table is full). */
-static loader_rec_t *loader_find(cache_t *c, void *sock, zmq_msg_t *who, int add)
+/* The record of the loader `who`, marked as heard from now, its connection
+ * `fd` noted (-1: unknown); with `add`, a new one (in the place of a dead one
+ * when the table is full). */
+static loader_rec_t *loader_find(cache_t *c, void *sock, zmq_msg_t *who, int fd, int add)
 {
     loader_rec_t *l = NULL;
     if (zmq_msg_size(who) > ZP_PEER_MAX)
@@ -158,6 +161,7 @@ static loader_rec_t *loader_find(cache_t *c, void *sock, zmq_msg_t *who, int add
         memset(l, 0, sizeof *l);
         peer_set(&l->peer, who);
         l->sock = sock;
+        l->fd = -1;
     }
     if (!l)
         return NULL;
@@ -167,6 +171,8 @@ static loader_rec_t *loader_find(cache_t *c, void *sock, zmq_msg_t *who, int add
                 sock == c->remote ? " over tcp" : "", alive_count(c));
     }
     l->last_seen = zp_now_ns();
+    if (fd >= 0)
+        l->fd = fd;
     return l;
 }
 
@@ -193,6 +199,26 @@ static int refuse(cache_t *c, loader_rec_t *l, const char *why)
     return send_to(l->sock, &l->peer, &m, NULL, NULL, 0);
 }
 
+/* Loader i is gone (`why`): dead, its tasks go first. */
+static void lose_loader(cache_t *c, int i, const char *why)
+{
+    loader_rec_t *l = &c->loaders[i];
+    l->alive = 0;
+    int64_t n = zp_tasks_requeue(c->tasks, i);
+    if ((l->retiring || l->refused) && !n)
+        return; /* it finished and left */
+    c->deaths++;
+    c->requeued += n;
+    zp_warn("loader %d %s: declared dead, %lld task(s) re-queued (%d alive)", i, why, (long long)n,
+            alive_count(c));
+    zp_event_t ev;
+    zp_ev_record(c->st, &ev, ZP_REC_LOADER_LOST, 3);
+    zp_ev_int(&ev, ZP_KEY(LOADER_LOST, loader), i);
+    zp_ev_int(&ev, ZP_KEY(LOADER_LOST, requeued), n);
+    zp_ev_int(&ev, ZP_KEY(LOADER_LOST, alive), alive_count(c));
+    zp_ev_send(c->st, &ev);
+}
+
 /* A loader silent for heartbeat_ms x liveness: dead; its tasks go first. */
 static void expire_loaders(cache_t *c, int64_t now)
 {
@@ -201,21 +227,32 @@ static void expire_loaders(cache_t *c, int64_t now)
         loader_rec_t *l = &c->loaders[i];
         if (!l->alive || now - l->last_seen <= limit)
             continue;
-        l->alive = 0;
-        int64_t n = zp_tasks_requeue(c->tasks, i);
-        if ((l->retiring || l->refused) && !n)
-            continue; /* it finished and left */
-        c->deaths++;
-        c->requeued += n;
-        zp_warn("loader %d silent for %lld ms: declared dead, %lld task(s) re-queued (%d alive)",
-                i, (long long)((now - l->last_seen) / 1000000), (long long)n, alive_count(c));
-        zp_event_t ev;
-        zp_ev_record(c->st, &ev, ZP_REC_LOADER_LOST, 3);
-        zp_ev_int(&ev, ZP_KEY(LOADER_LOST, loader), i);
-        zp_ev_int(&ev, ZP_KEY(LOADER_LOST, requeued), n);
-        zp_ev_int(&ev, ZP_KEY(LOADER_LOST, alive), alive_count(c));
-        zp_ev_send(c->st, &ev);
+        char why[64];
+        snprintf(why, sizeof why, "silent for %lld ms", (long long)((now - l->last_seen) / 1000000));
+        lose_loader(c, i, why);
     }
+}
+
+/* The work socket's monitor said a connection closed: a loader whose process
+ * died (SIGKILL, the OOM killer) is lost now, its tasks re-queued at once,
+ * not after heartbeat_ms x liveness of silence. A hung loader keeps its
+ * connection open: the heartbeats still tell. */
+static void on_disconnect(cache_t *c)
+{
+    zmq_msg_t ev, addr;
+    zmq_msg_init(&ev), zmq_msg_init(&addr);
+    int got = zmq_msg_recv(&ev, c->monitor, ZMQ_DONTWAIT) >= 0 && zmq_msg_more(&ev) &&
+              zmq_msg_recv(&addr, c->monitor, ZMQ_DONTWAIT) >= 0 && zmq_msg_size(&ev) >= 6;
+    if (got) {
+        uint16_t what;
+        uint32_t fd;
+        memcpy(&what, zmq_msg_data(&ev), 2);
+        memcpy(&fd, (uint8_t *)zmq_msg_data(&ev) + 2, 4);
+        for (int i = 0; what == ZMQ_EVENT_DISCONNECTED && i < c->nloaders; i++)
+            if (c->loaders[i].alive && c->loaders[i].sock == c->work && c->loaders[i].fd == (int)fd)
+                lose_loader(c, i, "closed its connection");
+    }
+    zmq_msg_close(&ev), zmq_msg_close(&addr);
 }
 
 /* Heartbeats to every live loader, every heartbeat_ms. */
@@ -334,7 +371,10 @@ static int check_fingerprint(cache_t *c, loader_rec_t *l, const zp_msg_t *m)
  * with `add`, a new one for a loader not known yet. NULL: none. */
 static loader_rec_t *sender(cache_t *c, zp_frames_t *f, int add)
 {
-    return loader_find(c, c->in_sock, &f->part[0], add);
+    /* the connection a frame from the wire came through (not the routing id's,
+     * which the ROUTER makes): closed when the loader's process dies */
+    int fd = f->n > 1 ? zmq_msg_get(&f->part[1], ZMQ_SRCFD) : -1;
+    return loader_find(c, c->in_sock, &f->part[0], fd, add);
 }
 
 static int on_ready(void *ctx, const zp_msg_t *m, zp_frames_t *f)
@@ -422,17 +462,20 @@ static int loop(cache_t *c)
     int rc = 0;
     while (!rc && !zp_stop) {
         zp_stats_state(&c->st->stats, ZP_ST_WAIT_IN);
-        zmq_pollitem_t items[3] = {{c->work, 0, ZMQ_POLLIN, 0}, {c->fetch, 0, ZMQ_POLLIN, 0},
+        zmq_pollitem_t items[4] = {{c->work, 0, ZMQ_POLLIN, 0}, {c->fetch, 0, ZMQ_POLLIN, 0},
+                                   {c->monitor, 0, c->monitor ? ZMQ_POLLIN : 0, 0},
                                    {c->remote, 0, ZMQ_POLLIN, 0}};
         int timeout = zp_store_tick(c->store);
         if (timeout > c->st->cfg.heartbeat_ms)
             timeout = (int)c->st->cfg.heartbeat_ms;
-        int n = zmq_poll(items, c->remote ? 3 : 2, timeout);
+        int n = zmq_poll(items, c->remote ? 4 : 3, timeout);
         zp_stats_state(&c->st->stats, ZP_ST_BUSY);
         if (n > 0 && (items[0].revents & ZMQ_POLLIN))
             rc = on_work(c, c->work);
-        if (!rc && n > 0 && c->remote && (items[2].revents & ZMQ_POLLIN))
+        if (!rc && n > 0 && c->remote && (items[3].revents & ZMQ_POLLIN))
             rc = on_work(c, c->remote);
+        if (!rc && n > 0 && (items[2].revents & ZMQ_POLLIN))
+            on_disconnect(c); /* after the work socket: a loader's last results come first */
         if (!rc && n > 0 && (items[1].revents & ZMQ_POLLIN))
             rc = zp_inbox_recv(&c->fetch_in, c->fetch, ZMQ_DONTWAIT, &c->f, c);
         int64_t now = zp_now_ns();
@@ -449,6 +492,21 @@ static int loop(cache_t *c)
         zp_stats_tick(c->st);
     }
     return rc == ZP_ESTOP ? 0 : rc;
+}
+
+/* The work socket's disconnections, for on_disconnect; without them (an
+ * error, logged) a dead loader is found by its silence alone. */
+static void open_monitor(cache_t *c)
+{
+    static const char ep[] = "inproc://zp-cache-work-monitor";
+    int linger = 0;
+    if (zmq_socket_monitor(c->work, ep, ZMQ_EVENT_DISCONNECTED) ||
+        !(c->monitor = zmq_socket(c->st->zctx, ZMQ_PAIR)) ||
+        zmq_setsockopt(c->monitor, ZMQ_LINGER, &linger, sizeof linger) || zmq_connect(c->monitor, ep)) {
+        zp_warn("no monitor of the loaders' connections (%s): a dead loader is noticed by its "
+                "silence only", zmq_strerror(errno));
+        zp_sock_destroy(&c->monitor);
+    }
 }
 
 /* transport.kind tcp: a CURVE server socket on transport.bind with the run's
@@ -492,6 +550,7 @@ int zp_cache_main(zp_stage_t *st)
         goto out;
     if (!(c.fetch = zp_stage_socket(st, ZMQ_ROUTER, zp_sock_name(ZP_SOCK_FETCH), 1, 0)))
         goto out;
+    open_monitor(&c);
     /* under Slurm rank 0's cache stage alone takes other hosts' loaders */
     if (st->cfg.transport == ZP_TRANSPORT_TCP && st->slurm.rank == 0 && open_remote(&c))
         goto out;
@@ -514,6 +573,7 @@ int zp_cache_main(zp_stage_t *st)
 out:
     zp_store_destroy(&c.store); /* commits what is pending, also on SIGTERM */
     zp_frames_close(&c.f);
+    zp_sock_destroy(&c.monitor);
     zp_sock_destroy(&c.work);
     zp_sock_destroy(&c.fetch);
     zp_sock_destroy(&c.remote);
