@@ -122,7 +122,9 @@ const char *zp_cache_check_value(const MDB_val *k, const MDB_val *v)
         return "value belongs to another key";
     if (p[5] != ZP_DTYPE_F32 && p[5] != ZP_DTYPE_U8)
         return "unknown dtype";
-    if ((uint64_t)u[0] * u[1] * u[2] * zp_dtype_size(p[5]) != u[5] ||
+    if (p[7] > ZP_CACHE_JPEG)
+        return "unknown layout";
+    if ((p[7] != ZP_CACHE_JPEG && (uint64_t)u[0] * u[1] * u[2] * zp_dtype_size(p[5]) != u[5]) ||
         v->mv_size != ZP_CACHE_HDR + (size_t)u[5])
         return "payload size disagrees with the shape";
     uint64_t h;
