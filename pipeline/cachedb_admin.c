@@ -99,6 +99,12 @@ int zp_cachedb_stat(const char *path, zp_cachedb_stat_t *out, char *err, size_t 
         d->entries = st.ms_entries;
         d->bytes = (st.ms_branch_pages + st.ms_leaf_pages + st.ms_overflow_pages) * (size_t)st.ms_psize;
         fingerprint_of(txn, names[i], d->fingerprint, sizeof d->fingerprint);
+        const char *line = strstr(d->fingerprint, "\nsamples: ");
+        long long samples = 0;
+        if (line && sscanf(line, "\nsamples: %lld", &samples) == 1 && samples > 0)
+            d->samples = samples;
+        d->per_sample = d->entries ? d->bytes / d->entries : 0;
+        d->projected = d->per_sample * (size_t)d->samples;
     }
     mdb_txn_abort(txn);
     mdb_env_close(env);

@@ -13,6 +13,7 @@ off (the same boxes, decoded at another DCT scale); cache.encoding jpeg keeps
 them within JPEG's error; a cache of another cache_side or encoding is
 refused by its fingerprint. Exits 77 (skipped) where /usr/bin/python3 has no
 torch or torchvision."""
+import json
 import math
 import os
 import random
@@ -247,6 +248,12 @@ def runs_crop_the_cached_images_as_pillow_does():
         for (epoch, i), px in cold.items():
             ok, how = close(px, reference(images, epoch, i))
             zp.check(ok, "epoch %d sample %d against Pillow: %s" % (epoch, i, how))
+        rc, out, err = w.run("cache", "stat", os.path.join(w.path, "cache-raw"), "--json")
+        train = [d for d in json.loads(out)["databases"] if d["name"].endswith("/train")]
+        zp.check(rc == 0 and train and train[0]["samples"] == 36 and train[0]["bytes_per_sample"] > 0
+                 and train[0]["projected_bytes"] == 36 * train[0]["bytes_per_sample"], "cache stat: %s" % out)
+        rc, out, err = w.run("cache", "stat", os.path.join(w.path, "cache-raw"))
+        zp.check(rc == 0 and "%d bytes a sample" % train[0]["bytes_per_sample"] in out, out)
         gray = [i for i, im in images.items() if np.ptp(np.asarray(im).astype(int)[..., :3], axis=-1).max() == 0]
         zp.check(len(gray) >= 6, "grayscale images cached as R = G = B: %d" % len(gray))
         warm = crops(w, "warm", loaders=4, readers=4)
