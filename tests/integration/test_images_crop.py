@@ -163,29 +163,42 @@ loader: {{workers: {loaders}, task_size: 4}}
 prefetch: {{batch_size: 8, readers: {readers}}}
 trainer:
   epochs: 2
-  command: [{python}, consumer.py, {name}.pt]
+  command: [{python}, consumer.py, {name}.pt{mode}]
 """ % (SEED, CROP, SIDE)
 
+# The consumer: every train batch's (epoch, indices, pixels) into NAME.pt. With
+# "cut STATE" it stops after 2 batches of epoch 1 and saves its data position;
+# with "resume STATE" it goes on from that position to the run's end.
 CONSUMER = """
-import sys, torch, zeus_pipe
+import json, sys, torch, zeus_pipe
+mode = sys.argv[2] if len(sys.argv) > 2 else "all"
 out = []
 with zeus_pipe.attach() as zp:
-    for epoch in range(2):
+    first = 0
+    if mode == "resume":
+        zp.load_state_dict(json.load(open(sys.argv[3])))
+        first = 1
+    for epoch in range(first, 2):
         for x, y in zp.train:
             out.append((epoch, zp.indices.tolist(), x.clone()))
+            if mode == "cut" and epoch == 1 and len(out) == 2 + len(zp.train):
+                json.dump(zp.state_dict(), open(sys.argv[3], "w"))
+                torch.save(out, sys.argv[1])
+                sys.exit(0)
         for x, y in zp.test:
             pass
 torch.save(out, sys.argv[1])
 """
 
 
-def up(w, name, cache="true", loaders=1, readers=1, encoding="raw", side=None, cache_dir=None):
+def up(w, name, cache="true", loaders=1, readers=1, encoding="raw", side=None, cache_dir=None, mode=""):
     from test_python import python_command
     w.write("consumer.py", CONSUMER)
     cfg = w.write(name + ".yaml", CONFIG.format(name=name, root=os.path.join(w.path, "img"), cache=cache,
                                                 cache_path=os.path.join(w.path, "cache-" + (cache_dir or encoding)),
                                                 encoding=encoding, loaders=loaders, readers=readers,
-                                                python=python_command()))
+                                                python=python_command(),
+                                                mode=", " + mode if mode else ""))
     extra = ["dataset.image.cache_side=%d" % side] if side else []
     env = dict(os.environ, PYTHONPATH=os.path.abspath(PACKAGE))
     p = w.start("up", cfg, *extra, env=env)
@@ -296,6 +309,20 @@ def jpeg_encoding_round_trips_and_fingerprints_refuse():
                  "encoding: exit %d %s" % (rc, err[-1500:]))
 
 
+def a_resumed_run_crops_the_rest_of_the_epoch_as_an_uninterrupted_one():
+    with zp.Workdir() as w:
+        make_folder(os.path.join(w.path, "img"))
+        whole = crops(w, "whole", loaders=2, readers=2)
+        state = os.path.join(w.path, "state.json")
+        first = crops(w, "first", cache="false", loaders=1, mode="cut, " + state)
+        rest = crops(w, "rest", loaders=3, readers=4, mode="resume, " + state)
+        zp.check(not first.keys() & rest.keys() and first.keys() | rest.keys() == whole.keys(),
+                 "resumed: %d + %d samples, uninterrupted %d" % (len(first), len(rest), len(whole)))
+        zp.check(all((rest[k] == whole[k]).all() for k in rest),
+                 "the resumed epoch's crops differ from the uninterrupted run's")
+
+
 if __name__ == "__main__":
     zp.main([the_box_follows_torchvision_rule, the_resize_of_a_box_matches_pillow,
-             runs_crop_the_cached_images_as_pillow_does, jpeg_encoding_round_trips_and_fingerprints_refuse])
+             runs_crop_the_cached_images_as_pillow_does, jpeg_encoding_round_trips_and_fingerprints_refuse,
+             a_resumed_run_crops_the_rest_of_the_epoch_as_an_uninterrupted_one])
