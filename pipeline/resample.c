@@ -43,14 +43,23 @@ static void axis_fill(axis_t *a, double in0, double len, int insize, int out)
     }
 }
 
-/* Carves the work space into the two axes and the accumulator row. */
-static int carve(zp_resample_t *r, axis_t *ax, axis_t *ay, float **acc, const double box[4], int ow,
-                 int oh)
+/* Source rows filtered across, kept while output rows need them: row `row`
+ * in slot row % n (the rows one output row needs never share a slot). */
+typedef struct {
+    float *px;    /* n x ow x 3 */
+    int32_t *row; /* per slot: the source row it holds, -1 none */
+    int n;
+} rows_t;
+
+/* Carves the work space into the two axes, the kept rows and the accumulator row. */
+static int carve(zp_resample_t *r, axis_t *ax, axis_t *ay, rows_t *rows, float **acc,
+                 const double box[4], int ow, int oh)
 {
     ax->ksize = ksize_of(box[2], ow);
     ay->ksize = ksize_of(box[3], oh);
+    rows->n = ay->ksize;
     size_t words = 2 * (size_t)ow + 2 * (size_t)oh + (size_t)ow * ax->ksize +
-                   (size_t)oh * ay->ksize + 3 * (size_t)ow;
+                   (size_t)oh * ay->ksize + 3 * (size_t)ow + (size_t)rows->n * (3 * (size_t)ow + 1);
     if (words * 4 > r->cap) {
         void *p = realloc(r->buf, words * 4);
         if (!p)
@@ -62,7 +71,11 @@ static int carve(zp_resample_t *r, axis_t *ax, axis_t *ay, float **acc, const do
     ay->lo = w, ay->n = w + oh, w += 2 * (size_t)oh;
     ax->k = (float *)w, w += (size_t)ow * ax->ksize;
     ay->k = (float *)w, w += (size_t)oh * ay->ksize;
+    rows->row = w, w += rows->n;
+    rows->px = (float *)w, w += (size_t)rows->n * 3 * ow;
     *acc = (float *)w;
+    for (int i = 0; i < rows->n; i++)
+        rows->row[i] = -1;
     return 0;
 }
 
@@ -91,35 +104,50 @@ static void put_row(const float *acc, int ow, int oh, int oy, int flip, int layo
     }
 }
 
+/* Source row `y` filtered across to the output's columns, from the kept rows
+ * or computed into them. */
+static const float *across(rows_t *rows, const axis_t *ax, const uint8_t *src, size_t stride, int y,
+                           int ow)
+{
+    int slot = y % rows->n;
+    float *d = rows->px + (size_t)slot * 3 * ow;
+    if (rows->row[slot] == y)
+        return d;
+    const uint8_t *row = src + (size_t)y * stride;
+    for (int ox = 0; ox < ow; ox++) {
+        const float *kx = ax->k + (size_t)ox * ax->ksize;
+        const uint8_t *p = row + (size_t)ax->lo[ox] * 3;
+        float s0 = 0, s1 = 0, s2 = 0;
+        for (int u = 0; u < ax->n[ox]; u++, p += 3) {
+            s0 += kx[u] * p[0];
+            s1 += kx[u] * p[1];
+            s2 += kx[u] * p[2];
+        }
+        d[3 * ox] = s0, d[3 * ox + 1] = s1, d[3 * ox + 2] = s2;
+    }
+    rows->row[slot] = y;
+    return d;
+}
+
 int zp_resample(zp_resample_t *r, const uint8_t *src, int sw, int sh, const double box[4], int ow,
                 int oh, int flip, int layout, const float *lut, void *dst)
 {
     axis_t ax, ay;
+    rows_t rows;
     float *acc;
-    if (carve(r, &ax, &ay, &acc, box, ow, oh))
+    if (carve(r, &ax, &ay, &rows, &acc, box, ow, oh))
         return ZP_ENOMEM;
     axis_fill(&ax, box[0], box[2], sw, ow);
     axis_fill(&ay, box[1], box[3], sh, oh);
-    size_t stride = (size_t)sw * 3;
+    size_t stride = (size_t)sw * 3, n = 3 * (size_t)ow;
     for (int oy = 0; oy < oh; oy++) {
-        memset(acc, 0, sizeof *acc * 3 * (size_t)ow);
+        memset(acc, 0, sizeof *acc * n);
         const float *ky = ay.k + (size_t)oy * ay.ksize;
         for (int t = 0; t < ay.n[oy]; t++) {
-            const uint8_t *row = src + (size_t)(ay.lo[oy] + t) * stride;
+            const float *h = across(&rows, &ax, src, stride, ay.lo[oy] + t, ow);
             float wy = ky[t];
-            for (int ox = 0; ox < ow; ox++) {
-                const float *kx = ax.k + (size_t)ox * ax.ksize;
-                const uint8_t *p = row + (size_t)ax.lo[ox] * 3;
-                float s0 = 0, s1 = 0, s2 = 0;
-                for (int u = 0; u < ax.n[ox]; u++, p += 3) {
-                    s0 += kx[u] * p[0];
-                    s1 += kx[u] * p[1];
-                    s2 += kx[u] * p[2];
-                }
-                acc[3 * ox] += wy * s0;
-                acc[3 * ox + 1] += wy * s1;
-                acc[3 * ox + 2] += wy * s2;
-            }
+            for (size_t i = 0; i < n; i++)
+                acc[i] += wy * h[i];
         }
         put_row(acc, ow, oh, oy, flip, layout, lut, dst);
     }
