@@ -47,7 +47,8 @@ record's own samples_per_s, whose clock starts at the epoch's first batch).
 The cold cache epoch is epoch 1's own samples_per_s; the warm one is epoch 3
 by the same interval rule.
 
-Run: /usr/bin/python3 bench/image_bench.py build [--quick] [--repeats N]
+Run: /usr/bin/python3 bench/image_bench.py build [--quick] [--repeats N] [--train N --val M]
+     [--no-wait]
      --quick (what the test suite runs): make_images.QUICK's 40 images, one
      round, no wait for a quiet machine; every part runs, its figures mean
      nothing.
@@ -318,21 +319,25 @@ def main():
     ap.add_argument("--quick", action="store_true", help="40 train images, 1 round, no wait for quiet")
     ap.add_argument("--repeats", type=int, help="rounds a best is taken of (default 3)")
     ap.add_argument("--images", help="folder of the generated images (default bench/out/images[-quick-40x10])")
+    ap.add_argument("--train", type=int, default=5000, help="train images to generate (default 5000)")
+    ap.add_argument("--val", type=int, default=500, help="val images to generate (default 500)")
+    ap.add_argument("--no-wait", action="store_true", help="measure without waiting for a quiet machine")
     a = ap.parse_args()
     skip_without_torch(a.quick, "image_bench")
     bin_dir = os.path.abspath(a.bin_dir)
     for b in ("zeus-pipe", "zp-bench-jpeg"):
         if not os.access(os.path.join(bin_dir, b), os.X_OK):
             sys.exit("image_bench: %s/%s is missing: build first (cmake --build %s)" % (bin_dir, b, a.bin_dir))
-    train, val = make_images.QUICK if a.quick else (5000, 500)
+    train, val = make_images.QUICK if a.quick else (a.train, a.val)
     reps = a.repeats or (1 if a.quick else 3)
     root = os.path.abspath(a.images or (make_images.quick_folder(HERE) if a.quick else
-                                        os.path.join(HERE, "out", "images")))
+                                        os.path.join(HERE, "out", "images" if (train, val) == (5000, 500) else
+                                                     "images-%dx%d" % (train, val))))
     n, size = make_images.make(root, train, val)
     print("image_bench: %s: %d images, %.0f KB average" % (root, n, size / n / 1024), flush=True)
     os.makedirs(os.path.join(HERE, "out"), exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="zp-image-bench-", dir=os.path.join(HERE, "out")) as d:
-        got, runs, parts, cpu, sizes = measure_all(bin_dir, root, reps, d, not a.quick)
+        got, runs, parts, cpu, sizes = measure_all(bin_dir, root, reps, d, not (a.quick or a.no_wait))
     best = {k: max(v)[0] for k, v in got.items()}
     c = best["ceiling"]
     images = parts["images"]

@@ -38,8 +38,14 @@ static void axis_fill(axis_t *a, double in0, double len, int insize, int out)
         }
         for (int x = lo; x < hi; x++)
             k[x - lo] = sum > 0 ? (float)(k[x - lo] / sum) : 1.0f / (float)(hi - lo);
-        a->lo[i] = lo;
-        a->n[i] = hi - lo;
+        int skip = 0; /* taps of weight 0 at either end cost time and add nothing */
+        while (hi - lo - skip > 1 && k[skip] == 0)
+            skip++;
+        while (hi - lo - skip > 1 && k[hi - lo - 1] == 0)
+            hi--;
+        memmove(k, k + skip, sizeof *k * (size_t)(hi - lo - skip));
+        a->lo[i] = lo + skip;
+        a->n[i] = hi - lo - skip;
     }
 }
 
@@ -90,16 +96,23 @@ static void put_row(const float *acc, int ow, int oh, int oy, int flip, int layo
                     void *dst)
 {
     size_t plane = (size_t)ow * oh;
-    for (int ox = 0; ox < ow; ox++) {
-        int col = flip ? ow - 1 - ox : ox;
-        for (int c = 0; c < 3; c++) {
-            uint8_t v = to_u8(acc[3 * ox + c]);
-            if (layout == ZP_RS_HWC_U8)
-                ((uint8_t *)dst)[((size_t)oy * ow + col) * 3 + c] = v;
-            else if (layout == ZP_RS_CHW_U8)
-                ((uint8_t *)dst)[c * plane + (size_t)oy * ow + col] = v;
-            else
-                ((float *)dst)[c * plane + (size_t)oy * ow + col] = lut[c * 256 + v];
+    int step = flip ? -1 : 1, first = flip ? ow - 1 : 0;
+    if (layout == ZP_RS_HWC_U8) {
+        uint8_t *o = (uint8_t *)dst + ((size_t)oy * ow + first) * 3;
+        for (int ox = 0; ox < ow; ox++, o += 3 * step)
+            o[0] = to_u8(acc[3 * ox]), o[1] = to_u8(acc[3 * ox + 1]), o[2] = to_u8(acc[3 * ox + 2]);
+        return;
+    }
+    for (int c = 0; c < 3; c++) {
+        size_t at = c * plane + (size_t)oy * ow + first;
+        if (layout == ZP_RS_CHW_U8) {
+            uint8_t *o = (uint8_t *)dst + at;
+            for (int ox = 0; ox < ow; ox++, o += step)
+                *o = to_u8(acc[3 * ox + c]);
+        } else {
+            float *o = (float *)dst + at;
+            for (int ox = 0; ox < ow; ox++, o += step)
+                *o = lut[c * 256 + to_u8(acc[3 * ox + c])];
         }
     }
 }

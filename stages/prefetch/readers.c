@@ -45,12 +45,14 @@ static const uint8_t *decode(space_t *sp, const zp_cache_whole_t *img, const cha
 {
     int w, h, sub, cs;
     size_t need = (size_t)img->w * img->h * 3;
-    if ((!sp->tj && !(sp->tj = tjInitDecompress())) || (need > sp->cap &&
-        !(sp->rgb = realloc(sp->rgb, need)))) {
-        sp->cap = 0;
-        return *why = "out of memory decoding a JPEG", NULL;
+    if (need > sp->cap) {
+        uint8_t *p = realloc(sp->rgb, need);
+        if (!p)
+            return *why = "out of memory decoding a JPEG", NULL;
+        sp->rgb = p, sp->cap = need;
     }
-    sp->cap = need > sp->cap ? need : sp->cap;
+    if (!sp->tj && !(sp->tj = tjInitDecompress()))
+        return *why = "out of memory decoding a JPEG", NULL;
     if (tjDecompressHeader3(sp->tj, img->payload, img->bytes, &w, &h, &sub, &cs) ||
         w != img->w || h != img->h ||
         tjDecompress2(sp->tj, img->payload, img->bytes, sp->rgb, w, 0, h, TJPF_RGB,
