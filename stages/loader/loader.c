@@ -1,5 +1,7 @@
 /* loader.c — a loader process: takes TASKs from the cache stage with credit,
- * reads and transforms the samples, returns SAMPLES.
+ * reads and transforms the samples, returns SAMPLES. With the crop at
+ * assembly and the cache on, a train task's whole images (as the cache keeps
+ * them) go first, in a VALUES message.
  *
  * It sends a HEARTBEAT whenever it has sent nothing for loader.heartbeat_ms
  * (also between the samples of a long task); when the cache stage has been
