@@ -21,6 +21,15 @@ torchvision's figures include its Normalize.
 (c) torchvision ImageFolder + DataLoader(num_workers=1 and 2): Resize(256),
     CenterCrop(224), ToTensor, Normalize with the same mean/std, batch 64,
     shuffle, persistent workers.
+(d) the training recipe: RandomResizedCrop(224, scale=(0.08, 1), ratio=(3/4,
+    4/3)) of the whole image and a random flip, uint8 CHW. torchvision:
+    ImageFolder + DataLoader(num_workers=2) with RandomResizedCrop +
+    RandomHorizontalFlip + PILToTensor; zeus-pipe with
+    dataset.augment.resized_crop and hflip, 2 loaders: cache off, and the
+    cache on keeping the whole images (longer side 320) raw and as JPEG
+    (cache.encoding), epoch 1 cold and epoch 3 warm (the crop made by the
+    prefetch readers). Each row's CPU (all processes, in core-seconds per
+    1,000 images) and each cache's bytes per image are printed with them.
 
 The measurements run in --repeats rounds, each round one of everything, so
 that a busy spell on a shared machine spoils one round of each rather than
@@ -38,7 +47,8 @@ record's own samples_per_s, whose clock starts at the epoch's first batch).
 The cold cache epoch is epoch 1's own samples_per_s; the warm one is epoch 3
 by the same interval rule.
 
-Run: /usr/bin/python3 bench/image_bench.py build [--quick] [--repeats N]
+Run: /usr/bin/python3 bench/image_bench.py build [--quick] [--repeats N] [--train N --val M]
+     [--no-wait]
      --quick (what the test suite runs): make_images.QUICK's 40 images, one
      round, no wait for a quiet machine; every part runs, its figures mean
      nothing.
@@ -89,7 +99,8 @@ class Others:
 
     def __exit__(self, *exc):
         dt = time.monotonic() - self.t
-        self.cores = max(0.0, (machine_busy() - self.busy) - (own_cpu() - self.own)) / dt
+        self.own_cpu = own_cpu() - self.own
+        self.cores = max(0.0, (machine_busy() - self.busy) - self.own_cpu) / dt
 
 
 def quiet(limit_s=60):
@@ -157,8 +168,9 @@ def zp_run(bin_dir, cwd, root, name, epochs, *over):
     return dict(train=train, rates=rates, images=sum(r["samples"] for r in ends), report=report, cpu=cpu)
 
 
-def torchvision_rate(root, workers):
-    """images/s of the second of two epochs through ImageFolder + DataLoader."""
+def torchvision_rate(root, workers, recipe=False):
+    """images/s of the second of two epochs through ImageFolder + DataLoader
+    (recipe: RandomResizedCrop + RandomHorizontalFlip + PILToTensor)."""
     import torch
     from torch.utils.data import DataLoader
     from torchvision import datasets, transforms
@@ -166,6 +178,9 @@ def torchvision_rate(root, workers):
     torch.set_num_threads(1)
     tf = transforms.Compose([transforms.Resize(RESIZE), transforms.CenterCrop(CROP), transforms.ToTensor(),
                              transforms.Normalize(MEAN, STD)])
+    if recipe:
+        tf = transforms.Compose([transforms.RandomResizedCrop(CROP), transforms.RandomHorizontalFlip(),
+                                 transforms.PILToTensor()])
     ds = datasets.ImageFolder(os.path.join(root, "train"), transform=tf)
     loader = DataLoader(ds, batch_size=BATCH, shuffle=True, num_workers=workers, persistent_workers=True,
                         generator=torch.Generator().manual_seed(1))
@@ -198,7 +213,33 @@ ROWS = [("ceiling", "(a)  get() on one core: read+decode+resize+crop (ceiling)")
         ("cold", "(b') zeus-pipe, 2 loaders, cache on: epoch 1 (cold, fills LMDB)"),
         ("warm", "(b') zeus-pipe, 2 loaders, cache on: epoch 3 (warm)"),
         ("tv1", "(c)  torchvision ImageFolder + DataLoader, num_workers=1"),
-        ("tv2", "(c)  torchvision ImageFolder + DataLoader, num_workers=2")]
+        ("tv2", "(c)  torchvision ImageFolder + DataLoader, num_workers=2"),
+        ("rtv", "(d)  recipe: torchvision DataLoader, num_workers=2"),
+        ("roff", "(d)  recipe: zeus-pipe, 2 loaders, cache off"),
+        ("rcold", "(d)  recipe: zeus-pipe, cache raw: epoch 1 (cold)"),
+        ("rwarm", "(d)  recipe: zeus-pipe, cache raw: epoch 3 (warm)"),
+        ("jcold", "(d)  recipe: zeus-pipe, cache jpeg: epoch 1 (cold)"),
+        ("jwarm", "(d)  recipe: zeus-pipe, cache jpeg: epoch 3 (warm)")]
+RECIPE = ["dataset.augment.resized_crop=true", "dataset.augment.hflip=true", "dataset.dtype=uint8",
+          "dataset.augment.scale=[0.08, 1.0]", "dataset.augment.ratio=[0.75, 1.3333333]"]
+
+
+def cache_bytes(path):
+    """Bytes per image of the train split's values, and how many there are."""
+    try:
+        import lmdb
+    except ImportError:
+        return 0, 0
+    env = lmdb.open(path, readonly=True, lock=False, max_dbs=8)
+    with env.begin() as txn:
+        names = [k for k, _ in txn.cursor() if k.endswith(b"/train")]
+    db = env.open_db(names[0], create=False)
+    n = total = 0
+    with env.begin() as txn:
+        for _, v in txn.cursor(db=db):
+            n, total = n + 1, total + len(v)
+    env.close()
+    return total / max(n, 1), n
 
 
 def measure_all(bin_dir, root, reps, work, wait_quiet):
@@ -207,6 +248,8 @@ def measure_all(bin_dir, root, reps, work, wait_quiet):
     others) per round), the zeus-pipe run behind each best figure, and the
     ceiling's parts."""
     got, runs, parts = {k: [] for k, _ in ROWS}, {}, {}
+    cpu = {}     # per row key: core-seconds per 1,000 images of its best round
+    sizes = {}   # per encoding: (bytes per image, images) of its cache
 
     def record(key, r, rate, cores, run=None):
         if run and rate > max([x for x, _ in got[key]] or [0]):
@@ -227,6 +270,14 @@ def measure_all(bin_dir, root, reps, work, wait_quiet):
                                              "cache.enabled=true", "cache.path=" + cache)))
         for w in (1, 2):
             jobs.append(("tv%d" % w, lambda w=w: torchvision_rate(root, w)))
+        jobs.append(("rtv", lambda: torchvision_rate(root, 2, recipe=True)))
+        jobs.append(("roff", lambda: zp_run(bin_dir, work, root, "recipe-off-%d" % (r + 1), 2, "loader.workers=2",
+                                            "cache.enabled=false", *RECIPE)))
+        for enc in ("raw", "jpeg"):
+            jobs.append(("r" + enc, lambda enc=enc: zp_run(bin_dir, work, root, "recipe-%s-%d" % (enc, r + 1), 3,
+                                                          "loader.workers=2", "cache.enabled=true",
+                                                          "cache.path=" + cache + "-" + enc,
+                                                          "cache.encoding=" + enc, *RECIPE)))
         for key, fn in jobs:
             if wait_quiet:
                 quiet()
@@ -240,11 +291,26 @@ def measure_all(bin_dir, root, reps, work, wait_quiet):
                 shutil.rmtree(cache)
                 record("cold", r, out["train"][0]["samples_per_s"], o.cores, out)
                 record("warm", r, out["rates"][2], o.cores, out)
-            elif key.startswith("zp"):
+            elif key in ("rraw", "rjpeg"):
+                enc = key[1:]
+                sizes[enc] = cache_bytes(cache + "-" + enc)
+                shutil.rmtree(cache + "-" + enc)
+                pre = "r" if enc == "raw" else "j"
+                record(pre + "cold", r, out["train"][0]["samples_per_s"], o.cores, out)
+                record(pre + "warm", r, out["rates"][2], o.cores, out)
+            elif key.startswith("zp") or key == "roff":
                 record(key, r, out["rates"][1], o.cores, out)
             else:
                 record(key, r, out, o.cores)
-    return got, runs, parts
+            if key == "rtv" or key == "roff" or key in ("rraw", "rjpeg"):
+                images = 2 * tv_images(root) if key == "rtv" else out["images"]
+                used = o.own_cpu if key == "rtv" else sum(out["cpu"].values())
+                cpu[key] = 1e3 * used / images
+    return got, runs, parts, cpu, sizes
+
+
+def tv_images(root):
+    return sum(len(f) for _, _, f in os.walk(os.path.join(root, "train")))
 
 
 def main():
@@ -253,21 +319,25 @@ def main():
     ap.add_argument("--quick", action="store_true", help="40 train images, 1 round, no wait for quiet")
     ap.add_argument("--repeats", type=int, help="rounds a best is taken of (default 3)")
     ap.add_argument("--images", help="folder of the generated images (default bench/out/images[-quick-40x10])")
+    ap.add_argument("--train", type=int, default=5000, help="train images to generate (default 5000)")
+    ap.add_argument("--val", type=int, default=500, help="val images to generate (default 500)")
+    ap.add_argument("--no-wait", action="store_true", help="measure without waiting for a quiet machine")
     a = ap.parse_args()
     skip_without_torch(a.quick, "image_bench")
     bin_dir = os.path.abspath(a.bin_dir)
     for b in ("zeus-pipe", "zp-bench-jpeg"):
         if not os.access(os.path.join(bin_dir, b), os.X_OK):
             sys.exit("image_bench: %s/%s is missing: build first (cmake --build %s)" % (bin_dir, b, a.bin_dir))
-    train, val = make_images.QUICK if a.quick else (5000, 500)
+    train, val = make_images.QUICK if a.quick else (a.train, a.val)
     reps = a.repeats or (1 if a.quick else 3)
     root = os.path.abspath(a.images or (make_images.quick_folder(HERE) if a.quick else
-                                        os.path.join(HERE, "out", "images")))
+                                        os.path.join(HERE, "out", "images" if (train, val) == (5000, 500) else
+                                                     "images-%dx%d" % (train, val))))
     n, size = make_images.make(root, train, val)
     print("image_bench: %s: %d images, %.0f KB average" % (root, n, size / n / 1024), flush=True)
     os.makedirs(os.path.join(HERE, "out"), exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="zp-image-bench-", dir=os.path.join(HERE, "out")) as d:
-        got, runs, parts = measure_all(bin_dir, root, reps, d, not a.quick)
+        got, runs, parts, cpu, sizes = measure_all(bin_dir, root, reps, d, not (a.quick or a.no_wait))
     best = {k: max(v)[0] for k, v in got.items()}
     c = best["ceiling"]
     images = parts["images"]
@@ -307,6 +377,17 @@ def main():
         run = runs[key]
         print("  %s: get() %.2f ms and normalise %.2f ms per image (wall, in the loaders); ceiling get() %.2f ms"
               % (name, region_ms(run, "loader", "read"), region_ms(run, "loader", "transform"), 1e3 / c))
+    print()
+    print("the recipe (RandomResizedCrop 224 + flip, uint8), 2 workers / loaders each side:")
+    for name, v, goal in (("cache off / DataLoader", best["roff"] / best["rtv"], 2.0),
+                          ("warm raw / DataLoader", best["rwarm"] / best["rtv"], 10.0),
+                          ("warm jpeg / DataLoader", best["jwarm"] / best["rtv"], 3.0)):
+        target(name, v, goal)
+    print("  CPU, core-seconds per 1,000 images: DataLoader %.2f; zeus-pipe cache off %.2f, raw cache (3 epochs) "
+          "%.2f, jpeg cache (3 epochs) %.2f" % (cpu.get("rtv", 0), cpu.get("roff", 0), cpu.get("rraw", 0),
+                                                cpu.get("rjpeg", 0)))
+    for enc, (b, n) in sorted(sizes.items()):
+        print("  cache.encoding %-4s: %8.0f bytes per image (%d train images kept, longer side 320)" % (enc, b, n))
     run = runs["cold"]
     print("  cache on: lmdb_put %.2f ms per image of epoch 1 (cache stage); lmdb_get %.2f and collate %.2f ms per "
           "image (prefetch, 3 epochs)" % (region_ms(run, "cache", "lmdb_put", images), region_ms(run, "prefetch", "lmdb_get"),

@@ -10,9 +10,10 @@
 int zp_augment_init(zp_augment_t *a, const zp_config_t *cfg, const zp_dataset_meta_t *meta)
 {
     memset(a, 0, sizeof *a);
+    int whole = zp_augment_whole(cfg); /* the crop and flip are made with the sample */
     a->padding = (int)cfg->aug_padding;
-    a->resized_crop = cfg->aug_resized_crop;
-    a->hflip = cfg->aug_hflip;
+    a->resized_crop = cfg->aug_resized_crop && !whole;
+    a->hflip = cfg->aug_hflip && !whole;
     a->on = a->padding || a->resized_crop || a->hflip;
     if (!a->on)
         return 0;
@@ -60,42 +61,50 @@ static double uniform(zp_rng_t *r, double lo, double hi)
     return lo + (hi - lo) * zp_rng_float(r);
 }
 
-/* torchvision's RandomResizedCrop.get_params: ten tries at a box of a random
- * area and side ratio that fits, then the largest centred box of an allowed ratio. */
-static void resized_crop_box(const zp_augment_t *a, zp_rng_t *r, zp_aug_draw_t *d)
+/* torchvision's RandomResizedCrop.get_params on an ih x iw image: ten tries
+ * at a box of a random area and side ratio that fits, then the largest
+ * centred box of an allowed ratio. */
+static void resized_crop_box(const double scale[2], const double log_ratio[2], int ih, int iw,
+                             zp_rng_t *r, zp_aug_draw_t *d)
 {
-    double area = (double)a->h * a->w;
+    double area = (double)ih * iw;
     for (int attempt = 0; attempt < 10; attempt++) {
-        double target = area * uniform(r, a->scale[0], a->scale[1]);
-        double ratio = exp(uniform(r, a->log_ratio[0], a->log_ratio[1]));
+        double target = area * uniform(r, scale[0], scale[1]);
+        double ratio = exp(uniform(r, log_ratio[0], log_ratio[1]));
         int w = (int)lround(sqrt(target * ratio)), h = (int)lround(sqrt(target / ratio));
-        if (w > 0 && w <= a->w && h > 0 && h <= a->h) {
-            d->box_y = (double)zp_rng_below(r, (uint64_t)(a->h - h + 1));
-            d->box_x = (double)zp_rng_below(r, (uint64_t)(a->w - w + 1));
+        if (w > 0 && w <= iw && h > 0 && h <= ih) {
+            d->box_y = (double)zp_rng_below(r, (uint64_t)(ih - h + 1));
+            d->box_x = (double)zp_rng_below(r, (uint64_t)(iw - w + 1));
             d->box_h = h;
             d->box_w = w;
             return;
         }
     }
-    double in_ratio = (double)a->w / a->h, lo = exp(a->log_ratio[0]), hi = exp(a->log_ratio[1]);
-    int w = a->w, h = a->h;
+    double in_ratio = (double)iw / ih, lo = exp(log_ratio[0]), hi = exp(log_ratio[1]);
+    int w = iw, h = ih;
     if (in_ratio < lo)
         h = (int)lround(w / lo);
     else if (in_ratio > hi)
         w = (int)lround(h * hi);
-    d->box_h = h > a->h ? a->h : h;
-    d->box_w = w > a->w ? a->w : w;
-    d->box_y = (a->h - (int)d->box_h) / 2;
-    d->box_x = (a->w - (int)d->box_w) / 2;
+    d->box_h = h > ih ? ih : h;
+    d->box_w = w > iw ? iw : w;
+    d->box_y = (ih - (int)d->box_h) / 2;
+    d->box_x = (iw - (int)d->box_w) / 2;
+}
+
+/* The generator of sample `index` in `epoch`: every draw of a sample starts here. */
+static void sample_rng(zp_rng_t *r, uint64_t seed, uint64_t epoch, uint32_t index)
+{
+    zp_rng_seed(r, zp_mix64(zp_mix64(zp_mix64(seed ^ 0x61756733ull) ^ epoch) ^ index));
 }
 
 void zp_augment_draw(const zp_augment_t *a, uint64_t epoch, uint32_t index, zp_aug_draw_t *d)
 {
     zp_rng_t r;
-    zp_rng_seed(&r, zp_mix64(zp_mix64(zp_mix64(a->seed ^ 0x61756733ull) ^ epoch) ^ index));
+    sample_rng(&r, a->seed, epoch, index);
     *d = (zp_aug_draw_t){.box_h = a->h, .box_w = a->w};
     if (a->resized_crop)
-        resized_crop_box(a, &r, d);
+        resized_crop_box(a->scale, a->log_ratio, a->h, a->w, &r, d);
     if (a->padding) {
         d->dy = (int)zp_rng_below(&r, (uint64_t)(2 * a->padding + 1));
         d->dx = (int)zp_rng_below(&r, (uint64_t)(2 * a->padding + 1));
@@ -139,4 +148,44 @@ void zp_augment(zp_augment_t *a, uint64_t epoch, uint32_t index, const float *in
             }
         }
     }
+}
+
+int zp_augment_whole(const zp_config_t *cfg)
+{
+    int image = cfg->dataset_source == ZP_SOURCE_IMAGE_FOLDER ||
+                cfg->dataset_source == ZP_SOURCE_IMAGE_LIST;
+    return image && cfg->aug_resized_crop;
+}
+
+void zp_augment_whole_size(int64_t side, int w, int h, int *cw, int *ch)
+{
+    int longer = w > h ? w : h;
+    *cw = w, *ch = h;
+    if (longer <= side)
+        return;
+    double f = (double)side / longer;
+    *cw = w >= h ? (int)side : (int)lround(w * f);
+    *ch = h >= w ? (int)side : (int)lround(h * f);
+    *cw = *cw < 1 ? 1 : *cw;
+    *ch = *ch < 1 ? 1 : *ch;
+}
+
+void zp_rrc_init(zp_rrc_t *r, const zp_config_t *cfg)
+{
+    r->seed = (uint64_t)cfg->seed;
+    for (int i = 0; i < 2; i++) {
+        r->scale[i] = cfg->aug_scale.v[i];
+        r->log_ratio[i] = log(cfg->aug_ratio.v[i]);
+    }
+    r->hflip = cfg->aug_hflip;
+}
+
+void zp_rrc_draw(const zp_rrc_t *r, uint64_t epoch, uint32_t index, int h, int w, zp_aug_draw_t *d)
+{
+    zp_rng_t g;
+    sample_rng(&g, r->seed, epoch, index);
+    *d = (zp_aug_draw_t){0};
+    resized_crop_box(r->scale, r->log_ratio, h, w, &g, d);
+    if (r->hflip)
+        d->flip = (int)(zp_rng_next(&g) >> 63);
 }

@@ -76,4 +76,30 @@ void zp_augment_draw(const zp_augment_t *a, uint64_t epoch, uint32_t index, zp_a
 /* Writes the augmented sample to `out`, which must not overlap `in`. */
 void zp_augment(zp_augment_t *a, uint64_t epoch, uint32_t index, const float *in, float *out);
 
+/* Crop at assembly: with dataset.augment.resized_crop on an image source
+ * (image_folder, image_list), the train split's random-resized crop and flip
+ * are drawn on the whole image as the cache keeps it (its longer side at most
+ * dataset.image.cache_side) and resized to the crop size where the sample is
+ * made: by the prefetch readers from a cached image, by the loader on a miss.
+ * zp_augment then does the rest (crop_padding) only. */
+int zp_augment_whole(const zp_config_t *cfg);
+
+/* The size of the cached image of a w x h source image: its longer side
+ * brought down to `side` (never enlarged), the ratio kept, at least 1 px. */
+void zp_augment_whole_size(int64_t side, int w, int h, int *cw, int *ch);
+
+/* The whole-image draw's parameters (dataset.augment.scale, ratio, hflip, seed). */
+typedef struct {
+    uint64_t seed;
+    double scale[2], log_ratio[2];
+    int hflip;
+} zp_rrc_t;
+
+void zp_rrc_init(zp_rrc_t *r, const zp_config_t *cfg);
+/* The draw of sample `index` in `epoch` on its h x w cached image:
+ * torchvision's RandomResizedCrop.get_params (ten tries, then the centred
+ * fallback) and then the flip, from the same per-sample seed as
+ * zp_augment_draw. d->dy = d->dx = 0. */
+void zp_rrc_draw(const zp_rrc_t *r, uint64_t epoch, uint32_t index, int h, int w, zp_aug_draw_t *d);
+
 #endif

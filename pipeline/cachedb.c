@@ -1,5 +1,6 @@
 #define _GNU_SOURCE
 #include "pipeline/cachedb.h"
+#include "pipeline/augment.h"
 #include "pipeline/files.h"
 #include "pipeline/log.h"
 
@@ -225,6 +226,14 @@ void zp_cachedb_fingerprint(const zp_config_t *cfg, const zp_dataset_meta_t *m, 
                  (long long)cfg->image_resize, (long long)cfg->image_crop);
     }
     n = strlen(buf);
+    if (split == ZP_SPLIT_TRAIN && zp_augment_whole(cfg)) { /* the crop is made at assembly */
+        n += (size_t)snprintf(buf + n, len - n, "kept: whole images, longer side at most %lld "
+                              "(Pillow bilinear), %s", (long long)cfg->image_cache_side,
+                              cfg->cache_encoding == ZP_ENC_JPEG ? "jpeg" : "raw RGB");
+        if (cfg->cache_encoding == ZP_ENC_JPEG)
+            n += (size_t)snprintf(buf + n, len - n, " quality %lld", (long long)cfg->jpeg_quality);
+        n += (size_t)snprintf(buf + n, len - n, "\n");
+    }
     n += (size_t)snprintf(buf + n, len - n, "samples: %lld of %lldx%lldx%lld\n",
                           (long long)m->n[split], (long long)m->shape[0], (long long)m->shape[1],
                           (long long)m->shape[2]);
@@ -324,6 +333,51 @@ void zp_cache_header(uint8_t *hdr, const zp_dataset_meta_t *m, uint32_t index, i
     memcpy(hdr + 32, &h, 8);
 }
 
+void zp_cache_whole_header(uint8_t *hdr, int layout, uint32_t index, int32_t label, int h, int w,
+                           const void *payload, size_t bytes)
+{
+    memcpy(hdr, "ZPC1", 4);
+    hdr[4] = ZP_CACHE_VERSION, hdr[5] = ZP_DTYPE_U8, hdr[6] = 3, hdr[7] = (uint8_t)layout;
+    put_u32(hdr + 8, 3);
+    put_u32(hdr + 12, (uint32_t)h);
+    put_u32(hdr + 16, (uint32_t)w);
+    memcpy(hdr + 20, &label, 4);
+    put_u32(hdr + 24, index);
+    put_u32(hdr + 28, (uint32_t)bytes);
+    uint64_t sum = zp_cache_sum(hdr, payload, bytes);
+    memcpy(hdr + 32, &sum, 8);
+}
+
+int zp_cache_check_whole(const MDB_val *v, const zp_dataset_meta_t *m, int64_t side,
+                         uint32_t index, int32_t *label, zp_cache_whole_t *out, const char **why)
+{
+    const uint8_t *p = v->mv_data;
+    uint32_t u[6];
+    uint64_t sum;
+    if (v->mv_size < ZP_CACHE_HDR)
+        return *why = "value shorter than its header", ZP_EDATA;
+    memcpy(u, p + 8, sizeof u);
+    if (memcmp(p, "ZPC1", 4) || p[4] != ZP_CACHE_VERSION || p[5] != ZP_DTYPE_U8 || p[6] != 3)
+        return *why = "bad magic, version or dtype", ZP_EDATA;
+    if (p[7] != ZP_CACHE_RAW && p[7] != ZP_CACHE_JPEG)
+        return *why = "a sample where a whole image is kept", ZP_EDATA;
+    if (u[0] != 3 || u[1] < 1 || u[1] > side || u[2] < 1 || u[2] > side)
+        return *why = "image size outside 1..dataset.image.cache_side", ZP_EDATA;
+    if (v->mv_size != ZP_CACHE_HDR + (size_t)u[5] ||
+        (p[7] == ZP_CACHE_RAW && (uint64_t)u[1] * u[2] * 3 != u[5]))
+        return *why = "value has the wrong size", ZP_EDATA;
+    if (u[4] != index)
+        return *why = "value belongs to another key", ZP_EDATA;
+    memcpy(label, p + 20, 4);
+    if (*label < 0 || *label >= m->classes)
+        return *why = "label outside the dataset's classes", ZP_EDATA;
+    memcpy(&sum, p + 32, 8);
+    if (zp_cache_sum(p, p + ZP_CACHE_HDR, u[5]) != sum)
+        return *why = "checksum mismatch (header or payload)", ZP_EDATA;
+    *out = (zp_cache_whole_t){p[7], (int)u[1], (int)u[2], p + ZP_CACHE_HDR, u[5]};
+    return 0;
+}
+
 uint64_t zp_cache_sum(const uint8_t *hdr, const void *payload, size_t bytes)
 {
     return XXH3_64bits_withSeed(payload, bytes, XXH3_64bits(hdr, 32));
@@ -351,6 +405,8 @@ int zp_cache_check_header(const MDB_val *v, const zp_dataset_meta_t *m, uint32_t
     memcpy(u, p + 8, sizeof u);
     if (memcmp(p, "ZPC1", 4) || p[4] != ZP_CACHE_VERSION || p[5] != m->dtype || p[6] != 3)
         return *why = "bad magic, version or dtype", ZP_EDATA;
+    if (p[7] != ZP_CACHE_SAMPLE)
+        return *why = "a whole image where a sample is kept", ZP_EDATA;
     if (u[0] != m->shape[0] || u[1] != m->shape[1] || u[2] != m->shape[2] || u[5] != bytes)
         return *why = "shape differs from the dataset's", ZP_EDATA;
     if (u[4] != index)
@@ -399,6 +455,13 @@ uint64_t zp_cachedb_fingerprint_hash(const zp_config_t *cfg, const zp_dataset_me
     for (int split = 0; split < ZP_SPLITS; split++) {
         zp_cachedb_fingerprint(cfg, m, split, text, sizeof text);
         h = XXH3_64bits_withSeed(text, strlen(text), h);
+    }
+    if (zp_augment_whole(cfg)) { /* loaders crop the train images they load */
+        char w[256];
+        snprintf(w, sizeof w, "crop at assembly: seed=%lld hflip=%d scale %.17g %.17g ratio %.17g "
+                 "%.17g", (long long)cfg->seed, cfg->aug_hflip, cfg->aug_scale.v[0],
+                 cfg->aug_scale.v[1], cfg->aug_ratio.v[0], cfg->aug_ratio.v[1]);
+        h = XXH3_64bits_withSeed(w, strlen(w), h);
     }
     if (cfg->aug_where != ZP_AUG_IN_LOADER)
         return h;

@@ -7,11 +7,14 @@
  *
  *   offset  size  field
  *        0     4  magic "ZPC1"
- *        4     1  header version (2)
+ *        4     1  header version (3)
  *        5     1  dtype (1 = float32, 2 = uint8: dataset.dtype)
  *        6     1  dimensions (3)
- *        7     1  reserved (0)
- *        8    12  shape: channels, height, width (u32 little-endian)
+ *        7     1  layout: 0 = a sample (the dataset's shape and dtype), 1 = a
+ *                 whole image as raw RGB rows (height x width x 3, uint8),
+ *                 2 = a whole image as a JPEG (ZP_CACHE_SAMPLE, _RAW, _JPEG)
+ *        8    12  shape: channels, height, width (u32 little-endian); a whole
+ *                 image's own height and width, 3 channels
  *       20     4  label (i32)
  *       24     4  sample index (u32), the key again
  *       28     4  payload bytes (u32)
@@ -19,7 +22,12 @@
  *                 of bytes 0..31 (so a flipped label, index or shape byte is
  *                 caught as surely as a flipped pixel)
  *
- * Version 1 checksummed the payload alone. The version is part of each
+ * Whole images are the train split's values when the crop is made at
+ * assembly (pipeline/augment.h zp_augment_whole): each image as resized to
+ * dataset.image.cache_side, of its own size, kept raw or as a JPEG
+ * (cache.encoding). Every other value is a sample.
+ *
+ * Version 1 checksummed the payload alone; version 2 had no layout byte. The version is part of each
  * split's fingerprint, so a cache of another version is refused or rebuilt
  * (cache.on_mismatch) before a run starts, and a stray value of another
  * version is a corrupt hit: re-loaded, never served.
@@ -39,7 +47,9 @@
 #include <stdint.h>
 
 #define ZP_CACHE_HDR 40
-#define ZP_CACHE_VERSION 2
+#define ZP_CACHE_VERSION 3
+
+enum { ZP_CACHE_SAMPLE, ZP_CACHE_RAW, ZP_CACHE_JPEG }; /* byte 7: the layout */
 
 typedef struct {
     MDB_env *env;
@@ -86,6 +96,25 @@ static inline void zp_cache_key(uint32_t index, uint8_t key[4])
 /* Writes the header for `payload` into hdr[ZP_CACHE_HDR]. */
 void zp_cache_header(uint8_t *hdr, const zp_dataset_meta_t *m, uint32_t index, int32_t label,
                      const void *payload, size_t bytes);
+
+/* Writes the header of a whole image (ZP_CACHE_RAW or ZP_CACHE_JPEG) of
+ * h x w pixels whose payload is `bytes` long into hdr[ZP_CACHE_HDR]. */
+void zp_cache_whole_header(uint8_t *hdr, int layout, uint32_t index, int32_t label, int h, int w,
+                           const void *payload, size_t bytes);
+
+/* A whole image as zp_cache_check_whole found it; payload points into the value. */
+typedef struct {
+    int layout, h, w;
+    const uint8_t *payload;
+    size_t bytes;
+} zp_cache_whole_t;
+
+/* Checks a whole image's value: magic, version, layout, 3 channels, height
+ * and width 1..side, the payload size (h x w x 3 when raw), the key, the
+ * label among the classes, the checksum. 0 with *label and *out, or ZP_EDATA
+ * with the reason in why. */
+int zp_cache_check_whole(const MDB_val *v, const zp_dataset_meta_t *m, int64_t side,
+                         uint32_t index, int32_t *label, zp_cache_whole_t *out, const char **why);
 
 /* Checks a stored value: header fields against the dataset and index (the
  * label among its classes), and the checksum of header and payload. Returns 0 with the label and a pointer to the payload

@@ -99,6 +99,12 @@ int zp_cachedb_stat(const char *path, zp_cachedb_stat_t *out, char *err, size_t 
         d->entries = st.ms_entries;
         d->bytes = (st.ms_branch_pages + st.ms_leaf_pages + st.ms_overflow_pages) * (size_t)st.ms_psize;
         fingerprint_of(txn, names[i], d->fingerprint, sizeof d->fingerprint);
+        const char *line = strstr(d->fingerprint, "\nsamples: ");
+        long long samples = 0;
+        if (line && sscanf(line, "\nsamples: %lld", &samples) == 1 && samples > 0)
+            d->samples = samples;
+        d->per_sample = d->entries ? d->bytes / d->entries : 0;
+        d->projected = d->per_sample * (size_t)d->samples;
     }
     mdb_txn_abort(txn);
     mdb_env_close(env);
@@ -122,7 +128,9 @@ const char *zp_cache_check_value(const MDB_val *k, const MDB_val *v)
         return "value belongs to another key";
     if (p[5] != ZP_DTYPE_F32 && p[5] != ZP_DTYPE_U8)
         return "unknown dtype";
-    if ((uint64_t)u[0] * u[1] * u[2] * zp_dtype_size(p[5]) != u[5] ||
+    if (p[7] > ZP_CACHE_JPEG)
+        return "unknown layout";
+    if ((p[7] != ZP_CACHE_JPEG && (uint64_t)u[0] * u[1] * u[2] * zp_dtype_size(p[5]) != u[5]) ||
         v->mv_size != ZP_CACHE_HDR + (size_t)u[5])
         return "payload size disagrees with the shape";
     uint64_t h;

@@ -21,6 +21,9 @@ typedef struct {
     char name[96];          /* "fashion-mnist/train", or "meta" */
     size_t entries, bytes;  /* bytes: its branch, leaf and overflow pages */
     char fingerprint[2048]; /* as recorded in meta ("" when none) */
+    int64_t samples;        /* the split's samples, from its fingerprint's "samples:" line (0: none) */
+    size_t per_sample;      /* bytes / entries (0 when empty) */
+    size_t projected;       /* per_sample x samples: the database's size once every sample is kept */
 } zp_cachedb_db_t;
 
 typedef struct {

@@ -42,6 +42,7 @@ enum { ZP_SCHED_NONE, ZP_SCHED_STEP, ZP_SCHED_COSINE };
 enum { ZP_OPTIM_SGD, ZP_OPTIM_ADAMW };
 enum { ZP_AUG_IN_TRAINER, ZP_AUG_IN_LOADER };
 enum { ZP_DT_FLOAT32, ZP_DT_UINT8 };
+enum { ZP_ENC_RAW, ZP_ENC_JPEG };
 
 /* The epochs a run gives: trainer.epochs, or (0: a program's loop decides,
  * uncapped) as many as any run lasts. */
@@ -62,7 +63,7 @@ typedef struct {
     char py_class[256], py_normalize[32], py_version[64], py_interp[256];
     char py_args[2048], py_splits[2048]; /* JSON objects */
     zp_strs_t py_path, py_fields;
-    int64_t image_resize, image_crop;
+    int64_t image_resize, image_crop, image_cache_side;
     zp_ints_t synth_shape;
     int aug_where;
     int64_t aug_padding;
@@ -76,6 +77,8 @@ typedef struct {
     int transport;
     char bind[128], allowed_keys[256];
     int on_mismatch;
+    int cache_encoding;   /* ZP_ENC_* */
+    int64_t jpeg_quality;
     int64_t loader_workers, task_size, credit;
     bool autoscale;                               /* loader.autoscale */
     int64_t min_workers, max_workers, autoscale_interval_s; /* max 0: the free cores */

@@ -45,6 +45,9 @@
       "images: resize so that the shorter side has this many pixels (0 = keep the size)")          \
     X("dataset.image.crop", INT, image_crop, "224", 1, 16384,                                      \
       "images: then take the center crop x crop pixels")                                          \
+    X("dataset.image.cache_side", INT, image_cache_side, "320", 16, 16384,                        \
+      "images with dataset.augment.resized_crop: the cache keeps each train image whole, its "    \
+      "longer side resized to at most this many pixels (never enlarged), and crops it at assembly") \
     X("dataset.mean", FLOATS, mean, "[0.2860]", -1000, 1000,                                       \
       "per-channel mean subtracted from pixels scaled to 0..1 (one value: all channels)")         \
     X("dataset.std", FLOATS, std, "[0.3530]", 1e-6, 1000,                                          \
@@ -105,6 +108,11 @@
       "samples per write transaction (a transaction also commits after 100 ms)")                  \
     X("cache.on_mismatch", ENUM, on_mismatch, "error", "error|rebuild", 0,                         \
       "when the cache was built from another dataset or transform: stop, or rebuild it")         \
+    X("cache.encoding", ENUM, cache_encoding, "raw", "raw|jpeg", 0,                               \
+      "whole train images (dataset.image.cache_side): kept as raw RGB, or re-encoded as JPEG "    \
+      "(about a fifth of the size) that the prefetch readers decode")                             \
+    X("cache.jpeg_quality", INT, jpeg_quality, "90", 1, 100,                                       \
+      "cache.encoding jpeg: the quality of the re-encoded images")                                \
     X("transport.kind", ENUM, transport, "ipc", "ipc|tcp", 0,                                     \
       "ipc: loaders on this host only; tcp: also loaders on other hosts (CURVE-authenticated)")   \
     X("transport.bind", STR, bind, "0.0.0.0:5555", 0, 0,                                          \

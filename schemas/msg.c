@@ -182,6 +182,12 @@ static int check_payload(zp_msg_t *m, char *why, size_t len)
         want[1] = want[2] = m->n * 4;
         want[3] = m->n * m->elems * zp_dtype_size(m->dtype);
         break;
+    case ZP_MSG_VALUES: /* values of their own sizes, each at least its 40-byte header */
+        if (m->frame_size[1] < m->n * 40)
+            return reject(why, len, "values: frame 1 has %zu bytes, too few for %llu values",
+                          m->frame_size[1], (unsigned long long)m->n);
+        want[1] = m->frame_size[1];
+        break;
     case ZP_MSG_REDUCE:
         if (m->n > (1ull << 30))
             return reject(why, len, "reduce: n = %llu is above 2^30", (unsigned long long)m->n);

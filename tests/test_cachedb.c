@@ -61,7 +61,7 @@ static void the_fingerprint_says_what_the_cache_was_built_from(void **state)
     config(&cfg, &m, "seed=7");
     char fp[2048];
     zp_cachedb_fingerprint(&cfg, &m, ZP_SPLIT_TRAIN, fp, sizeof fp);
-    assert_non_null(strstr(fp, "value schema: 2 (float32, XXH3-64 of header and payload)\n"));
+    assert_non_null(strstr(fp, "value schema: 3 (float32, XXH3-64 of header and payload)\n"));
     assert_non_null(strstr(fp, "source: synthetic seed=7 classes=5\n"));
     assert_non_null(strstr(fp, "samples: 4 of 1x2x3\n"));
     assert_non_null(strstr(fp, "transform: normalize(mean=["));

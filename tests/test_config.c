@@ -326,6 +326,9 @@ static void every_key_of_a_full_file_is_parsed(void **state)
     assert_int_equal(c.cache_max_bytes, 1610612736);
     assert_int_equal(c.commit_every, 7);
     assert_int_equal(c.on_mismatch, ZP_MISMATCH_REBUILD);
+    assert_int_equal(c.cache_encoding, ZP_ENC_JPEG);
+    assert_int_equal(c.jpeg_quality, 75);
+    assert_int_equal(c.image_cache_side, 400);
     assert_int_equal(c.loader_workers, 256);
     assert_int_equal(c.fetch_timeout_s, 120);
     assert_false(c.shuffle);

@@ -34,7 +34,9 @@ static void print_json(const char *path, const zp_cachedb_stat_t *st)
         const zp_cachedb_db_t *d = &st->db[i];
         printf("%s{\"name\":", i ? "," : "");
         zp_json_str(stdout, d->name);
-        printf(",\"entries\":%zu,\"bytes\":%zu,\"fingerprint\":", d->entries, d->bytes);
+        printf(",\"entries\":%zu,\"bytes\":%zu,\"bytes_per_sample\":%zu,\"samples\":%lld,"
+               "\"projected_bytes\":%zu,\"fingerprint\":", d->entries, d->bytes, d->per_sample,
+               (long long)d->samples, d->projected);
         zp_json_str(stdout, d->fingerprint);
         printf("}");
     }
@@ -47,7 +49,11 @@ static void print_text(const char *path, zp_cachedb_stat_t *st)
            st->used_bytes / 1048576.0, 100.0 * st->used_bytes / (double)st->map_bytes);
     for (int i = 0; i < st->n; i++) {
         zp_cachedb_db_t *d = &st->db[i];
-        printf("  %-28s %10zu entries %10.1f MiB\n", d->name, d->entries, d->bytes / 1048576.0);
+        printf("  %-28s %10zu entries %10.1f MiB", d->name, d->entries, d->bytes / 1048576.0);
+        if (d->per_sample && d->samples)
+            printf("  %zu bytes a sample: %.1f MiB for all %lld", d->per_sample,
+                   d->projected / 1048576.0, (long long)d->samples);
+        printf("\n");
         for (char *line = strtok(d->fingerprint, "\n"); line; line = strtok(NULL, "\n"))
             printf("      %s\n", line);
     }

@@ -401,6 +401,21 @@ static int on_loader_result(void *ctx, const zp_msg_t *m, zp_frames_t *f)
     return l && l->refused ? 0 : on_result(c, m, f, l);
 }
 
+/* VALUES: the whole images of a task this loader holds, kept for later epochs. */
+static int on_values(void *ctx, const zp_msg_t *m, zp_frames_t *f)
+{
+    cache_t *c = ctx;
+    loader_rec_t *l = sender(c, f, 0);
+    zp_task_t *t = zp_tasks_lookup(c->tasks, m->id);
+    if (!l || l->refused || !t || t->loader != (int)(l - c->loaders) || m->split != t->split) {
+        c->late++;
+        return 0;
+    }
+    if (zp_store_put_values(c->store, (int)m->split, m->n, m->frame[1], m->frame_size[1]))
+        zp_inbox_drop(&c->work_in, "VALUES with a malformed whole image");
+    return 0;
+}
+
 static int on_retire(void *ctx, const zp_msg_t *m, zp_frames_t *f)
 {
     (void)m;
@@ -429,7 +444,7 @@ static int on_heartbeat(void *ctx, const zp_msg_t *m, zp_frames_t *f)
 static const zp_route_t WORK_ROUTES[] = {
     {ZP_MSG_READY, on_ready},       {ZP_MSG_SAMPLES, on_loader_result},
     {ZP_MSG_FAIL, on_loader_result}, {ZP_MSG_RETIRE, on_retire},
-    {ZP_MSG_HEARTBEAT, on_heartbeat},
+    {ZP_MSG_HEARTBEAT, on_heartbeat}, {ZP_MSG_VALUES, on_values},
 };
 
 static int on_work(cache_t *c, void *sock)

@@ -2,6 +2,7 @@
 #include "stages/cache/lmdb_store.h"
 #include "schemas/msg.h"
 #include "pipeline/cachedb.h"
+#include "pipeline/augment.h"
 #include "pipeline/log.h"
 
 #include <stdio.h>
@@ -95,67 +96,130 @@ static void make_room(zp_store_t *s, size_t need)
     s->db.map_bytes = grown;
 }
 
+/* Opens the write transaction when none is. 0, or -1 with caching off. */
+static int begin(zp_store_t *s)
+{
+    if (s->txn)
+        return 0;
+    int rc = zp_cachedb_write_begin(&s->db, &s->txn); /* adopts a map another process grew */
+    if (rc) {
+        s->txn = NULL;
+        char why[128];
+        snprintf(why, sizeof why, "cannot begin a write transaction: %s", mdb_strerror(rc));
+        turn_off(s, why);
+        return -1;
+    }
+    s->txn_start = zp_now_ns();
+    return 0;
+}
+
+/* Room for the value of `index`, `size` bytes, in v->mv_data. Overwrites:
+ * only misses reach the cache stage, and a value the reader found corrupt
+ * comes back this way, so the cache heals. 0, or -1 with caching off. */
+static int reserve(zp_store_t *s, int split, uint32_t index, size_t size, MDB_val *v)
+{
+    uint8_t kb[4];
+    zp_cache_key(index, kb);
+    MDB_val k = {4, kb};
+    *v = (MDB_val){size, NULL};
+    int rc = mdb_put(s->txn, s->db.dbi[split], &k, v, MDB_RESERVE);
+    if (!rc) {
+        s->pending++;
+        s->pending_bytes += (int64_t)size;
+        return 0;
+    }
+    mdb_txn_abort(s->txn);
+    s->txn = NULL;
+    char why[160];
+    if (rc == MDB_MAP_FULL)
+        snprintf(why, sizeof why, "cache full at cache.max_bytes = %zu bytes", s->db.max_bytes);
+    else
+        snprintf(why, sizeof why, "put failed: %s", mdb_strerror(rc));
+    turn_off(s, why);
+    return -1;
+}
+
 void zp_store_put(zp_store_t *s, int split, uint64_t n, const uint8_t *indices,
                   const uint8_t *labels, const uint8_t *data)
 {
-    if (!s || !s->on)
+    if (!s || !s->on || (split == ZP_SPLIT_TRAIN && zp_augment_whole(&s->st->cfg)))
         return;
     size_t bytes = s->st->meta.sample_bytes;
     make_room(s, n * (bytes + ZP_CACHE_HDR + 64));
-    if (!s->txn) {
-        int rc = zp_cachedb_write_begin(&s->db, &s->txn); /* adopts a map another process grew */
-        if (rc) {
-            s->txn = NULL;
-            char why[128];
-            snprintf(why, sizeof why, "cannot begin a write transaction: %s", mdb_strerror(rc));
-            turn_off(s, why);
-            return;
-        }
-        s->txn_start = zp_now_ns();
-    }
+    if (begin(s))
+        return;
     ZP_TIME_BEGIN(&s->st->timers, ZP_R_LMDB_PUT);
     for (uint64_t i = 0; i < n; i++) {
         uint32_t index;
         int32_t label;
+        MDB_val v;
         memcpy(&index, indices + 4 * i, 4);
         memcpy(&label, labels + 4 * i, 4);
         if (label == ZP_LABEL_SKIPPED)
             continue; /* not loaded: nothing to keep; the next epoch tries again */
-        uint8_t kb[4];
-        zp_cache_key(index, kb);
-        MDB_val k = {4, kb}, v = {ZP_CACHE_HDR + bytes, NULL};
-        /* Overwrite: only misses reach the cache stage, and a value the reader found
-         * corrupt comes back this way, so the cache heals. */
-        int rc = mdb_put(s->txn, s->db.dbi[split], &k, &v, MDB_RESERVE);
-        if (rc) {
-            ZP_TIME_END(&s->st->timers, ZP_R_LMDB_PUT);
-            mdb_txn_abort(s->txn);
-            s->txn = NULL;
-            char why[160];
-            if (rc == MDB_MAP_FULL)
-                snprintf(why, sizeof why, "cache full at cache.max_bytes = %zu bytes",
-                         s->db.max_bytes);
-            else
-                snprintf(why, sizeof why, "put failed: %s", mdb_strerror(rc));
-            turn_off(s, why);
-            return;
-        }
+        if (reserve(s, split, index, ZP_CACHE_HDR + bytes, &v))
+            break;
         const uint8_t *payload = data + i * bytes;
         zp_cache_header(v.mv_data, &s->st->meta, index, label, payload, bytes);
         memcpy((uint8_t *)v.mv_data + ZP_CACHE_HDR, payload, bytes);
-        s->pending++;
-        s->pending_bytes += (int64_t)v.mv_size;
     }
     ZP_TIME_END(&s->st->timers, ZP_R_LMDB_PUT);
-    if (s->pending >= s->st->cfg.commit_every)
+    if (s->txn && s->pending >= s->st->cfg.commit_every)
         commit(s);
+}
+
+/* The values of a VALUES frame, each checked; -1 at the first bad one. */
+static int walk_values(zp_store_t *s, int split, uint64_t n, const uint8_t *frame, size_t size,
+                       int put)
+{
+    size_t at = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        uint32_t len, index;
+        if (size - at < ZP_CACHE_HDR)
+            return -1;
+        memcpy(&len, frame + at + 28, 4);
+        memcpy(&index, frame + at + 24, 4);
+        if (len > size - at - ZP_CACHE_HDR)
+            return -1;
+        MDB_val v = {ZP_CACHE_HDR + (size_t)len, (void *)(frame + at)}, w;
+        int32_t label;
+        zp_cache_whole_t img;
+        const char *why;
+        if (!put && (index >= s->st->meta.n[split] ||
+                     zp_cache_check_whole(&v, &s->st->meta, s->st->cfg.image_cache_side, index,
+                                          &label, &img, &why)))
+            return -1;
+        if (put && (reserve(s, split, index, v.mv_size, &w) == 0))
+            memcpy(w.mv_data, v.mv_data, v.mv_size);
+        else if (put)
+            return 0; /* caching is off now */
+        at += v.mv_size;
+    }
+    return at == size ? 0 : -1;
+}
+
+int zp_store_put_values(zp_store_t *s, int split, uint64_t n, const uint8_t *frame, size_t size)
+{
+    if (!s || !s->on || split != ZP_SPLIT_TRAIN || !zp_augment_whole(&s->st->cfg))
+        return 0;
+    if (walk_values(s, split, n, frame, size, 0))
+        return ZP_EDATA;
+    make_room(s, size + n * 64);
+    if (begin(s))
+        return 0;
+    ZP_TIME_BEGIN(&s->st->timers, ZP_R_LMDB_PUT);
+    walk_values(s, split, n, frame, size, 1);
+    ZP_TIME_END(&s->st->timers, ZP_R_LMDB_PUT);
+    if (s->txn && s->pending >= s->st->cfg.commit_every)
+        commit(s);
+    return 0;
 }
 
 int zp_store_get(zp_store_t *s, int split, uint64_t n, const uint8_t *indices, int32_t *labels,
                  uint8_t *data)
 {
-    if (!s || !s->on)
-        return 0;
+    if (!s || !s->on || (split == ZP_SPLIT_TRAIN && zp_augment_whole(&s->st->cfg)))
+        return 0; /* whole images: the loaders crop them (the readers do for hits) */
     MDB_txn *txn = s->txn; /* one transaction a thread: the pending one, if any */
     if (!txn && zp_cachedb_read_begin(&s->db, &txn))
         return 0;

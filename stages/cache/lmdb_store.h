@@ -18,10 +18,17 @@ int zp_store_open(zp_store_t **out, zp_stage_t *st);
 void zp_store_destroy(zp_store_t **s);
 
 /* Puts n samples (frames as SAMPLES carries them; may be unaligned),
- * replacing what a key held. Never fails the caller: LMDB errors turn caching
+ * replacing what a key held; the train split's samples are not kept when the
+ * cache keeps whole images (VALUES carries them). Never fails the caller: LMDB errors turn caching
  * off with a warning. */
 void zp_store_put(zp_store_t *s, int split, uint64_t n, const uint8_t *indices,
                   const uint8_t *labels, const uint8_t *data);
+/* Puts the n cache values of a VALUES message (back to back in `frame` of
+ * `size` bytes, may be unaligned): whole train images. Each is checked as a
+ * hit would be (zp_cache_check_whole) before any is put: ZP_EDATA when one
+ * is malformed (nothing kept; the caller counts and logs it). LMDB errors
+ * turn caching off with a warning, as zp_store_put. Else 0. */
+int zp_store_put_values(zp_store_t *s, int split, uint64_t n, const uint8_t *frame, size_t size);
 /* Reads n samples (indices: u32 LE, may be unaligned) into labels (n x
  * int32) and data (n x sample_bytes) when every one of them is stored and
  * whole: returns 1. Returns 0 when one is absent or corrupt (the loaders then

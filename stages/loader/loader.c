@@ -1,5 +1,7 @@
 /* loader.c — a loader process: takes TASKs from the cache stage with credit,
- * reads and transforms the samples, returns SAMPLES.
+ * reads and transforms the samples, returns SAMPLES. With the crop at
+ * assembly and the cache on, a train task's whole images (as the cache keeps
+ * them) go first, in a VALUES message.
  *
  * It sends a HEARTBEAT whenever it has sent nothing for loader.heartbeat_ms
  * (also between the samples of a long task); when the cache stage has been
@@ -18,6 +20,7 @@
 #include "stages/loader/source.h"
 
 #include <errno.h>
+#include <turbojpeg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -51,7 +54,55 @@ typedef struct {
     float *scratch;   /* one transformed sample before its augmentation; owned */
     uint64_t fp;      /* zp_cachedb_fingerprint_hash of this loader's config */
     int refused;      /* the cache stage said REFUSED: exit 2 */
+    /* The crop at assembly with the cache on: the task's whole images as
+     * cache values, sent in a VALUES before its SAMPLES. Reused; owned. */
+    int keep_whole;
+    uint8_t *vals;
+    size_t vals_len, vals_cap;
+    uint64_t nvals;
+    tjhandle tjc;       /* cache.encoding jpeg */
+    uint8_t *jpg;
+    size_t jpg_cap;
 } loader_t;
+
+static int grow(uint8_t **buf, size_t *cap, size_t need)
+{
+    if (need <= *cap)
+        return 0;
+    size_t n = need + need / 2;
+    uint8_t *p = realloc(*buf, n);
+    if (!p)
+        return ZP_ENOMEM;
+    *buf = p, *cap = n;
+    return 0;
+}
+
+/* Appends the whole image the source just cropped sample `index` from, as
+ * the cache value to keep (raw RGB or re-encoded as cache.encoding says). */
+static int keep_whole(loader_t *l, uint32_t index, int32_t label)
+{
+    const zp_source_t *src = l->src;
+    int w = src->whole_w, h = src->whole_h, layout = ZP_CACHE_RAW;
+    const uint8_t *payload = src->whole;
+    size_t bytes = (size_t)w * h * 3;
+    if (l->st->cfg.cache_encoding == ZP_ENC_JPEG) {
+        unsigned long jsize = tjBufSize(w, h, TJSAMP_420);
+        if (grow(&l->jpg, &l->jpg_cap, jsize))
+            return ZP_ENOMEM;
+        if (tjCompress2(l->tjc, src->whole, w, 0, h, TJPF_RGB, &l->jpg, &jsize, TJSAMP_420,
+                        (int)l->st->cfg.jpeg_quality, TJFLAG_NOREALLOC | TJFLAG_ACCURATEDCT))
+            return ZP_ENOMEM;
+        payload = l->jpg, bytes = jsize, layout = ZP_CACHE_JPEG;
+    }
+    if (grow(&l->vals, &l->vals_cap, l->vals_len + ZP_CACHE_HDR + bytes))
+        return ZP_ENOMEM;
+    uint8_t *v = l->vals + l->vals_len;
+    memcpy(v + ZP_CACHE_HDR, payload, bytes);
+    zp_cache_whole_header(v, layout, index, label, h, w, v + ZP_CACHE_HDR, bytes);
+    l->vals_len += ZP_CACHE_HDR + bytes;
+    l->nvals++;
+    return 0;
+}
 
 /* loader.on_error: skip: the sample goes on with label ZP_LABEL_SKIPPED (the
  * cache does not keep it, the prefetch leaves it out of its batch), and a
@@ -189,6 +240,8 @@ static int load_samples(loader_t *l, const zp_msg_t *t, zmq_msg_t *parts, char *
     /* the epoch comes with tasks of a prefetch that knows about augmentation */
     int augment = l->aug.on && t->split == ZP_SPLIT_TRAIN && (t->present & ZP_B(epoch));
     l->src->epoch = t->present & ZP_B(epoch) ? t->epoch : 0;
+    l->vals_len = 0, l->nvals = 0;
+    int keep = l->keep_whole && t->split == ZP_SPLIT_TRAIN;
     for (size_t i0 = 0; i0 < n; i0 += l->chunk) {
         size_t m = n - i0 < l->chunk ? n - i0 : l->chunk;
         int64_t t0 = zp_now_ns();
@@ -213,6 +266,9 @@ static int load_samples(loader_t *l, const zp_msg_t *t, zmq_msg_t *parts, char *
                 label = ZP_LABEL_SKIPPED;
             } else if (rc) {
                 return rc;
+            } else if (keep && l->src->whole && keep_whole(l, ix, label)) {
+                snprintf(err, len, "loader out of memory");
+                return ZP_ENOMEM;
             }
             memcpy(labels + 4 * i, &label, 4);
         }
@@ -251,13 +307,19 @@ static int run_task(void *ctx, const zp_msg_t *t, zp_frames_t *f)
         rc = rc == ZP_ENOMEM ? rc : 0;
     } else {
         size_t bytes = zmq_msg_size(&parts[2]);
+        if (l->nvals) { /* the whole images to keep go first */
+            zp_msg_t v = {.type = ZP_MSG_VALUES, .id = t->id, .split = t->split, .n = l->nvals};
+            const void *vp[1] = {l->vals};
+            size_t vs[1] = {l->vals_len};
+            rc = zp_send(l->work, NULL, &v, vp, vs, 1, 0);
+        }
         zmq_msg_move(&parts[0], &f->part[1]); /* the task's indices go back as they came */
         zp_msg_t out = {.type = ZP_MSG_SAMPLES, .id = t->id, .split = t->split, .n = t->n,
                         .elems = (uint64_t)l->st->meta.elems,
                         .dtype = (uint64_t)l->st->meta.dtype, .present = ZP_B(dtype)};
         zp_stats_state(&l->st->stats, ZP_ST_WAIT_OUT);
         ZP_TIME_BEGIN(&l->st->timers, ZP_R_SEND);
-        rc = zp_send_parts(l->work, &out, parts, 3);
+        rc = rc ? rc : zp_send_parts(l->work, &out, parts, 3);
         ZP_TIME_END(&l->st->timers, ZP_R_SEND);
         l->last_send = zp_now_ns();
         if (!rc && !l->delivered && l->st->run_dir[0]) /* a supervised loader: tell it once */
@@ -359,6 +421,12 @@ int zp_loader_run(zp_stage_t *st, zp_source_t *src)
     zp_info("ready: %lld train and %lld test samples of %zu bytes", (long long)st->meta.n[0],
             (long long)st->meta.n[1], st->meta.sample_bytes);
     l.fp = zp_cachedb_fingerprint_hash(&st->cfg, &st->meta);
+    l.keep_whole = zp_augment_whole(&st->cfg) && st->cfg.cache_enabled;
+    if (l.keep_whole && st->cfg.cache_encoding == ZP_ENC_JPEG && !(l.tjc = tjInitCompress())) {
+        zp_error("cannot start a JPEG encoder: %s", tjGetErrorStr2(NULL));
+        rc = 1;
+        goto out;
+    }
     rc = loop(&l);
     zp_info("stopping: loaded %lld samples", (long long)st->stats.items);
     if (rc)
@@ -369,6 +437,10 @@ out:
     free(l.pixels);
     free(l.lut);
     free(l.scratch);
+    free(l.vals);
+    free(l.jpg);
+    if (l.tjc)
+        tjDestroy(l.tjc);
     zp_augment_free(&l.aug);
     zp_stage_close(st); /* ZeroMQ releases the output buffers before they are freed */
     for (int i = 0; i < OUTBUFS; i++)

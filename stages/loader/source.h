@@ -19,6 +19,12 @@ struct zp_source {
                char *err, size_t errlen);
     void (*destroy)(zp_source_t *src);
     uint64_t epoch; /* the task's epoch, set by the loader before its samples (0 when absent) */
+    /* The whole image the last get() cropped its sample from, as the cache
+     * keeps it (pipeline/augment.h zp_augment_whole, with the cache on): RGB
+     * rows of whole_w x 3 bytes; owned by the source, valid until its next
+     * get(). NULL when that get made none. */
+    const uint8_t *whole;
+    int whole_w, whole_h;
 };
 
 /* Both open whole splits up front; errors name the file. */

@@ -6,10 +6,21 @@
  * dataset.image.crop x crop, HWC -> CHW. A file that is not an image, is
  * truncated or does not decode is an error naming its path. The files and
  * labels come from the supervisor's probe (meta->probed) when the stage has
- * it: the folder is scanned once per run, not by every loader. */
+ * it: the folder is scanned once per run, not by every loader.
+ *
+ * With the crop at assembly (zp_augment_whole), a train sample is instead the
+ * random-resized crop of the image drawn for (seed, epoch, index) on the
+ * image as the cache keeps it (longer side at most dataset.image.cache_side),
+ * resized to crop x crop (pipeline/resample.h) and flipped as drawn. With the
+ * cache on, that whole image is made first and kept for the loader to send
+ * (base.whole); with it off, the box is mapped onto the file's own pixels and
+ * a JPEG is decoded at the smallest DCT scale that still covers the box at
+ * the crop size. */
 #define _GNU_SOURCE
 #include "stages/loader/source.h"
 #include "pipeline/imagelist.h"
+#include "pipeline/augment.h"
+#include "pipeline/resample.h"
 #include "pipeline/log.h"
 
 #include <errno.h>
@@ -28,6 +39,13 @@ typedef struct {
     int resize, crop;
     uint8_t *file, *rgb, *scaled; /* reused buffers; owned */
     size_t file_cap, rgb_cap, scaled_cap;
+    int whole;          /* train samples are cropped from the whole image (zp_augment_whole) */
+    int keep;           /* ... and the whole image is made for the cache (cache.enabled) */
+    int64_t side;       /* dataset.image.cache_side */
+    zp_rrc_t rrc;
+    zp_resample_t rs;
+    uint8_t *img;       /* the whole image as cached; owned */
+    size_t img_cap;
 } image_source_t;
 
 static int grow(uint8_t **buf, size_t *cap, size_t need)
@@ -62,21 +80,33 @@ static int read_file(image_source_t *s, const char *path, size_t *size, char *er
     return rc;
 }
 
-/* JPEG into s->rgb (RGB), DCT-scaled to the smallest size whose shorter side is >= want. */
-static int decode_jpeg(image_source_t *s, const char *path, size_t size, int want, int *w, int *h,
+static int jpeg_header(image_source_t *s, const char *path, size_t size, int *sw, int *sh, int *cs,
                        char *err, size_t len)
 {
-    int sw, sh, sub, cs;
-    if (tjDecompressHeader3(s->tj, s->file, size, &sw, &sh, &sub, &cs)) {
+    int sub;
+    if (tjDecompressHeader3(s->tj, s->file, size, sw, sh, &sub, cs)) {
         snprintf(err, len, "%s: not a JPEG: %s", path, tjGetErrorStr2(s->tj));
         return ZP_EDATA;
     }
+    return 0;
+}
+
+/* The smallest DCT scale at which an sw x sh JPEG is at least need_w x need_h. */
+static tjscalingfactor scale_covering(int sw, int sh, double need_w, double need_h)
+{
     int n;
     tjscalingfactor *f = tjGetScalingFactors(&n), best = {1, 1};
-    int shorter = sw < sh ? sw : sh;
-    for (int i = 0; want > 0 && 2 * want <= shorter && i < n; i++) /* the smallest scale >= want */
-        if (TJSCALED(shorter, f[i]) >= want && f[i].num * best.denom < best.num * f[i].denom)
+    for (int i = 0; i < n; i++)
+        if (TJSCALED(sw, f[i]) >= need_w && TJSCALED(sh, f[i]) >= need_h &&
+            f[i].num * best.denom < best.num * f[i].denom)
             best = f[i];
+    return best;
+}
+
+/* JPEG into s->rgb (RGB) at DCT scale `best`. */
+static int decode_jpeg_at(image_source_t *s, const char *path, size_t size, int sw, int sh, int cs,
+                          tjscalingfactor best, int *w, int *h, char *err, size_t len)
+{
     *w = TJSCALED(sw, best), *h = TJSCALED(sh, best);
     int cmyk = cs == TJCS_CMYK || cs == TJCS_YCCK;
     size_t px = (size_t)*w * (size_t)*h;
@@ -100,6 +130,23 @@ static int decode_jpeg(image_source_t *s, const char *path, size_t size, int wan
             o[0] = r, o[1] = g, o[2] = b;
         }
     return 0;
+}
+
+/* JPEG into s->rgb (RGB), DCT-scaled to the smallest size whose shorter side is >= want. */
+static int decode_jpeg(image_source_t *s, const char *path, size_t size, int want, int *w, int *h,
+                       char *err, size_t len)
+{
+    int sw, sh, cs;
+    int rc = jpeg_header(s, path, size, &sw, &sh, &cs, err, len);
+    if (rc)
+        return rc;
+    int n;
+    tjscalingfactor *f = tjGetScalingFactors(&n), best = {1, 1};
+    int shorter = sw < sh ? sw : sh;
+    for (int i = 0; want > 0 && 2 * want <= shorter && i < n; i++) /* the smallest scale >= want */
+        if (TJSCALED(shorter, f[i]) >= want && f[i].num * best.denom < best.num * f[i].denom)
+            best = f[i];
+    return decode_jpeg_at(s, path, size, sw, sh, cs, best, w, h, err, len);
 }
 
 static int decode_png(image_source_t *s, const char *path, size_t size, int *w, int *h, char *err,
@@ -191,28 +238,14 @@ static void resize_crop(const uint8_t *src, int sw, int sh, int dw, int dh, int 
     }
 }
 
-static int image_get(zp_source_t *src, int split, uint32_t index, uint8_t *pixels, int32_t *label,
-                     char *err, size_t len)
+/* The resize of the shorter side to dataset.image.resize and the center crop
+ * (the test split; every sample when the crop is not made at assembly). */
+static int resize_center(image_source_t *s, const char *path, size_t size, int png,
+                         uint8_t *pixels, char *err, size_t len)
 {
-    image_source_t *s = (image_source_t *)src;
-    const char *path = s->list[split]->path[index];
-    size_t size;
-    int rc = read_file(s, path, &size, err, len), w = 0, h = 0;
-    if (rc)
-        return rc;
-    int png = size >= 8 && !png_sig_cmp(s->file, 0, 8);
-    const char *dot = strrchr(path, '.');
-    if (!png && dot && !strcasecmp(dot, ".png")) {
-        snprintf(err, len, "%s: not a PNG (no PNG signature)", path);
-        return ZP_EDATA;
-    }
-    rc = png ? decode_png(s, path, size, &w, &h, err, len)
-             : decode_jpeg(s, path, size, s->resize, &w, &h, err, len);
-    if (rc && !png) { /* TurboJPEG keeps a failed decode's state: start afresh */
-        tjDestroy(s->tj);
-        if (!(s->tj = tjInitDecompress()))
-            return ZP_ENOMEM;
-    }
+    int w = 0, h = 0;
+    int rc = png ? decode_png(s, path, size, &w, &h, err, len)
+                 : decode_jpeg(s, path, size, s->resize, &w, &h, err, len);
     if (rc)
         return rc;
     int shorter = w < h ? w : h, dw = w, dh = h;
@@ -238,6 +271,90 @@ static int image_get(zp_source_t *src, int split, uint32_t index, uint8_t *pixel
                     pixels[c * plane + (size_t)y * s->crop + x] =
                         s->rgb[((size_t)(y0 + y) * w + x0 + x) * 3 + c];
     }
+    return 0;
+}
+
+/* The file decoded into s->rgb (w x h) at the smallest size that is at least
+ * the whole image as cached (s->keep) or else covers the box of `d` (drawn on
+ * the cw x ch cached size) at the crop size. */
+static int decode_for_box(image_source_t *s, const char *path, size_t size, int png, int sw,
+                          int sh, int cs, int cw, int ch, const zp_aug_draw_t *d, int *w, int *h,
+                          char *err, size_t len)
+{
+    if (png) {
+        *w = sw, *h = sh;
+        return 0; /* decoded whole already */
+    }
+    double need_w = cw, need_h = ch;
+    if (!s->keep) {
+        need_w = (double)s->crop * cw / d->box_w;
+        need_h = (double)s->crop * ch / d->box_h;
+    }
+    need_w = need_w > sw ? sw : need_w;
+    need_h = need_h > sh ? sh : need_h;
+    return decode_jpeg_at(s, path, size, sw, sh, cs, scale_covering(sw, sh, need_w, need_h), w, h,
+                          err, len);
+}
+
+/* A train sample cropped at assembly (see the top of the file). */
+static int crop_whole(image_source_t *s, const char *path, size_t size, int png, uint32_t index,
+                      uint8_t *pixels, char *err, size_t len)
+{
+    int sw, sh, cs = 0, w, h, cw, ch;
+    int rc = png ? decode_png(s, path, size, &sw, &sh, err, len)
+                 : jpeg_header(s, path, size, &sw, &sh, &cs, err, len);
+    if (rc)
+        return rc;
+    zp_augment_whole_size(s->side, sw, sh, &cw, &ch);
+    zp_aug_draw_t d;
+    zp_rrc_draw(&s->rrc, s->base.epoch, index, ch, cw, &d);
+    if ((rc = decode_for_box(s, path, size, png, sw, sh, cs, cw, ch, &d, &w, &h, err, len)))
+        return rc;
+    double box[4] = {d.box_x, d.box_y, d.box_w, d.box_h};
+    if (!s->keep) { /* the box on the decoded pixels */
+        double fx = (double)w / cw, fy = (double)h / ch;
+        box[0] *= fx, box[1] *= fy, box[2] *= fx, box[3] *= fy;
+        return zp_resample(&s->rs, s->rgb, w, h, box, s->crop, s->crop, d.flip, ZP_RS_CHW_U8,
+                           NULL, pixels);
+    }
+    const uint8_t *img = s->rgb;
+    if (w != cw || h != ch) {
+        double all[4] = {0, 0, w, h};
+        if (grow(&s->img, &s->img_cap, (size_t)cw * ch * 3) ||
+            zp_resample(&s->rs, s->rgb, w, h, all, cw, ch, 0, ZP_RS_HWC_U8, NULL, s->img))
+            return ZP_ENOMEM;
+        img = s->img;
+    }
+    s->base.whole = img, s->base.whole_w = cw, s->base.whole_h = ch;
+    return zp_resample(&s->rs, img, cw, ch, box, s->crop, s->crop, d.flip, ZP_RS_CHW_U8, NULL,
+                       pixels);
+}
+
+static int image_get(zp_source_t *src, int split, uint32_t index, uint8_t *pixels, int32_t *label,
+                     char *err, size_t len)
+{
+    image_source_t *s = (image_source_t *)src;
+    const char *path = s->list[split]->path[index];
+    size_t size;
+    s->base.whole = NULL;
+    int rc = read_file(s, path, &size, err, len);
+    if (rc)
+        return rc;
+    int png = size >= 8 && !png_sig_cmp(s->file, 0, 8);
+    const char *dot = strrchr(path, '.');
+    if (!png && dot && !strcasecmp(dot, ".png")) {
+        snprintf(err, len, "%s: not a PNG (no PNG signature)", path);
+        return ZP_EDATA;
+    }
+    rc = s->whole && split == ZP_SPLIT_TRAIN ? crop_whole(s, path, size, png, index, pixels, err, len)
+                                             : resize_center(s, path, size, png, pixels, err, len);
+    if (rc && !png) { /* TurboJPEG keeps a failed decode's state: start afresh */
+        tjDestroy(s->tj);
+        if (!(s->tj = tjInitDecompress()))
+            return ZP_ENOMEM;
+    }
+    if (rc)
+        return rc;
     *label = s->list[split]->label[index];
     return 0;
 }
@@ -249,7 +366,8 @@ static void image_destroy(zp_source_t *src)
         zp_imagelist_free(&s->own[i]);
     if (s->tj)
         tjDestroy(s->tj);
-    free(s->file), free(s->rgb), free(s->scaled);
+    free(s->file), free(s->rgb), free(s->scaled), free(s->img);
+    zp_resample_free(&s->rs);
     free(s);
 }
 
@@ -282,6 +400,10 @@ int zp_source_image_open(zp_source_t **out, const zp_config_t *cfg, const zp_dat
     s->base.destroy = image_destroy;
     s->resize = (int)cfg->image_resize;
     s->crop = (int)cfg->image_crop;
+    s->whole = zp_augment_whole(cfg);
+    s->keep = s->whole && cfg->cache_enabled;
+    s->side = cfg->image_cache_side;
+    zp_rrc_init(&s->rrc, cfg);
     for (int sp = 0; sp < ZP_SPLITS; sp++) {
         const zp_imagelist_t *probed = meta->probed ? &meta->probed->split[sp] : NULL;
         int rc = probed && probed->path && probed->n == meta->n[sp] ? 0 : scan(s, cfg, meta, sp, err, errlen);

@@ -74,6 +74,9 @@ typedef struct {
     int seeked;            /* a SEEK came once: the trainer decides what comes, after END too */
     uint64_t abandoned;    /* fetches up to this id were for abandoned batches */
     zp_ringlog_t ringlog;  /* BATCH and FREE, for the run's timeline */
+    int whole;             /* the train split's values are whole images (zp_augment_whole) */
+    zp_rrc_t rrc;          /* their draws */
+    float *lut;            /* float32 samples: their normalisation; owned */
 } prefetch_t;
 
 #define SEEKING 1 /* run_phase: a SEEK came; the phase is abandoned */
@@ -202,7 +205,10 @@ static int read_hits(prefetch_t *p, zp_batch_t *bt)
             lmdb_error(p, "get", got);
     }
     zp_copy_job_t job = {.vals = vals, .order = p->order, .n = nread, .meta = &p->st->meta,
-                         .labels = labels, .data = data, .status = p->status, .why = p->why};
+                         .labels = labels, .data = data, .status = p->status, .why = p->why,
+                         .rrc = p->whole && p->split == ZP_SPLIT_TRAIN ? &p->rrc : NULL,
+                         .epoch = (uint64_t)p->epoch, .side = p->st->cfg.image_cache_side,
+                         .lut = p->lut};
     zp_readers_run(p->readers, &job);
     for (int64_t j = 0; j < nread; j++) {
         uint32_t index = (uint32_t)(p->order[j] >> 32);
@@ -657,6 +663,11 @@ static int open_cache(prefetch_t *p)
     }
     if (!p->readers && (rc = zp_readers_start(&p->readers, (int)st->cfg.readers)))
         return rc;
+    p->whole = zp_augment_whole(&st->cfg);
+    zp_rrc_init(&p->rrc, &st->cfg);
+    if (p->whole && st->meta.dtype == ZP_DTYPE_F32 && !p->lut &&
+        !(p->lut = zp_normalize_lut(&st->cfg, st->meta.shape[0])))
+        return ZP_ENOMEM;
     for (int s = 0; s < ZP_SPLITS; s++)
         if (!p->present[s] && !(p->present[s] = malloc((size_t)(st->meta.n[s] + 8) / 8)))
             return ZP_ENOMEM;
@@ -734,6 +745,7 @@ static void close_all(prefetch_t *p)
     for (int i = 0; i < INFLIGHT_MAX; i++)
         zp_batch_destroy(&p->inflight[i]);
     free(p->scratch);
+    free(p->lut);
     free(p->order);
     free(p->vals);
     free(p->status);

@@ -2,16 +2,27 @@
 #include "stages/prefetch/readers.h"
 #include "pipeline/cachedb.h"
 #include "pipeline/log.h"
+#include "pipeline/resample.h"
 
 #include <pthread.h>
+#include <turbojpeg.h>
 #include <stdlib.h>
 #include <string.h>
 
 #define MAX_THREADS 16
 #define AHEAD 6 /* values whose first lines are fetched ahead of the copy */
 
+/* A thread's work space for whole images; owned by the pool. */
+typedef struct {
+    zp_resample_t rs;
+    tjhandle tj;  /* made at the first JPEG */
+    uint8_t *rgb; /* a decoded JPEG */
+    size_t cap;
+} space_t;
+
 struct zp_readers {
     int n; /* threads, the caller included */
+    space_t space[MAX_THREADS];
     pthread_t th[MAX_THREADS];
     pthread_mutex_t mu;
     pthread_cond_t go, done;
@@ -28,8 +39,59 @@ typedef struct {
 
 static arg_t g_args[MAX_THREADS];
 
-/* Values [lo, hi) of the job: check the header, copy, checksum the copy. */
-static void copy_range(const zp_copy_job_t *job, int64_t lo, int64_t hi)
+/* The pixels of a checked JPEG image, decoded into the thread's space. NULL
+ * with *why when it does not decode to the size its header says. */
+static const uint8_t *decode(space_t *sp, const zp_cache_whole_t *img, const char **why)
+{
+    int w, h, sub, cs;
+    size_t need = (size_t)img->w * img->h * 3;
+    if (need > sp->cap) {
+        uint8_t *p = realloc(sp->rgb, need);
+        if (!p)
+            return *why = "out of memory decoding a JPEG", NULL;
+        sp->rgb = p, sp->cap = need;
+    }
+    if (!sp->tj && !(sp->tj = tjInitDecompress()))
+        return *why = "out of memory decoding a JPEG", NULL;
+    if (tjDecompressHeader3(sp->tj, img->payload, img->bytes, &w, &h, &sub, &cs) ||
+        w != img->w || h != img->h ||
+        tjDecompress2(sp->tj, img->payload, img->bytes, sp->rgb, w, 0, h, TJPF_RGB,
+                      TJFLAG_ACCURATEDCT)) {
+        tjDestroy(sp->tj); /* a failed decode leaves its state behind */
+        sp->tj = NULL;
+        return *why = "JPEG does not decode to the size its header says", NULL;
+    }
+    return sp->rgb;
+}
+
+/* Value j of the job, a whole image: the crop drawn for its sample, resized
+ * into the slot at `dst`. ZP_HIT_OK or ZP_HIT_CORRUPT (why[j] says). */
+static int crop_whole(const zp_copy_job_t *job, space_t *sp, int64_t j, uint32_t index,
+                      int32_t *label, uint8_t *dst)
+{
+    zp_cache_whole_t img;
+    int32_t l;
+    if (zp_cache_check_whole(&job->vals[j], job->meta, job->side, index, &l, &img, &job->why[j]))
+        return ZP_HIT_CORRUPT;
+    const uint8_t *rgb = img.layout == ZP_CACHE_JPEG ? decode(sp, &img, &job->why[j]) : img.payload;
+    if (!rgb)
+        return ZP_HIT_CORRUPT;
+    zp_aug_draw_t d;
+    zp_rrc_draw(job->rrc, job->epoch, index, img.h, img.w, &d);
+    double box[4] = {d.box_x, d.box_y, d.box_w, d.box_h};
+    int side = (int)job->meta->shape[1];
+    if (zp_resample(&sp->rs, rgb, img.w, img.h, box, side, side, d.flip,
+                    job->lut ? ZP_RS_CHW_F32 : ZP_RS_CHW_U8, job->lut, dst)) {
+        job->why[j] = "out of memory resizing the crop";
+        return ZP_HIT_CORRUPT;
+    }
+    *label = l;
+    return ZP_HIT_OK;
+}
+
+/* Values [lo, hi) of the job: check the header, copy, checksum the copy
+ * (whole images: crop_whole). */
+static void copy_range(const zp_copy_job_t *job, space_t *sp, int64_t lo, int64_t hi)
 {
     size_t bytes = job->meta->sample_bytes;
     for (int64_t j = lo; j < hi; j++) {
@@ -47,6 +109,10 @@ static void copy_range(const zp_copy_job_t *job, int64_t lo, int64_t hi)
         const uint8_t *payload;
         uint64_t sum;
         uint8_t *dst = job->data + (size_t)i * bytes;
+        if (job->rrc) {
+            job->status[j] = (uint8_t)crop_whole(job, sp, j, index, &job->labels[i], dst);
+            continue;
+        }
         job->status[j] = ZP_HIT_CORRUPT;
         if (zp_cache_check_header(&job->vals[j], job->meta, index, &job->labels[i], &payload, &sum,
                                   &job->why[j]))
@@ -82,7 +148,7 @@ static void *helper(void *p)
         pthread_mutex_unlock(&r->mu);
         int64_t lo, hi;
         share(job, a->id, r->n, &lo, &hi);
-        copy_range(job, lo, hi);
+        copy_range(job, &r->space[a->id], lo, hi);
         pthread_mutex_lock(&r->mu);
         if (++r->finished == r->n - 1)
             pthread_cond_signal(&r->done);
@@ -115,7 +181,7 @@ int zp_readers_start(zp_readers_t **out, int nthreads)
 void zp_readers_run(zp_readers_t *r, const zp_copy_job_t *job)
 {
     if (r->n == 1 || job->n < 2 * r->n) {
-        copy_range(job, 0, job->n);
+        copy_range(job, &r->space[0], 0, job->n);
         return;
     }
     pthread_mutex_lock(&r->mu);
@@ -126,7 +192,7 @@ void zp_readers_run(zp_readers_t *r, const zp_copy_job_t *job)
     pthread_mutex_unlock(&r->mu);
     int64_t lo, hi;
     share(job, 0, r->n, &lo, &hi);
-    copy_range(job, lo, hi);
+    copy_range(job, &r->space[0], lo, hi);
     pthread_mutex_lock(&r->mu);
     while (r->finished < r->n - 1)
         pthread_cond_wait(&r->done, &r->mu);
@@ -147,6 +213,12 @@ void zp_readers_destroy(zp_readers_t **rp)
     pthread_mutex_destroy(&r->mu);
     pthread_cond_destroy(&r->go);
     pthread_cond_destroy(&r->done);
+    for (int i = 0; i < MAX_THREADS; i++) {
+        zp_resample_free(&r->space[i].rs);
+        free(r->space[i].rgb);
+        if (r->space[i].tj)
+            tjDestroy(r->space[i].tj);
+    }
     free(r);
     *rp = NULL;
 }

@@ -2,10 +2,17 @@
  * threads. The prefetch thread looks the values up (one read transaction,
  * which stays open until zp_readers_run returns, so the pointers stay valid);
  * the copy, the header check and the checksum of each value — the memory-bound
- * part — are split across the pool, the calling thread included. */
+ * part — are split across the pool, the calling thread included.
+ *
+ * With the crop at assembly (pipeline/augment.h zp_augment_whole) a train
+ * value is a whole image: its copy is the augmentation. A reader checks it,
+ * decodes it when it is a JPEG, draws the box and flip of (seed, epoch,
+ * index) on it and resizes the box straight into the slot (pipeline/
+ * resample.h), normalised on the way for float32 samples. */
 #ifndef ZP_READERS_H
 #define ZP_READERS_H
 
+#include "pipeline/augment.h"
 #include "pipeline/dataset.h"
 
 #include <lmdb.h>
@@ -22,6 +29,11 @@ typedef struct {
     uint8_t *data;
     uint8_t *status;         /* out, per value: ZP_HIT_* */
     const char **why;        /* out, per corrupt value: the reason */
+    /* Whole images: the draw's parameters; NULL when the values are samples. */
+    const zp_rrc_t *rrc;
+    uint64_t epoch;
+    int64_t side;            /* dataset.image.cache_side: the largest image kept */
+    const float *lut;        /* float32 samples: zp_normalize_lut's table; NULL for uint8 */
 } zp_copy_job_t;
 
 typedef struct zp_readers zp_readers_t;

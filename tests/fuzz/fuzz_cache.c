@@ -5,6 +5,9 @@
  * the value's checksum, so the fuzzer reaches the fields behind it; the
  * next 4 bytes are the key's index (little-endian). What passes must be of
  * the dataset: its label among the classes, its payload inside the value.
+ * The same bytes go through zp_cache_check_whole (a whole train image of at
+ * most 64 px a side, the crop at assembly's value; bit 1 of the first byte
+ * writes its checksum): what passes has its size and lies inside the value.
  * `fuzz_cache --write-seeds=DIR` writes values as the cache stage stores
  * them (tests/fuzz/seeds/cache holds some).
  * Build and run: scripts/fuzz.sh [SECONDS]. */
@@ -51,6 +54,24 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         volatile uint8_t last = payload[META.sample_bytes - 1];
         (void)last;
     }
+    if (data[0] & 2 && n >= ZP_CACHE_HDR) {
+        uint32_t bytes;
+        memcpy(&bytes, value + 28, 4);
+        if (bytes <= n - ZP_CACHE_HDR) {
+            uint64_t sum = zp_cache_sum(value, value + ZP_CACHE_HDR, bytes);
+            memcpy(value + 32, &sum, 8);
+        }
+    }
+    zp_cache_whole_t img;
+    why = NULL;
+    rc = zp_cache_check_whole(&v, &META, 64, index, &label, &img, &why);
+    if (rc && !why)
+        abort();
+    if (!rc && (label < 0 || label >= META.classes || img.w < 1 || img.w > 64 || img.h < 1 ||
+                img.h > 64 || img.payload != value + ZP_CACHE_HDR ||
+                img.payload + img.bytes != value + n ||
+                (img.layout == ZP_CACHE_RAW && img.bytes != (size_t)img.w * img.h * 3)))
+        abort(); /* passed, yet not a whole image of the dataset */
     free(value);
     return 0;
 }
