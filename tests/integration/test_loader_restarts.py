@@ -85,9 +85,10 @@ def loader_children(sup):
     return out
 
 
-# Issue 28's scenario. NOT in the list below yet: on a 2-core machine a loader
-# killed every 300 ms (from any loader alive) rarely lives to its first
-# delivery, and the run did not complete in 400 s with the policy above; open.
+# Issue 28's scenario: it used to end with "no loader left" after 10 restarts
+# counted as a crash loop. Loaders killed from outside are restarted always,
+# and the cache stage re-queues a killed loader's tasks as its connection
+# closes (not after heartbeat_ms x liveness of silence), so the run goes on.
 def fashion_mnist_completes_with_a_random_loader_sigkilled_every_300ms():
     with zp.Workdir() as w:
         p = w.start("up", FMNIST, "run.dir=" + os.path.join(w.path, "runs"), "cache.enabled=false",
@@ -105,7 +106,8 @@ def fashion_mnist_completes_with_a_random_loader_sigkilled_every_300ms():
                     pass
         out, err = p.communicate(timeout=60)
         zp.check(p.returncode == 0, "exit %d after %d kills\n%s" % (p.returncode, kills, err[-3000:]))
-        zp.check(kills >= 20, "only %d kills: the run ended too soon to show anything" % kills)
+        # more kills than loader.max_restarts_per_min (10), which used to end the run
+        zp.check(kills > 10, "only %d kills: the run ended too soon to show anything" % kills)
         zp.check("not restarted" not in err and "no loader left" not in err, err[-3000:])
         for split, n in (("train", 60000), ("test", 10000)):
             ends = zp.epoch_ends(run, split)
@@ -182,4 +184,5 @@ logger: {stat_interval_ms: 100}
 
 if __name__ == "__main__":
     zp.main([loaders_killed_at_work_every_300ms_are_always_restarted,
+             fashion_mnist_completes_with_a_random_loader_sigkilled_every_300ms,
              a_loader_that_dies_before_delivering_is_capped])
