@@ -57,17 +57,40 @@ void zp_python_library(char *buf, size_t len)
         snprintf(buf, len, "%s/../libzeuspipe.so.1", dir);
 }
 
-int zp_python_path(char *buf, size_t len)
+/* 1 when `interp -c "import zeus_pipe"` succeeds in this process's own
+ * environment; asked once for the first interpreter, then remembered. */
+static int has_own_package(const char *interp)
+{
+    static char asked[PATH_MAX];
+    static int answer;
+    if (asked[0] && !strcmp(asked, interp))
+        return answer;
+    snprintf(asked, sizeof asked, "%s", interp);
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, STDOUT_FILENO, "/dev/null", O_WRONLY, 0);
+    posix_spawn_file_actions_addopen(&fa, STDERR_FILENO, "/dev/null", O_WRONLY, 0);
+    char *argv[] = {(char *)interp, "-c", "import zeus_pipe", NULL};
+    pid_t pid;
+    int status = 1, w = -1;
+    if (!posix_spawnp(&pid, interp, &fa, NULL, argv, environ))
+        while ((w = waitpid(pid, &status, 0)) < 0 && errno == EINTR)
+            ;
+    posix_spawn_file_actions_destroy(&fa);
+    return answer = w > 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
+int zp_python_path(const char *interp, char *buf, size_t len)
 {
     char pkg[PATH_MAX];
     const char *user = getenv("PYTHONPATH");
-    if (zp_python_package(pkg, sizeof pkg))
+    if (zp_python_package(pkg, sizeof pkg) || (interp && has_own_package(interp)))
         return -ENOENT;
     int n = snprintf(buf, len, "%s%s%s", user && *user ? user : "", user && *user ? ":" : "", pkg);
     return n < 0 || (size_t)n >= len ? ZP_EINVAL : 0;
 }
 
-char *const *zp_python_env(void)
+char *const *zp_python_env(const char *interp)
 {
     static char **env, pythonpath[PATH_MAX + 16], library[PATH_MAX + 16];
     if (env)
@@ -79,7 +102,7 @@ char *const *zp_python_env(void)
     if (!e)
         return NULL;
     char lib[PATH_MAX];
-    int set = zp_python_path(pythonpath + 11, sizeof pythonpath - 11) == 0;
+    int set = zp_python_path(interp, pythonpath + 11, sizeof pythonpath - 11) == 0;
     memcpy(pythonpath, "PYTHONPATH=", 11);
     zp_python_library(lib, sizeof lib);
     snprintf(library, sizeof library, "ZP_LIBRARY=%s", lib);
@@ -164,7 +187,7 @@ static void tail_of(int fd, int lines, char *buf, size_t len)
 static int run_probe(const zp_config_t *cfg, const char *spec, char *out, size_t outlen, int errfd)
 {
     int pipefd[2];
-    char *const *env = zp_python_env();
+    char *const *env = zp_python_env(cfg->py_interp);
     if (!env || pipe2(pipefd, O_CLOEXEC))
         return -1;
     posix_spawn_file_actions_t fa;

@@ -25,16 +25,20 @@ int zp_python_package(char *buf, size_t len);
  * libzeuspipe.so.1 in the folder above it (installed). */
 void zp_python_library(char *buf, size_t len);
 
-/* PYTHONPATH for a Python process of the run: the user's own folders, then
- * the package's. 0 with it in buf; -ENOENT when there is no package;
- * ZP_EINVAL when it does not fit in len (leave the user's as it is). */
-int zp_python_path(char *buf, size_t len);
+/* PYTHONPATH for a Python process of the run whose interpreter is `interp`
+ * (NULL: unknown): the user's own folders, then the package's — unless that
+ * interpreter imports a zeus_pipe of its own (pip-installed into a venv or
+ * conda, or on the user's PYTHONPATH), which is then left first. 0 with it in
+ * buf; -ENOENT when nothing is to be added (no package here, or the
+ * interpreter has its own); ZP_EINVAL when it does not fit in len (leave the
+ * user's as it is). */
+int zp_python_path(const char *interp, char *buf, size_t len);
 
-/* An environment for a Python process of the run: this process's, with the
- * package's folder appended to PYTHONPATH (after the user's folders) and
- * ZP_LIBRARY set to zp_python_library(). Built once; owned by this module,
- * valid for the process's life. NULL when out of memory. */
-char *const *zp_python_env(void);
+/* An environment for the run's Python processes of interpreter `interp`:
+ * this process's, with zp_python_path() and ZP_LIBRARY set to
+ * zp_python_library(). Built once (for the first interp asked); owned by this
+ * module, valid for the process's life. NULL when out of memory. */
+char *const *zp_python_env(const char *interp);
 
 /* The SPEC of cfg's Dataset as JSON: class, path (absolute: relative to the
  * config file's folder), args, splits, fields, seed, version. Returns a

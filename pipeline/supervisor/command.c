@@ -144,7 +144,10 @@ static int make_env(zp_command_t *c, const zp_sup_t *s, int slot, int rank, int 
      * when too long to add to, is left as it is) */
     char library[PATH_MAX], pythonpath[PATH_MAX];
     zp_python_library(library, sizeof library);
-    int set_pythonpath = zp_python_path(pythonpath, sizeof pythonpath) == 0;
+    const char *base = strrchr(c->prog, '/') ? strrchr(c->prog, '/') + 1 : c->prog;
+    /* a python interpreter is asked whether it has a zeus_pipe of its own */
+    int set_pythonpath = zp_python_path(strncmp(base, "python", 6) ? NULL : c->prog, pythonpath,
+                                        sizeof pythonpath) == 0;
     size_t n = 0;
     while (environ[n])
         n++;

@@ -109,7 +109,7 @@ static void spawn_prepare(spawn_t *p, zp_procs_t *s, int stage, int instance)
     p->args[n] = NULL;
     resolve(p->args[0], p->prog, sizeof p->prog);
     if (py)
-        p->env = zp_python_env(); /* the package on PYTHONPATH, ZP_LIBRARY; NULL: this one's */
+        p->env = zp_python_env(s->python); /* the package on PYTHONPATH, ZP_LIBRARY; NULL: this one's */
     if (stage == ZP_STAGE_TRAINER && s->command)
         command_prepare(p, s->command, instance);
     snprintf(p->fail, sizeof p->fail, "zeus-pipe: %s[%d]: cannot exec %s\n", zp_stage_name(stage), instance, p->prog);

@@ -91,8 +91,11 @@ def loader_children(sup):
 # closes (not after heartbeat_ms x liveness of silence), so the run goes on.
 def fashion_mnist_completes_with_a_random_loader_sigkilled_every_300ms():
     with zp.Workdir() as w:
+        # a wider hidden layer makes the run last ~10 s here (3 s with the config's
+        # 256), long enough for more kills than the restarts that used to end it
         p = w.start("up", FMNIST, "run.dir=" + os.path.join(w.path, "runs"), "cache.enabled=false",
-                    "loader.workers=2", "trainer.epochs=3", "trainer.checkpoint.every_epochs=0")
+                    "loader.workers=2", "trainer.epochs=3", "trainer.checkpoint.every_epochs=0",
+                    "trainer.model.hidden=[1024]")
         run = w.run_dir("fashion-mnist")
         kills, rng = 0, random.Random(11)
         while p.poll() is None:
