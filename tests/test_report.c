@@ -195,8 +195,9 @@ static void a_run(void)
     stats("cache", 0, 2000, 20, 2);
     stats("prefetch", 0, 2000, 20, 4);
     stats("trainer", 0, 2000, 20, 14);
-    timer("trainer", "io", (const int64_t[]){100000000, 200000000, 300000000}, 3);
-    timer("trainer", "epoch", (const int64_t[]){1000000000, 1000000000}, 2);
+    /* 30% of 20 s of epochs: long enough for bottleneck advice */
+    timer("trainer", "io", (const int64_t[]){1000000000, 2000000000, 3000000000}, 3);
+    timer("trainer", "epoch", (const int64_t[]){10000000000, 10000000000}, 2);
     skipped(17);
     skipped(17); /* the next epoch's skip of the same sample */
     zp_event_t ev;
@@ -227,8 +228,8 @@ static void the_report_of_a_run_has_its_epochs_stages_and_bottleneck(void **stat
     assert_non_null(strstr(text, "run zp-test-report-"));
     assert_non_null(strstr(text, "    1      0.9000     0.7000     0.6000     0.8600       1000/s     2.5s\n"));
     assert_non_null(strstr(text, "    2      0.5000     0.8500     0.4500     0.8400       1000/s     2.0s\n"));
-    /* io: 100, 200, 300 ms */
-    assert_non_null(strstr(text, "trainer   io                3   100.000   200.000   200.000   300.000   100.000       0.60\n"));
+    /* io: 1, 2, 3 s */
+    assert_non_null(strstr(text, "trainer   io                3  1000.000  2000.000  2000.000  3000.000  1000.000       6.00\n"));
     assert_non_null(strstr(text, "loader        2         1300"));
     assert_non_null(strstr(text, "Skipped samples (loader.on_error: skip): 1 distinct, 2 skips in all:\n"
                                  "  train 17: broken.jpg: not a JPEG\n"));

@@ -173,7 +173,7 @@ CONSUMER = """
 import json, sys, torch, zeus_pipe
 mode = sys.argv[2] if len(sys.argv) > 2 else "all"
 out = []
-with zeus_pipe.attach() as zp:
+with zeus_pipe.attach(raw=True) as zp:  # the uint8 crops themselves, against Pillow's
     first = 0
     if mode == "resume":
         zp.load_state_dict(json.load(open(sys.argv[3])))
