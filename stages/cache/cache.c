@@ -524,6 +524,21 @@ static void open_monitor(cache_t *c)
     }
 }
 
+/* Stops the monitor and reads what it still holds (an unread event is memory
+ * libzmq never frees), before the work socket closes. */
+static void close_monitor(cache_t *c)
+{
+    if (!c->monitor)
+        return;
+    zmq_socket_monitor(c->work, NULL, 0);
+    zmq_msg_t m;
+    zmq_msg_init(&m);
+    for (int i = 0; i < 1000 && zmq_msg_recv(&m, c->monitor, ZMQ_DONTWAIT) >= 0; i++)
+        ;
+    zmq_msg_close(&m);
+    zp_sock_destroy(&c->monitor);
+}
+
 /* transport.kind tcp: a CURVE server socket on transport.bind with the run's
  * key pair (RUN/server.key), in the loaders' ZAP domain (zap.h). */
 static int open_remote(cache_t *c)
@@ -588,7 +603,7 @@ int zp_cache_main(zp_stage_t *st)
 out:
     zp_store_destroy(&c.store); /* commits what is pending, also on SIGTERM */
     zp_frames_close(&c.f);
-    zp_sock_destroy(&c.monitor);
+    close_monitor(&c);
     zp_sock_destroy(&c.work);
     zp_sock_destroy(&c.fetch);
     zp_sock_destroy(&c.remote);
