@@ -22,13 +22,14 @@
     X("run.name", STR, run_name, "", 0, 0,                                                         \
       "name of the run; its folder is run.dir/run.name, so no '/' nor a leading '.' "             \
       "(empty: the config file's base name)")                                                     \
-    X("run.dir", STR, run_dir, "runs", 0, 0, "folder that holds the run folders")                  \
+    X("run.dir", STR, run_dir, "runs", 0, 0,                                                       \
+      "folder that holds the run folders (relative: to the working directory)")                  \
     X("seed", INT, seed, "0", 0, 2147483647, "seed of the sampler and of the model's initial weights") \
     X("dataset.source", ENUM, dataset_source, NULL, "idx|synthetic|image_folder|image_list|python", 0, \
       "gzip IDX files (the MNIST family), generated samples, a CLASS/*.jpg folder, a list file, "  \
       "or your own map-style Dataset (dataset.python.*)")                                        \
     X("dataset.path", STR, dataset_path, "/usr/share/datasets/fashion-mnist", 0, 0,                \
-      "folder of the IDX files")                                                                  \
+      "folder of the dataset's files (relative: to the working directory)")                     \
     X("dataset.train_images", STR, train_images, "train-images-idx3-ubyte.gz", 0, 0,               \
       "IDX image file of the train split, relative to dataset.path")                              \
     X("dataset.train_labels", STR, train_labels, "train-labels-idx1-ubyte.gz", 0, 0,               \
@@ -101,7 +102,8 @@
       "one whose packages your Dataset imports")                                                  \
     X("cache.enabled", BOOL, cache_enabled, "false", 0, 0,                                         \
       "keep preprocessed samples in an LMDB cache: later epochs and runs read them from there")  \
-    X("cache.path", STR, cache_path, "cache", 0, 0, "folder of the LMDB environment")              \
+    X("cache.path", STR, cache_path, "cache", 0, 0,                                                \
+      "folder of the LMDB environment (relative: to the working directory)")                     \
     X("cache.max_bytes", SIZE, cache_max_bytes, "4GiB", 1048576, 1099511627776.0,                  \
       "largest size the LMDB map may grow to; when full, caching stops and the run goes on")     \
     X("cache.commit_every", INT, commit_every, "1024", 1, 1000000,                                 \
