@@ -13,6 +13,9 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <libgen.h>
+#include <limits.h>
+#include <unistd.h>
 #include <strings.h>
 #include <yaml.h>
 
@@ -877,4 +880,13 @@ int zp_config_load(zp_config_t *cfg, const char *path, char *const *overrides, i
         snprintf(cfg->run_name, sizeof cfg->run_name, "%.*s", len, base);
     }
     return cross_check(&o, cfg, &w);
+}
+
+void zp_config_folder(const zp_config_t *cfg, char *out, size_t len)
+{
+    char real[PATH_MAX];
+    if (cfg->file[0] && realpath(cfg->file, real))
+        snprintf(out, len, "%s", dirname(real));
+    else if (!getcwd(out, len))
+        snprintf(out, len, ".");
 }

@@ -114,6 +114,11 @@ typedef struct {
 int zp_config_load(zp_config_t *cfg, const char *path, char *const *overrides, int n, char *errbuf,
                    size_t errlen);
 
+/* The folder of the config file cfg was loaded from (absolute), where its
+ * relative trainer.command and dataset.python.path point; the working
+ * directory for a config of no file. */
+void zp_config_folder(const zp_config_t *cfg, char *out, size_t len);
+
 /* Writes the resolved configuration as YAML that zp_config_load() reads back. */
 void zp_config_print(const zp_config_t *cfg, FILE *out);
 

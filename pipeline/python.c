@@ -117,16 +117,6 @@ char *const *zp_python_env(const char *interp)
     return env = e;
 }
 
-/* The folder of the config file (absolute), or the working directory. */
-static void config_folder(const zp_config_t *cfg, char *out, size_t len)
-{
-    char real[PATH_MAX];
-    if (cfg->file[0] && realpath(cfg->file, real))
-        snprintf(out, len, "%s", dirname(real));
-    else if (!getcwd(out, len))
-        snprintf(out, len, ".");
-}
-
 char *zp_python_spec(const zp_config_t *cfg, char *err, size_t len)
 {
     char *text = NULL, folder[PATH_MAX], dir[2 * PATH_MAX];
@@ -136,7 +126,7 @@ char *zp_python_spec(const zp_config_t *cfg, char *err, size_t len)
         snprintf(err, len, "dataset.python: out of memory");
         return NULL;
     }
-    config_folder(cfg, folder, sizeof folder);
+    zp_config_folder(cfg, folder, sizeof folder);
     fputs("{\"class\": ", f);
     zp_json_str(f, cfg->py_class);
     fputs(", \"path\": [", f);

@@ -26,18 +26,6 @@
 
 extern char **environ;
 
-/* The folder of the config file (absolute), or the working directory. */
-static void config_folder(const zp_config_t *cfg, char *out, size_t len)
-{
-    char real[PATH_MAX];
-    if (cfg->file[0] && realpath(cfg->file, real)) {
-        snprintf(out, len, "%s", dirname(real));
-        return;
-    }
-    if (!getcwd(out, len))
-        snprintf(out, len, ".");
-}
-
 /* `name` on PATH, as execvp would find it; 0 when found. */
 static int on_path(const char *name, char *out, size_t len)
 {
@@ -55,7 +43,7 @@ static int on_path(const char *name, char *out, size_t len)
 int zp_command_check(const zp_config_t *cfg, char *prog, size_t len, char *cwd, size_t cwdlen)
 {
     const char *name = cfg->trainer_command.v[0];
-    config_folder(cfg, cwd, cwdlen);
+    zp_config_folder(cfg, cwd, cwdlen);
     if (!strchr(name, '/')) {
         if (on_path(name, prog, len) == 0)
             return 0;

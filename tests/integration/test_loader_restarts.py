@@ -40,6 +40,22 @@ class Delivered:
         return self.pids
 
 
+def sigkill_every(p, period, rng, candidates, most=None):
+    """While `up` (p) runs: every `period` s, SIGKILL one of candidates() at
+    random — real signals to the supervisor's loader children. The kills."""
+    kills = 0
+    while p.poll() is None and (most is None or kills < most):
+        time.sleep(period)
+        pids = candidates()
+        if pids:
+            try:
+                os.kill(rng.choice(pids), signal.SIGKILL)
+                kills += 1
+            except ProcessLookupError:
+                pass
+    return kills
+
+
 def training(run):
     return os.path.exists(os.path.join(run, "metrics.jsonl")) and \
         any(m.get("event") == "step" for m in zp.metrics(run))
@@ -51,17 +67,10 @@ def loaders_killed_at_work_every_300ms_are_always_restarted():
         p = w.start("up", cfg, "loader.max_restarts_per_min=3")
         run = w.run_dir("kills")
         zp.wait_for(lambda: training(run), 30, "training to start")
-        kills, rng, delivered = 0, random.Random(7), Delivered(run)
-        while p.poll() is None and kills < 30:
-            time.sleep(0.3)
-            # at work: the logger has seen it deliver samples
-            pids = [x for x in loader_pids(w) if x in delivered()]
-            if pids:
-                try:
-                    os.kill(rng.choice(pids), signal.SIGKILL)
-                    kills += 1
-                except ProcessLookupError:
-                    pass
+        delivered = Delivered(run)
+        # at work: the logger has seen it deliver samples
+        kills = sigkill_every(p, 0.3, random.Random(7),
+                              lambda: [x for x in loader_pids(w) if x in delivered()], most=30)
         out, err = p.communicate(timeout=240)
         zp.check(p.returncode == 0, "exit %d after %d kills\n%s" % (p.returncode, kills, err[-3000:]))
         zp.check(kills >= 30, "the run ended after %d kills; make it longer" % kills)
@@ -97,16 +106,8 @@ def fashion_mnist_completes_with_a_random_loader_sigkilled_every_300ms():
                     "loader.workers=2", "trainer.epochs=3", "trainer.checkpoint.every_epochs=0",
                     "trainer.model.hidden=[1024]")
         run = w.run_dir("fashion-mnist")
-        kills, rng = 0, random.Random(11)
-        while p.poll() is None:
-            time.sleep(0.3)
-            pids = loader_children(p.pid)  # any loader: at work, starting, or just restarted
-            if pids:
-                try:
-                    os.kill(rng.choice(pids), signal.SIGKILL)
-                    kills += 1
-                except ProcessLookupError:
-                    pass
+        # any loader: at work, starting, or just restarted
+        kills = sigkill_every(p, 0.3, random.Random(11), lambda: loader_children(p.pid))
         out, err = p.communicate(timeout=60)
         zp.check(p.returncode == 0, "exit %d after %d kills\n%s" % (p.returncode, kills, err[-3000:]))
         # more kills than loader.max_restarts_per_min (10), which used to end the run
