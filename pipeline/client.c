@@ -226,7 +226,7 @@ static int read_run(zp_client_t *c, const char *run_dir, char *err, size_t len)
             "`zeus-pipe up` made: run.dir/NAME)", st->run_dir);
         return ZP_EINVAL;
     }
-    if (zp_config_load(&st->cfg, path, NULL, 0, err, len))
+    if (zp_config_load_run(&st->cfg, path, err, len))
         return ZP_ECONFIG;
     int rc = zp_dataset_read(&c->ds, st->run_dir, err, len);
     if (rc == -ENOENT) /* a run directory made by hand: probed here, as a stage does */

@@ -231,7 +231,9 @@ static const char *type_name(kt_t t)
     static const char *names[] = {"an integer", "a number", "true or false", "a string",
                                   "one of the choices", "a list of integers", "a list of numbers",
                                   "a size like 4GiB", "a list of strings",
-                                  "a mapping (or any YAML value)"};
+                                  "a mapping (or any YAML value)", "a path", "a list of paths",
+                                  "a program (a name on PATH, or a path)"};
+    _Static_assert(sizeof names / sizeof names[0] == KT_PROG + 1, "a name for every key type");
     return names[t];
 }
 
@@ -450,7 +452,7 @@ static int set_value(origin_t *o, zp_config_t *cfg, const zp_config_key_t *k, ya
     void *dst = (char *)cfg + k->off;
     if (k->type == KT_INTS || k->type == KT_FLOATS)
         return set_list(o, k, doc, n, dst);
-    if (k->type == KT_STRS)
+    if (k->type == KT_STRS || k->type == KT_PATHS)
         return set_strs(o, k, doc, n, dst);
     if (k->type == KT_JSON)
         return set_json(o, k, doc, n, dst);
@@ -495,6 +497,8 @@ static int set_value(origin_t *o, zp_config_t *cfg, const zp_config_key_t *k, ya
             return fail_at(o, &n->start_mark, k->key, NULL, "expected true or false (got '%s')", s);
         return 0;
     case KT_STR:
+    case KT_PATH:
+    case KT_PROG:
         if (strlen(s) >= k->size)
             return fail_at(o, &n->start_mark, k->key, NULL, "longer than %zu characters",
                            k->size - 1);
@@ -717,7 +721,7 @@ static int apply_defaults(zp_config_t *cfg, char *err, size_t errlen)
         int rc = 0;
         if (root)
             rc = set_value(&o, cfg, &KEYS[i], &doc, root);
-        else if (KEYS[i].type == KT_STR)
+        else if (KEYS[i].type == KT_STR || KEYS[i].type == KT_PATH || KEYS[i].type == KT_PROG)
             ((char *)cfg + KEYS[i].off)[0] = 0;
         yaml_document_delete(&doc);
         if (rc)
@@ -844,8 +848,62 @@ static int cross_check(origin_t *o, zp_config_t *cfg, walk_t *w)
     return check_sample_size(o, cfg, w);
 }
 
-int zp_config_load(zp_config_t *cfg, const char *path, char *const *overrides, int n, char *err,
-                   size_t errlen)
+/* ---- paths ------------------------------------------------------------------------------ */
+
+/* `p` (of room `size`), written in the config file, put in the file's folder
+ * `dir` as the user typed it ("" for the working directory): a join, with no
+ * "/../" folded, so that symbolic links resolve as the kernel will. An
+ * absolute path, "", and a program without a '/' (a name on PATH) stay. */
+static int beside(origin_t *o, const yaml_mark_t *m, const zp_config_key_t *k, char *p, size_t size,
+                  const char *dir)
+{
+    if (!*dir || !p[0] || p[0] == '/' || (k->type == KT_PROG && !strchr(p, '/')))
+        return 0;
+    const char *rel = p;
+    while (rel[0] == '.' && rel[1] == '/')
+        rel += 2;
+    if (!strcmp(rel, "."))
+        rel = "";
+    char out[PATH_MAX + ZP_STR_LEN];
+    int len = snprintf(out, sizeof out, "%s%s", dir, rel);
+    if (len < 0 || (size_t)len >= size)
+        return fail_at(o, m, k->key, NULL, "'%s' in the config's folder is %s, %d characters; at "
+                       "most %zu fit: write a shorter path", p, out, len, size - 1);
+    memcpy(p, out, (size_t)len + 1);
+    return 0;
+}
+
+/* Puts every path key written in the config file `path` in the file's folder,
+ * so that a relative path in a config names the file beside it wherever `up`
+ * is typed from. Defaults and KEY=VALUEs stay relative to the working
+ * directory, as the shell's arguments are. */
+static int resolve_paths(origin_t *o, zp_config_t *cfg, walk_t *w, const char *path)
+{
+    char dir[PATH_MAX];
+    const char *slash = strrchr(path, '/');
+    snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - path + 1) : 0, path); /* "a/b/" or "" */
+    for (int i = 0; i < NKEYS; i++) {
+        const zp_config_key_t *k = &KEYS[i];
+        if ((k->type != KT_PATH && k->type != KT_PATHS && k->type != KT_PROG) || !w->seen[i] ||
+            w->override_of[i])
+            continue;
+        void *dst = (char *)cfg + k->off;
+        int rc = 0;
+        if (k->type == KT_PATHS) {
+            zp_strs_t *l = dst;
+            for (int j = 0; j < l->n && !rc; j++)
+                rc = beside(o, &w->mark[i], k, l->v[j], ZP_STR_LEN, dir);
+        } else {
+            rc = beside(o, &w->mark[i], k, dst, k->size, dir);
+        }
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
+static int load(zp_config_t *cfg, const char *path, char *const *overrides, int n, char *err,
+                size_t errlen, int as_run)
 {
     memset(cfg, 0, sizeof *cfg);
     err[0] = 0;
@@ -860,6 +918,8 @@ int zp_config_load(zp_config_t *cfg, const char *path, char *const *overrides, i
         if ((rc = load_file(&o, cfg, &w, path)))
             return rc;
     }
+    if (path && !as_run && (rc = resolve_paths(&o, cfg, &w, path)))
+        return rc;
     for (int i = 0; i < n; i++)
         if ((rc = apply_override(&o, cfg, &w, overrides[i])))
             return rc;
@@ -880,6 +940,17 @@ int zp_config_load(zp_config_t *cfg, const char *path, char *const *overrides, i
         snprintf(cfg->run_name, sizeof cfg->run_name, "%.*s", len, base);
     }
     return cross_check(&o, cfg, &w);
+}
+
+int zp_config_load(zp_config_t *cfg, const char *path, char *const *overrides, int n, char *err,
+                   size_t errlen)
+{
+    return load(cfg, path, overrides, n, err, errlen, 0);
+}
+
+int zp_config_load_run(zp_config_t *cfg, const char *path, char *err, size_t errlen)
+{
+    return load(cfg, path, NULL, 0, err, errlen, 1);
 }
 
 void zp_config_folder(const zp_config_t *cfg, char *out, size_t len)

@@ -110,9 +110,19 @@ typedef struct {
 
 /* Loads `path` (NULL: defaults only, then overrides) and `n` overrides of the
  * form "dotted.key=value". Returns 0, or ZP_ECONFIG with a message of the form
- * "FILE:LINE:COL: KEY: what is wrong" (followed by the offending line) in errbuf. */
+ * "FILE:LINE:COL: KEY: what is wrong" (followed by the offending line) in errbuf.
+ * A relative path key (run.dir, dataset.path, cache.path, dataset.python.path
+ * and .interpreter) written in the file is put in the file's folder as `path`
+ * names it ("conf/a.yaml"'s `path: data` is conf/data); a default or an
+ * override stays relative to the working directory. */
 int zp_config_load(zp_config_t *cfg, const char *path, char *const *overrides, int n, char *errbuf,
                    size_t errlen);
+
+/* Loads a run's own config.yaml, as zp_config_print() wrote it: its paths are
+ * the ones the supervisor used, relative to the run's working directory, not
+ * to the run's folder. For the stages, the client library and the commands
+ * that read RUN/config.yaml. */
+int zp_config_load_run(zp_config_t *cfg, const char *path, char *errbuf, size_t errlen);
 
 /* The folder of the config file cfg was loaded from (absolute), where its
  * relative trainer.command and dataset.python.path point; the working

@@ -43,9 +43,12 @@ static void print_value(FILE *out, const zp_config_t *cfg, const zp_config_key_t
     case KT_FLOAT: print_double(out, *(const double *)src); break;
     case KT_BOOL: fputs(*(const bool *)src ? "true" : "false", out); break;
     case KT_ENUM: fputs(zp_config_enum_name(k->choices, *(const int *)src, buf, sizeof buf), out); break;
-    case KT_STR: print_string(out, src); break;
+    case KT_STR:
+    case KT_PATH:
+    case KT_PROG: print_string(out, src); break;
     case KT_JSON: fputs(src, out); break; /* JSON is YAML's flow style */
-    case KT_STRS: {
+    case KT_STRS:
+    case KT_PATHS: {
         const zp_strs_t *l = src;
         fputc('[', out);
         for (int i = 0; i < l->n; i++) {
@@ -102,10 +105,17 @@ void zp_config_print(const zp_config_t *cfg, FILE *out)
 void zp_config_print_keys(FILE *out, bool markdown)
 {
     static const char *tn[] = {"int", "float", "bool", "string", "enum", "int list", "float list", "size",
-                             "string list", "mapping"};
-    _Static_assert(sizeof tn / sizeof tn[0] == KT_JSON + 1, "a name for every key type");
+                             "string list", "mapping", "path", "path list", "program"};
+    _Static_assert(sizeof tn / sizeof tn[0] == KT_PROG + 1, "a name for every key type");
+    static const char paths[] =
+        "A relative path (types path, path list and program) is relative to where it is written: "
+        "the config file's folder for a value in the file, the working directory for a default or "
+        "a KEY=VALUE on the command line. trainer.command runs in the config file's folder.";
     if (markdown)
-        fprintf(out, "| key | type | default | range | meaning |\n| --- | --- | --- | --- | --- |\n");
+        fprintf(out, "%s\n\n| key | type | default | range | meaning |\n| --- | --- | --- | --- | --- |\n",
+                paths);
+    else
+        fprintf(out, "%s\n\n", paths);
     for (int i = 0; i < zp_config_nkeys; i++) {
         const zp_config_key_t *k = &zp_config_keys[i];
         char range[96] = "";

@@ -8,7 +8,13 @@
 
 #include <stddef.h>
 
-typedef enum { KT_INT, KT_FLOAT, KT_BOOL, KT_STR, KT_ENUM, KT_INTS, KT_FLOATS, KT_SIZE, KT_STRS, KT_JSON } kt_t;
+/* PATH, PATHS and PROG are strings naming files: made absolute at load, a relative
+ * one against the folder of the config file it was written in, or the working
+ * directory (a default, a KEY=VALUE). A PROG without a '/' is a name on PATH. */
+typedef enum {
+    KT_INT, KT_FLOAT, KT_BOOL, KT_STR, KT_ENUM, KT_INTS, KT_FLOATS, KT_SIZE, KT_STRS, KT_JSON,
+    KT_PATH, KT_PATHS, KT_PROG
+} kt_t;
 
 typedef struct {
     const char *key;

@@ -119,20 +119,22 @@ char *const *zp_python_env(const char *interp)
 
 char *zp_python_spec(const zp_config_t *cfg, char *err, size_t len)
 {
-    char *text = NULL, folder[PATH_MAX], dir[2 * PATH_MAX];
+    char *text = NULL, cwd[PATH_MAX];
     size_t bytes = 0;
     FILE *f = open_memstream(&text, &bytes);
     if (!f) {
         snprintf(err, len, "dataset.python: out of memory");
         return NULL;
     }
-    zp_config_folder(cfg, folder, sizeof folder);
     fputs("{\"class\": ", f);
     zp_json_str(f, cfg->py_class);
     fputs(", \"path\": [", f);
-    for (int i = 0; i < cfg->py_path.n; i++) {
+    if (!getcwd(cwd, sizeof cwd))
+        snprintf(cwd, sizeof cwd, ".");
+    for (int i = 0; i < cfg->py_path.n; i++) { /* absolute: the Python processes may run elsewhere */
         const char *p = cfg->py_path.v[i];
-        snprintf(dir, sizeof dir, "%s%s%s", p[0] == '/' ? "" : folder, p[0] == '/' ? "" : "/", p);
+        char dir[PATH_MAX + ZP_STR_LEN];
+        snprintf(dir, sizeof dir, "%s%s%s", p[0] == '/' ? "" : cwd, p[0] == '/' ? "" : "/", p);
         fputs(i ? ", " : "", f);
         zp_json_str(f, dir);
     }

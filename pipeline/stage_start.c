@@ -83,7 +83,7 @@ int zp_stage_start(zp_stage_t *st, const char *name, int argc, char **argv)
     }
     char path[PATH_MAX + 32], err[1024];
     snprintf(path, sizeof path, "%s/config.yaml", st->run_dir);
-    if (zp_config_load(&st->cfg, path, NULL, 0, err, sizeof err)) {
+    if (zp_config_load_run(&st->cfg, path, err, sizeof err)) {
         zp_error("%s", err);
         return 2;
     }

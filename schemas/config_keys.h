@@ -4,8 +4,12 @@
  *   key      dotted name as written in YAML (`trainer.optimizer.lr`) and in
  *            command-line overrides (`trainer.optimizer.lr=0.05`)
  *   type     INT, FLOAT, BOOL, STR, ENUM (choices "a|b" in lo), INTS, FLOATS, STRS
- *            (a list of non-empty strings), SIZE
- *            (bytes, written with a unit: 4GiB, 512MiB, 2GB)
+ *            (a list of non-empty strings), SIZE (bytes, written with a unit:
+ *            4GiB, 512MiB, 2GB), JSON (any YAML value, kept as JSON), PATH and
+ *            PATHS (files or folders), PROG (a name on PATH, or a path).
+ *            A relative path is relative to where it is written: the config
+ *            file's folder for a value in the file, the working directory for
+ *            a default or a KEY=VALUE; it is made absolute when loaded.
  *   field    member of zp_config_t that receives the value
  *   default  the value, written as it would be in YAML; NULL = required
  *   lo, hi   inclusive range for numbers and for every element of a list;
@@ -22,14 +26,14 @@
     X("run.name", STR, run_name, "", 0, 0,                                                         \
       "name of the run; its folder is run.dir/run.name, so no '/' nor a leading '.' "             \
       "(empty: the config file's base name)")                                                     \
-    X("run.dir", STR, run_dir, "runs", 0, 0,                                                       \
-      "folder that holds the run folders (relative: to the working directory)")                  \
+    X("run.dir", PATH, run_dir, "runs", 0, 0,                                                      \
+      "folder that holds the run folders")                                                         \
     X("seed", INT, seed, "0", 0, 2147483647, "seed of the sampler and of the model's initial weights") \
     X("dataset.source", ENUM, dataset_source, NULL, "idx|synthetic|image_folder|image_list|python", 0, \
       "gzip IDX files (the MNIST family), generated samples, a CLASS/*.jpg folder, a list file, "  \
       "or your own map-style Dataset (dataset.python.*)")                                        \
-    X("dataset.path", STR, dataset_path, "/usr/share/datasets/fashion-mnist", 0, 0,                \
-      "folder of the dataset's files (relative: to the working directory)")                     \
+    X("dataset.path", PATH, dataset_path, "/usr/share/datasets/fashion-mnist", 0, 0,                \
+      "folder of the dataset's files")                                                           \
     X("dataset.train_images", STR, train_images, "train-images-idx3-ubyte.gz", 0, 0,               \
       "IDX image file of the train split, relative to dataset.path")                              \
     X("dataset.train_labels", STR, train_labels, "train-labels-idx1-ubyte.gz", 0, 0,               \
@@ -83,8 +87,8 @@
     X("dataset.python.class", STR, py_class, "", 0, 0,                                            \
       "python: module:callable returning an object with __len__ and __getitem__ (a Dataset), "    \
       "imported in the loaders")                                                                  \
-    X("dataset.python.path", STRS, py_path, "[]", 0, 0,                                            \
-      "python: folders put first on sys.path, relative to the config file's folder")             \
+    X("dataset.python.path", PATHS, py_path, "[]", 0, 0,                                           \
+      "python: folders put first on sys.path")                                                                \
     X("dataset.python.args", JSON, py_args, "{}", 0, 0,                                            \
       "python: keyword arguments of the callable, for both splits")                               \
     X("dataset.python.splits", JSON, py_splits, "{}", 0, 0,                                        \
@@ -97,13 +101,13 @@
       "(\"\": none)")                                                                             \
     X("dataset.python.version", STR, py_version, "", 0, 0,                                         \
       "python: your Dataset's version, part of the cache's fingerprint: change it to rebuild")    \
-    X("dataset.python.interpreter", STR, py_interp, "python3", 0, 0,                               \
+    X("dataset.python.interpreter", PROG, py_interp, "python3", 0, 0,                               \
       "python: the interpreter of the loaders and the probe (a name on PATH, or a path): the "     \
       "one whose packages your Dataset imports")                                                  \
     X("cache.enabled", BOOL, cache_enabled, "false", 0, 0,                                         \
       "keep preprocessed samples in an LMDB cache: later epochs and runs read them from there")  \
-    X("cache.path", STR, cache_path, "cache", 0, 0,                                                \
-      "folder of the LMDB environment (relative: to the working directory)")                     \
+    X("cache.path", PATH, cache_path, "cache", 0, 0,                                               \
+      "folder of the LMDB environment")                                                            \
     X("cache.max_bytes", SIZE, cache_max_bytes, "4GiB", 1048576, 1099511627776.0,                  \
       "largest size the LMDB map may grow to; when full, caching stops and the run goes on")     \
     X("cache.commit_every", INT, commit_every, "1024", 1, 1000000,                                 \

@@ -12,6 +12,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <limits.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "pipeline/config.h"
@@ -249,7 +251,11 @@ static void default_size(const char *key, const char *def, int64_t got)
         fail_msg("%s: default %s, got %lld", key, def, (long long)got);
 }
 
+
 #define CHECK_SIZE(k, d, f, lo) default_size(k, d, c.f)
+#define CHECK_PATH(k, d, f, lo) default_str(k, d, c.f)
+#define CHECK_PROG(k, d, f, lo) default_str(k, d, c.f)
+#define CHECK_PATHS(k, d, f, lo) CHECK_STRS(k, d, f, lo)
 #define CHECK_INT(k, d, f, lo) default_int(k, d, c.f)
 #define CHECK_FLOAT(k, d, f, lo) default_float(k, d, c.f)
 #define CHECK_BOOL(k, d, f, lo) default_bool(k, d, c.f)
@@ -277,7 +283,7 @@ static void defaults_fill_every_key_the_file_omits(void **state)
     ZP_CONFIG_KEYS(CHECK_DEFAULT)
     /* and a few spelled out, as a reader would look them up */
     assert_int_equal(c.depth, 2);
-    assert_string_equal(c.run_dir, "runs");
+    assert_string_equal(c.run_dir, "runs"); /* the working directory's */
     assert_true(c.shuffle);
     assert_int_equal(c.backend, ZP_BACKEND_CPU);
 }
@@ -312,7 +318,7 @@ static void every_key_of_a_full_file_is_parsed(void **state)
     zp_config_t c;
     assert_int_equal(zp_config_load(&c, GOOD "every_key.yaml", NULL, 0, err, sizeof err), 0);
     assert_int_equal(c.dataset_source, ZP_SOURCE_IDX);
-    assert_string_equal(c.run_dir, "runs/a \"quoted\" \\dir");
+    assert_string_equal(c.run_dir, GOOD "runs/a \"quoted\" \\dir"); /* beside the file */
     assert_int_equal(c.seed, 2147483647);
     assert_int_equal(c.mean.n, 3);
     assert_true(c.mean.v[2] == -0.406);
@@ -540,7 +546,7 @@ static void normalise(zp_config_t *c)
         memset(fl[i]->v + fl[i]->n, 0, sizeof(double) * (size_t)(ZP_LIST_MAX - fl[i]->n));
 }
 
-/* Loads `path` with `ov`, prints it, loads the print, and asserts both are the same. */
+/* Loads `path` with `ov`, prints it, loads the print as a run's config.yaml, and asserts both are the same. */
 static void assert_round_trip(const char *path, char **ov, int n)
 {
     zp_config_t a, b;
@@ -552,7 +558,7 @@ static void assert_round_trip(const char *path, char **ov, int n)
     assert_non_null(f);
     zp_config_print(&a, f);
     assert_int_equal(fclose(f), 0);
-    int rc = zp_config_load(&b, tmp, NULL, 0, err, sizeof err);
+    int rc = zp_config_load_run(&b, tmp, err, sizeof err); /* as a run reads its copy */
     unlink(tmp);
     if (rc)
         fail_msg("printed config does not load: %s", err);
@@ -593,10 +599,10 @@ static void printed_config_with_overrides_loads_back_identically(void **state)
 static void printed_strings_with_control_characters_load_back_identically(void **state)
 {
     (void)state;
-    char *ov[] = {"run.dir=\"line\\none\\ttab\\x01ctl \\\"q\\\" \\\\\"", "run.name=caf\u00e9"};
+    char *ov[] = {"dataset.train_images=\"line\\none\\ttab\\x01ctl \\\"q\\\" \\\\\"", "run.name=caf\u00e9"};
     zp_config_t c;
     assert_int_equal(zp_config_load(&c, GOOD "minimal.yaml", ov, 2, err, sizeof err), 0);
-    assert_string_equal(c.run_dir, "line\none\ttab\x01" "ctl \"q\" \\");
+    assert_string_equal(c.train_images, "line\none\ttab\x01" "ctl \"q\" \\");
     assert_string_equal(c.run_name, "caf\u00e9");
     assert_round_trip(GOOD "minimal.yaml", ov, 2);
 }
@@ -607,11 +613,77 @@ static void printed_shipped_config_loads_back_identically(void **state)
     assert_round_trip("../configs/fashion-mnist.yaml", NULL, 0);
 }
 
+/* A relative path written in a config file is put in the file's folder, as
+ * the file's path names it; a KEY=VALUE or a default stays relative to the
+ * working directory; a run's own config.yaml is read as it was written. */
+static void relative_paths_in_a_file_are_put_in_its_folder(void **state)
+{
+    (void)state;
+    char tmp[] = "/tmp/zp-config-XXXXXX", path[PATH_MAX], want[2 * PATH_MAX], home[PATH_MAX];
+    assert_non_null(mkdtemp(tmp));
+    assert_non_null(getcwd(home, sizeof home));
+    snprintf(path, sizeof path, "%s/sub", tmp);
+    assert_int_equal(mkdir(path, 0700), 0);
+    snprintf(path, sizeof path, "%s/sub/a.yaml", tmp);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs("dataset:\n  source: synthetic\n  path: data\n  python:\n    path: [../src, /abs, .]\n"
+          "    interpreter: ./venv/bin/python\ncache:\n  path: ./c\n", f);
+    fclose(f);
+    char *ov[] = {"run.dir=out/runs"};
+    zp_config_t c;
+    assert_int_equal(zp_config_load(&c, path, ov, 1, err, sizeof err), 0);
+    snprintf(want, sizeof want, "%s/sub/data", tmp);
+    assert_string_equal(c.dataset_path, want);
+    snprintf(want, sizeof want, "%s/sub/../src", tmp);
+    assert_string_equal(c.py_path.v[0], want);
+    assert_string_equal(c.py_path.v[1], "/abs");
+    snprintf(want, sizeof want, "%s/sub/", tmp);
+    assert_string_equal(c.py_path.v[2], want);
+    snprintf(want, sizeof want, "%s/sub/venv/bin/python", tmp);
+    assert_string_equal(c.py_interp, want);
+    snprintf(want, sizeof want, "%s/sub/c", tmp);
+    assert_string_equal(c.cache_path, want);
+    assert_string_equal(c.run_dir, "out/runs"); /* an override: the working directory's */
+
+    /* the run's copy, in another folder, read back as it was written */
+    char copy[PATH_MAX];
+    snprintf(copy, sizeof copy, "%s/config.yaml", tmp);
+    f = fopen(copy, "w");
+    assert_non_null(f);
+    zp_config_print(&c, f);
+    fclose(f);
+    zp_config_t back;
+    assert_int_equal(zp_config_load_run(&back, copy, err, sizeof err), 0);
+    assert_string_equal(back.dataset_path, c.dataset_path);
+    assert_string_equal(back.run_dir, "out/runs");
+    assert_string_equal(back.py_interp, c.py_interp);
+
+    /* a config named from its own folder: the paths stay as written */
+    assert_int_equal(chdir(tmp), 0);
+    assert_int_equal(zp_config_load(&c, "sub/a.yaml", NULL, 0, err, sizeof err), 0);
+    assert_string_equal(c.dataset_path, "sub/data");
+    assert_string_equal(c.cache_path, "sub/c");
+    assert_string_equal(c.run_dir, "runs");
+    assert_int_equal(chdir("sub"), 0);
+    char *ov2[] = {"dataset.python.interpreter=python3.11"};
+    assert_int_equal(zp_config_load(&c, "a.yaml", ov2, 1, err, sizeof err), 0);
+    assert_string_equal(c.dataset_path, "data");
+    assert_string_equal(c.py_interp, "python3.11");
+    assert_int_equal(chdir(home), 0);
+    remove(copy);
+    remove(path);
+    snprintf(path, sizeof path, "%s/sub", tmp);
+    rmdir(path);
+    rmdir(tmp);
+}
+
 int main(void)
 {
     const struct CMUnitTest others[] = {
         cmocka_unit_test(nonexistent_file_is_reported_with_its_path),
         cmocka_unit_test(defaults_fill_every_key_the_file_omits),
+        cmocka_unit_test(relative_paths_in_a_file_are_put_in_its_folder),
         cmocka_unit_test(run_name_defaults_to_the_file_base_name_without_extension),
         cmocka_unit_test(run_name_drops_only_the_last_extension),
         cmocka_unit_test(run_name_in_the_file_wins_over_the_base_name),

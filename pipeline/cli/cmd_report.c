@@ -20,7 +20,7 @@ static int write_trace(const char *dir)
     char path[PATH_MAX + 32], err[PATH_MAX + 128];
     snprintf(path, sizeof path, "%s/config.yaml", dir);
     int64_t max = 200000;
-    if (!zp_config_load(&cfg, path, NULL, 0, err, sizeof err))
+    if (!zp_config_load_run(&cfg, path, err, sizeof err))
         max = cfg.trace_max_events;
     else
         fprintf(stderr, "zeus-pipe: %s: unreadable, so logger.trace_max_events is %lld\n", path, (long long)max);

@@ -155,7 +155,7 @@ int zp_eval(const char *run_dir, const char *ckpts)
     zp_dataset_t *ds;
     char path[PATH_MAX + 32], err[1024];
     snprintf(path, sizeof path, "%s/config.yaml", run_dir);
-    if (zp_config_load(&cfg, path, NULL, 0, err, sizeof err)) {
+    if (zp_config_load_run(&cfg, path, err, sizeof err)) {
         fprintf(stderr, "%s\n", err);
         return 2;
     }

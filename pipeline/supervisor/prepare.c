@@ -85,7 +85,7 @@ static int resume_config(zp_sup_t *s, zp_ckpt_pos_t *pos, char *path, size_t len
 {
     char err[1024];
     snprintf(path, len, "%s/config.yaml", s->run_dir);
-    if (zp_config_load(&s->cfg, path, NULL, 0, err, sizeof err)) {
+    if (zp_config_load_run(&s->cfg, path, err, sizeof err)) {
         fprintf(stderr, "%s\n", err);
         return 2;
     }

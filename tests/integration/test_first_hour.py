@@ -217,6 +217,67 @@ def the_sources_tell_what_dataloader_code_reaches_for_and_a_peek_says_what_it_co
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 
+BESIDE = """
+run: {name: beside, dir: runs}
+dataset:
+  source: image_folder
+  path: ../imgs
+  image: {train: train, test: val, resize: 8, crop: 8}
+  mean: [0.5]
+  std: [0.25]
+  dtype: uint8
+cache: {enabled: true, path: cache}
+loader: {workers: 1}
+prefetch: {batch_size: 4}
+trainer: {epochs: 1, command: [%s, train.py]}
+"""
+
+COUNT = """
+import zeus_pipe
+with zeus_pipe.attach() as zp:
+    n = sum(len(y) for x, y in zp.train)
+open("seen.txt", "w").write(str(n))
+"""
+
+
+def relative_paths_in_a_config_are_beside_it_from_any_working_directory():
+    # one rule: dataset.path, run.dir, cache.path and trainer.command's program, written in
+    # the file, are relative to its folder, wherever `up` is typed from
+    from PIL import Image
+    with zp.Workdir() as w:
+        proj = os.path.join(w.path, "proj")
+        conf = os.path.join(proj, "conf")
+        for name in ("cat", "dog"):
+            for split, n in (("train", 5), ("val", 2)):
+                os.makedirs(os.path.join(proj, "imgs", split, name))
+                for i in range(n):
+                    Image.new("RGB", (10, 10), (i * 40, 0, 0)).save(
+                        os.path.join(proj, "imgs", split, name, "%d.jpg" % i))
+        os.makedirs(conf)
+        with open(os.path.join(conf, "beside.yaml"), "w") as f:
+            f.write(BESIDE % PYTHON)
+        with open(os.path.join(conf, "train.py"), "w") as f:
+            f.write(COUNT)
+        elsewhere = os.path.join(w.path, "elsewhere")
+        os.makedirs(elsewhere)
+        p = subprocess.run([zp.BIN, "up", "../proj/conf/beside.yaml"], cwd=elsewhere, env=env(),
+                           capture_output=True, text=True, timeout=120)
+        zp.check(p.returncode == 0, "exit %d:\n%s" % (p.returncode, p.stderr[-3000:]))
+        zp.check(zp.text(os.path.join(conf, "seen.txt")) == "10", "the program saw %s samples" %
+                 zp.text(os.path.join(conf, "seen.txt")))
+        run = os.path.join(conf, "runs", "beside")
+        zp.check(os.path.isdir(run) and not os.path.exists(os.path.join(elsewhere, "runs")),
+                 "the run is not beside the config: %s" % os.listdir(elsewhere))
+        zp.check(os.path.exists(os.path.join(conf, "cache", "data.mdb")) and
+                 not os.path.exists(os.path.join(elsewhere, "cache")), "the cache is not beside the config")
+        saved = zp.text(os.path.join(run, "config.yaml"))
+        zp.check('path: "../proj/conf/../imgs"' in saved and 'path: "../proj/conf/cache"' in saved,
+                 "the run's config.yaml does not name the files as up used them:\n" + saved)
+        # a KEY=VALUE is the shell's argument: relative to the working directory
+        p = subprocess.run([zp.BIN, "config", "../proj/conf/beside.yaml", "cache.path=mine"],
+                           cwd=elsewhere, env=env(), capture_output=True, text=True, timeout=30)
+        zp.check(p.returncode == 0 and 'path: "mine"' in p.stdout, p.stdout + p.stderr)
+
 
 def the_readmes_switch_from_dataloader_page_runs():
     # its two commands, on a smaller folder (and this interpreter: PATH's may lack torch)
@@ -251,4 +312,5 @@ if __name__ == "__main__":
              a_loop_that_leaves_early_or_skips_test_ends_without_waiting_for_the_pipeline,
              a_programs_epoch_metrics_reach_the_report_the_page_and_tensorboard,
              the_sources_tell_what_dataloader_code_reaches_for_and_a_peek_says_what_it_cost,
-             the_readmes_switch_from_dataloader_page_runs])
+             the_readmes_switch_from_dataloader_page_runs,
+             relative_paths_in_a_config_are_beside_it_from_any_working_directory])

@@ -35,8 +35,9 @@ def forged_idx_header_is_refused_at_probe_naming_file_and_limit():
         idx(os.path.join(data, "test-images"), [1, 28, 28], b"\0" * 784)
         idx(os.path.join(data, "test-labels"), [1], b"\0")
         cfg = w.write("forged.yaml", CONFIG)
-        want = ("zeus-pipe: data/train-images: images of 1073741824 x 1073741824 = "
-                "1152921504606846976 pixels, more than a message carries (ZP_MAX_ELEMS = 16777216)")
+        # dataset.path "data", written in the file, is the file's folder's data/
+        want = ("zeus-pipe: %s/train-images: images of 1073741824 x 1073741824 = "
+                "1152921504606846976 pixels, more than a message carries (ZP_MAX_ELEMS = 16777216)" % data)
         rc, out, err = w.run("up", cfg)
         zp.check(rc == 2, "exit %s, want 2:\n%s" % (rc, err))
         zp.check(want in err, "no '%s' in:\n%s" % (want, err))
