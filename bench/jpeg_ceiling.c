@@ -13,10 +13,10 @@
  *
  * usage: zp-bench-jpeg CONFIG [--passes N] [--parts] [KEY=VALUE ...]   prints one JSON object */
 #define _GNU_SOURCE
-#include "pipeline/config.h"
-#include "pipeline/dataset.h"
-#include "pipeline/imagelist.h"
-#include "pipeline/log.h"
+#include "pipeline/runtime/config.h"
+#include "pipeline/runtime/dataset.h"
+#include "pipeline/runtime/imagelist.h"
+#include "pipeline/runtime/log.h"
 #include "stages/loader/source.h"
 
 #include <stdio.h>

@@ -18,11 +18,13 @@ flags="-g -O1 -std=gnu11 -I. -fsanitize=fuzzer,address,undefined -fno-sanitize-r
 $(pkg-config --cflags msgpack yaml-0.1 libzmq)"
 libs="$(pkg-config --libs msgpack yaml-0.1 libzmq) -lm"
 clang $flags -o "$out/fuzz_msg" tests/fuzz/fuzz_msg.c schemas/msg.c $libs
-clang $flags -o "$out/fuzz_config" tests/fuzz/fuzz_config.c pipeline/config.c pipeline/config_print.c pipeline/log.c $libs
-# The run-file readers need much of the runtime: it is compiled once (the
-# sources of CMakeLists.txt's zp_runtime and zp_schemas) into an archive, from
-# which each target takes what it calls.
-runtime=$(sed -n '/^add_library(zp_runtime STATIC/,/)/p' CMakeLists.txt | tr ' ()' '\n\n\n' | grep '[.]c$')
+clang $flags -o "$out/fuzz_config" tests/fuzz/fuzz_config.c pipeline/runtime/config.c pipeline/runtime/config_print.c pipeline/runtime/log.c $libs
+# The run-file readers need much of the runtime and the report: they are
+# compiled once (the sources of CMakeLists.txt's zp_runtime, zp_report and
+# zp_schemas) into an archive, from which each target takes what it calls.
+runtime=$(sed -n -e '/^add_library(zp_runtime STATIC/,/)/p' -e '/^add_library(zp_report STATIC/,/)/p' \
+    CMakeLists.txt | tr ' ()' '\n\n\n' | grep '[.]c$')
+rm -rf "$out/obj" # no object of a file since moved or gone
 mkdir -p "$out/obj"
 for src in $runtime schemas/msg.c schemas/records.c; do
     clang $(echo "$flags" | sed 's/-fsanitize=fuzzer,/-fsanitize=fuzzer-no-link,/') \

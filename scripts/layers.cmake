@@ -21,9 +21,10 @@ foreach(file IN LISTS FILES)
     if(bad)
       message(FATAL_ERROR "zeus-pipe layers: ${file} includes \"${bad}\", which the ${LAYER} "
         "layer may not see. Allowed: ${ALLOW}. The floors (each folder's README.md): "
-        "schemas/ includes nothing; pipeline/ (the runtime) only itself and schemas/; "
-        "a stage only the runtime, schemas/ and its own folder; pipeline/supervisor/ only "
-        "the runtime and itself; pipeline/cli/ anything.")
+        "schemas/ includes nothing; pipeline/runtime/ only itself, pipeline/include/ (the "
+        "public API) and schemas/; pipeline/report/ those and itself; a stage the runtime, "
+        "schemas/ and its own folder (the logger also the report); pipeline/supervisor/ the "
+        "runtime, the report and itself; pipeline/cli/ anything.")
     endif()
   endforeach()
 endforeach()

@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "pipeline/augment.h"
+#include "pipeline/runtime/augment.h"
 
 #define C 3
 #define H 12

@@ -14,8 +14,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "pipeline/ckpt.h"
-#include "pipeline/log.h"
+#include "pipeline/runtime/ckpt.h"
+#include "pipeline/runtime/log.h"
 
 static char dir[64], path[128], err[512];
 static uint8_t payload[1000];

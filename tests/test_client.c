@@ -1,8 +1,8 @@
-/* test_client.c — the client library (pipeline/zeus_pipe.h) against a
+/* test_client.c — the client library (pipeline/include/zeus_pipe.h) against a
  * prefetch played by a thread of this test (the reverse of
  * test_trainer_ring.c): the views' indices, labels and samples are those
  * written into the ring, each release FREEs the batch's slot and generation,
- * the epoch's proof (samples, distinct, index checksum as pipeline/hash.h
+ * the epoch's proof (samples, distinct, index checksum as pipeline/runtime/hash.h
  * computes it) reaches the logger's socket as an epoch_end record, a metric
  * and a timer region land there too, and a missing run, a wrong rank and a
  * ring that is not there are refused with a sentence saying so; a seek
@@ -23,11 +23,11 @@
 #include <unistd.h>
 #include <zmq.h>
 
-#include "pipeline/dataset.h"
-#include "pipeline/hash.h"
-#include "pipeline/ring.h"
-#include "pipeline/sock.h"
-#include "pipeline/zeus_pipe.h"
+#include "pipeline/runtime/dataset.h"
+#include "pipeline/runtime/hash.h"
+#include "pipeline/runtime/ring.h"
+#include "pipeline/runtime/sock.h"
+#include "pipeline/include/zeus_pipe.h"
 #include "schemas/errors.h"
 #include "schemas/msg.h"
 #include "schemas/records.h"

@@ -16,8 +16,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "pipeline/config.h"
-#include "pipeline/log.h"
+#include "pipeline/runtime/config.h"
+#include "pipeline/runtime/log.h"
 #include "schemas/config_keys.h"
 
 #define BAD "configs/bad/"

@@ -1,4 +1,4 @@
-/* Unit tests of pipeline/files.c: zp_mkdirs creates what is missing, accepts
+/* Unit tests of pipeline/runtime/files.c: zp_mkdirs creates what is missing, accepts
  * what exists, and says why it cannot. */
 #define _GNU_SOURCE
 #include <setjmp.h>
@@ -14,7 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "pipeline/files.h"
+#include "pipeline/runtime/files.h"
 
 static char g_tmp[64];
 

@@ -12,8 +12,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "pipeline/keys.h"
-#include "pipeline/log.h"
+#include "pipeline/runtime/keys.h"
+#include "pipeline/runtime/log.h"
 
 static int make_dir(void **state)
 {

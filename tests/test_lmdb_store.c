@@ -15,9 +15,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "pipeline/cachedb.h"
-#include "pipeline/log.h"
-#include "pipeline/stage.h"
+#include "pipeline/runtime/cachedb.h"
+#include "pipeline/runtime/log.h"
+#include "pipeline/runtime/stage.h"
 #include "schemas/msg.h"
 #include "stages/cache/lmdb_store.h"
 

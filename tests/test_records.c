@@ -15,8 +15,8 @@
 #include <string.h>
 #include <zmq.h>
 
-#include "pipeline/log.h"
-#include "pipeline/stage.h"
+#include "pipeline/runtime/log.h"
+#include "pipeline/runtime/stage.h"
 #include "schemas/msg.h"
 #include "schemas/records.h"
 

@@ -19,9 +19,9 @@
 #include <unistd.h>
 #include <zmq.h>
 
-#include "pipeline/log.h"
-#include "pipeline/report.h"
-#include "pipeline/stage.h"
+#include "pipeline/runtime/log.h"
+#include "pipeline/report/report.h"
+#include "pipeline/runtime/stage.h"
 
 static int name(double wait, double loader, double cache, double prefetch, int loaders,
                 char *stage, char *advice)

@@ -1,4 +1,4 @@
-/* Unit tests of the HTML report (pipeline/report_html.h) and what it rests
+/* Unit tests of the HTML report (pipeline/report/report_html.h) and what it rests
  * on: escaping (html.h), the JSON-line reader of runscan.h, a page from a
  * run directory whose events.msgpack the test writes as the logger does, a
  * page bounded in size for a run of a million steps, a run without
@@ -18,14 +18,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "pipeline/hash.h"
-#include "pipeline/html.h"
-#include "pipeline/log.h"
-#include "pipeline/report.h"
-#include "pipeline/report_html.h"
-#include "pipeline/report_page.h"
-#include "pipeline/runscan.h"
-#include "pipeline/svg.h"
+#include "pipeline/runtime/hash.h"
+#include "pipeline/report/html.h"
+#include "pipeline/runtime/log.h"
+#include "pipeline/report/report.h"
+#include "pipeline/report/report_html.h"
+#include "pipeline/report/report_page.h"
+#include "pipeline/report/runscan.h"
+#include "pipeline/report/svg.h"
 #include "schemas/msg.h"
 
 /* ---- escaping and parsing ---------------------------------------------------------------- */

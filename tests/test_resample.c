@@ -11,8 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "pipeline/augment.h"
-#include "pipeline/resample.h"
+#include "pipeline/runtime/augment.h"
+#include "pipeline/runtime/resample.h"
 
 static uint8_t *picture(int w, int h)
 {

@@ -15,8 +15,8 @@
 #include <sys/mount.h>
 #include <unistd.h>
 
-#include "pipeline/log.h"
-#include "pipeline/ring.h"
+#include "pipeline/runtime/log.h"
+#include "pipeline/runtime/ring.h"
 
 static char name[64];
 

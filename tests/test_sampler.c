@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "pipeline/sampler.h"
+#include "pipeline/runtime/sampler.h"
 
 static void same_seed_same_order(void **state)
 {

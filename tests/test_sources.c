@@ -17,9 +17,9 @@
 #include <turbojpeg.h>
 #include <unistd.h>
 
-#include "pipeline/config.h"
-#include "pipeline/dataset.h"
-#include "pipeline/log.h"
+#include "pipeline/runtime/config.h"
+#include "pipeline/runtime/dataset.h"
+#include "pipeline/runtime/log.h"
 #include "stages/loader/source.h"
 
 #define FMNIST "/usr/share/datasets/fashion-mnist"

@@ -10,8 +10,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "pipeline/log.h"
-#include "pipeline/timer.h"
+#include "pipeline/runtime/log.h"
+#include "pipeline/runtime/timer.h"
 
 static void stats_of_known_samples(void **state)
 {

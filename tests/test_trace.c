@@ -1,4 +1,4 @@
-/* Unit tests of the trace (pipeline/trace.h) on synthetic events.msgpack
+/* Unit tests of the trace (pipeline/report/trace.h) on synthetic events.msgpack
  * bytes, packed as the stages pack them: timer samples become complete
  * events in time order whatever order their records came in, stats records
  * counters; past max_events the earliest and the latest halves are kept and
@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "pipeline/trace.h"
+#include "pipeline/report/trace.h"
 #include "schemas/msg.h"
 
 static msgpack_sbuffer sb;

@@ -16,9 +16,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "pipeline/hash.h"
+#include "pipeline/runtime/hash.h"
 #include "schemas/errors.h"
-#include "pipeline/coverage.h"
+#include "pipeline/runtime/coverage.h"
 #include "stages/trainer/nan_guard.h"
 #include "stages/trainer/schedule.h"
 

@@ -20,9 +20,9 @@
 #include <unistd.h>
 #include <zmq.h>
 
-#include "pipeline/ring.h"
-#include "pipeline/sock.h"
-#include "pipeline/stage.h"
+#include "pipeline/runtime/ring.h"
+#include "pipeline/runtime/sock.h"
+#include "pipeline/runtime/stage.h"
 #include "schemas/msg.h"
 
 static const char *exe;

@@ -1,10 +1,10 @@
 /* cmd_cache.c — `zeus-pipe cache stat|verify|drop PATH [DB]`: an LMDB cache
  * seen from outside a run. Works on the environment alone, without a config
- * (pipeline/cachedb_admin.h does the work; this file prints). */
+ * (pipeline/runtime/cachedb_admin.h does the work; this file prints). */
 #define _GNU_SOURCE
-#include "pipeline/cachedb_admin.h"
+#include "pipeline/runtime/cachedb_admin.h"
 #include "pipeline/cli/cmd.h"
-#include "pipeline/json.h"
+#include "pipeline/runtime/json.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -4,11 +4,11 @@
  * refreshes this command has seen, as `top` keeps its own history). */
 #define _GNU_SOURCE
 #include "pipeline/cli/cmd.h"
-#include "pipeline/json.h"
-#include "pipeline/log.h"
-#include "pipeline/names.h"
+#include "pipeline/runtime/json.h"
+#include "pipeline/runtime/log.h"
+#include "pipeline/runtime/names.h"
 #include "pipeline/supervisor/supervisor.h"
-#include "pipeline/sock.h"
+#include "pipeline/runtime/sock.h"
 #include "schemas/records.h"
 
 #include <limits.h>

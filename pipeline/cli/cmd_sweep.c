@@ -5,7 +5,7 @@
  * and prints. */
 #define _GNU_SOURCE
 #include "pipeline/cli/cmd.h"
-#include "pipeline/report_html.h"
+#include "pipeline/report/report_html.h"
 #include "pipeline/supervisor/supervisor.h"
 
 #include <limits.h>

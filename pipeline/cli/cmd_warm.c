@@ -3,7 +3,7 @@
  * progress line and what the cache holds at the end. */
 #define _GNU_SOURCE
 #include "pipeline/cli/cmd.h"
-#include "pipeline/log.h"
+#include "pipeline/runtime/log.h"
 #include "pipeline/supervisor/supervisor.h"
 
 #include <stdio.h>

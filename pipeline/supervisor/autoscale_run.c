@@ -12,10 +12,10 @@
  * node's (the ranks of a data-parallel job step together).
  * The contract: supervisor.h. */
 #define _GNU_SOURCE
-#include "pipeline/log.h"
-#include "pipeline/names.h"
-#include "pipeline/sock.h"
-#include "pipeline/stage.h"
+#include "pipeline/runtime/log.h"
+#include "pipeline/runtime/names.h"
+#include "pipeline/runtime/sock.h"
+#include "pipeline/runtime/stage.h"
 #include "pipeline/supervisor/autoscale.h"
 #include "pipeline/supervisor/supervisor.h"
 #include "schemas/records.h"

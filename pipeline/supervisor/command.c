@@ -7,8 +7,8 @@
  * "trainer[R]: LINE". proc.c starts it where it would start
  * `zeus-pipe stage trainer`. The contract: supervisor.h. */
 #define _GNU_SOURCE
-#include "pipeline/log.h"
-#include "pipeline/python.h"
+#include "pipeline/runtime/log.h"
+#include "pipeline/runtime/python.h"
 #include "pipeline/supervisor/supervisor.h"
 
 #include <arpa/inet.h>

@@ -2,13 +2,13 @@
  * the config and its dataset, the cache, room in /dev/shm, a resumed run's
  * checkpoint, and the run's CURVE keys. */
 #define _GNU_SOURCE
-#include "pipeline/cachedb.h"
-#include "pipeline/ckpt.h"
-#include "pipeline/keys.h"
-#include "pipeline/log.h"
-#include "pipeline/resources.h"
-#include "pipeline/ring.h"
-#include "pipeline/stage.h"
+#include "pipeline/runtime/cachedb.h"
+#include "pipeline/runtime/ckpt.h"
+#include "pipeline/runtime/keys.h"
+#include "pipeline/runtime/log.h"
+#include "pipeline/runtime/resources.h"
+#include "pipeline/runtime/ring.h"
+#include "pipeline/runtime/stage.h"
 #include "pipeline/supervisor/supervisor.h"
 
 #include <stdio.h>

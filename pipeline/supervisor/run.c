@@ -5,11 +5,11 @@
  * the loop acts on it. Nothing it created (shared memory, sockets) outlives
  * it. The contract: supervisor.h. */
 #define _GNU_SOURCE
-#include "pipeline/log.h"
-#include "pipeline/names.h"
-#include "pipeline/resources.h"
-#include "pipeline/sock.h"
-#include "pipeline/stage.h"
+#include "pipeline/runtime/log.h"
+#include "pipeline/runtime/names.h"
+#include "pipeline/runtime/resources.h"
+#include "pipeline/runtime/sock.h"
+#include "pipeline/runtime/stage.h"
 #include "pipeline/supervisor/supervisor.h"
 
 #include <signal.h>

@@ -1,8 +1,8 @@
 #define _GNU_SOURCE
-#include "pipeline/files.h"
-#include "pipeline/log.h"
-#include "pipeline/resources.h"
-#include "pipeline/ring.h"
+#include "pipeline/runtime/files.h"
+#include "pipeline/runtime/log.h"
+#include "pipeline/runtime/resources.h"
+#include "pipeline/runtime/ring.h"
 #include "pipeline/supervisor/supervisor.h"
 
 #include <dirent.h>
@@ -186,7 +186,7 @@ int zp_find_run_or_latest(const char *run, char *dir, size_t len)
     return find_run(run, dir, len, 1);
 }
 
-/* ---- after a run: what RUN/resources lists (pipeline/resources.h) ------------------------------ */
+/* ---- after a run: what RUN/resources lists (pipeline/runtime/resources.h) ------------------------------ */
 
 #define NEST_MAX 2 /* RUN/rank-<r>, and one more level */
 
@@ -359,7 +359,7 @@ int zp_resources_delivered(const char *run_dir, int instance, pid_t pid)
     return 1;
 }
 
-/* Removes what the run recorded that it created (pipeline/resources.h):
+/* Removes what the run recorded that it created (pipeline/runtime/resources.h):
  * every rank's ring, the socket files, nested Slurm ranks; then its pid file. */
 void zp_rundir_cleanup(const char *run_dir)
 {

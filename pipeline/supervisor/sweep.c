@@ -1,8 +1,8 @@
 /* sweep.c — `zeus-pipe sweep`: the grid of config values, its points' names
  * and arguments, one run per point, and their ranking (supervisor.h). */
 #define _GNU_SOURCE
-#include "pipeline/report.h"
-#include "pipeline/stage.h"
+#include "pipeline/report/report.h"
+#include "pipeline/runtime/stage.h"
 #include "pipeline/supervisor/supervisor.h"
 
 #include <limits.h>

@@ -4,12 +4,12 @@
  * prefetcher would, for every sample the cache lacks; the cache stage writes
  * them. Resumable: what an earlier (even killed) warm committed is skipped. */
 #define _GNU_SOURCE
-#include "pipeline/cachedb.h"
-#include "pipeline/config.h"
-#include "pipeline/dataset.h"
-#include "pipeline/log.h"
-#include "pipeline/names.h"
-#include "pipeline/sock.h"
+#include "pipeline/runtime/cachedb.h"
+#include "pipeline/runtime/config.h"
+#include "pipeline/runtime/dataset.h"
+#include "pipeline/runtime/log.h"
+#include "pipeline/runtime/names.h"
+#include "pipeline/runtime/sock.h"
 #include "pipeline/supervisor/supervisor.h"
 
 #include <errno.h>

@@ -13,7 +13,7 @@ of torch.utils.data.DataLoader.
             zp.log("test_epoch", epoch=epoch, accuracy=acc)
 
 The program is rank r's trainer of a run that `zeus-pipe up` started with
-`trainer.command` (libzeuspipe.so underneath: pipeline/zeus_pipe.h).
+`trainer.command` (libzeuspipe.so underneath: pipeline/include/zeus_pipe.h).
 
 Order: the loop decides. Iterating `train` gives the next train epoch,
 iterating `test` the next test epoch, in any order. The pipeline prepares

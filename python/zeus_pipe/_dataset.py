@@ -11,7 +11,7 @@ An item is a tuple (or list) or a dict of fields; each field is a numpy
 array, a CPU torch tensor, or a Python int (int64) or float (float64), of
 one of the element types below, and every item of a split has the same
 fields with the same types and shapes. A sample's record lays the fields
-out as pipeline/fields.h says: each at an offset aligned to its element
+out as pipeline/runtime/fields.h says: each at an offset aligned to its element
 size, the record padded to a multiple of its largest element size."""
 import ctypes
 import hashlib
@@ -24,7 +24,7 @@ import sys
 import numpy as np
 
 SPLITS = ("train", "test")
-# element types, numbered as pipeline/fields.h's ZP_FT_* and zeus_pipe.h's ZP_CLIENT_*
+# element types, numbered as pipeline/runtime/fields.h's ZP_FT_* and zeus_pipe.h's ZP_CLIENT_*
 DTYPES = {"float32": 1, "uint8": 2, "int8": 3, "int16": 4, "int32": 5, "int64": 6,
           "float16": 7, "bfloat16": 8, "float64": 9}
 SIZES = {"float32": 4, "uint8": 1, "int8": 1, "int16": 2, "int32": 4, "int64": 8,
@@ -170,7 +170,7 @@ class Layout:
         return cls(kind, fields)
 
     def describe(self):
-        """The "fields" lines of RUN/dataset/meta (pipeline/fields.h)."""
+        """The "fields" lines of RUN/dataset/meta (pipeline/runtime/fields.h)."""
         out = ["fields %d %s" % (len(self.fields), self.kind)]
         for name, dtype, shape, _, _ in self.fields:
             out.append("field %s %s %d%s" % (name, dtype, len(shape),

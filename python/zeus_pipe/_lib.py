@@ -1,5 +1,5 @@
 """_lib.py — libzeuspipe.so through ctypes: finding it, and the prototypes of
-pipeline/zeus_pipe.h that the package calls.
+pipeline/include/zeus_pipe.h that the package calls.
 
 The library is looked for, in order: the path in $ZP_LIBRARY (`zeus-pipe up`
 sets it for a trainer.command to its own), the build/ folder of the checkout
@@ -25,7 +25,7 @@ class ZeusPipeError(RuntimeError):
 
 IN_LABELS = 2 ** (8 * ctypes.sizeof(ctypes.c_size_t)) - 1  # ZP_CLIENT_IN_LABELS
 ITEM_DICT = 1  # ZP_CLIENT_ITEM_DICT
-# ZP_CLIENT_* element types by name (pipeline/fields.h numbers them alike)
+# ZP_CLIENT_* element types by name (pipeline/runtime/fields.h numbers them alike)
 DTYPES = {1: "float32", 2: "uint8", 3: "int8", 4: "int16", 5: "int32", 6: "int64",
           7: "float16", 8: "bfloat16", 9: "float64"}
 

@@ -4,7 +4,7 @@ and `zeus-pipe loader --connect` in place of `zeus-pipe stage loader`, with
 the same arguments.
 
 The loader protocol is libzeuspipe.so's (zp_loader_serve,
-stages/loader/zeus_pipe_loader.h): credit, tasks, heartbeats, SAMPLES,
+pipeline/include/zeus_pipe_loader.h): credit, tasks, heartbeats, SAMPLES,
 retirement and refusal all happen there, and it calls back here for each
 sample: seed the generators from (seed, split, epoch, index), call
 __getitem__, pack the item's fields into the sample's record. A

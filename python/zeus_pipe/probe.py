@@ -1,6 +1,6 @@
 """python -m zeus_pipe.probe SPEC — the probe of a `dataset.source: python`
 Dataset, run once by the supervisor before any stage starts
-(pipeline/python.c): imports the callable, builds each split, takes its
+(pipeline/runtime/python.c): imports the callable, builds each split, takes its
 len() and item 0, and prints what the run's description needs:
 
     zeus-pipe probe 1

@@ -12,15 +12,15 @@
  * dead that speaks again (it was stopped, not killed) is taken back. */
 #define _GNU_SOURCE
 #include "stages/cache/cache.h"
-#include "pipeline/cachedb.h"
-#include "pipeline/log.h"
-#include "pipeline/names.h"
-#include "pipeline/sock.h"
-#include "pipeline/stage.h"
-#include "pipeline/keys.h"
+#include "pipeline/runtime/cachedb.h"
+#include "pipeline/runtime/log.h"
+#include "pipeline/runtime/names.h"
+#include "pipeline/runtime/sock.h"
+#include "pipeline/runtime/stage.h"
+#include "pipeline/runtime/keys.h"
 #include "stages/cache/lmdb_store.h"
 #include "stages/cache/tasks.h"
-#include "pipeline/zap.h"
+#include "pipeline/runtime/zap.h"
 
 #include <errno.h>
 #include <stdio.h>

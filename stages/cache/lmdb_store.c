@@ -1,9 +1,9 @@
 #define _GNU_SOURCE
 #include "stages/cache/lmdb_store.h"
 #include "schemas/msg.h"
-#include "pipeline/cachedb.h"
-#include "pipeline/augment.h"
-#include "pipeline/log.h"
+#include "pipeline/runtime/cachedb.h"
+#include "pipeline/runtime/augment.h"
+#include "pipeline/runtime/log.h"
 
 #include <stdio.h>
 #include <stdlib.h>

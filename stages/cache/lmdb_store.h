@@ -5,7 +5,7 @@
 #ifndef ZP_LMDB_STORE_H
 #define ZP_LMDB_STORE_H
 
-#include "pipeline/stage.h"
+#include "pipeline/runtime/stage.h"
 
 #include <stdint.h>
 

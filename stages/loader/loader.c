@@ -10,13 +10,13 @@
  * retires it: RETIRE, finish what was sent before RETIRED, exit 0. */
 #define _GNU_SOURCE
 #include "stages/loader/loader.h"
-#include "pipeline/augment.h"
-#include "pipeline/cachedb.h"
-#include "pipeline/log.h"
-#include "pipeline/names.h"
-#include "pipeline/resources.h"
-#include "pipeline/sock.h"
-#include "pipeline/stage.h"
+#include "pipeline/runtime/augment.h"
+#include "pipeline/runtime/cachedb.h"
+#include "pipeline/runtime/log.h"
+#include "pipeline/runtime/names.h"
+#include "pipeline/runtime/resources.h"
+#include "pipeline/runtime/sock.h"
+#include "pipeline/runtime/stage.h"
 #include "stages/loader/source.h"
 
 #include <errno.h>
@@ -48,7 +48,7 @@ typedef struct {
     char ep[ZP_ENDPOINT_MAX + 16];
     int64_t last_send, last_recv; /* ns */
     int retire_sent;
-    int delivered; /* samples went out: the supervisor knows (pipeline/resources.h) */
+    int delivered; /* samples went out: the supervisor knows (pipeline/runtime/resources.h) */
     int64_t skipped;
     zp_augment_t aug; /* dataset.augment.where = loader (cache off) */
     float *scratch;   /* one transformed sample before its augmentation; owned */

@@ -1,8 +1,8 @@
 /* loader_api.c — zeus_pipe_loader.h: the loader stage over a caller's `get`,
  * for libzeuspipe.so (the Python loaders of `dataset.source: python`). */
 #define _GNU_SOURCE
-#include "stages/loader/zeus_pipe_loader.h"
-#include "pipeline/log.h"
+#include "pipeline/include/zeus_pipe_loader.h"
+#include "pipeline/runtime/log.h"
 #include "stages/loader/loader.h"
 
 #include <stdio.h>

@@ -3,19 +3,19 @@
  * for `zeus-pipe stat`), every event as received into events.msgpack, a
  * progress line on the terminal, TensorBoard scalars into tb/ (tb.h; with
  * logger.tensorboard), and at the end the run's report (report.txt,
- * report.json; see pipeline/report.h; report.html, pipeline/report_html.h)
- * and its timeline (trace.json; see pipeline/trace.h). */
+ * report.json; see pipeline/report/report.h; report.html, pipeline/report/report_html.h)
+ * and its timeline (trace.json; see pipeline/report/trace.h). */
 #define _GNU_SOURCE
 #include "stages/logger/logger.h"
 #include "stages/logger/tb.h"
-#include "pipeline/log.h"
-#include "pipeline/names.h"
-#include "pipeline/report.h"
-#include "pipeline/report_html.h"
-#include "pipeline/sock.h"
-#include "pipeline/stage.h"
-#include "pipeline/trace.h"
-#include "pipeline/json.h"
+#include "pipeline/runtime/log.h"
+#include "pipeline/runtime/names.h"
+#include "pipeline/report/report.h"
+#include "pipeline/report/report_html.h"
+#include "pipeline/runtime/sock.h"
+#include "pipeline/runtime/stage.h"
+#include "pipeline/report/trace.h"
+#include "pipeline/runtime/json.h"
 #include "schemas/records.h"
 
 #include <errno.h>
@@ -257,7 +257,7 @@ static int open_all(logger_t *l)
         return 1;
     int hwm = 100000;
     zmq_setsockopt(l->pull, ZMQ_RCVHWM, &hwm, sizeof hwm);
-    /* under Slurm also tcp, for each node's autoscale (pipeline/names.h) */
+    /* under Slurm also tcp, for each node's autoscale (pipeline/runtime/names.h) */
     if (!(l->rep = zp_stage_socket(st, ZMQ_REP, zp_sock_name(ZP_SOCK_STAT), 1, 0)))
         return 1;
     return 0;

@@ -6,7 +6,7 @@
 #ifndef ZP_PREFETCH_PLAN_H
 #define ZP_PREFETCH_PLAN_H
 
-#include "pipeline/stage.h"
+#include "pipeline/runtime/stage.h"
 
 #include <stddef.h>
 #include <stdint.h>

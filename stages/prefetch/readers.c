@@ -1,8 +1,8 @@
 #define _GNU_SOURCE
 #include "stages/prefetch/readers.h"
-#include "pipeline/cachedb.h"
-#include "pipeline/log.h"
-#include "pipeline/resample.h"
+#include "pipeline/runtime/cachedb.h"
+#include "pipeline/runtime/log.h"
+#include "pipeline/runtime/resample.h"
 
 #include <pthread.h>
 #include <turbojpeg.h>

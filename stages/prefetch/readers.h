@@ -4,7 +4,7 @@
  * the copy, the header check and the checksum of each value — the memory-bound
  * part — are split across the pool, the calling thread included.
  *
- * With the crop at assembly (pipeline/augment.h zp_augment_whole) a train
+ * With the crop at assembly (pipeline/runtime/augment.h zp_augment_whole) a train
  * value is a whole image: its copy is the augmentation. A reader checks it,
  * decodes it when it is a JPEG, draws the box and flip of (seed, epoch,
  * index) on it and resizes the box straight into the slot (pipeline/
@@ -12,8 +12,8 @@
 #ifndef ZP_READERS_H
 #define ZP_READERS_H
 
-#include "pipeline/augment.h"
-#include "pipeline/dataset.h"
+#include "pipeline/runtime/augment.h"
+#include "pipeline/runtime/dataset.h"
 
 #include <lmdb.h>
 #include <stdint.h>

@@ -1,5 +1,5 @@
 #include "stages/prefetch/ringlog.h"
-#include "pipeline/log.h"
+#include "pipeline/runtime/log.h"
 #include "schemas/records.h"
 
 static void send_log(zp_ringlog_t *l, zp_stage_t *st)

@@ -1,11 +1,11 @@
 /* ringlog.h — the prefetch's log of its ring's messages: each BATCH it sends
  * the trainer and each FREE that comes back, with when, sent to the logger as
- * "ring" records (schemas/records.h) for the run's timeline (pipeline/trace.h):
+ * "ring" records (schemas/records.h) for the run's timeline (pipeline/report/trace.h):
  * which slot the trainer held from when to when, and how many at a time. */
 #ifndef ZP_RINGLOG_H
 #define ZP_RINGLOG_H
 
-#include "pipeline/stage.h"
+#include "pipeline/runtime/stage.h"
 
 #include <stdint.h>
 

@@ -2,7 +2,7 @@
  * model's shape, the optimizer's settings, the host's view of a batch. */
 #define _GNU_SOURCE
 #include "stages/trainer/backend.h"
-#include "pipeline/log.h"
+#include "pipeline/runtime/log.h"
 #include "stages/trainer/gpu.h"
 
 #include <stdlib.h>

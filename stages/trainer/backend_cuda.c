@@ -5,7 +5,7 @@
  * are collected. With ranks, gradients are summed by NCCL; rank 0's NCCL id
  * reaches the others through comm.c. */
 #define _GNU_SOURCE
-#include "pipeline/log.h"
+#include "pipeline/runtime/log.h"
 #include "stages/trainer/backend.h"
 #include "stages/trainer/gpu.h"
 

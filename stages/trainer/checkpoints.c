@@ -1,8 +1,8 @@
 /* checkpoints.c — see checkpoints.h. */
 #define _GNU_SOURCE
 #include "stages/trainer/checkpoints.h"
-#include "pipeline/ckpt.h"
-#include "pipeline/log.h"
+#include "pipeline/runtime/ckpt.h"
+#include "pipeline/runtime/log.h"
 
 #include <errno.h>
 #include <limits.h>

@@ -1,7 +1,7 @@
 #define _GNU_SOURCE
 #include "stages/trainer/eval.h"
-#include "pipeline/json.h"
-#include "pipeline/log.h"
+#include "pipeline/runtime/json.h"
+#include "pipeline/runtime/log.h"
 
 #include <errno.h>
 #include <limits.h>

@@ -5,7 +5,7 @@
 #ifndef ZP_EVAL_H
 #define ZP_EVAL_H
 
-#include "pipeline/ckpt.h"
+#include "pipeline/runtime/ckpt.h"
 #include "stages/trainer/mlp.h"
 
 typedef struct {

@@ -1,6 +1,6 @@
 #include "stages/trainer/mlp.h"
-#include "pipeline/hash.h"
-#include "pipeline/log.h"
+#include "pipeline/runtime/hash.h"
+#include "pipeline/runtime/log.h"
 
 #include <cblas.h>
 #include <math.h>

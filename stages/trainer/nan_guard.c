@@ -1,8 +1,8 @@
 /* nan_guard.c — see nan_guard.h. */
 #define _GNU_SOURCE
 #include "stages/trainer/nan_guard.h"
-#include "pipeline/log.h"
-#include "pipeline/dataset.h"
+#include "pipeline/runtime/log.h"
+#include "pipeline/runtime/dataset.h"
 
 #include <limits.h>
 #include <stdio.h>

@@ -1,15 +1,15 @@
 /* libFuzzer target: a run's events.msgpack, as every reader of it sees it —
- * the record scan (pipeline/events.c), the text and JSON report, the HTML
+ * the record scan (pipeline/report/events.c), the text and JSON report, the HTML
  * page and the trace. Any input: a report (maybe of no records) or a
  * refusal that says why; never a crash, a sanitizer report, or an
  * allocation past libFuzzer's -malloc_limit_mb. The seed corpus is a real
  * run's events.msgpack (tests/fuzz/seeds/events).
  * Build and run: scripts/fuzz.sh [SECONDS]. */
 #include "tests/fuzz/fuzz_rundir.h"
-#include "pipeline/events.h"
-#include "pipeline/report.h"
-#include "pipeline/report_html.h"
-#include "pipeline/trace.h"
+#include "pipeline/report/events.h"
+#include "pipeline/report/report.h"
+#include "pipeline/report/report_html.h"
+#include "pipeline/report/trace.h"
 
 #include <stdint.h>
 

@@ -1,0 +1,57 @@
+/* report_html.h — RUN/report.html: the report of a run as one
+ * self-contained page (inline CSS and SVG; no script, nothing fetched), for
+ * any browser, without a network.
+ *
+ * It holds the bottleneck sentence (as report.txt's); loss and accuracy
+ * curves (train and test per epoch, and train per `step` record); each
+ * stage's items/s over time (the sum of its instances' latest stats records;
+ * one <g class="series" data-stage="NAME"> per stage); the trainer's share
+ * of time waiting for data over time; the time per stage and region as bars;
+ * the epoch table; the coverage proof of each split and epoch (samples,
+ * expected, skipped, distinct, the index checksum checked against the
+ * indices 0..n-1 less the skipped ones); skipped samples and lost loaders.
+ * A run without events.msgpack is drawn from metrics.jsonl and stats.jsonl
+ * (runscan.h), and the page says what is missing.
+ *
+ * Bounded: every series is drawn from at most ZP_SVG_BUCKETS buckets (svg.h)
+ * and the tables hold the first and last ZP_HTML_ROWS/2 epochs, so a run of
+ * a million steps gets a page of a few hundred kB. Every string from the
+ * run (names, errors, paths) goes through zp_html_str.
+ */
+#ifndef ZP_REPORT_HTML_H
+#define ZP_REPORT_HTML_H
+
+#include "pipeline/report/report.h"
+
+#include <stddef.h>
+#include <stdio.h>
+
+#define ZP_HTML_ROWS 200
+
+/* The page of <run_dir> to `out`. 0, or an error in err: -ENOENT or
+ * ZP_EPROTO when the run holds nothing to read (runscan.h), ZP_ENOMEM. */
+int zp_report_html(const char *run_dir, FILE *out, char *err, size_t errlen);
+
+/* zp_report_html into <run_dir>/report.html, written beside and renamed
+ * over (a page that cannot be made leaves the previous one). 0, or a
+ * negative errno or ZP_E* code with the path and the reason in err. */
+int zp_report_html_write(const char *run_dir, char *err, size_t errlen);
+
+/* One run of a sweep, as the comparison page shows it. */
+typedef struct {
+    const char *name;   /* the run's name; its page is name/report.html beside the sweep's */
+    const char *values; /* "lr=0.1 batch_size=128" */
+    const char *dir;    /* its run directory: the curves are read from it */
+    int status;         /* its exit status; 0 finished */
+    zp_run_summary_t sum;
+} zp_html_run_t;
+
+/* The comparison page of a sweep at `path`: the ranked table of its n runs
+ * (in the order given) with relative links to each run's report.html, and
+ * every run's test accuracy and test loss per epoch overlaid (one series
+ * per run, data-run="NAME"). Written beside and renamed over. 0, or a
+ * negative errno with the path and the reason in err. */
+int zp_report_html_sweep(const char *path, const char *title, const zp_html_run_t *runs, int n,
+                         char *err, size_t errlen);
+
+#endif
