@@ -112,12 +112,12 @@ static int teardown(void **state)
     return system(cmd);
 }
 
-/* Starts a record of `stage`[instance] with n fields to come. */
+/* Starts a record of `stage`[instance]. */
 static void begin(zp_event_t *ev, const char *stage, int instance, const char *kind, int n)
 {
     st->name = stage;
     st->instance = instance;
-    zp_ev_begin(st, ev, kind, n);
+    zp_ev_begin(st, ev, kind);
 }
 
 /* Sends the record and appends it to events.msgpack as the logger does. */

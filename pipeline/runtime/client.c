@@ -513,7 +513,7 @@ int zp_client_log(zp_client_t *c, const char *event, int64_t step, int64_t epoch
         if (!keys[i] || !*keys[i])
             return ZP_EINVAL;
     zp_event_t ev;
-    zp_ev_begin(&c->st, &ev, "metric", 3 + n);
+    zp_ev_begin(&c->st, &ev, "metric");
     zp_ev_str(&ev, "event", event);
     zp_ev_int(&ev, "step", step);
     zp_ev_int(&ev, "epoch", epoch);

@@ -167,7 +167,7 @@ static void send_samples(void *ctx, int region, const int64_t *ns, const int64_t
     for (int i = 0; i < n && i < ZP_TIMER_BUF; i++)
         start[i] = (now - (end[i] - ns[i])) / 1000;
     zp_event_t ev;
-    zp_ev_record_at(st, &ev, ZP_REC_TIMER, 3, wall);
+    zp_ev_record_at(st, &ev, ZP_REC_TIMER, wall);
     zp_ev_str(&ev, ZP_KEY(TIMER, region), zp_region_name(region));
     zp_ev_ints(&ev, ZP_KEY(TIMER, ns), ns, n);
     zp_ev_ints(&ev, ZP_KEY(TIMER, start), start, n);
@@ -240,13 +240,16 @@ static int drop_write(void *data, const char *buf, size_t len)
     return 0;
 }
 
-static void ev_begin_at(zp_stage_t *st, zp_event_t *ev, const char *kind, int nfields, double wall)
+static void ev_begin_at(zp_stage_t *st, zp_event_t *ev, const char *kind, double wall)
 {
+    static const char map32[5] = {(char)0xdf}; /* its size written by zp_ev_send */
     ev->buf = zp_thread_buffer(ZP_BUF_EVENT); /* NULL: the event is dropped, counted */
     msgpack_packer_init(&ev->pk, ev->buf, ev->buf ? msgpack_sbuffer_write : drop_write);
     zp_msg_pack_begin(&ev->pk, ZP_MSG_EVENT, 1);
     zp_pack_str(&ev->pk, "body");
-    msgpack_pack_map(&ev->pk, (uint32_t)nfields + 5);
+    ev->map_at = ev->buf ? ev->buf->size : 0;
+    ev->fields = 0;
+    ev->pk.callback(ev->pk.data, map32, sizeof map32);
     zp_ev_str(ev, ZP_KEY(HEAD, kind), kind);
     zp_ev_str(ev, ZP_KEY(HEAD, stage), st->name);
     zp_ev_int(ev, ZP_KEY(HEAD, instance), st->instance);
@@ -254,46 +257,51 @@ static void ev_begin_at(zp_stage_t *st, zp_event_t *ev, const char *kind, int nf
     zp_ev_num(ev, ZP_KEY(HEAD, time), wall);
 }
 
-void zp_ev_begin(zp_stage_t *st, zp_event_t *ev, const char *kind, int nfields)
+void zp_ev_begin(zp_stage_t *st, zp_event_t *ev, const char *kind)
 {
-    ev_begin_at(st, ev, kind, nfields, zp_wall_s());
+    ev_begin_at(st, ev, kind, zp_wall_s());
 }
 
-void zp_ev_record_at(zp_stage_t *st, zp_event_t *ev, zp_record_type_t type, int nfields,
-                     double wall)
+void zp_ev_record_at(zp_stage_t *st, zp_event_t *ev, zp_record_type_t type, double wall)
 {
-    int metric = zp_record_kind(type) == ZP_KIND_METRIC;
-    ev_begin_at(st, ev, zp_record_kind_name(zp_record_kind(type)), nfields + metric, wall);
-    if (metric)
+    ev_begin_at(st, ev, zp_record_kind_name(zp_record_kind(type)), wall);
+    if (zp_record_kind(type) == ZP_KIND_METRIC)
         zp_ev_str(ev, ZP_KEY(HEAD, event), zp_record_event(type));
 }
 
-void zp_ev_record(zp_stage_t *st, zp_event_t *ev, zp_record_type_t type, int nfields)
+void zp_ev_record(zp_stage_t *st, zp_event_t *ev, zp_record_type_t type)
 {
-    zp_ev_record_at(st, ev, type, nfields, zp_wall_s());
+    zp_ev_record_at(st, ev, type, zp_wall_s());
+}
+
+/* A field's key, counted. */
+static void ev_key(zp_event_t *ev, const char *key)
+{
+    zp_pack_str(&ev->pk, key);
+    ev->fields++;
 }
 
 void zp_ev_str(zp_event_t *ev, const char *key, const char *val)
 {
-    zp_pack_str(&ev->pk, key);
+    ev_key(ev, key);
     zp_pack_str(&ev->pk, val);
 }
 
 void zp_ev_int(zp_event_t *ev, const char *key, int64_t val)
 {
-    zp_pack_str(&ev->pk, key);
+    ev_key(ev, key);
     msgpack_pack_int64(&ev->pk, val);
 }
 
 void zp_ev_num(zp_event_t *ev, const char *key, double val)
 {
-    zp_pack_str(&ev->pk, key);
+    ev_key(ev, key);
     msgpack_pack_double(&ev->pk, val);
 }
 
 void zp_ev_ints(zp_event_t *ev, const char *key, const int64_t *v, int n)
 {
-    zp_pack_str(&ev->pk, key);
+    ev_key(ev, key);
     msgpack_pack_array(&ev->pk, (uint32_t)n);
     for (int i = 0; i < n; i++)
         msgpack_pack_int64(&ev->pk, v[i]);
@@ -301,7 +309,14 @@ void zp_ev_ints(zp_event_t *ev, const char *key, const int64_t *v, int n)
 
 void zp_ev_send(zp_stage_t *st, zp_event_t *ev)
 {
-    if (!st->events || !ev->buf || zmq_send(st->events, ev->buf->data, ev->buf->size, ZMQ_DONTWAIT) < 0)
+    if (!st->events || !ev->buf) {
+        st->events_dropped++;
+        return;
+    }
+    unsigned char *size = (unsigned char *)ev->buf->data + ev->map_at + 1; /* map32: big-endian */
+    for (int i = 0; i < 4; i++)
+        size[i] = (unsigned char)(ev->fields >> (24 - 8 * i));
+    if (zmq_send(st->events, ev->buf->data, ev->buf->size, ZMQ_DONTWAIT) < 0)
         st->events_dropped++;
 }
 
@@ -319,7 +334,7 @@ void zp_stats_tick(zp_stage_t *st)
     int64_t cpu = (int64_t)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000000000 +
                   (int64_t)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1000;
     zp_event_t ev;
-    zp_ev_record(st, &ev, ZP_REC_STATS, 19);
+    zp_ev_record(st, &ev, ZP_REC_STATS);
     int64_t lookups = s->lookups - s->w_lookups;
     zp_ev_num(&ev, ZP_KEY(STATS, hit_rate), lookups ? (double)(s->hits - s->w_hits) / (double)lookups : -1);
     zp_ev_num(&ev, ZP_KEY(STATS, cpu), s->w_cpu_ns ? (double)(cpu - s->w_cpu_ns) / dt : 0);

@@ -261,7 +261,7 @@ static void record(struct zp_autoscaler *a, const zp_autoscale_window_t *w,
     fprintf(stderr, "zeus-pipe: loader.autoscale: %s (%d -> %d loader(s))\n", d->reason,
             w->workers, after);
     zp_event_t ev;
-    zp_ev_record(&a->st, &ev, ZP_REC_AUTOSCALE, 12);
+    zp_ev_record(&a->st, &ev, ZP_REC_AUTOSCALE);
     zp_ev_int(&ev, ZP_KEY(AUTOSCALE, change), d->change);
     zp_ev_int(&ev, ZP_KEY(AUTOSCALE, workers_before), w->workers);
     zp_ev_int(&ev, ZP_KEY(AUTOSCALE, workers_after), after);

@@ -189,7 +189,7 @@ static int refuse(cache_t *c, loader_rec_t *l, const char *why)
     c->st->stats.errors++;
     zp_warn("loader %d refused, %lld task(s) re-queued: %s", i, (long long)n, why);
     zp_event_t ev;
-    zp_ev_record(c->st, &ev, ZP_REC_LOADER_REFUSED, 3);
+    zp_ev_record(c->st, &ev, ZP_REC_LOADER_REFUSED);
     zp_ev_int(&ev, ZP_KEY(LOADER_REFUSED, loader), i);
     zp_ev_int(&ev, ZP_KEY(LOADER_REFUSED, requeued), n);
     zp_ev_str(&ev, ZP_KEY(LOADER_REFUSED, error), why);
@@ -212,7 +212,7 @@ static void lose_loader(cache_t *c, int i, const char *why)
     zp_warn("loader %d %s: declared dead, %lld task(s) re-queued (%d alive)", i, why, (long long)n,
             alive_count(c));
     zp_event_t ev;
-    zp_ev_record(c->st, &ev, ZP_REC_LOADER_LOST, 3);
+    zp_ev_record(c->st, &ev, ZP_REC_LOADER_LOST);
     zp_ev_int(&ev, ZP_KEY(LOADER_LOST, loader), i);
     zp_ev_int(&ev, ZP_KEY(LOADER_LOST, requeued), n);
     zp_ev_int(&ev, ZP_KEY(LOADER_LOST, alive), alive_count(c));

@@ -47,7 +47,7 @@ static void turn_off(zp_store_t *s, const char *why)
     snprintf(msg, sizeof msg, "%.200s: %.160s; caching stops and the run goes on uncached", s->db.path, why);
     zp_warn("%s", msg);
     zp_event_t ev;
-    zp_ev_record(s->st, &ev, ZP_REC_WARNING, 1);
+    zp_ev_record(s->st, &ev, ZP_REC_WARNING);
     zp_ev_str(&ev, ZP_KEY(WARNING, message), msg);
     zp_ev_send(s->st, &ev);
 }

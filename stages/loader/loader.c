@@ -111,7 +111,7 @@ static void skip_sample(loader_t *l, int split, uint32_t index, const char *why)
 {
     zp_warn_limited(&l->skipped, "skipped: %s", why);
     zp_event_t ev;
-    zp_ev_record(l->st, &ev, ZP_REC_SAMPLE_SKIPPED, 3);
+    zp_ev_record(l->st, &ev, ZP_REC_SAMPLE_SKIPPED);
     zp_ev_str(&ev, ZP_KEY(SAMPLE_SKIPPED, split), zp_split_name(split));
     zp_ev_int(&ev, ZP_KEY(SAMPLE_SKIPPED, index), index);
     zp_ev_str(&ev, ZP_KEY(SAMPLE_SKIPPED, error), why);

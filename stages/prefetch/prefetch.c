@@ -406,7 +406,7 @@ static void cache_record(prefetch_t *p, int64_t cached)
 {
     zp_event_t ev;
     int64_t lookups = p->hits + p->misses;
-    zp_ev_record(p->st, &ev, ZP_REC_CACHE, 7);
+    zp_ev_record(p->st, &ev, ZP_REC_CACHE);
     zp_ev_str(&ev, ZP_KEY(CACHE, split), zp_split_name(p->split));
     zp_ev_int(&ev, ZP_KEY(CACHE, epoch), p->epoch);
     zp_ev_int(&ev, ZP_KEY(CACHE, hits), p->hits);

@@ -9,7 +9,7 @@ static void send_log(zp_ringlog_t *l, zp_stage_t *st)
     for (int i = 0; i < l->n; i++)
         before[i] = (now - l->at[i]) / 1000;
     zp_event_t ev;
-    zp_ev_record_at(st, &ev, ZP_REC_RING, 5, wall);
+    zp_ev_record_at(st, &ev, ZP_REC_RING, wall);
     zp_ev_ints(&ev, ZP_KEY(RING, at), before, l->n);
     zp_ev_ints(&ev, ZP_KEY(RING, slot), l->slot, l->n);
     zp_ev_ints(&ev, ZP_KEY(RING, gen), l->gen, l->n);

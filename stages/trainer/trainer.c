@@ -54,7 +54,7 @@ static void step_record(trainer_t *t, int64_t epoch)
     const zp_config_t *c = &t->st->cfg;
     zp_event_t ev;
     if (t->leader) {
-        zp_ev_record(t->st, &ev, ZP_REC_STEP, 10);
+        zp_ev_record(t->st, &ev, ZP_REC_STEP);
         zp_ev_str(&ev, ZP_KEY(STEP, split), "train");
         zp_ev_int(&ev, ZP_KEY(STEP, epoch), epoch);
         zp_ev_int(&ev, ZP_KEY(STEP, epochs), c->epochs);
