@@ -5,7 +5,6 @@
 #include "pipeline/runtime/config_table.h"
 #include "pipeline/runtime/log.h"
 #include "schemas/config_keys.h"
-#include "schemas/msg.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -740,112 +739,17 @@ static void blame(origin_t *o, walk_t *w, const char *name, const yaml_mark_t **
     *m = o->override ? NULL : w->seen[i] ? &w->mark[i] : &top;
 }
 
-/* A sample's values must fit in one message (ZP_MAX_ELEMS): beyond, every
- * SAMPLES would be refused as malformed and the run would wait forever. Each
- * factor is at most 65536 (synthetic) or 16384 (crop): no product overflows. */
-static int check_sample_size(origin_t *o, zp_config_t *cfg, walk_t *w)
+/* The rules beyond one key's type and range (config_check.c), the error
+ * pointed at the key a rule blames. */
+static int cross_check(origin_t *o, const zp_config_t *cfg, walk_t *w)
 {
+    const char *key;
+    char what[384];
+    if (!zp_config_check(cfg, &key, what, sizeof what))
+        return 0;
     const yaml_mark_t *m;
-    const char *shape = "dataset.synthetic.shape";
-    int64_t elems = 1;
-    for (int i = 0; i < cfg->synth_shape.n && i < 3; i++)
-        elems *= cfg->synth_shape.v[i];
-    if (cfg->synth_shape.n < 1 || cfg->synth_shape.n > 3) {
-        blame(o, w, shape, &m);
-        return fail_at(o, m, shape, NULL, "needs 1 to 3 dimensions (got %d)", cfg->synth_shape.n);
-    }
-    if (cfg->dataset_source == ZP_SOURCE_SYNTHETIC && elems > ZP_MAX_ELEMS) {
-        blame(o, w, shape, &m);
-        return fail_at(o, m, shape, NULL,
-                       "%lld values a sample, more than a message carries (ZP_MAX_ELEMS = %u)",
-                       (long long)elems, ZP_MAX_ELEMS);
-    }
-    int64_t crop = cfg->image_crop, most = (int64_t)sqrt(ZP_MAX_ELEMS / 3.0);
-    int images = cfg->dataset_source == ZP_SOURCE_IMAGE_FOLDER ||
-                 cfg->dataset_source == ZP_SOURCE_IMAGE_LIST;
-    if (images && 3 * crop * crop > ZP_MAX_ELEMS) {
-        blame(o, w, "dataset.image.crop", &m);
-        return fail_at(o, m, "dataset.image.crop", NULL,
-                       "3 x %lld x %lld = %lld values a sample, more than a message carries "
-                       "(ZP_MAX_ELEMS = %u): at most %lld", (long long)crop, (long long)crop,
-                       (long long)(3 * crop * crop), ZP_MAX_ELEMS, (long long)most);
-    }
-    return 0;
-}
-
-/* dataset.source: python: a callable named as module:callable, and no
- * augmentation in the loaders (they do not know a Dataset's fields). */
-static int check_python(origin_t *o, zp_config_t *cfg, walk_t *w)
-{
-    const yaml_mark_t *m;
-    const char *colon = strchr(cfg->py_class, ':');
-    if (!colon || colon == cfg->py_class || !colon[1] || strchr(colon + 1, ':')) {
-        blame(o, w, "dataset.python.class", &m);
-        return fail_at(o, m, "dataset.python.class", NULL, "needs module:callable, like "
-                       "my_data:SlowPets (got '%s')", cfg->py_class);
-    }
-    if (cfg->aug_where == ZP_AUG_IN_LOADER) {
-        blame(o, w, "dataset.augment.where", &m);
-        return fail_at(o, m, "dataset.augment.where", NULL, "loader does not apply to "
-                       "dataset.source: python: augment in your Dataset with the cache off, or "
-                       "in the training loop");
-    }
-    return 0;
-}
-
-/* Checks that involve more than one key. */
-static int cross_check(origin_t *o, zp_config_t *cfg, walk_t *w)
-{
-    const yaml_mark_t *m;
-    if (strchr(cfg->run_name, '/') || cfg->run_name[0] == '.') { /* "..", "../x": outside run.dir */
-        blame(o, w, "run.name", &m);
-        return fail_at(o, m, "run.name", NULL, "must be one folder name in run.dir: no '/', not "
-                       "starting with '.' (got '%s')", cfg->run_name);
-    }
-    if (cfg->mean.n != 1 && cfg->std.n != 1 && cfg->mean.n != cfg->std.n) {
-        blame(o, w, "dataset.std", &m);
-        return fail_at(o, m, "dataset.std", NULL, "has %d values but dataset.mean has %d",
-                       cfg->std.n, cfg->mean.n);
-    }
-    if (cfg->mean.n == 0 || cfg->std.n == 0) {
-        const char *k = cfg->mean.n ? "dataset.std" : "dataset.mean";
-        blame(o, w, k, &m);
-        return fail_at(o, m, k, NULL, "needs at least one value");
-    }
-    if (cfg->betas.n != 2) {
-        blame(o, w, "trainer.optimizer.betas", &m);
-        return fail_at(o, m, "trainer.optimizer.betas", NULL, "needs 2 values (got %d)",
-                       cfg->betas.n);
-    }
-    const char *range[2] = {"dataset.augment.scale", "dataset.augment.ratio"};
-    const zp_floats_t *lohi[2] = {&cfg->aug_scale, &cfg->aug_ratio};
-    for (int i = 0; i < 2; i++)
-        if (lohi[i]->n != 2 || lohi[i]->v[0] > lohi[i]->v[1]) {
-            blame(o, w, range[i], &m);
-            return fail_at(o, m, range[i], NULL, "needs 2 values, lowest first");
-        }
-    if (cfg->aug_where == ZP_AUG_IN_LOADER && cfg->cache_enabled) {
-        blame(o, w, "dataset.augment.where", &m);
-        return fail_at(o, m, "dataset.augment.where", NULL,
-                       "loader needs cache.enabled: false (the cache would keep one draw)");
-    }
-    if (cfg->aug_where == ZP_AUG_IN_LOADER && cfg->dtype == ZP_DT_UINT8) {
-        blame(o, w, "dataset.augment.where", &m);
-        return fail_at(o, m, "dataset.augment.where", NULL,
-                       "loader needs dataset.dtype: float32 (augmented pixels are not bytes)");
-    }
-    if (cfg->autoscale && cfg->max_workers && cfg->min_workers > cfg->max_workers) {
-        blame(o, w, "loader.min_workers", &m);
-        return fail_at(o, m, "loader.min_workers", NULL, "%lld is above loader.max_workers %lld: "
-                       "lower it, or raise loader.max_workers (0: the free cores)",
-                       (long long)cfg->min_workers, (long long)cfg->max_workers);
-    }
-    if (cfg->dataset_source == ZP_SOURCE_PYTHON) {
-        int rc = check_python(o, cfg, w);
-        if (rc)
-            return rc;
-    }
-    return check_sample_size(o, cfg, w);
+    blame(o, w, key, &m);
+    return fail_at(o, m, key, NULL, "%s", what);
 }
 
 /* ---- paths ------------------------------------------------------------------------------ */

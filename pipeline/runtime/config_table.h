@@ -29,6 +29,11 @@ typedef struct {
 extern const zp_config_key_t zp_config_keys[];
 extern const int zp_config_nkeys;
 
+/* The rules beyond each key's type and range (config_check.c): 0 when cfg
+ * keeps them all, else 1 with the key to blame in *key and what is wrong in
+ * `what`. */
+int zp_config_check(const zp_config_t *cfg, const char **key, char *what, size_t len);
+
 /* The idx-th of "a|b|c" into buf. */
 const char *zp_config_enum_name(const char *choices, int idx, char *buf, size_t len);
 

@@ -15,9 +15,7 @@ int zp_consumer_open(zp_consumer_t *c, zp_stage_t *st, int rank, const zp_route_
     memset(c, 0, sizeof *c);
     c->st = st, c->rank = rank;
     zp_frames_init(&c->f);
-    c->inbox = (zp_inbox_t){.routes = routes, .nroutes = nroutes, .first = 0,
-                            .from = "the prefetch stage", .dropped = &c->dropped,
-                            .errors = &st->stats.errors};
+    c->inbox = zp_stage_inbox(st, routes, nroutes, 0, "the prefetch stage", &c->dropped);
     char ep[ZP_ENDPOINT_MAX + 16], ring[32];
     int rc = zp_batch_layout(&c->lay, st->cfg.batch_size, st->meta.sample_bytes);
     if (rc) {

@@ -174,6 +174,13 @@ static void send_samples(void *ctx, int region, const int64_t *ns, const int64_t
     zp_ev_send(st, &ev);
 }
 
+zp_inbox_t zp_stage_inbox(zp_stage_t *st, const zp_route_t *routes, int nroutes, int first,
+                          const char *from, int64_t *dropped)
+{
+    return (zp_inbox_t){.routes = routes, .nroutes = nroutes, .first = first, .from = from,
+                        .dropped = dropped, .errors = &st->stats.errors};
+}
+
 int zp_stage_open(zp_stage_t *st)
 {
     zp_timers_init(&st->timers, send_samples, st);

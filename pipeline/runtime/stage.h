@@ -10,6 +10,7 @@
 #include "pipeline/runtime/config.h"
 #include "pipeline/runtime/dataset.h"
 #include "pipeline/runtime/slurm.h"
+#include "pipeline/runtime/sock.h"
 #include "pipeline/runtime/timer.h"
 #include "schemas/records.h"
 
@@ -121,6 +122,15 @@ int zp_stage_open(zp_stage_t *st);
 void zp_stage_close(zp_stage_t *st);
 /* Endpoint of a named socket of this run, or ZP_EINVAL with an error logged. */
 int zp_stage_endpoint(const zp_stage_t *st, const char *name, char *buf, size_t len);
+
+/* A stage's inbox for route table `routes` (a static array, ZP_STAGE_INBOX
+ * counts it) of messages from `from` ("a loader"), starting at frame `first`
+ * (1 after a ROUTER's identity): what it drops is counted in *dropped and in
+ * the stage's stats.errors. */
+zp_inbox_t zp_stage_inbox(zp_stage_t *st, const zp_route_t *routes, int nroutes, int first,
+                          const char *from, int64_t *dropped);
+#define ZP_STAGE_INBOX(st, routes, first, from, dropped)                                           \
+    zp_stage_inbox((st), (routes), ZP_COUNT(routes), (first), (from), (dropped))
 /* Opens the run's socket `name` (pipeline/runtime/names.h), bound or connected, with
  * LINGER linger_ms: ipc under sock/. Under Slurm the sockets every rank
  * shares (a slurm_port in names.h: events, comm) are bound on rank 0 to ipc (plain, for its own

@@ -567,12 +567,8 @@ int zp_cache_main(zp_stage_t *st)
     static cache_t c;
     c.st = st;
     zp_frames_init(&c.f);
-    c.work_in = (zp_inbox_t){.routes = WORK_ROUTES, .nroutes = ZP_COUNT(WORK_ROUTES), .first = 1,
-                             .from = "a loader", .dropped = &c.dropped,
-                             .errors = &st->stats.errors};
-    c.fetch_in = (zp_inbox_t){.routes = FETCH_ROUTES, .nroutes = ZP_COUNT(FETCH_ROUTES), .first = 1,
-                              .from = "a prefetch", .dropped = &c.dropped,
-                              .errors = &st->stats.errors};
+    c.work_in = ZP_STAGE_INBOX(st, WORK_ROUTES, 1, "a loader", &c.dropped);
+    c.fetch_in = ZP_STAGE_INBOX(st, FETCH_ROUTES, 1, "a prefetch", &c.dropped);
     char ep[ZP_ENDPOINT_MAX + 16];
     int rc = 1;
     if (zp_stage_endpoint(st, zp_sock_name(ZP_SOCK_WORK), ep, sizeof ep) ||

@@ -400,9 +400,7 @@ int zp_loader_run(zp_stage_t *st, zp_source_t *src)
     l.st = st;
     l.src = src;
     zp_frames_init(&l.f);
-    l.in = (zp_inbox_t){.routes = ROUTES, .nroutes = ZP_COUNT(ROUTES), .first = 0,
-                        .from = "the cache stage", .dropped = &l.dropped,
-                        .errors = &st->stats.errors};
+    l.in = ZP_STAGE_INBOX(st, ROUTES, 0, "the cache stage", &l.dropped);
     l.lut = zp_normalize_lut(&st->cfg, st->meta.shape[0]);
     l.chunk = (size_t)(256 << 10) / (size_t)st->meta.elems;
     l.chunk = l.chunk < 1 ? 1 : l.chunk;

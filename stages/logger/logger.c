@@ -294,11 +294,9 @@ int zp_logger_main(zp_stage_t *st)
     l.st = st;
     l.tty = isatty(STDOUT_FILENO);
     zp_frames_init(&l.f);
-    l.pull_in = (zp_inbox_t){.routes = PULL_ROUTES, .nroutes = ZP_COUNT(PULL_ROUTES), .first = 0,
-                             .from = "a stage", .dropped = &l.dropped, .errors = &st->stats.errors};
-    l.rep_in = (zp_inbox_t){.routes = REP_ROUTES, .nroutes = ZP_COUNT(REP_ROUTES), .first = 0,
-                            .from = "a stat client", .dropped = &l.dropped,
-                            .errors = &st->stats.errors, .on_drop = on_bad_request};
+    l.pull_in = ZP_STAGE_INBOX(st, PULL_ROUTES, 0, "a stage", &l.dropped);
+    l.rep_in = ZP_STAGE_INBOX(st, REP_ROUTES, 0, "a stat client", &l.dropped);
+    l.rep_in.on_drop = on_bad_request; /* a REP socket answers even what it cannot read */
     int rc = open_all(&l);
     while (!rc && !zp_stop) {
         zp_stats_state(&st->stats, ZP_ST_WAIT_IN);

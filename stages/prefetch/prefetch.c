@@ -763,12 +763,8 @@ int zp_prefetch_main(zp_stage_t *st)
     static prefetch_t p;
     p.st = st;
     zp_frames_init(&p.f);
-    p.fetch_in = (zp_inbox_t){.routes = FETCH_ROUTES, .nroutes = ZP_COUNT(FETCH_ROUTES), .first = 0,
-                              .from = "the cache stage", .dropped = &p.dropped,
-                              .errors = &st->stats.errors};
-    p.ring_in = (zp_inbox_t){.routes = RING_ROUTES, .nroutes = ZP_COUNT(RING_ROUTES), .first = 0,
-                             .from = "the trainer", .dropped = &p.dropped,
-                             .errors = &st->stats.errors};
+    p.fetch_in = ZP_STAGE_INBOX(st, FETCH_ROUTES, 0, "the cache stage", &p.dropped);
+    p.ring_in = ZP_STAGE_INBOX(st, RING_ROUTES, 0, "the trainer", &p.dropped);
     int rc = open_all(&p);
     if (!rc) {
         zp_info("ring of %u slots x %zu bytes, %d batches in flight; %lld train, %lld test samples",
