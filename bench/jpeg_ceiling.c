@@ -176,7 +176,7 @@ int main(int argc, char **argv)
     zp_dataset_file(&cfg, cfg.image_train, where, sizeof where);
     int rc = zp_dataset_probe(&cfg, &meta, err, sizeof err);
     if (!rc)
-        rc = zp_source_image_open(&src, &cfg, &meta, err, sizeof err);
+        rc = zp_source_image_create(&src, &cfg, &meta, err, sizeof err);
     if (!rc)
         rc = zp_imagelist_read(where, cfg.dataset_source == ZP_SOURCE_IMAGE_LIST, &list, err, sizeof err);
     if (rc) {

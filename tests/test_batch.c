@@ -87,7 +87,7 @@ static void a_result_held_before_the_slot_is_copied_in_when_it_comes(void **stat
     memcpy(zmq_msg_data(&f.part[3]), data, sizeof data);
     zp_msg_t m = {.type = ZP_MSG_RESULT, .offset = 0, .n = BS};
     assert_int_equal(zp_batch_hold(bt, &m, &f), 0);
-    zp_frames_close(&f); /* the frames moved: closing f leaves the held copy alone */
+    zp_frames_free(&f); /* the frames moved: closing f leaves the held copy alone */
     assert_int_equal(bt->nheld, 1);
     assert_int_equal(bt->filled, 0);
     zp_slot_view_t v = slot();
@@ -114,7 +114,7 @@ static void an_abandoned_batch_closes_what_it_held_and_is_unused(void **state)
         zmq_msg_init_size(&f.part[i], 8);
     zp_msg_t m = {.type = ZP_MSG_RESULT, .offset = 0, .n = 1};
     assert_int_equal(zp_batch_hold(bt, &m, &f), 0);
-    zp_frames_close(&f);
+    zp_frames_free(&f);
     zp_batch_abandon(bt); /* the held frames are closed here (LeakSanitizer would see them) */
     assert_int_equal(bt->nheld, 0);
     assert_int_equal(bt->batch, -1);

@@ -125,7 +125,7 @@ static void make_value(value_t *x, uint32_t index, int32_t label)
     zp_config_t cfg;
     config(&cfg, &x->m, NULL);
     float px[6] = {0.5f, -1, 2, 3.25f, 0, 1e-3f};
-    zp_cache_header(x->v, &x->m, index, label, px, sizeof px);
+    zp_cachedb_header(x->v, &x->m, index, label, px, sizeof px);
     memcpy(x->v + ZP_CACHE_HDR, px, sizeof px);
 }
 
@@ -133,7 +133,7 @@ static int check(value_t *x, uint32_t index, int32_t *label, const char **why)
 {
     MDB_val v = {sizeof x->v, x->v};
     const uint8_t *payload = NULL;
-    return zp_cache_check(&v, &x->m, index, label, &payload, why);
+    return zp_cachedb_check_value(&v, &x->m, index, label, &payload, why);
 }
 
 static void a_value_header_is_laid_out_as_documented(void **state)
@@ -152,16 +152,16 @@ static void a_value_header_is_laid_out_as_documented(void **state)
     assert_memory_equal(x.v + 20, rest, 12);
     uint64_t sum;
     memcpy(&sum, x.v + 32, 8);
-    assert_true(sum == zp_cache_sum(x.v, x.v + ZP_CACHE_HDR, 24));
+    assert_true(sum == zp_cachedb_sum(x.v, x.v + ZP_CACHE_HDR, 24));
     uint8_t key[4];
-    zp_cache_key(0x01020304, key);
+    zp_cachedb_key(0x01020304, key);
     assert_memory_equal(key, "\x01\x02\x03\x04", 4); /* big-endian: a cursor walks in index order */
 
     int32_t label = -1;
     const uint8_t *payload = NULL;
     const char *why = NULL;
     MDB_val v = {sizeof x.v, x.v};
-    assert_int_equal(zp_cache_check(&v, &x.m, 0x01020304, &label, &payload, &why), 0);
+    assert_int_equal(zp_cachedb_check_value(&v, &x.m, 0x01020304, &label, &payload, &why), 0);
     assert_int_equal(label, 4);
     assert_ptr_equal(payload, x.v + ZP_CACHE_HDR);
 }
@@ -190,7 +190,7 @@ static void each_fault_has_its_reason(void **state)
     make_value(&x, 9, 2);
     MDB_val shorter = {sizeof x.v - 1, x.v};
     const uint8_t *payload;
-    assert_int_equal(zp_cache_check(&shorter, &x.m, 9, &label, &payload, &why), ZP_EDATA);
+    assert_int_equal(zp_cachedb_check_value(&shorter, &x.m, 9, &label, &payload, &why), ZP_EDATA);
     assert_string_equal(why, "value has the wrong size");
     assert_int_equal(check(&x, 10, &label, &why), ZP_EDATA);
     assert_string_equal(why, "value belongs to another key");
@@ -225,11 +225,11 @@ static void the_header_check_leaves_the_sum_to_the_caller(void **state)
     const uint8_t *payload;
     uint64_t sum;
     const char *why;
-    assert_int_equal(zp_cache_check_header(&v, &x.m, 1, &label, &payload, &sum, &why), 0);
+    assert_int_equal(zp_cachedb_check_header(&v, &x.m, 1, &label, &payload, &sum, &why), 0);
     /* ... and the caller's sum over its copy catches it */
     uint8_t copy[24];
     memcpy(copy, payload, sizeof copy);
-    assert_true(zp_cache_sum(x.v, copy, sizeof copy) != sum);
+    assert_true(zp_cachedb_sum(x.v, copy, sizeof copy) != sum);
 }
 
 /* ---- an environment in a temporary folder --------------------------------------------- */
@@ -239,7 +239,7 @@ static void put(zp_cachedb_t *c, int split, uint32_t index, const void *val, siz
     MDB_txn *txn;
     assert_int_equal(zp_cachedb_write_begin(c, &txn), 0);
     uint8_t kb[4];
-    zp_cache_key(index, kb);
+    zp_cachedb_key(index, kb);
     MDB_val k = {4, kb}, v = {n, (void *)val};
     assert_int_equal(mdb_put(txn, c->dbi[split], &k, &v, 0), 0);
     assert_int_equal(mdb_txn_commit(txn), 0);
@@ -275,15 +275,15 @@ static void a_writer_creates_and_a_reader_reopens_the_environment(void **state)
     MDB_txn *txn;
     assert_int_equal(zp_cachedb_read_begin(&r, &txn), 0);
     uint8_t kb[4];
-    zp_cache_key(3, kb);
+    zp_cachedb_key(3, kb);
     MDB_val k = {4, kb}, v;
     assert_int_equal(mdb_get(txn, r.dbi[ZP_SPLIT_TRAIN], &k, &v), 0);
     int32_t label;
     const uint8_t *payload;
     const char *why;
-    assert_int_equal(zp_cache_check(&v, &m, 3, &label, &payload, &why), 0);
+    assert_int_equal(zp_cachedb_check_value(&v, &m, 3, &label, &payload, &why), 0);
     assert_int_equal(label, 1);
-    zp_cache_key(2, kb);
+    zp_cachedb_key(2, kb);
     assert_int_equal(mdb_get(txn, r.dbi[ZP_SPLIT_TRAIN], &k, &v), MDB_NOTFOUND);
     mdb_txn_abort(txn);
     /* a reader cannot write */

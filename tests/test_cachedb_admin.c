@@ -24,13 +24,13 @@
 static char dir[64], cache[96], err[4400];
 static zp_config_t cfg;
 static zp_dataset_meta_t meta;
-static zp_cachedb_stat_t st;
+static zp_cachedb_admin_stat_t st;
 
 /* A value for sample `index` (1x2x3 float32), as the cache stage writes it. */
 static void make_value(uint8_t v[ZP_CACHE_HDR + 24], uint32_t index)
 {
     float px[6] = {0.5f, -1, 2, 3.25f, 0, 1e-3f};
-    zp_cache_header(v, &meta, index, 1, px, sizeof px);
+    zp_cachedb_header(v, &meta, index, 1, px, sizeof px);
     memcpy(v + ZP_CACHE_HDR, px, sizeof px);
 }
 
@@ -39,7 +39,7 @@ static void put(zp_cachedb_t *c, int split, uint32_t index, const uint8_t *val, 
     MDB_txn *txn;
     assert_int_equal(zp_cachedb_write_begin(c, &txn), 0);
     uint8_t kb[4];
-    zp_cache_key(index, kb);
+    zp_cachedb_key(index, kb);
     MDB_val k = {4, kb}, v = {n, (void *)val};
     assert_int_equal(mdb_put(txn, c->dbi[split], &k, &v, 0), 0);
     assert_int_equal(mdb_txn_commit(txn), 0);
@@ -106,7 +106,7 @@ static void stat_lists_each_database_with_entries_and_fingerprint(void **state)
     char train[96], test[96], fp[2048];
     split_name(ZP_SPLIT_TRAIN, train, sizeof train);
     split_name(ZP_SPLIT_TEST, test, sizeof test);
-    assert_int_equal(zp_cachedb_stat(cache, &st, err, sizeof err), 0);
+    assert_int_equal(zp_cachedb_admin_stat(cache, &st, err, sizeof err), 0);
     assert_int_equal(st.n, 3); /* both splits and meta */
     assert_non_null(find("meta"));
     const zp_cachedb_db_t *d = find(train);
@@ -144,7 +144,7 @@ static void verify_counts_every_value_and_names_the_bad_one(void **state)
     split_name(ZP_SPLIT_TRAIN, train, sizeof train);
     bad_t b = {0};
     int64_t values = -1, bad = -1;
-    assert_int_equal(zp_cachedb_verify(cache, record_bad, &b, &values, &bad, err, sizeof err), 0);
+    assert_int_equal(zp_cachedb_admin_verify(cache, record_bad, &b, &values, &bad, err, sizeof err), 0);
     assert_int_equal(values, 4); /* meta's fingerprints are not values */
     assert_int_equal(bad, 1);
     assert_int_equal(b.n, 1);
@@ -159,9 +159,9 @@ static void drop_removes_a_database_and_its_fingerprint(void **state)
     char test[96];
     size_t entries = 0;
     split_name(ZP_SPLIT_TEST, test, sizeof test);
-    assert_int_equal(zp_cachedb_drop(cache, test, &entries, err, sizeof err), 0);
+    assert_int_equal(zp_cachedb_admin_drop(cache, test, &entries, err, sizeof err), 0);
     assert_int_equal(entries, 1);
-    assert_int_equal(zp_cachedb_stat(cache, &st, err, sizeof err), 0);
+    assert_int_equal(zp_cachedb_admin_stat(cache, &st, err, sizeof err), 0);
     assert_null(find(test));
     assert_int_equal(st.n, 2);
     /* its fingerprint went with it: a run rebuilds the split from scratch */
@@ -181,11 +181,11 @@ static void drop_refuses_meta_and_an_unknown_database(void **state)
 {
     (void)state;
     size_t entries = 7;
-    assert_int_equal(zp_cachedb_drop(cache, "meta", &entries, err, sizeof err), MDB_INCOMPATIBLE);
+    assert_int_equal(zp_cachedb_admin_drop(cache, "meta", &entries, err, sizeof err), MDB_INCOMPATIBLE);
     assert_non_null(strstr(err, "cannot drop meta"));
-    assert_int_equal(zp_cachedb_drop(cache, "no/such", &entries, err, sizeof err), MDB_NOTFOUND);
+    assert_int_equal(zp_cachedb_admin_drop(cache, "no/such", &entries, err, sizeof err), MDB_NOTFOUND);
     assert_non_null(strstr(err, ": cannot drop no/such: no such database"));
-    assert_int_equal(zp_cachedb_stat(cache, &st, err, sizeof err), 0);
+    assert_int_equal(zp_cachedb_admin_stat(cache, &st, err, sizeof err), 0);
     assert_int_equal(st.n, 3); /* nothing removed */
 }
 
@@ -194,17 +194,17 @@ static void a_folder_without_an_environment_is_enoent(void **state)
     (void)state;
     int64_t values, bad;
     size_t entries;
-    assert_int_equal(zp_cachedb_stat(dir, &st, err, sizeof err), -ENOENT);
+    assert_int_equal(zp_cachedb_admin_stat(dir, &st, err, sizeof err), -ENOENT);
     assert_non_null(strstr(err, ": no LMDB environment there"));
     assert_non_null(strstr(err, dir));
-    assert_int_equal(zp_cachedb_verify(dir, NULL, NULL, &values, &bad, err, sizeof err), -ENOENT);
-    assert_int_equal(zp_cachedb_drop(dir, "x", &entries, err, sizeof err), -ENOENT);
+    assert_int_equal(zp_cachedb_admin_verify(dir, NULL, NULL, &values, &bad, err, sizeof err), -ENOENT);
+    assert_int_equal(zp_cachedb_admin_drop(dir, "x", &entries, err, sizeof err), -ENOENT);
 }
 
 static const char *judge(const uint8_t *key, size_t klen, const uint8_t *val, size_t vlen)
 {
     MDB_val k = {klen, (void *)key}, v = {vlen, (void *)val};
-    return zp_cache_check_value(&k, &v);
+    return zp_cachedb_admin_check(&k, &v);
 }
 
 static void a_value_is_judged_on_its_own_bytes(void **state)
@@ -212,14 +212,14 @@ static void a_value_is_judged_on_its_own_bytes(void **state)
     (void)state;
     uint8_t v[ZP_CACHE_HDR + 24], k[4];
     make_value(v, 5);
-    zp_cache_key(5, k);
+    zp_cachedb_key(5, k);
     assert_null(judge(k, 4, v, sizeof v));
     assert_string_equal(judge(k, 3, v, sizeof v), "key is not a 4-byte sample index");
     assert_string_equal(judge(k, 4, v, sizeof v - 1), "payload size disagrees with the shape");
     assert_string_equal(judge(k, 4, v, 10), "bad magic");
-    zp_cache_key(6, k);
+    zp_cachedb_key(6, k);
     assert_string_equal(judge(k, 4, v, sizeof v), "value belongs to another key");
-    zp_cache_key(5, k);
+    zp_cachedb_key(5, k);
     v[4] = 1; /* version 1 */
     assert_non_null(strstr(judge(k, 4, v, sizeof v), "another zeus-pipe version"));
     make_value(v, 5);

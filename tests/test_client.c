@@ -51,7 +51,7 @@ typedef struct {
     char run[64];
     zp_ring_t *ring;
     void *ctx, *sock;
-    zp_batch_layout_t lay;
+    zp_ring_layout_t lay;
     /* what the thread saw: checked by the main thread after the join */
     int frees, bad_frees;
     zp_msg_t seek;         /* the last SEEK that came */
@@ -142,7 +142,7 @@ static void *play_prefetch(void *arg)
     zp_frames_init(&f);
     if (!send_batches(p, &f, 0, SAMPLES / BATCH))
         finish(p, &f, SAMPLES);
-    zp_frames_close(&f);
+    zp_frames_free(&f);
     return NULL;
 }
 
@@ -172,7 +172,7 @@ static void *play_seek(void *arg)
     if (!send_batches(p, &f, 0, 2) && !answer_seek(p, &f, "not now") && !answer_seek(p, &f, NULL) &&
         !send_batches(p, &f, (int)p->seek.index, SAMPLES / BATCH))
         finish(p, &f, (SAMPLES / BATCH - p->seek.index) * BATCH);
-    zp_frames_close(&f);
+    zp_frames_free(&f);
     return NULL;
 }
 
@@ -211,8 +211,8 @@ static void *bind_logger(prefetch_t *p)
 {
     char ep[PATH_MAX + 32];
     assert_int_equal(zp_endpoint(ep, sizeof ep, p->run, "events"), 0);
-    void *pull = zp_sock_open(p->ctx, ZMQ_PULL, ep, 1, 0);
-    assert_non_null(pull);
+    void *pull;
+    assert_int_equal(zp_sock_create(&pull, p->ctx, ZMQ_PULL, ep, 1, 0), 0);
     return pull;
 }
 
@@ -248,7 +248,7 @@ static void read_records(void *pull, seen_t *s)
         }
         zp_msg_release(&m);
     }
-    zp_frames_close(&f);
+    zp_frames_free(&f);
 }
 
 static void check_batch(const zp_client_batch_t *b, uint64_t k)
@@ -276,11 +276,11 @@ static void an_epoch_reaches_the_client_and_its_proof_the_logger(void **state)
     memset(&p, 0, sizeof p);
     make_run(&p);
     char name[128], ep[PATH_MAX + 32], err[1024];
-    assert_int_equal(zp_batch_layout(&p.lay, BATCH, ELEMS * 4), 0);
+    assert_int_equal(zp_ring_layout(&p.lay, BATCH, ELEMS * 4), 0);
     zp_ring_name(name, sizeof name, p.run, 0);
     assert_int_equal(zp_ring_create(&p.ring, name, DEPTH, p.lay.bytes), 0);
     assert_int_equal(zp_endpoint(ep, sizeof ep, p.run, "ring-0"), 0);
-    assert_non_null(p.sock = zp_sock_open(p.ctx, ZMQ_PAIR, ep, 1, 0));
+    assert_int_equal(zp_sock_create(&p.sock, p.ctx, ZMQ_PAIR, ep, 1, 0), 0);
     void *logger = bind_logger(&p);
 
     zp_client_t *c = zp_client_attach(p.run, 0, 5000, err, sizeof err);
@@ -360,11 +360,11 @@ static void *open_run(prefetch_t *p)
     char name[128], ep[PATH_MAX + 32];
     memset(p, 0, sizeof *p);
     make_run(p);
-    assert_int_equal(zp_batch_layout(&p->lay, BATCH, ELEMS * 4), 0);
+    assert_int_equal(zp_ring_layout(&p->lay, BATCH, ELEMS * 4), 0);
     zp_ring_name(name, sizeof name, p->run, 0);
     assert_int_equal(zp_ring_create(&p->ring, name, DEPTH, p->lay.bytes), 0);
     assert_int_equal(zp_endpoint(ep, sizeof ep, p->run, "ring-0"), 0);
-    assert_non_null(p->sock = zp_sock_open(p->ctx, ZMQ_PAIR, ep, 1, 0));
+    assert_int_equal(zp_sock_create(&p->sock, p->ctx, ZMQ_PAIR, ep, 1, 0), 0);
     return bind_logger(p);
 }
 

@@ -52,7 +52,7 @@ static void *rank_main(void *arg)
     rank_t *r = arg;
     zp_comm_t *c;
     r->rc[0] = r->rc[1] = -1;
-    if (zp_comm_open(&c, &r->st, r->rank, r->world, 0))
+    if (zp_comm_create(&c, &r->st, r->rank, r->world, 0))
         return NULL;
     for (int k = 0; k < 2; k++) {
         r->v[k][0] = (float)(r->rank + 1), r->v[k][1] = (float)(10 * r->rank + k);
@@ -99,7 +99,7 @@ static void one_rank_sums_alone(void **state)
     zp_stage_t st;
     stage_init(&st, 10);
     zp_comm_t *c;
-    assert_int_equal(zp_comm_open(&c, &st, 0, 1, 0), 0);
+    assert_int_equal(zp_comm_create(&c, &st, 0, 1, 0), 0);
     float v[2] = {1.5f, -2};
     double s[1] = {7};
     assert_int_equal(zp_comm_sum(c, v, 2, s, 1), 0);
@@ -139,7 +139,7 @@ static void a_handled_signal_ends_the_wait_with_signal_stops(void **state)
     assert_int_equal(mkdir(st.run_dir, 0700), 0);
     assert_int_equal(mkdir(sock, 0700), 0);
     zp_comm_t *c;
-    assert_int_equal(zp_comm_open(&c, &st, 0, 2, ZP_COMM_SIGNAL_STOPS), 0);
+    assert_int_equal(zp_comm_create(&c, &st, 0, 2, ZP_COMM_SIGNAL_STOPS), 0);
     struct sigaction sa = {.sa_handler = on_alarm}, old; /* no SA_RESTART: the poll sees EINTR */
     assert_int_equal(sigaction(SIGALRM, &sa, &old), 0);
     alarm(1);
@@ -158,10 +158,10 @@ static void a_bad_rank_or_world_is_refused(void **state)
     zp_stage_t st;
     stage_init(&st, 10);
     zp_comm_t *c = (zp_comm_t *)&st;
-    assert_int_equal(zp_comm_open(&c, &st, 2, 2, 0), ZP_EINVAL);
+    assert_int_equal(zp_comm_create(&c, &st, 2, 2, 0), ZP_EINVAL);
     assert_null(c);
-    assert_int_equal(zp_comm_open(&c, &st, 0, 0, 0), ZP_EINVAL);
-    assert_int_equal(zp_comm_open(&c, &st, 0, 65, 0), ZP_EINVAL);
+    assert_int_equal(zp_comm_create(&c, &st, 0, 0, 0), ZP_EINVAL);
+    assert_int_equal(zp_comm_create(&c, &st, 0, 65, 0), ZP_EINVAL);
 }
 
 static int setup(void **state)

@@ -116,7 +116,7 @@ static void what_is_put_is_got_back_before_and_after_commit_and_reopen(void **st
     (void)state;
     stage(NULL);
     zp_store_t *s;
-    assert_int_equal(zp_store_open(&s, st), 0);
+    assert_int_equal(zp_store_create(&s, st), 0);
     batch_t b;
     batch(&b, 3, (const uint32_t[]){5, 0, 17}, (const int32_t[]){4, 0, 2});
     assert_int_equal(get(s, ZP_SPLIT_TRAIN, 3, &b), 0); /* empty */
@@ -129,7 +129,7 @@ static void what_is_put_is_got_back_before_and_after_commit_and_reopen(void **st
     assert_null(s);
     zp_store_destroy(&s); /* safe twice */
 
-    assert_int_equal(zp_store_open(&s, st), 0);
+    assert_int_equal(zp_store_create(&s, st), 0);
     assert_int_equal(get(s, ZP_SPLIT_TRAIN, 3, &b), 1);
     assert_int_equal(st->events_dropped, 0); /* no warning was sent */
     zp_store_destroy(&s);
@@ -140,7 +140,7 @@ static void a_commit_every_n_samples_makes_them_durable(void **state)
     (void)state;
     stage("cache.commit_every=2");
     zp_store_t *s;
-    assert_int_equal(zp_store_open(&s, st), 0);
+    assert_int_equal(zp_store_create(&s, st), 0);
     batch_t b;
     batch(&b, 2, (const uint32_t[]){1, 2}, (const int32_t[]){1, 2});
     zp_store_put(s, ZP_SPLIT_TRAIN, 2, b.idx, b.lab, (const uint8_t *)b.data);
@@ -158,7 +158,7 @@ static void a_missing_or_skipped_sample_makes_the_request_a_miss(void **state)
     (void)state;
     stage(NULL);
     zp_store_t *s;
-    assert_int_equal(zp_store_open(&s, st), 0);
+    assert_int_equal(zp_store_create(&s, st), 0);
     batch_t b;
     batch(&b, 2, (const uint32_t[]){1, 2}, (const int32_t[]){1, ZP_LABEL_SKIPPED});
     zp_store_put(s, ZP_SPLIT_TRAIN, 2, b.idx, b.lab, (const uint8_t *)b.data);
@@ -175,7 +175,7 @@ static void a_corrupt_value_is_a_miss_and_a_new_put_heals_it(void **state)
     (void)state;
     stage(NULL);
     zp_store_t *s;
-    assert_int_equal(zp_store_open(&s, st), 0);
+    assert_int_equal(zp_store_create(&s, st), 0);
     batch_t b;
     batch(&b, 2, (const uint32_t[]){4, 6}, (const int32_t[]){3, 1});
     zp_store_put(s, ZP_SPLIT_TRAIN, 2, b.idx, b.lab, (const uint8_t *)b.data);
@@ -187,7 +187,7 @@ static void a_corrupt_value_is_a_miss_and_a_new_put_heals_it(void **state)
     MDB_txn *txn;
     assert_int_equal(zp_cachedb_write_begin(&c, &txn), 0);
     uint8_t kb[4], v[ZP_CACHE_HDR + 24];
-    zp_cache_key(6, kb);
+    zp_cachedb_key(6, kb);
     MDB_val k = {4, kb}, val;
     assert_int_equal(mdb_get(txn, c.dbi[ZP_SPLIT_TRAIN], &k, &val), 0);
     assert_int_equal(val.mv_size, sizeof v);
@@ -198,7 +198,7 @@ static void a_corrupt_value_is_a_miss_and_a_new_put_heals_it(void **state)
     assert_int_equal(mdb_txn_commit(txn), 0);
     zp_cachedb_close(&c);
 
-    assert_int_equal(zp_store_open(&s, st), 0);
+    assert_int_equal(zp_store_create(&s, st), 0);
     assert_int_equal(get(s, ZP_SPLIT_TRAIN, 2, &b), 0); /* never served */
     zp_store_put(s, ZP_SPLIT_TRAIN, 2, b.idx, b.lab, (const uint8_t *)b.data); /* the loaders' answer */
     assert_int_equal(get(s, ZP_SPLIT_TRAIN, 2, &b), 1);
@@ -217,7 +217,7 @@ static void a_full_map_turns_caching_off_with_one_warning(void **state)
     assert_int_equal(zp_config_load(&st->cfg, NULL, ov, 5, err, sizeof err), 0);
     assert_int_equal(zp_dataset_probe(&st->cfg, &st->meta, err, sizeof err), 0);
     zp_store_t *s;
-    assert_int_equal(zp_store_open(&s, st), 0);
+    assert_int_equal(zp_store_create(&s, st), 0);
     size_t bytes = st->meta.sample_bytes;
     enum { N = 40 };
     uint8_t idx[4 * N], lab[4 * N];
@@ -259,7 +259,7 @@ static void a_store_that_cannot_open_says_so_and_a_null_store_is_a_miss(void **s
     snprintf(path, sizeof path, "cache.path=%s/a-file/cache", dir);
     stage(path);
     zp_store_t *s = (zp_store_t *)1;
-    assert_int_equal(zp_store_open(&s, st), ZP_EDATA);
+    assert_int_equal(zp_store_create(&s, st), ZP_EDATA);
     assert_null(s);
     batch_t b;
     batch(&b, 1, (const uint32_t[]){0}, (const int32_t[]){0});

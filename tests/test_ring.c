@@ -105,7 +105,7 @@ static void a_second_mapping_sees_the_owners_bytes(void **state)
     (void)state;
     zp_ring_t *owner, *peer;
     assert_int_equal(zp_ring_create(&owner, name, 2, 5000), 0);
-    assert_int_equal(zp_ring_open(&peer, name, 0), 0);
+    assert_int_equal(zp_ring_map(&peer, name, 0), 0);
     assert_int_equal(peer->depth, 2);
     assert_int_equal(peer->slot_bytes, owner->slot_bytes);
     assert_true(owner->slot_bytes >= 5000 && owner->slot_bytes % 4096 == 0);
@@ -114,14 +114,14 @@ static void a_second_mapping_sees_the_owners_bytes(void **state)
     zp_ring_destroy(&peer);
     zp_ring_destroy(&owner);
     /* the owner unlinked it */
-    assert_int_equal(zp_ring_open(&peer, name, 0), -ENOENT);
+    assert_int_equal(zp_ring_map(&peer, name, 0), -ENOENT);
 }
 
 static void batch_layout_fits_and_aligns(void **state)
 {
     (void)state;
-    zp_batch_layout_t l;
-    assert_int_equal(zp_batch_layout(&l, 100, 784 * 4), 0);
+    zp_ring_layout_t l;
+    assert_int_equal(zp_ring_layout(&l, 100, 784 * 4), 0);
     assert_true(l.labels >= 400 && l.labels % 64 == 0);
     assert_true(l.data >= l.labels + 400 && l.data % 64 == 0);
     assert_int_equal(l.bytes, l.data + 100 * 784 * 4);
@@ -134,17 +134,17 @@ static void open_refuses_a_ring_of_another_nonce(void **state)
     assert_int_equal(zp_ring_create(&owner, name, 2, 64), 0);
     uint64_t first = owner->nonce;
     assert_true(first != 0);
-    assert_int_equal(zp_ring_open(&peer, name, first + 1), ZP_ESTALE);
+    assert_int_equal(zp_ring_map(&peer, name, first + 1), ZP_ESTALE);
     assert_null(peer);
-    assert_int_equal(zp_ring_open(&peer, name, first), 0);
+    assert_int_equal(zp_ring_map(&peer, name, first), 0);
     assert_true(peer->nonce == first);
     zp_ring_destroy(&peer);
     /* the same name made again (a new run): a new nonce, and the old one is refused */
     zp_ring_destroy(&owner);
     assert_int_equal(zp_ring_create(&owner, name, 2, 64), 0);
     assert_true(owner->nonce != first);
-    assert_int_equal(zp_ring_open(&peer, name, first), ZP_ESTALE);
-    assert_int_equal(zp_ring_open(&peer, name, 0), 0);
+    assert_int_equal(zp_ring_map(&peer, name, first), ZP_ESTALE);
+    assert_int_equal(zp_ring_map(&peer, name, 0), 0);
     assert_true(peer->nonce == owner->nonce);
     zp_ring_destroy(&peer);
     zp_ring_destroy(&owner);
@@ -173,12 +173,12 @@ static void open_refuses_a_header_whose_slots_overflow_the_file(void **state)
     (void)state;
     zp_ring_t *peer;
     forge(4, 1ull << 62, 8192); /* 4096 + 4 x 2^62 wraps to 4096: "fits" in 8 KiB */
-    assert_int_equal(zp_ring_open(&peer, name, 0), ZP_EPROTO);
+    assert_int_equal(zp_ring_map(&peer, name, 0), ZP_EPROTO);
     assert_null(peer);
     forge(2, UINT64_MAX - 4095, 8192); /* rounding up to pages wraps too */
-    assert_int_equal(zp_ring_open(&peer, name, 0), ZP_EPROTO);
+    assert_int_equal(zp_ring_map(&peer, name, 0), ZP_EPROTO);
     forge(1, 4096, 8192); /* an honest header of the same file is taken */
-    assert_int_equal(zp_ring_open(&peer, name, 0), 0);
+    assert_int_equal(zp_ring_map(&peer, name, 0), 0);
     assert_int_equal(peer->depth, 1);
     zp_ring_destroy(&peer);
     shm_unlink(name);
@@ -194,9 +194,9 @@ static void sizes_that_overflow_are_refused(void **state)
     /* slot_bytes x depth wraps: refused, not a tiny file of 64 "huge" slots */
     assert_int_equal(zp_ring_create(&r, name, 64, SIZE_MAX / 32), ZP_EINVAL);
     assert_null(r);
-    zp_batch_layout_t l;
-    assert_int_equal(zp_batch_layout(&l, 65536, SIZE_MAX / 1000), ZP_EINVAL);
-    assert_int_equal(zp_batch_layout(&l, 0, 4), ZP_EINVAL);
+    zp_ring_layout_t l;
+    assert_int_equal(zp_ring_layout(&l, 65536, SIZE_MAX / 1000), ZP_EINVAL);
+    assert_int_equal(zp_ring_layout(&l, 0, 4), ZP_EINVAL);
 }
 
 /* /dev/shm replaced by a 1 MiB tmpfs in a mount namespace of this process
@@ -215,8 +215,8 @@ static void a_ring_larger_than_shm_fails_with_enospc_not_sigbus(void **state)
     if (!small_shm())
         skip();
     char err[256];
-    assert_int_equal(zp_shm_room(512 << 10, err, sizeof err), 0);
-    assert_int_equal(zp_shm_room(2 << 20, err, sizeof err), ZP_EFULL);
+    assert_int_equal(zp_ring_shm_room(512 << 10, err, sizeof err), 0);
+    assert_int_equal(zp_ring_shm_room(2 << 20, err, sizeof err), ZP_EFULL);
     assert_string_equal(err, "needs 2.0 MiB of shared memory, /dev/shm has 1.0 MiB free");
     zp_ring_t *r;
     /* ftruncate + MAP_POPULATE "succeeded" here, and the first write to the

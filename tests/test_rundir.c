@@ -127,7 +127,7 @@ static void the_sweep_removes_its_own_shm_sockets_and_nested_runs_and_refuses_th
     snprintf(line, sizeof line, "run %s", nested_run);
     record(run, line);
 
-    zp_resources_cleanup(run);
+    zp_rundir_remove_resources(run);
 
     char path[PATH_MAX + 32];
     assert_int_equal(shm_open(shm, O_RDONLY, 0), -1); /* removed */
@@ -153,7 +153,7 @@ static void another_hosts_run_is_left_alone(void **state)
     touch(sock);
     snprintf(line, sizeof line, "sock %s", sock);
     record(run, line);
-    assert_int_equal(zp_resources_foreign(run), 1);
+    assert_int_equal(zp_rundir_foreign(run), 1);
     zp_rundir_cleanup(run);
     assert_true(access(sock, F_OK) == 0);
     zp_resources_path(path, sizeof path, run);
@@ -195,19 +195,19 @@ static void a_run_is_found_by_directory_by_name_or_as_the_only_live_one(void **s
     snprintf(runs, sizeof runs, "%s/runs", (const char *)*state);
     mkdir(runs, 0755);
     assert_int_equal(zp_rundir_create(runs, "mine", run, sizeof run), 0);
-    assert_int_equal(zp_find_run(run, found, sizeof found), 0);
+    assert_int_equal(zp_rundir_find(run, found, sizeof found), 0);
     assert_string_equal(found, run);
-    assert_int_equal(zp_find_run("mine", found, sizeof found), 0);
+    assert_int_equal(zp_rundir_find("mine", found, sizeof found), 0);
     assert_string_equal(found, run);
-    assert_int_equal(zp_find_run("nothing-here", found, sizeof found), 2);
-    assert_int_equal(zp_find_run(NULL, found, sizeof found), 2); /* none is running */
+    assert_int_equal(zp_rundir_find("nothing-here", found, sizeof found), 2);
+    assert_int_equal(zp_rundir_find(NULL, found, sizeof found), 2); /* none is running */
     snprintf(path, sizeof path, "%s/supervisor.pid", run);
     FILE *f = fopen(path, "w");
     assert_non_null(f);
     fprintf(f, "%d\n", (int)getpid());
     fclose(f);
     found[0] = 0;
-    assert_int_equal(zp_find_run(NULL, found, sizeof found), 0);
+    assert_int_equal(zp_rundir_find(NULL, found, sizeof found), 0);
     assert_string_equal(found, run);
     assert_int_equal(chdir(cwd), 0);
 }

@@ -24,16 +24,15 @@ static int setup(void **state)
 {
     (void)state;
     ctx = zmq_ctx_new();
-    in = zp_sock_open(ctx, ZMQ_PULL, "inproc://test", 1, 0);
-    out = zp_sock_open(ctx, ZMQ_PUSH, "inproc://test", 0, 0);
     zp_frames_init(&f);
-    return ctx && in && out ? 0 : -1;
+    return ctx && !zp_sock_create(&in, ctx, ZMQ_PULL, "inproc://test", 1, 0) &&
+           !zp_sock_create(&out, ctx, ZMQ_PUSH, "inproc://test", 0, 0) ? 0 : -1;
 }
 
 static int teardown(void **state)
 {
     (void)state;
-    zp_frames_close(&f);
+    zp_frames_free(&f);
     zp_sock_destroy(&in);
     zp_sock_destroy(&out);
     return zmq_ctx_term(ctx);
@@ -65,12 +64,14 @@ static void an_endpoint_longer_than_a_unix_socket_address_is_refused(void **stat
     assert_int_equal(zp_endpoint(buf, 20, "/runs/a", "fetch"), ZP_EINVAL);
 }
 
-static void a_socket_that_cannot_connect_is_null(void **state)
+static void a_socket_that_cannot_connect_is_an_error_and_null(void **state)
 {
     (void)state;
-    void *s = zp_sock_open(ctx, ZMQ_PUSH, "nonsense://x", 0, 0);
+    void *s;
+    assert_int_equal(zp_sock_create(&s, ctx, ZMQ_PUSH, "nonsense://x", 0, 0), ZP_EZMQ);
     assert_null(s);
-    void *dup = zp_sock_open(ctx, ZMQ_PULL, "inproc://test", 1, 0); /* bound already */
+    void *dup;
+    assert_int_equal(zp_sock_create(&dup, ctx, ZMQ_PULL, "inproc://test", 1, 0), ZP_EZMQ); /* bound already */
     assert_null(dup);
     zp_sock_destroy(&dup); /* safe on NULL */
 }
@@ -131,10 +132,9 @@ static void more_frames_than_fit_are_received_and_refused(void **state)
 static void a_routers_identity_frame_is_peeled(void **state)
 {
     (void)state;
-    void *router = zp_sock_open(ctx, ZMQ_ROUTER, "inproc://router", 1, 0);
-    void *dealer = zp_sock_open(ctx, ZMQ_DEALER, "inproc://router", 0, 0);
-    assert_non_null(router);
-    assert_non_null(dealer);
+    void *router, *dealer;
+    assert_int_equal(zp_sock_create(&router, ctx, ZMQ_ROUTER, "inproc://router", 1, 0), 0);
+    assert_int_equal(zp_sock_create(&dealer, ctx, ZMQ_DEALER, "inproc://router", 0, 0), 0);
     zp_msg_t m = {.type = ZP_MSG_READY, .credit = 3};
     assert_int_equal(zp_send(dealer, NULL, &m, NULL, NULL, 0, 0), 0);
     assert_int_equal(zp_frames_recv(&f, router, 0), 0);
@@ -155,8 +155,8 @@ static void a_routers_identity_frame_is_peeled(void **state)
     assert_int_equal(m.type, ZP_MSG_REFUSED);
     assert_string_equal(m.error, "another dataset");
     zp_msg_release(&m);
-    zp_frames_close(&g);
-    zp_frames_close(&f);
+    zp_frames_free(&g);
+    zp_frames_free(&f);
     zp_sock_destroy(&dealer);
     zp_sock_destroy(&router);
 }
@@ -280,7 +280,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         T(an_endpoint_is_the_runs_sock_folder),
         T(an_endpoint_longer_than_a_unix_socket_address_is_refused),
-        T(a_socket_that_cannot_connect_is_null),
+        T(a_socket_that_cannot_connect_is_an_error_and_null),
         T(a_multipart_message_is_received_whole_and_decoded),
         T(more_frames_than_fit_are_received_and_refused),
         T(a_routers_identity_frame_is_peeled),

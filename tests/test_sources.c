@@ -71,7 +71,7 @@ static void idx_reads_the_real_fashion_mnist(void **state)
     assert_int_equal(m.elems, 784);
     assert_int_equal(m.classes, 10);
     zp_source_t *src = NULL;
-    assert_int_equal(zp_source_idx_open(&src, &cfg, &m, err, sizeof err), 0);
+    assert_int_equal(zp_source_idx_create(&src, &cfg, &m, err, sizeof err), 0);
     int32_t label;
     uint64_t sum, weighted;
     /* figures from Python's gzip module on the same files */
@@ -121,7 +121,7 @@ static int idx_open_with(const char *images, const char *labels, zp_source_t **s
     if (labels)
         snprintf(cfg.test_labels, sizeof cfg.test_labels, "%s", labels);
     err[0] = 0;
-    return zp_source_idx_open(src, &cfg, &m, err, sizeof err);
+    return zp_source_idx_create(src, &cfg, &m, err, sizeof err);
 }
 
 static void a_truncated_idx_gzip_is_refused_naming_file_and_byte(void **state)
@@ -184,7 +184,7 @@ static zp_source_t *synthetic(const char *seed, const char *corrupt, zp_dataset_
                           "dataset.synthetic.classes=4", (char *)seed, (char *)corrupt}, 5);
     assert_int_equal(zp_dataset_probe(&cfg, m, err, sizeof err), 0);
     zp_source_t *src = NULL;
-    assert_int_equal(zp_source_synthetic_open(&src, &cfg, m, err, sizeof err), 0);
+    assert_int_equal(zp_source_synthetic_create(&src, &cfg, m, err, sizeof err), 0);
     return src;
 }
 
@@ -289,7 +289,7 @@ static zp_source_t *image_folder(zp_dataset_meta_t *m)
                           "dataset.image.crop=8"}, 4);
     assert_int_equal(zp_dataset_probe(&cfg, m, err, sizeof err), 0);
     zp_source_t *src = NULL;
-    assert_int_equal(zp_source_image_open(&src, &cfg, m, err, sizeof err), 0);
+    assert_int_equal(zp_source_image_create(&src, &cfg, m, err, sizeof err), 0);
     return src;
 }
 

@@ -115,7 +115,7 @@ static void ranking_puts_finished_runs_first_then_accuracy_then_loss(void **stat
 static void a_grid_over_the_maximum_is_refused_before_any_load(void **state)
 {
     (void)state;
-    zp_sweep_t *s = zp_sweep_new();
+    zp_sweep_t *s = zp_sweep_create();
     assert_non_null(s);
     s->config = "/no/such/config.yaml"; /* never read: the count is refused first */
     s->naxes = 3;

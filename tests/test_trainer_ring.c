@@ -89,15 +89,15 @@ static void a_dropped_batch_is_freed_and_the_ring_keeps_its_slots(void **state)
     snprintf(path, sizeof path, "%s/config.yaml", run);
     write_file(path, CONFIG);
 
-    zp_batch_layout_t lay;
-    assert_int_equal(zp_batch_layout(&lay, BATCH, ELEMS * 4), 0);
+    zp_ring_layout_t lay;
+    assert_int_equal(zp_ring_layout(&lay, BATCH, ELEMS * 4), 0);
     zp_ring_t *ring;
     zp_ring_name(name, sizeof name, run, 0);
     assert_int_equal(zp_ring_create(&ring, name, 2, lay.bytes), 0);
     void *ctx = zmq_ctx_new();
     assert_int_equal(zp_endpoint(ep, sizeof ep, run, "ring-0"), 0);
-    void *sock = zp_sock_open(ctx, ZMQ_PAIR, ep, 1, 0);
-    assert_non_null(sock);
+    void *sock;
+    assert_int_equal(zp_sock_create(&sock, ctx, ZMQ_PAIR, ep, 1, 0), 0);
 
     pid_t pid = trainer = fork();
     assert_true(pid >= 0);
@@ -146,7 +146,7 @@ static void a_dropped_batch_is_freed_and_the_ring_keeps_its_slots(void **state)
     int status;
     assert_int_equal(waitpid(pid, &status, 0), pid);
     trainer = 0;
-    zp_frames_close(&f);
+    zp_frames_free(&f);
     zp_sock_destroy(&sock);
     zmq_ctx_term(ctx);
     zp_ring_destroy(&ring);

@@ -25,7 +25,7 @@ static int failed(int rc, const char *err)
     return rc == -ENOENT ? 2 : 1;
 }
 
-static void print_json(const char *path, const zp_cachedb_stat_t *st)
+static void print_json(const char *path, const zp_cachedb_admin_stat_t *st)
 {
     printf("{\"path\":");
     zp_json_str(stdout, path);
@@ -43,7 +43,7 @@ static void print_json(const char *path, const zp_cachedb_stat_t *st)
     printf("]}\n");
 }
 
-static void print_text(const char *path, zp_cachedb_stat_t *st)
+static void print_text(const char *path, zp_cachedb_admin_stat_t *st)
 {
     printf("%s: map %.1f MiB, %.1f MiB used (%.0f%%)\n", path, st->map_bytes / 1048576.0,
            st->used_bytes / 1048576.0, 100.0 * st->used_bytes / (double)st->map_bytes);
@@ -61,9 +61,9 @@ static void print_text(const char *path, zp_cachedb_stat_t *st)
 
 static int cache_stat(const char *path, int json)
 {
-    static zp_cachedb_stat_t st;
+    static zp_cachedb_admin_stat_t st;
     char err[4200];
-    int rc = zp_cachedb_stat(path, &st, err, sizeof err);
+    int rc = zp_cachedb_admin_stat(path, &st, err, sizeof err);
     if (rc)
         return failed(rc, err);
     if (json)
@@ -86,7 +86,7 @@ static int cache_verify(const char *path)
     char err[4200];
     int64_t values, bad;
     int shown = 0;
-    int rc = zp_cachedb_verify(path, print_bad, &shown, &values, &bad, err, sizeof err);
+    int rc = zp_cachedb_admin_verify(path, print_bad, &shown, &values, &bad, err, sizeof err);
     if (rc)
         return failed(rc, err);
     printf("%s: %lld values checked, %lld bad\n", path, (long long)values, (long long)bad);
@@ -97,7 +97,7 @@ static int cache_drop(const char *path, const char *db)
 {
     char err[4400];
     size_t entries;
-    int rc = zp_cachedb_drop(path, db, &entries, err, sizeof err);
+    int rc = zp_cachedb_admin_drop(path, db, &entries, err, sizeof err);
     if (rc)
         return failed(rc, err);
     printf("dropped %s (%zu entries) from %s\n", db, entries, path);

@@ -21,7 +21,7 @@ int cmd_down(int argc, char **argv)
         return argc > 2 ? 2 : 0;
     }
     char dir[PATH_MAX];
-    int rc = zp_find_run(argc > 1 ? argv[1] : NULL, dir, sizeof dir);
+    int rc = zp_rundir_find(argc > 1 ? argv[1] : NULL, dir, sizeof dir);
     if (rc)
         return rc;
     pid_t pid = zp_rundir_live_pid(dir);
@@ -37,7 +37,7 @@ int cmd_down(int argc, char **argv)
     char why[256];
     rc = zp_request(dir, zp_sock_name(ZP_SOCK_CONTROL), &req, &f, &rep, why, sizeof why, 3000);
     zp_msg_release(&rep);
-    zp_frames_close(&f);
+    zp_frames_free(&f);
     if (rc) {
         fprintf(stderr, "zeus-pipe: %s: the supervisor (pid %d) did not answer: %s\n", dir, (int)pid,
                 rc == ZP_EPROTO ? why : zp_strerror(rc));

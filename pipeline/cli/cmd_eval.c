@@ -56,7 +56,7 @@ int cmd_eval(int argc, char **argv)
     if (!run)
         return usage(stderr, 2);
     char dir[PATH_MAX], ckpts[1024];
-    if (zp_find_run(run, dir, sizeof dir) || zp_eval_choose(dir, which, ckpts, sizeof ckpts))
+    if (zp_rundir_find(run, dir, sizeof dir) || zp_eval_choose(dir, which, ckpts, sizeof ckpts))
         return 2;
     int status = zp_eval(dir, ckpts);
     if (status == 0)

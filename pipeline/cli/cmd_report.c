@@ -84,7 +84,7 @@ int cmd_report(int argc, char **argv)
         }
     }
     char dir[PATH_MAX], err[PATH_MAX + 128];
-    int rc = zp_find_run_or_latest(run, dir, sizeof dir);
+    int rc = zp_rundir_find_or_latest(run, dir, sizeof dir);
     if (rc)
         return rc;
     if (trace)

@@ -35,7 +35,7 @@ int cmd_scale(int argc, char **argv)
         return help ? 0 : 2;
     }
     char dir[PATH_MAX];
-    int rc = zp_find_run(run, dir, sizeof dir);
+    int rc = zp_rundir_find(run, dir, sizeof dir);
     if (rc)
         return rc;
     if (!zp_rundir_live_pid(dir)) {
@@ -59,6 +59,6 @@ int cmd_scale(int argc, char **argv)
         printf("%s: %s\n", dir, what);
     }
     zp_msg_release(&rep);
-    zp_frames_close(&f);
+    zp_frames_free(&f);
     return rc == 2 ? 2 : rc ? 1 : 0;
 }

@@ -112,7 +112,7 @@ static int fetch_rows(const char *dir, row_t *rows, int max)
     int rc = zp_request(dir, zp_sock_name(ZP_SOCK_STAT), &req, &f, &m, why, sizeof why, 2000);
     if (rc == ZP_EPROTO) {
         fprintf(stderr, "zeus-pipe: %s: malformed stat reply: %s\n", dir, why);
-        zp_frames_close(&f);
+        zp_frames_free(&f);
         return -1;
     }
     if (rc) {
@@ -133,7 +133,7 @@ static int fetch_rows(const char *dir, row_t *rows, int max)
         zp_record_decode(ZP_REC_STATS, o, &r->s);
     }
     zp_msg_release(&m);
-    zp_frames_close(&f);
+    zp_frames_free(&f);
     if (n > 0)
         qsort(rows, (size_t)n, sizeof *rows, cmp_rows);
     return n;
@@ -221,7 +221,7 @@ int cmd_stat(int argc, char **argv)
             run = argv[i];
     }
     char dir[PATH_MAX];
-    int rc = zp_find_run(run, dir, sizeof dir);
+    int rc = zp_rundir_find(run, dir, sizeof dir);
     if (rc)
         return rc;
     static row_t rows[ROWS_MAX];

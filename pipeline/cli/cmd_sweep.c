@@ -112,7 +112,7 @@ int cmd_sweep(int argc, char **argv)
 {
     if (zp_wants_help(argc, argv))
         return usage(stdout, 0);
-    zp_sweep_t *s = zp_sweep_new();
+    zp_sweep_t *s = zp_sweep_create();
     if (!s)
         return 1;
     if (parse(s, argc, argv)) {

@@ -63,7 +63,7 @@ int cmd_warm(int argc, char **argv)
     if (zp_wants_help(argc, argv))
         return usage(stdout, 0);
     zp_warm_t *w;
-    int status = zp_warm_open(&w, argc, argv);
+    int status = zp_warm_create(&w, argc, argv);
     if (status)
         return status < 0 ? usage(stderr, 2) : status;
     const zp_warm_progress_t *p = zp_warm_progress(w);

@@ -1,3 +1,6 @@
+/* cachedb.c — the LMDB cache as every process sees it: opening the environment
+ * and its databases, the fingerprint check, the value layout and its checksums,
+ * which samples are present. */
 #define _GNU_SOURCE
 #include "pipeline/runtime/cachedb.h"
 #include "pipeline/runtime/augment.h"
@@ -319,7 +322,7 @@ int zp_cachedb_check(zp_cachedb_t *c, const zp_config_t *cfg, const zp_dataset_m
 
 static void put_u32(uint8_t *p, uint32_t v) { memcpy(p, &v, 4); } /* little-endian hosts */
 
-void zp_cache_header(uint8_t *hdr, const zp_dataset_meta_t *m, uint32_t index, int32_t label,
+void zp_cachedb_header(uint8_t *hdr, const zp_dataset_meta_t *m, uint32_t index, int32_t label,
                      const void *payload, size_t bytes)
 {
     memcpy(hdr, "ZPC1", 4);
@@ -329,11 +332,11 @@ void zp_cache_header(uint8_t *hdr, const zp_dataset_meta_t *m, uint32_t index, i
     memcpy(hdr + 20, &label, 4);
     put_u32(hdr + 24, index);
     put_u32(hdr + 28, (uint32_t)bytes);
-    uint64_t h = zp_cache_sum(hdr, payload, bytes);
+    uint64_t h = zp_cachedb_sum(hdr, payload, bytes);
     memcpy(hdr + 32, &h, 8);
 }
 
-void zp_cache_whole_header(uint8_t *hdr, int layout, uint32_t index, int32_t label, int h, int w,
+void zp_cachedb_whole_header(uint8_t *hdr, int layout, uint32_t index, int32_t label, int h, int w,
                            const void *payload, size_t bytes)
 {
     memcpy(hdr, "ZPC1", 4);
@@ -344,11 +347,11 @@ void zp_cache_whole_header(uint8_t *hdr, int layout, uint32_t index, int32_t lab
     memcpy(hdr + 20, &label, 4);
     put_u32(hdr + 24, index);
     put_u32(hdr + 28, (uint32_t)bytes);
-    uint64_t sum = zp_cache_sum(hdr, payload, bytes);
+    uint64_t sum = zp_cachedb_sum(hdr, payload, bytes);
     memcpy(hdr + 32, &sum, 8);
 }
 
-int zp_cache_check_whole(const MDB_val *v, const zp_dataset_meta_t *m, int64_t side,
+int zp_cachedb_check_whole(const MDB_val *v, const zp_dataset_meta_t *m, int64_t side,
                          uint32_t index, int32_t *label, zp_cache_whole_t *out, const char **why)
 {
     const uint8_t *p = v->mv_data;
@@ -372,28 +375,28 @@ int zp_cache_check_whole(const MDB_val *v, const zp_dataset_meta_t *m, int64_t s
     if (*label < 0 || *label >= m->classes)
         return *why = "label outside the dataset's classes", ZP_EDATA;
     memcpy(&sum, p + 32, 8);
-    if (zp_cache_sum(p, p + ZP_CACHE_HDR, u[5]) != sum)
+    if (zp_cachedb_sum(p, p + ZP_CACHE_HDR, u[5]) != sum)
         return *why = "checksum mismatch (header or payload)", ZP_EDATA;
     *out = (zp_cache_whole_t){p[7], (int)u[1], (int)u[2], p + ZP_CACHE_HDR, u[5]};
     return 0;
 }
 
-uint64_t zp_cache_sum(const uint8_t *hdr, const void *payload, size_t bytes)
+uint64_t zp_cachedb_sum(const uint8_t *hdr, const void *payload, size_t bytes)
 {
     return XXH3_64bits_withSeed(payload, bytes, XXH3_64bits(hdr, 32));
 }
 
-int zp_cache_check(const MDB_val *v, const zp_dataset_meta_t *m, uint32_t index, int32_t *label,
+int zp_cachedb_check_value(const MDB_val *v, const zp_dataset_meta_t *m, uint32_t index, int32_t *label,
                    const uint8_t **payload, const char **why)
 {
     uint64_t sum;
-    int rc = zp_cache_check_header(v, m, index, label, payload, &sum, why);
-    if (!rc && zp_cache_sum(v->mv_data, *payload, m->sample_bytes) != sum)
+    int rc = zp_cachedb_check_header(v, m, index, label, payload, &sum, why);
+    if (!rc && zp_cachedb_sum(v->mv_data, *payload, m->sample_bytes) != sum)
         return *why = "checksum mismatch (header or payload)", ZP_EDATA;
     return rc;
 }
 
-int zp_cache_check_header(const MDB_val *v, const zp_dataset_meta_t *m, uint32_t index,
+int zp_cachedb_check_header(const MDB_val *v, const zp_dataset_meta_t *m, uint32_t index,
                           int32_t *label, const uint8_t **payload, uint64_t *sum,
                           const char **why)
 {

@@ -87,22 +87,22 @@ void zp_cachedb_fingerprint(const zp_config_t *cfg, const zp_dataset_meta_t *m, 
  * whose number is not the run's before any of its samples is used. */
 uint64_t zp_cachedb_fingerprint_hash(const zp_config_t *cfg, const zp_dataset_meta_t *m);
 
-static inline void zp_cache_key(uint32_t index, uint8_t key[4])
+static inline void zp_cachedb_key(uint32_t index, uint8_t key[4])
 {
     key[0] = (uint8_t)(index >> 24), key[1] = (uint8_t)(index >> 16);
     key[2] = (uint8_t)(index >> 8), key[3] = (uint8_t)index;
 }
 
 /* Writes the header for `payload` into hdr[ZP_CACHE_HDR]. */
-void zp_cache_header(uint8_t *hdr, const zp_dataset_meta_t *m, uint32_t index, int32_t label,
+void zp_cachedb_header(uint8_t *hdr, const zp_dataset_meta_t *m, uint32_t index, int32_t label,
                      const void *payload, size_t bytes);
 
 /* Writes the header of a whole image (ZP_CACHE_RAW or ZP_CACHE_JPEG) of
  * h x w pixels whose payload is `bytes` long into hdr[ZP_CACHE_HDR]. */
-void zp_cache_whole_header(uint8_t *hdr, int layout, uint32_t index, int32_t label, int h, int w,
+void zp_cachedb_whole_header(uint8_t *hdr, int layout, uint32_t index, int32_t label, int h, int w,
                            const void *payload, size_t bytes);
 
-/* A whole image as zp_cache_check_whole found it; payload points into the value. */
+/* A whole image as zp_cachedb_check_whole found it; payload points into the value. */
 typedef struct {
     int layout, h, w;
     const uint8_t *payload;
@@ -113,23 +113,23 @@ typedef struct {
  * and width 1..side, the payload size (h x w x 3 when raw), the key, the
  * label among the classes, the checksum. 0 with *label and *out, or ZP_EDATA
  * with the reason in why. */
-int zp_cache_check_whole(const MDB_val *v, const zp_dataset_meta_t *m, int64_t side,
+int zp_cachedb_check_whole(const MDB_val *v, const zp_dataset_meta_t *m, int64_t side,
                          uint32_t index, int32_t *label, zp_cache_whole_t *out, const char **why);
 
 /* Checks a stored value: header fields against the dataset and index (the
  * label among its classes), and the checksum of header and payload. Returns 0 with the label and a pointer to the payload
  * (inside `v`), or ZP_EDATA with the reason in why. */
-int zp_cache_check(const MDB_val *v, const zp_dataset_meta_t *m, uint32_t index, int32_t *label,
+int zp_cachedb_check_value(const MDB_val *v, const zp_dataset_meta_t *m, uint32_t index, int32_t *label,
                    const uint8_t **payload, const char **why);
 
 /* The same without the checksum, which the caller checks on its copy of the
- * payload with zp_cache_sum(v->mv_data, copy, bytes) (cheaper: the copy is
+ * payload with zp_cachedb_sum(v->mv_data, copy, bytes) (cheaper: the copy is
  * hot in cache). The label is not to be trusted before that check passes. */
-int zp_cache_check_header(const MDB_val *v, const zp_dataset_meta_t *m, uint32_t index,
+int zp_cachedb_check_header(const MDB_val *v, const zp_dataset_meta_t *m, uint32_t index,
                           int32_t *label, const uint8_t **payload, uint64_t *sum,
                           const char **why);
 /* The checksum of a value: its header's first 32 bytes, then the payload. */
-uint64_t zp_cache_sum(const uint8_t *hdr, const void *payload, size_t bytes);
+uint64_t zp_cachedb_sum(const uint8_t *hdr, const void *payload, size_t bytes);
 
 /* Fills `present` (a bitmap of meta->n[split] bits) with the keys stored for a
  * split, and returns how many. One short read transaction, a cursor scan.

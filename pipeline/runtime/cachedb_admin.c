@@ -73,7 +73,7 @@ static void fingerprint_of(MDB_txn *txn, const char *db, char *buf, size_t len)
         snprintf(buf, len, "%.*s", (int)(v.mv_size < len ? v.mv_size : len - 1), (char *)v.mv_data);
 }
 
-int zp_cachedb_stat(const char *path, zp_cachedb_stat_t *out, char *err, size_t len)
+int zp_cachedb_admin_stat(const char *path, zp_cachedb_admin_stat_t *out, char *err, size_t len)
 {
     MDB_env *env;
     MDB_txn *txn;
@@ -111,7 +111,7 @@ int zp_cachedb_stat(const char *path, zp_cachedb_stat_t *out, char *err, size_t 
     return 0;
 }
 
-const char *zp_cache_check_value(const MDB_val *k, const MDB_val *v)
+const char *zp_cachedb_admin_check(const MDB_val *k, const MDB_val *v)
 {
     const uint8_t *p = v->mv_data;
     if (k->mv_size != 4)
@@ -135,13 +135,13 @@ const char *zp_cache_check_value(const MDB_val *k, const MDB_val *v)
         return "payload size disagrees with the shape";
     uint64_t h;
     memcpy(&h, p + 32, 8);
-    if (zp_cache_sum(p, p + ZP_CACHE_HDR, u[5]) != h)
+    if (zp_cachedb_sum(p, p + ZP_CACHE_HDR, u[5]) != h)
         return "checksum mismatch (header or payload)";
     return NULL;
 }
 
-/* One database's values through zp_cache_check_value. */
-static void verify_db(MDB_txn *txn, const char *name, zp_cachedb_bad_fn *bad, void *arg,
+/* One database's values through zp_cachedb_admin_check. */
+static void verify_db(MDB_txn *txn, const char *name, zp_cachedb_admin_bad_fn *bad, void *arg,
                       int64_t *values, int64_t *nbad)
 {
     MDB_dbi dbi;
@@ -151,7 +151,7 @@ static void verify_db(MDB_txn *txn, const char *name, zp_cachedb_bad_fn *bad, vo
     MDB_val k, v;
     for (int r = mdb_cursor_get(cur, &k, &v, MDB_FIRST); !r; r = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
         ++*values;
-        const char *why = zp_cache_check_value(&k, &v);
+        const char *why = zp_cachedb_admin_check(&k, &v);
         if (!why)
             continue;
         ++*nbad;
@@ -165,7 +165,7 @@ static void verify_db(MDB_txn *txn, const char *name, zp_cachedb_bad_fn *bad, vo
     mdb_cursor_close(cur);
 }
 
-int zp_cachedb_verify(const char *path, zp_cachedb_bad_fn *bad, void *arg, int64_t *values,
+int zp_cachedb_admin_verify(const char *path, zp_cachedb_admin_bad_fn *bad, void *arg, int64_t *values,
                       int64_t *nbad, char *err, size_t len)
 {
     MDB_env *env;
@@ -184,7 +184,7 @@ int zp_cachedb_verify(const char *path, zp_cachedb_bad_fn *bad, void *arg, int64
     return 0;
 }
 
-int zp_cachedb_drop(const char *path, const char *db, size_t *entries, char *err, size_t len)
+int zp_cachedb_admin_drop(const char *path, const char *db, size_t *entries, char *err, size_t len)
 {
     MDB_env *env;
     int rc = open_env(path, 0, &env, err, len);

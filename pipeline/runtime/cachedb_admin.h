@@ -30,32 +30,32 @@ typedef struct {
     size_t map_bytes, used_bytes; /* the map's size; the pages in use */
     int n;                        /* databases in db[] */
     zp_cachedb_db_t db[ZP_CACHEDB_DBS_MAX];
-} zp_cachedb_stat_t;
+} zp_cachedb_admin_stat_t;
 
 /* Fills st with the map's use and each named database (in LMDB's order; one
  * whose stat cannot be read is left out). 0, or non-zero with err. */
-int zp_cachedb_stat(const char *path, zp_cachedb_stat_t *st, char *err, size_t len);
+int zp_cachedb_admin_stat(const char *path, zp_cachedb_admin_stat_t *st, char *err, size_t len);
 
-/* Called by zp_cachedb_verify for each bad value: the database, the key as a
+/* Called by zp_cachedb_admin_verify for each bad value: the database, the key as a
  * sample index (0 when the key is not 4 bytes) and why it is bad. */
-typedef void zp_cachedb_bad_fn(const char *db, uint32_t key, const char *why, void *arg);
+typedef void zp_cachedb_admin_bad_fn(const char *db, uint32_t key, const char *why, void *arg);
 
-/* Checks every value of every database but "meta" (zp_cache_check_value),
+/* Checks every value of every database but "meta" (zp_cachedb_admin_check),
  * calls bad() for each bad one (NULL: none), and counts the values read and
  * the bad ones. 0 when it could read the environment (bad values or not), or
  * non-zero with err. */
-int zp_cachedb_verify(const char *path, zp_cachedb_bad_fn *bad, void *arg, int64_t *values,
+int zp_cachedb_admin_verify(const char *path, zp_cachedb_admin_bad_fn *bad, void *arg, int64_t *values,
                       int64_t *nbad, char *err, size_t len);
 
 /* Removes database `db` and its fingerprint, in one write transaction; its
  * entry count before in *entries. "meta" is refused (MDB_INCOMPATIBLE); a
  * database that does not exist is MDB_NOTFOUND ("no such database" in err).
  * Nothing is removed on failure. */
-int zp_cachedb_drop(const char *path, const char *db, size_t *entries, char *err, size_t len);
+int zp_cachedb_admin_drop(const char *path, const char *db, size_t *entries, char *err, size_t len);
 
 /* A stored value on its own, without a dataset to check it against: a 4-byte
  * key, the header's magic, version, dtype, key and payload size, and the
  * checksum. NULL when it is good, else why not (a static string). */
-const char *zp_cache_check_value(const MDB_val *k, const MDB_val *v);
+const char *zp_cachedb_admin_check(const MDB_val *k, const MDB_val *v);
 
 #endif

@@ -1,3 +1,5 @@
+/* ckpt.c — checkpoint files: written whole beside and renamed into place, read
+ * back with every header field checked against what the run allows. */
 #define _GNU_SOURCE
 #include "pipeline/runtime/ckpt.h"
 #include "pipeline/runtime/log.h"

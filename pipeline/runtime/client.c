@@ -128,7 +128,7 @@ static int route_batch(void *ctx, const zp_msg_t *m, zp_frames_t *f)
     if (rc)
         return rc > 0 ? 0 : rc; /* 1: dropped, counted, its slot given back */
     if (c->seeking) /* sent before the prefetch heard the seek */
-        return zp_consumer_free(&c->ring, m->slot, m->gen);
+        return zp_consumer_release(&c->ring, m->slot, m->gen);
     zp_coverage_add(&c->acc[v.split], v.idx, v.n);
     to_view(c, m, &v, c->out);
     c->step += v.split == ZP_SPLIT_TRAIN;
@@ -230,7 +230,7 @@ static int read_run(zp_client_t *c, const char *run_dir, char *err, size_t len)
         return ZP_ECONFIG;
     int rc = zp_dataset_read(&c->ds, st->run_dir, err, len);
     if (rc == -ENOENT) /* a run directory made by hand: probed here, as a stage does */
-        rc = zp_dataset_open(&c->ds, &st->cfg, err, len);
+        rc = zp_dataset_create(&c->ds, &st->cfg, err, len);
     if (rc)
         return rc;
     st->meta = c->ds->meta;
@@ -247,7 +247,7 @@ static int wait_ring(zp_client_t *c, int timeout_ms, char *err, size_t len)
     zp_ring_name(name, sizeof name, c->st.run_dir, c->st.instance);
     int64_t give_up = zp_now_ns() + (int64_t)timeout_ms * 1000000;
     int rc;
-    while ((rc = zp_ring_open(&c->ring.ring, name, 0)) == -ENOENT || rc == ZP_EPROTO) {
+    while ((rc = zp_ring_map(&c->ring.ring, name, 0)) == -ENOENT || rc == ZP_EPROTO) {
         if (timeout_ms >= 0 && zp_now_ns() >= give_up)
             break;
         usleep(10000);
@@ -317,7 +317,7 @@ static int attach(zp_client_t *c, const char *run_dir, int rank, int timeout_ms,
         return rc;
     }
     /* a user's program handles its own signals: Ctrl-C ends a wait for the ranks */
-    if ((rc = zp_comm_open(&c->comm, st, rank, c->world, ZP_COMM_SIGNAL_STOPS))) {
+    if ((rc = zp_comm_create(&c->comm, st, rank, c->world, ZP_COMM_SIGNAL_STOPS))) {
         say(err, len, "%s: rank %d of %d cannot open the ranks' socket %s: %s (see the error "
             "above)", st->run_dir, rank, c->world, zp_sock_name(ZP_SOCK_COMM), zp_strerror(rc));
         return rc;
@@ -495,7 +495,7 @@ int zp_client_release(zp_client_t *c, const zp_client_batch_t *b)
 {
     if (!b || b->kind != ZP_CLIENT_BATCH || !c->ring.ring || b->slot >= c->ring.ring->depth)
         return ZP_EINVAL;
-    int rc = zp_consumer_free(&c->ring, b->slot, b->gen);
+    int rc = zp_consumer_release(&c->ring, b->slot, b->gen);
     c->st.stats.items += b->n;
     c->st.stats.bytes += (int64_t)((size_t)b->n * c->st.meta.sample_bytes);
     if (zp_timer_is_open(&c->st.timers, ZP_R_BATCH))

@@ -28,7 +28,7 @@ struct zp_comm {
     int64_t last_ns;           /* the last sum's time (ZP_R_COMM) */
 };
 
-int zp_comm_open(zp_comm_t **out, zp_stage_t *st, int rank, int world, int flags)
+int zp_comm_create(zp_comm_t **out, zp_stage_t *st, int rank, int world, int flags)
 {
     *out = NULL;
     if (world < 1 || world > MAX_WORLD || rank < 0 || rank >= world)
@@ -47,7 +47,7 @@ int zp_comm_open(zp_comm_t **out, zp_stage_t *st, int rank, int world, int flags
     }
     if (rank == 0) {
         /* linger: the last sum's answers leave even when rank 0 closes at once */
-        c->sock = zp_stage_socket(st, ZMQ_ROUTER, zp_sock_name(ZP_SOCK_COMM), 1, 2000);
+        zp_stage_socket(st, &c->sock, ZMQ_ROUTER, zp_sock_name(ZP_SOCK_COMM), 1, 2000);
         int mandatory = 1; /* a reply to a rank that is gone fails instead of vanishing */
         if (c->sock)
             zmq_setsockopt(c->sock, ZMQ_ROUTER_MANDATORY, &mandatory, sizeof mandatory);
@@ -73,7 +73,7 @@ void zp_comm_destroy(zp_comm_t **cp)
     if (!c)
         return;
     for (int i = 0; i < c->world; i++)
-        zp_frames_close(&c->in[i]);
+        zp_frames_free(&c->in[i]);
     zp_sock_destroy(&c->sock);
     free(c->acc);
     free(c);
@@ -147,13 +147,13 @@ static int rank_of(const zp_comm_t *c, zp_frames_t *f)
 /* dst takes src's frames; src is left empty. */
 static void frames_move(zp_frames_t *dst, zp_frames_t *src)
 {
-    zp_frames_close(dst);
+    zp_frames_free(dst);
     for (int i = 0; i < src->n; i++) {
         zmq_msg_init(&dst->part[i]);
         zmq_msg_move(&dst->part[i], &src->part[i]);
     }
     dst->n = src->n;
-    zp_frames_close(src);
+    zp_frames_free(src);
 }
 
 static int sum_at_root(zp_comm_t *c, float *v, size_t n, double *s, size_t k, int64_t deadline)
@@ -172,7 +172,7 @@ static int sum_at_root(zp_comm_t *c, float *v, size_t n, double *s, size_t k, in
             c->st->stats.errors++;
             zp_warn_limited(&c->foreign, "sum %llu of the trainer ranks: dropped a message from a "
                             "peer that is no rank of this run", (unsigned long long)c->seq);
-            zp_frames_close(&f);
+            zp_frames_free(&f);
             continue;
         }
         if (!rc && have[r]) {
@@ -185,7 +185,7 @@ static int sum_at_root(zp_comm_t *c, float *v, size_t n, double *s, size_t k, in
             have[r] = 1, got++;
             continue;
         }
-        zp_frames_close(&f);
+        zp_frames_free(&f);
     }
     if (rc)
         return rc;

@@ -43,7 +43,7 @@
 
 typedef struct zp_comm zp_comm_t;
 
-/* Flags of zp_comm_open. SIGNAL_STOPS: a wait interrupted by a signal
+/* Flags of zp_comm_create. SIGNAL_STOPS: a wait interrupted by a signal
  * (EINTR) ends the sum with ZP_ESTOP, for a process whose signal handlers
  * are not zeus-pipe's (a user's program: zp_stop is never set there). */
 enum { ZP_COMM_SIGNAL_STOPS = 1 };
@@ -52,7 +52,7 @@ enum { ZP_COMM_SIGNAL_STOPS = 1 };
  * stats and timers: st must outlive the comm): binds (rank 0) or connects;
  * world 1 opens nothing. Returns 0, or ZP_EINVAL (rank or world out of
  * range), ZP_ENOMEM or ZP_EZMQ (logged) with *out NULL. */
-int zp_comm_open(zp_comm_t **out, zp_stage_t *st, int rank, int world, int flags);
+int zp_comm_create(zp_comm_t **out, zp_stage_t *st, int rank, int world, int flags);
 /* Safe on NULL and twice; nulls *c. */
 void zp_comm_destroy(zp_comm_t **c);
 

@@ -17,7 +17,7 @@ int zp_consumer_open(zp_consumer_t *c, zp_stage_t *st, int rank, const zp_route_
     zp_frames_init(&c->f);
     c->inbox = zp_stage_inbox(st, routes, nroutes, 0, "the prefetch stage", &c->dropped);
     char ep[ZP_ENDPOINT_MAX + 16], ring[32];
-    int rc = zp_batch_layout(&c->lay, st->cfg.batch_size, st->meta.sample_bytes);
+    int rc = zp_ring_layout(&c->lay, st->cfg.batch_size, st->meta.sample_bytes);
     if (rc) {
         zp_error("prefetch.batch_size %lld x %zu bytes a sample does not fit in memory",
                  (long long)st->cfg.batch_size, st->meta.sample_bytes);
@@ -25,14 +25,14 @@ int zp_consumer_open(zp_consumer_t *c, zp_stage_t *st, int rank, const zp_route_
     }
     zp_ring_sock_name(ring, sizeof ring, rank);
     if (zp_stage_endpoint(st, ring, ep, sizeof ep) ||
-        !(c->sock = zp_sock_open(st->zctx, ZMQ_PAIR, ep, 0, 1000)))
+        zp_sock_create(&c->sock, st->zctx, ZMQ_PAIR, ep, 0, 1000))
         return ZP_EZMQ;
     return 0;
 }
 
 void zp_consumer_close(zp_consumer_t *c)
 {
-    zp_frames_close(&c->f);
+    zp_frames_free(&c->f);
     zp_sock_destroy(&c->sock);
     zp_ring_destroy(&c->ring);
 }
@@ -55,7 +55,7 @@ int zp_consumer_map(zp_consumer_t *c, uint64_t nonce)
     zp_ring_destroy(&c->ring);
     int rc;
     int64_t give_up = zp_now_ns() + 30000000000ll;
-    while ((rc = zp_ring_open(&c->ring, name, nonce)) == -ENOENT || rc == ZP_EPROTO ||
+    while ((rc = zp_ring_map(&c->ring, name, nonce)) == -ENOENT || rc == ZP_EPROTO ||
            rc == ZP_ESTALE) {
         if (zp_stop)
             return ZP_ESTOP;
@@ -111,7 +111,7 @@ int zp_consumer_view(zp_consumer_t *c, const zp_msg_t *m, zp_batch_view_t *v)
         if (m->slot >= c->ring->depth)
             return 1; /* no slot of ours: nothing to give back */
         /* the slot goes back to the prefetch, or the ring would be a slot short for good */
-        return (rc = zp_consumer_free(c, m->slot, m->gen)) ? rc : 1;
+        return (rc = zp_consumer_release(c, m->slot, m->gen)) ? rc : 1;
     }
     uint8_t *base = zp_ring_slot(c->ring, (uint32_t)m->slot);
     *v = (zp_batch_view_t){.split = (int)m->split, .n = (int)m->n, .epoch = m->epoch,
@@ -121,7 +121,7 @@ int zp_consumer_view(zp_consumer_t *c, const zp_msg_t *m, zp_batch_view_t *v)
     return 0;
 }
 
-int zp_consumer_free(zp_consumer_t *c, uint64_t slot, uint64_t gen)
+int zp_consumer_release(zp_consumer_t *c, uint64_t slot, uint64_t gen)
 {
     zp_msg_t fr = {.type = ZP_MSG_FREE, .slot = slot, .gen = gen};
     return zp_send(c->sock, NULL, &fr, NULL, NULL, 0, 0);

@@ -27,7 +27,7 @@ typedef struct {
     void *sock;            /* PAIR to the prefetch; owned */
     zp_ring_t *ring;       /* mapped at the first message; owned */
     int pinned;            /* the mapping may not change (a GPU page-locked it) */
-    zp_batch_layout_t lay;
+    zp_ring_layout_t lay;
     zp_frames_t f;
     zp_inbox_t inbox;
     int64_t dropped;       /* messages and BATCHes dropped */
@@ -59,6 +59,6 @@ int zp_consumer_map(zp_consumer_t *c, uint64_t nonce);
 int zp_consumer_view(zp_consumer_t *c, const zp_msg_t *m, zp_batch_view_t *v);
 
 /* FREE(slot, gen): the slot is the prefetch's again. 0 or ZP_EZMQ. */
-int zp_consumer_free(zp_consumer_t *c, uint64_t slot, uint64_t gen);
+int zp_consumer_release(zp_consumer_t *c, uint64_t slot, uint64_t gen);
 
 #endif

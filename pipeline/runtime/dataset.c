@@ -1,3 +1,6 @@
+/* dataset.c — what a dataset holds, probed once from its files (IDX headers,
+ * image folders and lists, a Python Dataset's probe), written to RUN/dataset/
+ * and read back by every stage; the IDX reader. */
 #define _GNU_SOURCE
 #include "pipeline/runtime/dataset.h"
 #include "pipeline/runtime/imagelist.h"
@@ -289,7 +292,7 @@ static int probe(const zp_config_t *cfg, zp_dataset_t *ds, char *err, size_t len
     return rc;
 }
 
-int zp_dataset_open(zp_dataset_t **out, const zp_config_t *cfg, char *err, size_t len)
+int zp_dataset_create(zp_dataset_t **out, const zp_config_t *cfg, char *err, size_t len)
 {
     *out = NULL;
     zp_dataset_t *ds = calloc(1, sizeof *ds);
@@ -322,7 +325,7 @@ int zp_dataset_probe(const zp_config_t *cfg, zp_dataset_meta_t *m, char *err, si
 {
     zp_dataset_t *ds;
     memset(m, 0, sizeof *m);
-    int rc = zp_dataset_open(&ds, cfg, err, len);
+    int rc = zp_dataset_create(&ds, cfg, err, len);
     if (rc)
         return rc;
     *m = ds->meta;

@@ -40,7 +40,7 @@ const char *zp_split_name(int split);
  * labels and (image sources) files, so that the stages neither gunzip the
  * labels again nor scan an image folder.
  *
- * The supervisor probes (zp_dataset_open) and describes what it found into
+ * The supervisor probes (zp_dataset_create) and describes what it found into
  * the run directory (zp_dataset_write: RUN/dataset/meta with the sample's
  * fields, SPLIT.labels as int32 little-endian, SPLIT.paths as NUL-separated
  * paths, an image folder's class names as NUL-separated `classes`,
@@ -62,7 +62,7 @@ typedef struct zp_dataset {
  * them (a missing file, bad magic, inconsistent count or a test label beyond
  * the train split's classes is reported in `err`, naming the file). Returns
  * 0 with *out set, or a ZP_E* code with *out NULL and err filled. */
-int zp_dataset_open(zp_dataset_t **out, const zp_config_t *cfg, char *err, size_t errlen);
+int zp_dataset_create(zp_dataset_t **out, const zp_config_t *cfg, char *err, size_t errlen);
 /* Writes the description into RUN/dataset/ (created). 0, or a negative
  * errno with err naming the file. */
 int zp_dataset_write(const zp_dataset_t *ds, const char *run_dir, char *err, size_t errlen);
@@ -73,7 +73,7 @@ int zp_dataset_read(zp_dataset_t **out, const char *run_dir, char *err, size_t e
 /* Frees the dataset and NULLs *ds; safe on NULL and twice. */
 void zp_dataset_destroy(zp_dataset_t **ds);
 
-/* zp_dataset_open for its meta only (meta->probed NULL): 0 or a ZP_E* code
+/* zp_dataset_create for its meta only (meta->probed NULL): 0 or a ZP_E* code
  * with err filled. */
 int zp_dataset_probe(const zp_config_t *cfg, zp_dataset_meta_t *meta, char *err, size_t errlen);
 

@@ -1,3 +1,5 @@
+/* hash.c — the seeded generator (splitmix64) and the index checksums every
+ * stage agrees on. */
 #include "pipeline/runtime/hash.h"
 
 static inline uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }

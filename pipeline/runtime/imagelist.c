@@ -1,3 +1,5 @@
+/* imagelist.c — the samples of an image dataset, a path and a label each: a
+ * CLASS/NAME.jpg folder walked in sorted order, or a list file read line by line. */
 #define _GNU_SOURCE
 #include "pipeline/runtime/imagelist.h"
 #include "pipeline/runtime/log.h"

@@ -1,3 +1,5 @@
+/* json.c — a msgpack object written as one line of JSON: strings escaped,
+ * invalid UTF-8 replaced, non-finite numbers as null. */
 #include "pipeline/runtime/json.h"
 
 #include <math.h>

@@ -1,3 +1,5 @@
+/* keys.c — CURVE key pairs in files (`zeus-pipe keygen`), read and checked for
+ * the tcp sockets of loaders on other hosts. */
 #define _GNU_SOURCE
 #include "pipeline/runtime/keys.h"
 #include "pipeline/runtime/log.h"

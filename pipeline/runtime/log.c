@@ -1,3 +1,5 @@
+/* log.c — one line per event on stderr (time, stage[instance], level), the
+ * rate-limited warning, and the names of the error codes. */
 #define _GNU_SOURCE
 #include "pipeline/runtime/log.h"
 

@@ -1,3 +1,6 @@
+/* ring.c — the shared-memory ring of batch slots between a prefetch and its
+ * trainer: created in /dev/shm, mapped by name and nonce, slots acquired,
+ * published and released by generation. */
 #define _GNU_SOURCE
 #include "pipeline/runtime/ring.h"
 #include "pipeline/runtime/hash.h"
@@ -32,7 +35,7 @@ static size_t round_up(size_t v, size_t a)
     return __builtin_add_overflow(v, a - 1, &r) ? 0 : r / a * a;
 }
 
-int zp_batch_layout(zp_batch_layout_t *l, int64_t batch_size, size_t sample_bytes)
+int zp_ring_layout(zp_ring_layout_t *l, int64_t batch_size, size_t sample_bytes)
 {
     memset(l, 0, sizeof *l);
     if (batch_size < 1 || batch_size > ZP_MAX_BATCH)
@@ -57,7 +60,7 @@ size_t zp_ring_bytes(uint32_t depth, size_t slot_bytes)
     return all;
 }
 
-int zp_shm_room(size_t need, char *err, size_t len)
+int zp_ring_shm_room(size_t need, char *err, size_t len)
 {
     struct statvfs vfs;
     if (statvfs(ZP_SHM_DIR, &vfs)) {
@@ -77,8 +80,8 @@ int zp_shm_room(size_t need, char *err, size_t len)
 int zp_ring_check_room(int rings, uint32_t depth, int64_t batch_size, size_t sample_bytes,
                        char *err, size_t len)
 {
-    zp_batch_layout_t l;
-    size_t one = zp_batch_layout(&l, batch_size, sample_bytes) ? 0 : zp_ring_bytes(depth, l.bytes);
+    zp_ring_layout_t l;
+    size_t one = zp_ring_layout(&l, batch_size, sample_bytes) ? 0 : zp_ring_bytes(depth, l.bytes);
     size_t all;
     if (!one || rings < 1 || __builtin_mul_overflow(one, (size_t)rings, &all)) {
         snprintf(err, len, "shared memory: prefetch.batch_size %lld x %zu bytes a sample x "
@@ -86,7 +89,7 @@ int zp_ring_check_room(int rings, uint32_t depth, int64_t batch_size, size_t sam
         return ZP_EINVAL;
     }
     char room[160];
-    int rc = zp_shm_room(all, room, sizeof room);
+    int rc = zp_ring_shm_room(all, room, sizeof room);
     if (rc)
         snprintf(err, len, "shared memory: the batch ring%s (%d x prefetch.depth %u x %.1f MiB a "
                  "batch) %s; %s", rings > 1 ? "s" : "", rings, depth, l.bytes / 1048576.0, room,
@@ -182,7 +185,7 @@ static int check_header(zp_ring_t *r, uint64_t nonce)
     return 0;
 }
 
-int zp_ring_open(zp_ring_t **out, const char *name, uint64_t nonce)
+int zp_ring_map(zp_ring_t **out, const char *name, uint64_t nonce)
 {
     *out = NULL;
     zp_ring_t *r = calloc(1, sizeof *r);

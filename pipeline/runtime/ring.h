@@ -6,7 +6,7 @@
  * READY (announced to the trainer with {slot, gen}), then FREE again when the
  * trainer's FREE message carries the same generation. A stale or repeated
  * FREE is refused with ZP_ESTALE, so a slot is never reused before the trainer
- * is done with it. The trainer only maps the file (zp_ring_open).
+ * is done with it. The trainer only maps the file (zp_ring_map).
  *
  * Each ring draws a random nonce when it is created and keeps it in its
  * header; every BATCH carries it. A file of the same name left by a dead run
@@ -56,7 +56,7 @@ int zp_ring_create(zp_ring_t **out, const char *name, uint32_t depth, size_t slo
  * nonce. With `nonce` != 0 a ring of another nonce (a dead run's) is refused
  * with ZP_ESTALE; a header whose sizes do not fit the file with ZP_EPROTO;
  * -ENOENT when there is no such file yet. */
-int zp_ring_open(zp_ring_t **out, const char *name, uint64_t nonce);
+int zp_ring_map(zp_ring_t **out, const char *name, uint64_t nonce);
 /* Unmaps; the owner also unlinks the file. Safe on NULL; nulls *r. */
 void zp_ring_destroy(zp_ring_t **r);
 
@@ -78,11 +78,11 @@ void *zp_ring_slot(const zp_ring_t *r, uint32_t slot);
  * samples of `sample_bytes` (float32 or uint8, dataset.dtype). */
 typedef struct {
     size_t indices, labels, data, bytes;
-} zp_batch_layout_t;
+} zp_ring_layout_t;
 
 /* Fills `l`; ZP_EINVAL when batch_size is not 1..ZP_MAX_BATCH or the
  * bytes do not fit a size_t. */
-int zp_batch_layout(zp_batch_layout_t *l, int64_t batch_size, size_t sample_bytes);
+int zp_ring_layout(zp_ring_layout_t *l, int64_t batch_size, size_t sample_bytes);
 
 /* Bytes of shared memory a ring of `depth` slots of `slot_bytes` takes,
  * header and page rounding included; 0 when that does not fit a size_t. */
@@ -90,7 +90,7 @@ size_t zp_ring_bytes(uint32_t depth, size_t slot_bytes);
 /* 0 when `need` bytes fit in ZP_SHM_DIR's free space; else ZP_EFULL (or
  * -errno of statvfs) with "needs X MiB of shared memory, /dev/shm has Y MiB
  * free" in `err`. */
-int zp_shm_room(size_t need, char *err, size_t len);
+int zp_ring_shm_room(size_t need, char *err, size_t len);
 /* Before any stage starts: whether `rings` rings (one per rank on this host)
  * of `depth` slots of batches of `batch_size` samples of `sample_bytes` fit
  * in ZP_SHM_DIR. 0, or an error with what is needed, what is free and what

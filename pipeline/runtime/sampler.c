@@ -1,3 +1,5 @@
+/* sampler.c — which indices a rank sees in an epoch and in what order: a
+ * seeded permutation per epoch, sharded by rank. */
 #include "pipeline/runtime/sampler.h"
 #include "pipeline/runtime/hash.h"
 #include "pipeline/runtime/log.h"

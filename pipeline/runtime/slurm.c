@@ -1,3 +1,5 @@
+/* slurm.c — the Slurm environment of `srun zeus-pipe up`: rank, world, node
+ * and job, the first host of a node list, and the rendezvous file's path. */
 #define _GNU_SOURCE
 #include "pipeline/runtime/slurm.h"
 #include "pipeline/runtime/log.h"

@@ -1,3 +1,5 @@
+/* sock.c — ZeroMQ plumbing shared by the stages: endpoints, sockets, multipart
+ * frames, sends, requests, and the inbox that decodes, drops and dispatches. */
 #define _GNU_SOURCE
 #include "pipeline/runtime/sock.h"
 #include "pipeline/runtime/log.h"
@@ -16,25 +18,24 @@ int zp_endpoint(char *buf, size_t len, const char *run_dir, const char *name)
     return 0;
 }
 
-void *zp_sock_open(void *ctx, int type, const char *endpoint, int bind, int linger_ms)
+int zp_sock_create(void **out, void *ctx, int type, const char *endpoint, int bind, int linger_ms)
 {
-    void *s = zmq_socket(ctx, type);
+    void *s = *out = zmq_socket(ctx, type);
     if (!s) {
         zp_error("zmq_socket: %s", zmq_strerror(errno));
-        return NULL;
+        return ZP_EZMQ;
     }
     zmq_setsockopt(s, ZMQ_LINGER, &linger_ms, sizeof linger_ms);
     if (bind && zp_resources_add_endpoint(endpoint)) { /* recorded before the file exists */
-        zmq_close(s);
-        return NULL;
+        zp_sock_destroy(out);
+        return ZP_EZMQ;
     }
-    int rc = bind ? zmq_bind(s, endpoint) : zmq_connect(s, endpoint);
-    if (rc != 0) {
+    if (bind ? zmq_bind(s, endpoint) : zmq_connect(s, endpoint)) {
         zp_error("%s %s: %s", bind ? "bind" : "connect", endpoint, zmq_strerror(errno));
-        zmq_close(s);
-        return NULL;
+        zp_sock_destroy(out);
+        return ZP_EZMQ;
     }
-    return s;
+    return 0;
 }
 
 void zp_sock_destroy(void **sock)
@@ -50,7 +51,7 @@ void zp_frames_init(zp_frames_t *f)
     memset(f, 0, sizeof *f);
 }
 
-void zp_frames_close(zp_frames_t *f)
+void zp_frames_free(zp_frames_t *f)
 {
     for (int i = 0; i < f->n; i++)
         zmq_msg_close(&f->part[i]);
@@ -60,7 +61,7 @@ void zp_frames_close(zp_frames_t *f)
 
 int zp_frames_recv(zp_frames_t *f, void *sock, int flags)
 {
-    zp_frames_close(f);
+    zp_frames_free(f);
     int more = 1;
     while (more) {
         zmq_msg_t tmp, *dst = f->n < ZP_MAX_FRAMES + 2 ? &f->part[f->n] : &tmp;
@@ -68,7 +69,7 @@ int zp_frames_recv(zp_frames_t *f, void *sock, int flags)
         if (zmq_msg_recv(dst, sock, f->n ? 0 : flags) < 0) {
             int e = errno;
             zmq_msg_close(dst);
-            zp_frames_close(f);
+            zp_frames_free(f);
             if (e == EAGAIN)
                 return -EAGAIN;
             return (e == EINTR || e == ETERM) ? ZP_ESTOP : ZP_EZMQ;
@@ -227,9 +228,9 @@ int zp_request(const char *run_dir, const char *sock_name, const zp_msg_t *req, 
     char ep[ZP_ENDPOINT_MAX + 16];
     if (zp_endpoint(ep, sizeof ep, run_dir, sock_name))
         return ZP_EINVAL;
-    void *ctx = zmq_ctx_new();
-    void *s = ctx ? zp_sock_open(ctx, ZMQ_REQ, ep, 0, 0) : NULL;
-    int rc = s ? zp_send(s, NULL, req, NULL, NULL, 0, 0) : ZP_EZMQ;
+    void *ctx = zmq_ctx_new(), *s = NULL;
+    int rc = !ctx || zp_sock_create(&s, ctx, ZMQ_REQ, ep, 0, 0) ? ZP_EZMQ
+                                                                  : zp_send(s, NULL, req, NULL, NULL, 0, 0);
     if (!rc) {
         zmq_pollitem_t it = {s, 0, ZMQ_POLLIN, 0};
         rc = zmq_poll(&it, 1, timeout_ms) > 0 ? zp_frames_recv(f, s, 0) : ZP_ETIMEOUT;

@@ -15,14 +15,15 @@
  * fit a UNIX socket address (choose a shorter run.dir). run_dir is absolute. */
 int zp_endpoint(char *buf, size_t len, const char *run_dir, const char *name);
 
-/* Creates a socket of `type`, binds (bind != 0) or connects it. LINGER is set
- * to `linger_ms`. NULL on failure, with the endpoint and the zmq error logged. */
-void *zp_sock_open(void *ctx, int type, const char *endpoint, int bind, int linger_ms);
+/* Creates a socket of `type` into *out, binds (bind != 0) or connects it.
+ * LINGER is set to `linger_ms`. Returns 0, or ZP_EZMQ with *out NULL and the
+ * endpoint and the zmq error logged. Close it with zp_sock_destroy. */
+int zp_sock_create(void **out, void *ctx, int type, const char *endpoint, int bind, int linger_ms);
 /* Closes the socket (its LINGER applies). Safe on NULL; nulls *sock. */
 void zp_sock_destroy(void **sock);
 
 
-/* A received multipart message: frames stay owned here until zp_frames_close()
+/* A received multipart message: frames stay owned here until zp_frames_free()
  * or the next zp_frames_recv(). An identity frame (ROUTER) can be peeled first. */
 typedef struct {
     zmq_msg_t part[ZP_MAX_FRAMES + 2];
@@ -33,7 +34,7 @@ typedef struct {
 void zp_frames_init(zp_frames_t *f);
 /* Receives one whole message. Returns 0, ZP_ESTOP on EINTR/ETERM, -EAGAIN with DONTWAIT. */
 int zp_frames_recv(zp_frames_t *f, void *sock, int flags);
-void zp_frames_close(zp_frames_t *f);
+void zp_frames_free(zp_frames_t *f);
 /* Decodes frames [first, n) as a message; counts nothing, logs nothing. */
 int zp_frames_decode(zp_frames_t *f, int first, zp_msg_t *m, char *why, size_t len);
 

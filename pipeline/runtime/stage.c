@@ -1,3 +1,6 @@
+/* stage.c — a stage process: its sockets under the run (ipc, or tcp with CURVE
+ * under Slurm), its counters and their stats records, its timer samples, and
+ * the events it sends the logger. */
 #define _GNU_SOURCE
 #include "pipeline/runtime/stage.h"
 #include "pipeline/runtime/hash.h"
@@ -140,17 +143,18 @@ int zp_stage_attach(zp_stage_t *st, void *sock, const char *name, int bind)
     return rc ? rc : link_to(sock, ep, bind);
 }
 
-void *zp_stage_socket(zp_stage_t *st, int type, const char *name, int bind, int linger_ms)
+int zp_stage_socket(zp_stage_t *st, void **out, int type, const char *name, int bind, int linger_ms)
 {
-    void *s = zmq_socket(st->zctx, type);
-    if (!s) {
+    if (!(*out = zmq_socket(st->zctx, type))) {
         zp_error("%s socket: %s", name, zmq_strerror(errno));
-        return NULL;
+        return ZP_EZMQ;
     }
-    zmq_setsockopt(s, ZMQ_LINGER, &linger_ms, sizeof linger_ms);
-    if (zp_stage_attach(st, s, name, bind))
-        zp_sock_destroy(&s);
-    return s;
+    zmq_setsockopt(*out, ZMQ_LINGER, &linger_ms, sizeof linger_ms);
+    if (zp_stage_attach(st, *out, name, bind)) {
+        zp_sock_destroy(out);
+        return ZP_EZMQ;
+    }
+    return 0;
 }
 
 /* Timer samples leave as {kind: "timer", region, ns: [durations], start:

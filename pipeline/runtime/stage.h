@@ -135,8 +135,9 @@ zp_inbox_t zp_stage_inbox(zp_stage_t *st, const zp_route_t *routes, int nroutes,
  * LINGER linger_ms: ipc under sock/. Under Slurm the sockets every rank
  * shares (a slurm_port in names.h: events, comm) are bound on rank 0 to ipc (plain, for its own
  * stages) and to tcp with CURVE (for the other ranks', which connect there;
- * pipeline/runtime/slurm.h). NULL, with the endpoint and the error logged, on failure. */
-void *zp_stage_socket(zp_stage_t *st, int type, const char *name, int bind, int linger_ms);
+ * pipeline/runtime/slurm.h). The socket in *out; 0, or ZP_EZMQ with *out NULL and
+ * the endpoint and the error logged. */
+int zp_stage_socket(zp_stage_t *st, void **out, int type, const char *name, int bind, int linger_ms);
 /* Binds or connects an open socket (its options set) the same way: 0 or an error, logged. */
 int zp_stage_attach(zp_stage_t *st, void *sock, const char *name, int bind);
 /* Fills the Slurm fields from the environment (a stage of `srun zeus-pipe

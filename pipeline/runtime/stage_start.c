@@ -20,7 +20,7 @@ static int load_dataset(zp_stage_t *st)
     char err[PATH_MAX + 200];
     int rc = zp_dataset_read(&ds, st->run_dir, err, sizeof err);
     if (rc == -ENOENT)
-        rc = zp_dataset_open(&ds, &st->cfg, err, sizeof err);
+        rc = zp_dataset_create(&ds, &st->cfg, err, sizeof err);
     if (rc) {
         zp_error("%s", err);
         return rc;

@@ -1,3 +1,5 @@
+/* timer.c — the named regions every stage times, their samples buffered per
+ * thread and flushed to the logger, and the statistics of a region. */
 #include "pipeline/runtime/timer.h"
 #include "pipeline/runtime/log.h"
 

@@ -1,3 +1,5 @@
+/* zap.c — the ZAP handler of a stage's tcp endpoints: a thread that answers
+ * libzmq's authentication requests, letting in the CURVE keys of its domain. */
 #define _GNU_SOURCE
 #include "pipeline/runtime/zap.h"
 #include "pipeline/runtime/keys.h"
@@ -182,7 +184,7 @@ static int start(zp_zap_t **out, zp_stage_t *st)
     int slurm = st->slurm.world > 1, rc = load_keys(z, st->cfg.allowed_keys, slurm);
     if (!rc && slurm)
         rc = load_ranks(z, st);
-    if (!rc && !(z->rep = zp_sock_open(st->zctx, ZMQ_REP, "inproc://zeromq.zap.01", 1, 0)))
+    if (!rc && zp_sock_create(&z->rep, st->zctx, ZMQ_REP, "inproc://zeromq.zap.01", 1, 0))
         rc = ZP_EZMQ;
     if (!rc && pthread_create(&z->thread, NULL, run, z)) {
         zmq_close(z->rep);

@@ -102,7 +102,7 @@ int zp_sup_autoscale_open(zp_sup_t *s)
     a->st.slurm = s->slurm;
     snprintf(a->st.run_dir, sizeof a->st.run_dir, "%s", s->run_dir);
     snprintf(a->st.run0, sizeof a->st.run0, "%s", s->slurm.world > 1 ? s->run0 : s->run_dir);
-    a->st.events = zp_stage_socket(&a->st, ZMQ_PUSH, zp_sock_name(ZP_SOCK_EVENTS), 0, 200); /* NULL: dropped */
+    zp_stage_socket(&a->st, &a->st.events, ZMQ_PUSH, zp_sock_name(ZP_SOCK_EVENTS), 0, 200); /* NULL: dropped */
     a->interval_ns = s->cfg.autoscale_interval_s * 1000000000ll;
     a->last_ns = zp_now_ns();
     a->next_ns = a->last_ns + a->interval_ns;
@@ -177,8 +177,10 @@ static int ask_logger(struct zp_autoscaler *a, zp_frames_t *f, zp_msg_t *m, char
     memset(m, 0, sizeof *m);
     snprintf(why, len, "no reply");
     zp_msg_t req = {.type = ZP_MSG_STAT_REQ};
-    void *sock = zp_stage_socket(&a->st, ZMQ_REQ, zp_sock_name(ZP_SOCK_STAT), 0, 0);
-    int rc = sock ? zp_send(sock, NULL, &req, NULL, NULL, 0, 0) : ZP_EZMQ;
+    void *sock;
+    int rc = zp_stage_socket(&a->st, &sock, ZMQ_REQ, zp_sock_name(ZP_SOCK_STAT), 0, 0);
+    if (!rc)
+        rc = zp_send(sock, NULL, &req, NULL, NULL, 0, 0);
     if (!rc) {
         zmq_pollitem_t it = {sock, 0, ZMQ_POLLIN, 0};
         rc = zmq_poll(&it, 1, 500) > 0 ? zp_frames_recv(f, sock, 0) : ZP_ETIMEOUT; /* the loop waits */
@@ -207,14 +209,14 @@ static int read_window(struct zp_autoscaler *a, const zp_sup_t *s, zp_autoscale_
         if (!a->unanswered++)
             fprintf(stderr, "zeus-pipe: loader.autoscale: the logger did not answer (%s); trying "
                             "again every interval\n", rc == ZP_EPROTO ? why : zp_strerror(rc));
-        zp_frames_close(&f);
+        zp_frames_free(&f);
         return rc;
     }
     sums_t sum = {0};
     for (uint32_t i = 0; i < m.body.via.array.size; i++)
         add_row(a, s, &m.body.via.array.ptr[i], &sum);
     zp_msg_release(&m);
-    zp_frames_close(&f);
+    zp_frames_free(&f);
     w->wait = sum.wait_time > 0 ? sum.wait / sum.wait_time : -1;
     w->busy = sum.busy_time > 0 ? sum.busy / sum.busy_time : -1;
     return 0;

@@ -197,7 +197,7 @@ static int prepare(zp_command_t *c, const zp_sup_t *s)
     return 0;
 }
 
-int zp_command_open(zp_command_t **out, const struct zp_sup *s)
+int zp_command_create(zp_command_t **out, const struct zp_sup *s)
 {
     *out = NULL;
     zp_command_t *c = calloc(1, sizeof *c);

@@ -143,7 +143,7 @@ static int eval_run(const zp_config_t *cfg_in, const zp_dataset_t *ds, const cha
         return 2;
     }
     memcpy(cfg.run_dir, dir, strlen(dir) + 1);
-    if ((cfg.cache_enabled && zp_cache_prepare(&cfg, &ds->meta)) ||
+    if ((cfg.cache_enabled && zp_sup_prepare_cache(&cfg, &ds->meta)) ||
         zp_rundir_start(&cfg, "eval", edir, sizeof edir))
         return 2;
     return zp_pipeline_run(&cfg, ds, edir, ZP_MODE_EVAL, ckpts);
@@ -159,7 +159,7 @@ int zp_eval(const char *run_dir, const char *ckpts)
         fprintf(stderr, "%s\n", err);
         return 2;
     }
-    if (zp_dataset_open(&ds, &cfg, err, sizeof err)) {
+    if (zp_dataset_create(&ds, &cfg, err, sizeof err)) {
         fprintf(stderr, "zeus-pipe: %s\n", err);
         return 2;
     }
@@ -177,7 +177,7 @@ int zp_overfit(zp_config_t *cfg, const zp_dataset_t *ds, long steps, zp_overfit_
     cfg->log_every_steps = steps >= 10 ? steps / 10 : 1;
     char name[80], dir[PATH_MAX];
     snprintf(name, sizeof name, "%s-overfit", cfg->run_name);
-    int status = (cfg->cache_enabled && zp_cache_prepare(cfg, &ds->meta)) ||
+    int status = (cfg->cache_enabled && zp_sup_prepare_cache(cfg, &ds->meta)) ||
                          zp_rundir_start(cfg, name, dir, sizeof dir)
                      ? 2
                      : zp_pipeline_run(cfg, ds, dir, ZP_MODE_OVERFIT, NULL);

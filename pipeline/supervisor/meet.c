@@ -249,7 +249,7 @@ static int node_cache(zp_sup_t *s)
         zp_sup_node_down(s, "its cache.path is on a network filesystem");
         return 2;
     }
-    if (!s->cfg.cache_enabled || !zp_cache_prepare(&s->cfg, &s->ds->meta))
+    if (!s->cfg.cache_enabled || !zp_sup_prepare_cache(&s->cfg, &s->ds->meta))
         return 0;
     fprintf(stderr, "zeus-pipe: node %s (Slurm rank %d): its cache %s cannot serve this run (above); "
                     "each node keeps its own cache at cache.path on its local disk\n",

@@ -39,7 +39,7 @@ int zp_sup_load(int nargs, char **args, const char *force, zp_config_t *cfg, zp_
         fprintf(stderr, "%s\n", err);
         return 2;
     }
-    if (zp_dataset_open(ds, cfg, err, sizeof err)) {
+    if (zp_dataset_create(ds, cfg, err, sizeof err)) {
         fprintf(stderr, "zeus-pipe: %s\n", err);
         if (cfg->dataset_source == ZP_SOURCE_IDX &&
             !strncmp(cfg->dataset_path, "/usr/share/datasets/", 20))
@@ -52,7 +52,7 @@ int zp_sup_load(int nargs, char **args, const char *force, zp_config_t *cfg, zp_
 
 /* Creates the cache or checks that it was built from this dataset and
  * transform, before any stage starts (and so before any fork). */
-int zp_cache_prepare(const zp_config_t *cfg, const zp_dataset_meta_t *meta)
+int zp_sup_prepare_cache(const zp_config_t *cfg, const zp_dataset_meta_t *meta)
 {
     zp_cachedb_t db;
     char err[1024];
@@ -89,7 +89,7 @@ static int resume_config(zp_sup_t *s, zp_ckpt_pos_t *pos, char *path, size_t len
         fprintf(stderr, "%s\n", err);
         return 2;
     }
-    if (zp_dataset_open(&s->own, &s->cfg, err, sizeof err)) {
+    if (zp_dataset_create(&s->own, &s->cfg, err, sizeof err)) {
         fprintf(stderr, "zeus-pipe: %s\n", err);
         return 2;
     }
@@ -124,7 +124,7 @@ static int resume_config(zp_sup_t *s, zp_ckpt_pos_t *pos, char *path, size_t len
 
 int zp_sup_prepare_resume(zp_sup_t *s, const char *run)
 {
-    if (zp_find_run(run, s->run_dir, sizeof s->run_dir))
+    if (zp_rundir_find(run, s->run_dir, sizeof s->run_dir))
         return 2;
     pid_t pid = zp_rundir_live_pid(s->run_dir);
     if (pid) {
@@ -136,7 +136,7 @@ int zp_sup_prepare_resume(zp_sup_t *s, const char *run)
     int rc = resume_config(s, &pos, path, sizeof path);
     if (rc)
         return rc;
-    if (s->cfg.cache_enabled && zp_cache_prepare(&s->cfg, &s->ds->meta))
+    if (s->cfg.cache_enabled && zp_sup_prepare_cache(&s->cfg, &s->ds->meta))
         return 2;
     zp_rundir_cleanup(s->run_dir); /* what its killed supervisor left */
     zp_resources_clear_stopped(s->run_dir);

@@ -255,7 +255,7 @@ zp_child_t *zp_procs_reap(zp_procs_t *s, int *trainer_done)
                 continue;
             c->pid = 0;
             c->status = status;
-            c->delivered = c->stage == ZP_STAGE_LOADER && zp_resources_delivered(s->run_dir, c->instance, pid);
+            c->delivered = c->stage == ZP_STAGE_LOADER && zp_rundir_delivered(s->run_dir, c->instance, pid);
             int ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
             int config_error = WIFEXITED(status) && WEXITSTATUS(status) == 2;
             if (ok && c->stage == ZP_STAGE_TRAINER)

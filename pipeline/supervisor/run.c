@@ -178,7 +178,7 @@ static int on_control(zp_sup_t *s)
     zp_frames_t f;
     zp_frames_init(&f);
     zp_inbox_recv(&in, s->control, ZMQ_DONTWAIT, &f, &c);
-    zp_frames_close(&f);
+    zp_frames_free(&f);
     return c.down;
 }
 
@@ -399,7 +399,7 @@ static int run_stages(zp_sup_t *s)
         cleanup(s);
         return 2;
     }
-    s->control = zp_sock_open(s->zctx, ZMQ_REP, ep, 1, 0);
+    zp_sock_create(&s->control, s->zctx, ZMQ_REP, ep, 1, 0); /* NULL: no scale nor down; logged */
     int status = zp_sup_autoscale_open(s); /* loader.workers clamped first */
     char epochs[48] = "epochs as the program's loop asks"; /* trainer.epochs 0: no cap */
     if (s->cfg.epochs)
@@ -445,7 +445,7 @@ static int supervise_run(zp_sup_t *s, int mode, const char *ckpts)
     zp_command_t *command = NULL;
     int training = mode == ZP_MODE_TRAIN || mode == ZP_MODE_RESUME;
     if (training && s->cfg.trainer_command.n > 0) {
-        int rc = zp_command_open(&command, s);
+        int rc = zp_command_create(&command, s);
         if (rc) {
             cleanup(s);
             return rc;
@@ -537,7 +537,7 @@ static int up(const zp_config_t *cfg, const zp_dataset_t *ds, int attach)
             memcpy(s.cfg.trainer_command.v[0], prog, plen + 1);
     }
     int rc = slurm ? zp_sup_prepare_slurm(&s)
-             : s.cfg.cache_enabled && zp_cache_prepare(&s.cfg, &ds->meta)
+             : s.cfg.cache_enabled && zp_sup_prepare_cache(&s.cfg, &ds->meta)
                  ? 2
                  : zp_rundir_start(&s.cfg, s.cfg.run_name, s.run_dir, sizeof s.run_dir);
     return rc ? rc : describe_and_run(&s, ZP_MODE_TRAIN, NULL);

@@ -1,3 +1,5 @@
+/* rundir.c — run directories: made (runs/NAME, NAME-2, ...), found by name or
+ * as the latest, and swept of what a dead run left (RUN/resources). */
 #define _GNU_SOURCE
 #include "pipeline/runtime/files.h"
 #include "pipeline/runtime/log.h"
@@ -176,12 +178,12 @@ static int find_run(const char *run, char *dir, size_t len, int latest)
     return 2;
 }
 
-int zp_find_run(const char *run, char *dir, size_t len)
+int zp_rundir_find(const char *run, char *dir, size_t len)
 {
     return find_run(run, dir, len, 0);
 }
 
-int zp_find_run_or_latest(const char *run, char *dir, size_t len)
+int zp_rundir_find_or_latest(const char *run, char *dir, size_t len)
 {
     return find_run(run, dir, len, 1);
 }
@@ -316,7 +318,7 @@ static void my_host(char *buf, size_t len)
     buf[len - 1] = 0;
 }
 
-int zp_resources_foreign(const char *run_dir)
+int zp_rundir_foreign(const char *run_dir)
 {
     char me[256];
     int foreign;
@@ -327,7 +329,7 @@ int zp_resources_foreign(const char *run_dir)
     return foreign;
 }
 
-void zp_resources_cleanup(const char *run_dir)
+void zp_rundir_remove_resources(const char *run_dir)
 {
     sweep_t sw = {.foreign = 0};
     my_host(sw.host, sizeof sw.host);
@@ -341,7 +343,7 @@ void zp_resources_cleanup(const char *run_dir)
                         "process there can remove their shared memory\n", run_dir, sw.foreign);
 }
 
-int zp_resources_delivered(const char *run_dir, int instance, pid_t pid)
+int zp_rundir_delivered(const char *run_dir, int instance, pid_t pid)
 {
     char path[PATH_MAX + 64], buf[24] = "";
     zp_resources_mark_path(path, sizeof path, run_dir, instance);
@@ -364,9 +366,9 @@ int zp_resources_delivered(const char *run_dir, int instance, pid_t pid)
 void zp_rundir_cleanup(const char *run_dir)
 {
     char path[PATH_MAX + 64];
-    if (zp_resources_foreign(run_dir))
+    if (zp_rundir_foreign(run_dir))
         return; /* its supervisor's host cleans up after it */
-    zp_resources_cleanup(run_dir);
+    zp_rundir_remove_resources(run_dir);
     snprintf(path, sizeof path, "%s/supervisor.pid", run_dir);
     unlink(path);
 }
@@ -386,7 +388,7 @@ void zp_rundir_cleanup_stale(const char *dir)
         snprintf(pidfile, sizeof pidfile, "%s/supervisor.pid", run);
         char real[PATH_MAX];
         if (access(pidfile, F_OK) || zp_rundir_live_pid(run) || !realpath(run, real) ||
-            zp_resources_foreign(real))
+            zp_rundir_foreign(real))
             continue;
         fprintf(stderr, "zeus-pipe: cleaning up after %s, whose supervisor died\n", real);
         zp_rundir_cleanup(real);

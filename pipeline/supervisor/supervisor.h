@@ -12,7 +12,7 @@
  *   - zp_warm_*, zp_sweep_*, zp_eval*, zp_overfit: the engines of `warm`,
  *     `sweep`, `eval` and `overfit` (the commands parse and print);
  *   - the pieces they are made of: stage processes (zp_procs_*) and run
- *     directories (zp_rundir_*, zp_find_run, the RUN/resources sweep).
+ *     directories (zp_rundir_*, zp_rundir_find, the RUN/resources sweep).
  *
  * What it guarantees:
  *   - every stage is `zeus-pipe stage NAME` exec'd (never a bare fork after
@@ -60,7 +60,7 @@ int zp_sup_load(int nargs, char **args, const char *force, zp_config_t *cfg, zp_
 /* Creates the LMDB cache or checks its fingerprints (cache.on_mismatch),
  * before any stage starts. 0, or non-zero after printing why the run must
  * not start. */
-int zp_cache_prepare(const zp_config_t *cfg, const zp_dataset_meta_t *meta);
+int zp_sup_prepare_cache(const zp_config_t *cfg, const zp_dataset_meta_t *meta);
 
 /* ---- Runs ----------------------------------------------------------------------------------- */
 
@@ -79,7 +79,7 @@ int zp_up(const zp_config_t *cfg, const zp_dataset_t *ds);
  * a reader of its output that died is no reason to stop uncleanly.
  * trainer.command is left out (noted); 2 under Slurm, before anything starts. */
 int zp_up_attach(const zp_config_t *cfg, const zp_dataset_t *ds);
-/* `zeus-pipe up --resume RUN`: RUN (a directory or a name, zp_find_run) goes
+/* `zeus-pipe up --resume RUN`: RUN (a directory or a name, zp_rundir_find) goes
  * on from its checkpoints/last.ckpt with its own config. The exit status; 2
  * when RUN is running, has no readable checkpoint, or under Slurm. */
 int zp_up_resume(const char *run);
@@ -130,10 +130,10 @@ typedef struct {
 } zp_warm_progress_t;
 
 /* Loads `CONFIG [KEY=VALUE ...]` as zp_sup_load does (cache.enabled forced
- * on), prepares the cache (zp_cache_prepare) and plans what it lacks.
+ * on), prepares the cache (zp_sup_prepare_cache) and plans what it lacks.
  * Returns 0 with *w (zp_warm_destroy frees it); -1 for a usage error
  * (nothing printed); 1 or 2 after printing why (*w NULL). */
-int zp_warm_open(zp_warm_t **w, int nargs, char **args);
+int zp_warm_create(zp_warm_t **w, int nargs, char **args);
 /* What w planned and has done; owned by w, valid until zp_warm_destroy. */
 const zp_warm_progress_t *zp_warm_progress(const zp_warm_t *w);
 
@@ -190,7 +190,7 @@ typedef struct {
 } zp_sweep_t;
 
 /* An empty sweep; NULL when out of memory. */
-zp_sweep_t *zp_sweep_new(void);
+zp_sweep_t *zp_sweep_create(void);
 /* Frees s and its points (NULL does nothing); sets *s to NULL. */
 void zp_sweep_destroy(zp_sweep_t **s);
 
@@ -307,7 +307,7 @@ int zp_command_check(const zp_config_t *cfg, char *prog, size_t len, char *cwd, 
  * 0; on failure *c stays NULL and the exit status is returned after printing
  * why (2: the program, 1: out of memory or no free port). */
 struct zp_sup;
-int zp_command_open(zp_command_t **c, const struct zp_sup *s);
+int zp_command_create(zp_command_t **c, const struct zp_sup *s);
 /* The environment of `rank`'s program (owned by c), NULL for a rank not here. */
 char *const *zp_command_env(const zp_command_t *c, int rank);
 /* Hands rank's pipe (its read end) and log to the relay thread, which owns
@@ -419,10 +419,10 @@ pid_t zp_rundir_live_pid(const char *run);
 /* Resolves RUN (a run directory or a name under runs/) into an absolute run
  * directory; with RUN NULL picks the only running run under `runs/`. Prints
  * what went wrong and returns 2 on failure. */
-int zp_find_run(const char *run, char *dir, size_t len);
+int zp_rundir_find(const char *run, char *dir, size_t len);
 /* The same, but with RUN NULL and no run running, the latest run under runs/
  * (the newest folder with a config.yaml), said on stderr: for `report`. */
-int zp_find_run_or_latest(const char *run, char *dir, size_t len);
+int zp_rundir_find_or_latest(const char *run, char *dir, size_t len);
 
 /* Removes the shared memory, socket files and nested rank folders' leftovers
  * that the run recorded in RUN/resources (pipeline/runtime/resources.h), and its pid
@@ -433,15 +433,15 @@ void zp_rundir_cleanup_stale(const char *dir);
 
 /* 1 when RUN/resources says that the run belongs to another host (its
  * resources are out of reach from here), else 0. */
-int zp_resources_foreign(const char *run_dir);
+int zp_rundir_foreign(const char *run_dir);
 /* Removes what RUN/resources lists and belongs to the run (nested runs
  * included, when their supervisor is dead), then the record itself. Lines
  * that name something else are left alone, counted and reported. Does
  * nothing for a run of another host. */
-void zp_resources_cleanup(const char *run_dir);
+void zp_rundir_remove_resources(const char *run_dir);
 /* 1 when loader `instance`, process `pid`, had delivered samples before it
  * ended; removes the mark. */
-int zp_resources_delivered(const char *run_dir, int instance, pid_t pid);
+int zp_rundir_delivered(const char *run_dir, int instance, pid_t pid);
 
 /* ---- Between the supervisor's own files (run.c, prepare.c, meet.c) -------------------------- */
 

@@ -12,7 +12,7 @@
 
 #define ARG_BYTES 1200 /* KEY=VALUE of an axis: key < 128, value < 1024 bytes */
 
-zp_sweep_t *zp_sweep_new(void) { return calloc(1, sizeof(zp_sweep_t)); }
+zp_sweep_t *zp_sweep_create(void) { return calloc(1, sizeof(zp_sweep_t)); }
 
 void zp_sweep_destroy(zp_sweep_t **s)
 {
@@ -181,7 +181,7 @@ static int run_point(zp_sweep_t *s, int k)
     zp_config_t cfg;
     zp_dataset_t *ds = NULL;
     int rc = load_point(s, k, &cfg, &ds);
-    if (!rc && cfg.cache_enabled && zp_cache_prepare(&cfg, &ds->meta))
+    if (!rc && cfg.cache_enabled && zp_sup_prepare_cache(&cfg, &ds->meta))
         rc = 2;
     if (!rc)
         rc = zp_rundir_start(&cfg, cfg.run_name, pt->dir, sizeof pt->dir) ? 2 : 0;

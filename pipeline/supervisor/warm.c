@@ -87,7 +87,7 @@ static int node_local(const zp_warm_t *w)
     return 1;
 }
 
-int zp_warm_open(zp_warm_t **out, int nargs, char **args)
+int zp_warm_create(zp_warm_t **out, int nargs, char **args)
 {
     zp_warm_t *w = calloc(1, sizeof *w);
     *out = NULL;
@@ -100,7 +100,7 @@ int zp_warm_open(zp_warm_t **out, int nargs, char **args)
         w->meta = w->ds->meta;
         w->p.cache_path = w->cfg.cache_path;
         w->p.run_dir = w->run_dir;
-        rc = node_local(w) || zp_cache_prepare(&w->cfg, &w->meta) ? 2 : plan(w);
+        rc = node_local(w) || zp_sup_prepare_cache(&w->cfg, &w->meta) ? 2 : plan(w);
     }
     if (rc)
         zp_warm_destroy(&w);
@@ -201,7 +201,7 @@ static int drive(zp_warm_t *w, zp_warm_progress_fn *progress, void *arg)
         progress(&w->p, 0, arg);
     }
     progress(&w->p, 1, arg);
-    zp_frames_close(&f);
+    zp_frames_free(&f);
     return status;
 }
 
@@ -233,7 +233,7 @@ static int start(zp_warm_t *w)
         return 2;
     }
     w->zctx = zmq_ctx_new();
-    if (!(w->fetch = zp_sock_open(w->zctx, ZMQ_DEALER, ep, 0, 0)))
+    if (zp_sock_create(&w->fetch, w->zctx, ZMQ_DEALER, ep, 0, 0))
         return 1;
     rc = zp_procs_spawn(&w->procs, ZP_STAGE_CACHE, 0, 0);
     for (int i = 0; !rc && i < w->cfg.loader_workers; i++)

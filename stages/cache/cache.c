@@ -572,9 +572,9 @@ int zp_cache_main(zp_stage_t *st)
     char ep[ZP_ENDPOINT_MAX + 16];
     int rc = 1;
     if (zp_stage_endpoint(st, zp_sock_name(ZP_SOCK_WORK), ep, sizeof ep) ||
-        !(c.work = zp_sock_open(st->zctx, ZMQ_ROUTER, ep, 1, 0)))
+        zp_sock_create(&c.work, st->zctx, ZMQ_ROUTER, ep, 1, 0))
         goto out;
-    if (!(c.fetch = zp_stage_socket(st, ZMQ_ROUTER, zp_sock_name(ZP_SOCK_FETCH), 1, 0)))
+    if (zp_stage_socket(st, &c.fetch, ZMQ_ROUTER, zp_sock_name(ZP_SOCK_FETCH), 1, 0))
         goto out;
     open_monitor(&c);
     /* under Slurm rank 0's cache stage alone takes other hosts' loaders */
@@ -582,7 +582,7 @@ int zp_cache_main(zp_stage_t *st)
         goto out;
     if (zp_tasks_create(&c.tasks))
         goto out;
-    if (st->cfg.cache_enabled && zp_store_open(&c.store, st))
+    if (st->cfg.cache_enabled && zp_store_create(&c.store, st))
         goto out;
     if (c.store && (!(c.hit_labels = malloc((size_t)st->cfg.task_size * 4)) ||
                     !(c.hit_data = malloc((size_t)st->cfg.task_size * st->meta.sample_bytes))))
@@ -598,7 +598,7 @@ int zp_cache_main(zp_stage_t *st)
     rc = rc ? 1 : 0;
 out:
     zp_store_destroy(&c.store); /* commits what is pending, also on SIGTERM */
-    zp_frames_close(&c.f);
+    zp_frames_free(&c.f);
     close_monitor(&c);
     zp_sock_destroy(&c.work);
     zp_sock_destroy(&c.fetch);

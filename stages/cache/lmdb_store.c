@@ -1,3 +1,5 @@
+/* lmdb_store.c — the cache stage's LMDB writer: samples put in batched write
+ * transactions, and a full map turned into a warning and no more writes. */
 #define _GNU_SOURCE
 #include "stages/cache/lmdb_store.h"
 #include "schemas/msg.h"
@@ -19,7 +21,7 @@ struct zp_store {
     int64_t next_reader_check; /* ns */
 };
 
-int zp_store_open(zp_store_t **out, zp_stage_t *st)
+int zp_store_create(zp_store_t **out, zp_stage_t *st)
 {
     *out = NULL;
     zp_store_t *s = calloc(1, sizeof *s);
@@ -119,7 +121,7 @@ static int begin(zp_store_t *s)
 static int reserve(zp_store_t *s, int split, uint32_t index, size_t size, MDB_val *v)
 {
     uint8_t kb[4];
-    zp_cache_key(index, kb);
+    zp_cachedb_key(index, kb);
     MDB_val k = {4, kb};
     *v = (MDB_val){size, NULL};
     int rc = mdb_put(s->txn, s->db.dbi[split], &k, v, MDB_RESERVE);
@@ -160,7 +162,7 @@ void zp_store_put(zp_store_t *s, int split, uint64_t n, const uint8_t *indices,
         if (reserve(s, split, index, ZP_CACHE_HDR + bytes, &v))
             break;
         const uint8_t *payload = data + i * bytes;
-        zp_cache_header(v.mv_data, &s->st->meta, index, label, payload, bytes);
+        zp_cachedb_header(v.mv_data, &s->st->meta, index, label, payload, bytes);
         memcpy((uint8_t *)v.mv_data + ZP_CACHE_HDR, payload, bytes);
     }
     ZP_TIME_END(&s->st->timers, ZP_R_LMDB_PUT);
@@ -186,7 +188,7 @@ static int walk_values(zp_store_t *s, int split, uint64_t n, const uint8_t *fram
         zp_cache_whole_t img;
         const char *why;
         if (!put && (index >= s->st->meta.n[split] ||
-                     zp_cache_check_whole(&v, &s->st->meta, s->st->cfg.image_cache_side, index,
+                     zp_cachedb_check_whole(&v, &s->st->meta, s->st->cfg.image_cache_side, index,
                                           &label, &img, &why)))
             return -1;
         if (put && (reserve(s, split, index, v.mv_size, &w) == 0))
@@ -230,12 +232,12 @@ int zp_store_get(zp_store_t *s, int split, uint64_t n, const uint8_t *indices, i
         uint32_t index;
         memcpy(&index, indices + 4 * i, 4);
         uint8_t kb[4];
-        zp_cache_key(index, kb);
+        zp_cachedb_key(index, kb);
         MDB_val k = {4, kb}, v;
         const uint8_t *payload;
         const char *why;
         if (mdb_get(txn, s->db.dbi[split], &k, &v) ||
-            zp_cache_check(&v, &s->st->meta, index, &labels[i], &payload, &why))
+            zp_cachedb_check_value(&v, &s->st->meta, index, &labels[i], &payload, &why))
             break;
         memcpy(data + i * bytes, payload, bytes);
     }

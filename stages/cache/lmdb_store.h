@@ -13,7 +13,7 @@ typedef struct zp_store zp_store_t;
 
 /* Opens the environment for writing. Returns 0; ZP_ENOMEM, or ZP_EDATA with
  * the LMDB error logged (cache.path unusable), with *out NULL. */
-int zp_store_open(zp_store_t **out, zp_stage_t *st);
+int zp_store_create(zp_store_t **out, zp_stage_t *st);
 /* Commits what is pending and closes. Safe on NULL; nulls *s. */
 void zp_store_destroy(zp_store_t **s);
 
@@ -25,7 +25,7 @@ void zp_store_put(zp_store_t *s, int split, uint64_t n, const uint8_t *indices,
                   const uint8_t *labels, const uint8_t *data);
 /* Puts the n cache values of a VALUES message (back to back in `frame` of
  * `size` bytes, may be unaligned): whole train images. Each is checked as a
- * hit would be (zp_cache_check_whole) before any is put: ZP_EDATA when one
+ * hit would be (zp_cachedb_check_whole) before any is put: ZP_EDATA when one
  * is malformed (nothing kept; the caller counts and logs it). LMDB errors
  * turn caching off with a warning, as zp_store_put. Else 0. */
 int zp_store_put_values(zp_store_t *s, int split, uint64_t n, const uint8_t *frame, size_t size);

@@ -98,7 +98,7 @@ static int keep_whole(loader_t *l, uint32_t index, int32_t label)
         return ZP_ENOMEM;
     uint8_t *v = l->vals + l->vals_len;
     memcpy(v + ZP_CACHE_HDR, payload, bytes);
-    zp_cache_whole_header(v, layout, index, label, h, w, v + ZP_CACHE_HDR, bytes);
+    zp_cachedb_whole_header(v, layout, index, label, h, w, v + ZP_CACHE_HDR, bytes);
     l->vals_len += ZP_CACHE_HDR + bytes;
     l->nvals++;
     return 0;
@@ -155,8 +155,8 @@ static void *open_remote(loader_t *l)
 static int connect_broker(loader_t *l)
 {
     zp_sock_destroy(&l->work);
-    l->work = l->st->connect[0] ? open_remote(l) : zp_sock_open(l->st->zctx, ZMQ_DEALER, l->ep, 0, 0);
-    if (!l->work)
+    if (l->st->connect[0] ? !(l->work = open_remote(l))
+                          : zp_sock_create(&l->work, l->st->zctx, ZMQ_DEALER, l->ep, 0, 0))
         return ZP_EZMQ;
     l->last_recv = zp_now_ns();
     zp_msg_t ready = {.type = ZP_MSG_READY, .credit = (uint64_t)l->st->cfg.credit, .fp = l->fp,
@@ -389,7 +389,7 @@ static int loop(loader_t *l)
             rc = connect_broker(l);
         }
     }
-    zp_frames_close(&l->f);
+    zp_frames_free(&l->f);
     return rc == ZP_ESTOP || rc == 1 ? 0 : rc;
 }
 
@@ -457,11 +457,11 @@ int zp_loader_main(zp_stage_t *st)
         return 2;
     }
     if (kind == ZP_SOURCE_IDX)
-        rc = zp_source_idx_open(&src, &st->cfg, &st->meta, err, sizeof err);
+        rc = zp_source_idx_create(&src, &st->cfg, &st->meta, err, sizeof err);
     else if (kind == ZP_SOURCE_SYNTHETIC)
-        rc = zp_source_synthetic_open(&src, &st->cfg, &st->meta, err, sizeof err);
+        rc = zp_source_synthetic_create(&src, &st->cfg, &st->meta, err, sizeof err);
     else
-        rc = zp_source_image_open(&src, &st->cfg, &st->meta, err, sizeof err);
+        rc = zp_source_image_create(&src, &st->cfg, &st->meta, err, sizeof err);
     if (rc) {
         zp_error("%s", err);
         return 1;

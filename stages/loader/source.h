@@ -28,11 +28,11 @@ struct zp_source {
 };
 
 /* Both open whole splits up front; errors name the file. */
-int zp_source_idx_open(zp_source_t **out, const zp_config_t *cfg, const zp_dataset_meta_t *meta,
+int zp_source_idx_create(zp_source_t **out, const zp_config_t *cfg, const zp_dataset_meta_t *meta,
                        char *err, size_t errlen);
-int zp_source_image_open(zp_source_t **out, const zp_config_t *cfg, const zp_dataset_meta_t *meta,
+int zp_source_image_create(zp_source_t **out, const zp_config_t *cfg, const zp_dataset_meta_t *meta,
                          char *err, size_t errlen);
-int zp_source_synthetic_open(zp_source_t **out, const zp_config_t *cfg,
+int zp_source_synthetic_create(zp_source_t **out, const zp_config_t *cfg,
                              const zp_dataset_meta_t *meta, char *err, size_t errlen);
 
 #endif

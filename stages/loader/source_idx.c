@@ -60,7 +60,7 @@ static int read_labels(idx_source_t *s, const zp_config_t *cfg, const zp_dataset
     return rc;
 }
 
-int zp_source_idx_open(zp_source_t **out, const zp_config_t *cfg, const zp_dataset_meta_t *meta,
+int zp_source_idx_create(zp_source_t **out, const zp_config_t *cfg, const zp_dataset_meta_t *meta,
                        char *err, size_t errlen)
 {
     *out = NULL;

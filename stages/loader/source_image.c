@@ -387,7 +387,7 @@ static int scan(image_source_t *s, const zp_config_t *cfg, const zp_dataset_meta
     return rc;
 }
 
-int zp_source_image_open(zp_source_t **out, const zp_config_t *cfg, const zp_dataset_meta_t *meta,
+int zp_source_image_create(zp_source_t **out, const zp_config_t *cfg, const zp_dataset_meta_t *meta,
                          char *err, size_t errlen)
 {
     *out = NULL;

@@ -39,7 +39,7 @@ static int synth_get(zp_source_t *src, int split, uint32_t index, uint8_t *pixel
 
 static void synth_destroy(zp_source_t *src) { free(src); }
 
-int zp_source_synthetic_open(zp_source_t **out, const zp_config_t *cfg,
+int zp_source_synthetic_create(zp_source_t **out, const zp_config_t *cfg,
                              const zp_dataset_meta_t *meta, char *err, size_t errlen)
 {
     (void)err;

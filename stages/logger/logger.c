@@ -251,14 +251,14 @@ static int open_all(logger_t *l)
         return 1;
     }
     snprintf(path, sizeof path, "%s/tb", st->run_dir);
-    if (st->cfg.tensorboard && !(l->tb = zp_tb_new(path)))
+    if (st->cfg.tensorboard && zp_tb_create(&l->tb, path))
         zp_warn("%s: no TensorBoard scalars for this run (logger.tensorboard: false turns them off)", path);
-    if (!(l->pull = zp_stage_socket(st, ZMQ_PULL, zp_sock_name(ZP_SOCK_EVENTS), 1, 0)))
+    if (zp_stage_socket(st, &l->pull, ZMQ_PULL, zp_sock_name(ZP_SOCK_EVENTS), 1, 0))
         return 1;
     int hwm = 100000;
     zmq_setsockopt(l->pull, ZMQ_RCVHWM, &hwm, sizeof hwm);
     /* under Slurm also tcp, for each node's autoscale (pipeline/runtime/names.h) */
-    if (!(l->rep = zp_stage_socket(st, ZMQ_REP, zp_sock_name(ZP_SOCK_STAT), 1, 0)))
+    if (zp_stage_socket(st, &l->rep, ZMQ_REP, zp_sock_name(ZP_SOCK_STAT), 1, 0))
         return 1;
     return 0;
 }
@@ -313,7 +313,7 @@ int zp_logger_main(zp_stage_t *st)
     }
     if (!rc)
         finish(&l);
-    zp_frames_close(&l.f);
+    zp_frames_free(&l.f);
     zp_sock_destroy(&l.pull);
     zp_sock_destroy(&l.rep);
     if (l.metrics)

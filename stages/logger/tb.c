@@ -4,6 +4,7 @@
 #include "stages/logger/tb.h"
 #include "pipeline/runtime/files.h"
 #include "pipeline/runtime/log.h"
+#include "schemas/errors.h"
 #include "schemas/records.h"
 #include "schemas/tensorboard.pb-c.h"
 
@@ -90,31 +91,34 @@ static int write_event(zp_tb_t *tb, const Tensorboard__Event *ev)
     return 0;
 }
 
-zp_tb_t *zp_tb_new(const char *dir)
+int zp_tb_create(zp_tb_t **out, const char *dir)
 {
+    *out = NULL;
     int rc = zp_mkdirs(dir, 0755);
     if (rc) {
         zp_error("%s: cannot make the folder: %s", dir, strerror(-rc));
-        return NULL;
+        return rc;
     }
     zp_tb_t *tb = calloc(1, sizeof *tb);
     if (!tb)
-        return NULL;
+        return ZP_ENOMEM;
     char host[64] = "localhost";
     gethostname(host, sizeof host - 1);
     tb->t0 = zp_wall_s();
     snprintf(tb->path, sizeof tb->path, "%s/events.out.tfevents.%lld.%s", dir, (long long)tb->t0, host);
     if (!(tb->f = fopen(tb->path, "ab"))) {
+        rc = -errno;
         zp_error("%s: %s", tb->path, strerror(errno));
         free(tb);
-        return NULL;
+        return rc;
     }
     Tensorboard__Event ev = TENSORBOARD__EVENT__INIT;
     ev.wall_time = tb->t0;
     ev.what_case = TENSORBOARD__EVENT__WHAT_FILE_VERSION;
     ev.file_version = "brain.Event:2";
     write_event(tb, &ev);
-    return tb;
+    *out = tb;
+    return 0;
 }
 
 void zp_tb_destroy(zp_tb_t **tb)

@@ -32,10 +32,10 @@
 typedef struct zp_tb zp_tb_t;
 
 /* Creates `dir` (mkdir -p) and opens dir/events.out.tfevents.<seconds>.<host>
- * in it, writing the file_version record. Returns the writer, or NULL (with
- * the reason logged as an error naming the path) when the folder or the file
+ * in it, writing the file_version record. The writer in *out; 0, or an error
+ * (*out NULL, the reason logged naming the path) when the folder or the file
  * cannot be made. */
-zp_tb_t *zp_tb_new(const char *dir);
+int zp_tb_create(zp_tb_t **out, const char *dir);
 /* Flushes and closes; safe twice (sets *tb to NULL). */
 void zp_tb_destroy(zp_tb_t **tb);
 

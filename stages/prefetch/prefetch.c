@@ -35,7 +35,7 @@
 typedef struct {
     zp_stage_t *st;
     zp_ring_t *ring;
-    zp_batch_layout_t lay;
+    zp_ring_layout_t lay;
     void *fetch, *ring_sock;
     zp_sampler_t sampler[ZP_SPLITS];
     zp_batch_t *inflight[INFLIGHT_MAX]; /* owned */
@@ -196,7 +196,7 @@ static int read_hits(prefetch_t *p, zp_batch_t *bt)
     MDB_val *vals = p->vals;
     for (int64_t j = 0; j < nread; j++) {
         uint8_t kb[4];
-        zp_cache_key((uint32_t)(p->order[j] >> 32), kb);
+        zp_cachedb_key((uint32_t)(p->order[j] >> 32), kb);
         MDB_val k = {4, kb};
         int got = rc ? rc : mdb_get(txn, p->db.dbi[p->split], &k, &vals[j]);
         if (got)
@@ -628,12 +628,12 @@ static int open_ring(prefetch_t *p, const char *name)
 {
     zp_stage_t *st = p->st;
     uint32_t depth = (uint32_t)st->cfg.depth;
-    int rc = zp_batch_layout(&p->lay, st->cfg.batch_size, st->meta.sample_bytes);
+    int rc = zp_ring_layout(&p->lay, st->cfg.batch_size, st->meta.sample_bytes);
     if (!rc)
         rc = zp_ring_create(&p->ring, name, depth, p->lay.bytes);
     if (rc == -ENOSPC || rc == -ENOMEM) {
         char room[256] = "";
-        zp_shm_room(zp_ring_bytes(depth, p->lay.bytes), room, sizeof room);
+        zp_ring_shm_room(zp_ring_bytes(depth, p->lay.bytes), room, sizeof room);
         zp_error("shared memory %s: %u slots of %.1f MiB: posix_fallocate: %s%s%s; %s", name,
                  (unsigned)depth, p->lay.bytes / 1048576.0, strerror(-rc), room[0] ? ": " : "",
                  room, ZP_SHM_ADVICE);
@@ -661,7 +661,7 @@ static int open_cache(prefetch_t *p)
                         "opens (tried again every epoch)", err);
         return 0;
     }
-    if (!p->readers && (rc = zp_readers_start(&p->readers, (int)st->cfg.readers)))
+    if (!p->readers && (rc = zp_readers_create(&p->readers, (int)st->cfg.readers)))
         return rc;
     p->whole = zp_augment_whole(&st->cfg);
     zp_rrc_init(&p->rrc, &st->cfg);
@@ -723,12 +723,12 @@ static int open_all(prefetch_t *p)
             return rc;
         }
     }
-    if (!(p->fetch = zp_stage_socket(st, ZMQ_DEALER, zp_sock_name(ZP_SOCK_FETCH), 0, 0)))
+    if (zp_stage_socket(st, &p->fetch, ZMQ_DEALER, zp_sock_name(ZP_SOCK_FETCH), 0, 0))
         return ZP_EZMQ;
     char ring[32];
     zp_ring_sock_name(ring, sizeof ring, st->instance);
     if (zp_stage_endpoint(st, ring, ep, sizeof ep) ||
-        !(p->ring_sock = zp_sock_open(st->zctx, ZMQ_PAIR, ep, 1, 1000)))
+        zp_sock_create(&p->ring_sock, st->zctx, ZMQ_PAIR, ep, 1, 1000))
         return ZP_EZMQ;
     return 0;
 }
@@ -736,7 +736,7 @@ static int open_all(prefetch_t *p)
 static void close_all(prefetch_t *p)
 {
     zp_ringlog_tick(&p->ringlog, p->st, 1);
-    zp_frames_close(&p->f);
+    zp_frames_free(&p->f);
     zp_sock_destroy(&p->fetch);
     zp_sock_destroy(&p->ring_sock);
     zp_ring_destroy(&p->ring);

@@ -1,3 +1,5 @@
+/* readers.c — a few threads that copy a batch's cache hits from LMDB into its
+ * ring slot (cropping or decoding a whole image on the way). */
 #define _GNU_SOURCE
 #include "stages/prefetch/readers.h"
 #include "pipeline/runtime/cachedb.h"
@@ -71,7 +73,7 @@ static int crop_whole(const zp_copy_job_t *job, space_t *sp, int64_t j, uint32_t
 {
     zp_cache_whole_t img;
     int32_t l;
-    if (zp_cache_check_whole(&job->vals[j], job->meta, job->side, index, &l, &img, &job->why[j]))
+    if (zp_cachedb_check_whole(&job->vals[j], job->meta, job->side, index, &l, &img, &job->why[j]))
         return ZP_HIT_CORRUPT;
     const uint8_t *rgb = img.layout == ZP_CACHE_JPEG ? decode(sp, &img, &job->why[j]) : img.payload;
     if (!rgb)
@@ -114,11 +116,11 @@ static void copy_range(const zp_copy_job_t *job, space_t *sp, int64_t lo, int64_
             continue;
         }
         job->status[j] = ZP_HIT_CORRUPT;
-        if (zp_cache_check_header(&job->vals[j], job->meta, index, &job->labels[i], &payload, &sum,
+        if (zp_cachedb_check_header(&job->vals[j], job->meta, index, &job->labels[i], &payload, &sum,
                                   &job->why[j]))
             continue;
         memcpy(dst, payload, bytes);
-        if (zp_cache_sum(job->vals[j].mv_data, dst, bytes) != sum) {
+        if (zp_cachedb_sum(job->vals[j].mv_data, dst, bytes) != sum) {
             job->why[j] = "checksum mismatch (header or payload)";
             continue;
         }
@@ -157,7 +159,7 @@ static void *helper(void *p)
     return NULL;
 }
 
-int zp_readers_start(zp_readers_t **out, int nthreads)
+int zp_readers_create(zp_readers_t **out, int nthreads)
 {
     *out = NULL;
     zp_readers_t *r = calloc(1, sizeof *r);

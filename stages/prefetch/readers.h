@@ -40,7 +40,7 @@ typedef struct zp_readers zp_readers_t;
 
 /* nthreads - 1 helper threads are started (1: the caller does it all; fewer
  * when the system refuses more). 0, or ZP_ENOMEM with *out NULL. */
-int zp_readers_start(zp_readers_t **out, int nthreads);
+int zp_readers_create(zp_readers_t **out, int nthreads);
 /* Runs the job to completion. */
 void zp_readers_run(zp_readers_t *r, const zp_copy_job_t *job);
 /* Stops and joins the helpers. Safe on NULL; nulls *r. */

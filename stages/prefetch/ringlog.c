@@ -1,3 +1,5 @@
+/* ringlog.c — the prefetch's log of the ring: each BATCH sent and FREE
+ * received, batched into ring records for the logger. */
 #include "stages/prefetch/ringlog.h"
 #include "pipeline/runtime/log.h"
 #include "schemas/records.h"

@@ -35,7 +35,7 @@ static int pick(const zp_stage_t *st, int *backend)
     return 0;
 }
 
-int zp_backend_open(zp_backend_t **out, zp_stage_t *st, zp_comm_t *comm)
+int zp_backend_create(zp_backend_t **out, zp_stage_t *st, zp_comm_t *comm)
 {
     *out = NULL;
     int backend, rc = pick(st, &backend);
@@ -44,12 +44,12 @@ int zp_backend_open(zp_backend_t **out, zp_stage_t *st, zp_comm_t *comm)
     /* every model on the host (cpu, eval; cuda's host copy) sums in the same order */
     openblas_set_num_threads((int)st->cfg.threads);
     if (backend == ZP_BACKEND_NULL)
-        return zp_backend_null_open(out, st, comm);
+        return zp_backend_null_create(out, st, comm);
     if (backend == ZP_BACKEND_CUDA)
-        return zp_backend_cuda_open(out, st, comm);
+        return zp_backend_cuda_create(out, st, comm);
     if (st->mode == ZP_MODE_EVAL)
-        return zp_backend_eval_open(out, st, comm);
-    return zp_backend_cpu_open(out, st, comm);
+        return zp_backend_eval_create(out, st, comm);
+    return zp_backend_cpu_create(out, st, comm);
 }
 
 void zp_backend_destroy(zp_backend_t **b)

@@ -8,7 +8,7 @@
  *   cuda  (backend_cuda.c)  the same MLP on one GPU (gpu_load.c -> the
  *                           module zeus-pipe-cuda.so); with ranks, NCCL
  *   eval  (backend_eval.c)  `zeus-pipe eval`: test batches through several
- *                           checkpoints at once (eval.c)
+ *                           checkpoints at once (scores.c)
  *   null  (backend_null.c)  trainer.backend: null, no model: coverage only
  *
  * What a backend must do (a third kind, e.g. a user's own program reached
@@ -93,15 +93,15 @@ struct zp_backend {
  * eval and overfit on the cpu), `eval` for ZP_MODE_EVAL. Returns 0, or an
  * error code (logged: ZP_EGPU when trainer.backend is cuda and no GPU is
  * usable, ZP_EINVAL for a model too deep, ZP_ENOMEM) with *out NULL. */
-int zp_backend_open(zp_backend_t **out, zp_stage_t *st, zp_comm_t *comm);
+int zp_backend_create(zp_backend_t **out, zp_stage_t *st, zp_comm_t *comm);
 /* Safe on NULL and twice; NULLs *b. */
 void zp_backend_destroy(zp_backend_t **b);
 
 /* Each implementation's open, with the same contract. */
-int zp_backend_cpu_open(zp_backend_t **out, zp_stage_t *st, zp_comm_t *comm);
-int zp_backend_cuda_open(zp_backend_t **out, zp_stage_t *st, zp_comm_t *comm);
-int zp_backend_eval_open(zp_backend_t **out, zp_stage_t *st, zp_comm_t *comm);
-int zp_backend_null_open(zp_backend_t **out, zp_stage_t *st, zp_comm_t *comm);
+int zp_backend_cpu_create(zp_backend_t **out, zp_stage_t *st, zp_comm_t *comm);
+int zp_backend_cuda_create(zp_backend_t **out, zp_stage_t *st, zp_comm_t *comm);
+int zp_backend_eval_create(zp_backend_t **out, zp_stage_t *st, zp_comm_t *comm);
+int zp_backend_null_create(zp_backend_t **out, zp_stage_t *st, zp_comm_t *comm);
 
 /* ---- shared by the implementations ---- */
 

@@ -179,7 +179,7 @@ static const zp_backend_ops_t cpu_ops = {
     .epoch_end = cpu_epoch_end, .destroy = cpu_destroy,
 };
 
-int zp_backend_cpu_open(zp_backend_t **out, zp_stage_t *st, zp_comm_t *comm)
+int zp_backend_cpu_create(zp_backend_t **out, zp_stage_t *st, zp_comm_t *comm)
 {
     const zp_config_t *c = &st->cfg;
     int dims[ZP_MLP_MAX_LAYERS + 1], L;

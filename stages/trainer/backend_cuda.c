@@ -80,7 +80,7 @@ static int cuda_attach(zp_backend_t *base, zp_ring_t *ring)
     int device, rc = pick_device(b, &device);
     if (rc)
         return rc;
-    rc = zp_gpu_open(&b->gpu, device, &b->mlp, ring->base, ring->map_bytes, b->lut,
+    rc = zp_gpu_create(&b->gpu, device, &b->mlp, ring->base, ring->map_bytes, b->lut,
                      (int)st->meta.shape[0], err, sizeof err);
     if (rc) {
         zp_error("cuda backend: %s", err);
@@ -205,7 +205,7 @@ static const zp_backend_ops_t cuda_ops = {
     .save = cuda_save, .load = cuda_load, .epoch_end = cuda_epoch_end, .destroy = cuda_destroy,
 };
 
-int zp_backend_cuda_open(zp_backend_t **out, zp_stage_t *st, zp_comm_t *comm)
+int zp_backend_cuda_create(zp_backend_t **out, zp_stage_t *st, zp_comm_t *comm)
 {
     const zp_config_t *c = &st->cfg;
     int dims[ZP_MLP_MAX_LAYERS + 1], L;

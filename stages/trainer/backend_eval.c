@@ -1,11 +1,11 @@
 /* backend_eval.c — `zeus-pipe eval`: every test batch through each of the
- * checkpoints under test at once (eval.c); the epoch record shows the first
+ * checkpoints under test at once (scores.c); the epoch record shows the first
  * checkpoint's figures, and each epoch's end writes every one's results
  * beside the evaluated run. Nothing is trained. */
 #define _GNU_SOURCE
 #include "pipeline/runtime/log.h"
 #include "stages/trainer/backend.h"
-#include "stages/trainer/eval.h"
+#include "stages/trainer/scores.h"
 
 #include <limits.h>
 #include <stdio.h>
@@ -14,7 +14,7 @@
 
 typedef struct {
     zp_backend_t base;
-    zp_eval_t eval;
+    zp_scores_t eval;
     zp_host_input_t in;
     const float *x; /* the batch input() prepared */
 } eval_t;
@@ -46,11 +46,11 @@ static int eval_batch(zp_backend_t *base, const zp_batch_view_t *v, const zp_ste
         out->win_samples += v->n;
     if (v->n == 0)
         return 0;
-    zp_eval_model_t *first = &b->eval.m[0];
+    zp_scores_model_t *first = &b->eval.m[0];
     double loss0 = first->loss_sum;
     int64_t correct0 = first->correct;
     ZP_TIME_BEGIN(&base->st->timers, ZP_R_FORWARD);
-    zp_eval_batch(&b->eval, b->x, v->labels, v->n);
+    zp_scores_batch(&b->eval, b->x, v->labels, v->n);
     out->compute_ns += ZP_TIME_END(&base->st->timers, ZP_R_FORWARD);
     out->loss_sum += first->loss_sum - loss0;
     out->correct += first->correct - correct0;
@@ -69,7 +69,7 @@ static int eval_epoch_end(zp_backend_t *base, int split)
 {
     char dir[PATH_MAX];
     parent_dir(base->st, dir, sizeof dir);
-    zp_eval_write(&((eval_t *)base)->eval, dir);
+    zp_scores_write(&((eval_t *)base)->eval, dir);
     return 0;
 }
 
@@ -78,7 +78,7 @@ static void eval_destroy(zp_backend_t **bp)
     eval_t *b = (eval_t *)*bp;
     if (!b)
         return;
-    zp_eval_close(&b->eval);
+    zp_scores_close(&b->eval);
     zp_host_input_free(&b->in);
     free(b);
     *bp = NULL;
@@ -90,7 +90,7 @@ static const zp_backend_ops_t eval_ops = {
     .load = eval_load, .epoch_end = eval_epoch_end, .destroy = eval_destroy,
 };
 
-int zp_backend_eval_open(zp_backend_t **out, zp_stage_t *st, zp_comm_t *comm)
+int zp_backend_eval_create(zp_backend_t **out, zp_stage_t *st, zp_comm_t *comm)
 {
     int dims[ZP_MLP_MAX_LAYERS + 1], L;
     char dir[PATH_MAX], ckpts[PATH_MAX + 16];
@@ -104,7 +104,7 @@ int zp_backend_eval_open(zp_backend_t **out, zp_stage_t *st, zp_comm_t *comm)
     parent_dir(st, dir, sizeof dir);
     snprintf(ckpts, sizeof ckpts, "%s/checkpoints", dir);
     if (!rc)
-        rc = zp_eval_open(&b->eval, st->ckpts, ckpts, dims, L, (int)st->cfg.batch_size);
+        rc = zp_scores_open(&b->eval, st->ckpts, ckpts, dims, L, (int)st->cfg.batch_size);
     if (!rc)
         rc = zp_host_input_init(&b->in, st, 1, 0);
     if (rc) {

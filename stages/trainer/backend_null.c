@@ -56,7 +56,7 @@ static const zp_backend_ops_t null_ops = {
     .load = null_load, .epoch_end = null_epoch_end, .destroy = null_destroy,
 };
 
-int zp_backend_null_open(zp_backend_t **out, zp_stage_t *st, zp_comm_t *comm)
+int zp_backend_null_create(zp_backend_t **out, zp_stage_t *st, zp_comm_t *comm)
 {
     *out = NULL;
     null_t *b = calloc(1, sizeof *b);

@@ -50,7 +50,7 @@ int zp_gpu_count(char *why, size_t len);
  * (zp_normalize_lut's, channels x 256). Returns 0, or ZP_EGPU (no module,
  * no such device, a CUDA or cuBLAS failure: the reason in `err`) or
  * ZP_ENOMEM, with *out NULL. */
-int zp_gpu_open(zp_gpu_t **out, int device, const zp_mlp_t *host, void *ring, size_t ring_bytes,
+int zp_gpu_create(zp_gpu_t **out, int device, const zp_mlp_t *host, void *ring, size_t ring_bytes,
                 const float *lut, int channels, char *err, size_t len);
 /* Waits for all work, unregisters the ring, frees everything. Safe on NULL
  * and twice; NULLs *g. */
@@ -92,7 +92,7 @@ const char *zp_gpu_name(const zp_gpu_t *g);
 
 /* Data-parallel ranks (trainer.gpus > 1). Rank 0 makes an NCCL unique id
  * (zp_gpu_nccl_id) and hands it to the others; every rank joins the
- * communicator with it (zp_gpu_join, after zp_gpu_open). From then on every
+ * communicator with it (zp_gpu_join, after zp_gpu_create). From then on every
  * train batch's gradients, weighted by its samples, are summed over the ranks
  * with ncclAllReduce on the compute stream (timed into `comm`) and the update
  * divides by the ranks' total: the mean over all their samples. A rank with no

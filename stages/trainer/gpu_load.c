@@ -60,7 +60,7 @@ int zp_gpu_count(char *why, size_t len)
     return api->count(why, len);
 }
 
-int zp_gpu_open(zp_gpu_t **out, int device, const zp_mlp_t *host, void *ring, size_t ring_bytes,
+int zp_gpu_create(zp_gpu_t **out, int device, const zp_mlp_t *host, void *ring, size_t ring_bytes,
                 const float *lut, int channels, char *err, size_t len)
 {
     *out = NULL;

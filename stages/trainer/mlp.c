@@ -1,3 +1,6 @@
+/* mlp.c — the cpu backend's model: a multilayer perceptron, forward and
+ * backward on OpenBLAS, SGD with momentum or Adam, and its parameters'
+ * checkpoint layout. */
 #include "stages/trainer/mlp.h"
 #include "pipeline/runtime/hash.h"
 #include "pipeline/runtime/log.h"

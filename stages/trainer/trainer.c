@@ -172,7 +172,7 @@ static int on_batch(trainer_t *t, const zp_msg_t *m)
     if ((rc = backend_batch(t, &v, m->batches)))
         return rc;
     /* The slot is the prefetch's again after this: nothing below reads it. */
-    rc = zp_consumer_free(&t->ring, m->slot, m->gen);
+    rc = zp_consumer_release(&t->ring, m->slot, m->gen);
     t->st->stats.items += v.n;
     t->st->stats.bytes += (int64_t)((size_t)v.n * t->st->meta.sample_bytes);
     if (v.split == ZP_SPLIT_TRAIN) {
@@ -332,11 +332,11 @@ static int setup(trainer_t *t, zp_stage_t *st)
     }
     for (int s = 0; s < ZP_SPLITS && !rc; s++)
         rc = zp_coverage_init(&t->acc[s], st->meta.n[s]);
-    if (!rc && (rc = zp_comm_open(&t->comm, st, t->rank, t->world, 0)))
+    if (!rc && (rc = zp_comm_create(&t->comm, st, t->rank, t->world, 0)))
         zp_error("trainer.gpus: rank %d of %d cannot reach the others: %s", t->rank, t->world,
                  zp_strerror(rc));
     if (!rc)
-        rc = zp_backend_open(&t->be, st, t->comm);
+        rc = zp_backend_create(&t->be, st, t->comm);
     if (!rc)
         rc = zp_ckpts_open(&t->ckpts, st, t->be, t->leader);
     if (!rc && st->mode == ZP_MODE_RESUME)

@@ -1,11 +1,11 @@
 /* libFuzzer target: a value read from the LMDB cache (pipeline/runtime/cachedb.c:
- * zp_cache_check, the check every hit passes before its bytes are copied
+ * zp_cachedb_check_value, the check every hit passes before its bytes are copied
  * into a batch), for a dataset of 1x8x8 u8 samples of 4 classes. The
  * input's first byte is not the value: with its bit 0 set the target writes
  * the value's checksum, so the fuzzer reaches the fields behind it; the
  * next 4 bytes are the key's index (little-endian). What passes must be of
  * the dataset: its label among the classes, its payload inside the value.
- * The same bytes go through zp_cache_check_whole (a whole train image of at
+ * The same bytes go through zp_cachedb_check_whole (a whole train image of at
  * most 64 px a side, the crop at assembly's value; bit 1 of the first byte
  * writes its checksum): what passes has its size and lies inside the value.
  * `fuzz_cache --write-seeds=DIR` writes values as the cache stage stores
@@ -37,14 +37,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         abort();
     memcpy(value, data + 5, n);
     if (data[0] & 1 && n == ZP_CACHE_HDR + META.sample_bytes) {
-        uint64_t sum = zp_cache_sum(value, value + ZP_CACHE_HDR, META.sample_bytes);
+        uint64_t sum = zp_cachedb_sum(value, value + ZP_CACHE_HDR, META.sample_bytes);
         memcpy(value + 32, &sum, 8);
     }
     MDB_val v = {.mv_size = n, .mv_data = value};
     int32_t label = -1;
     const uint8_t *payload = NULL;
     const char *why = NULL;
-    int rc = zp_cache_check(&v, &META, index, &label, &payload, &why);
+    int rc = zp_cachedb_check_value(&v, &META, index, &label, &payload, &why);
     if (rc && !why)
         abort(); /* a refusal says why */
     if (!rc && (label < 0 || label >= META.classes || payload < value ||
@@ -58,13 +58,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         uint32_t bytes;
         memcpy(&bytes, value + 28, 4);
         if (bytes <= n - ZP_CACHE_HDR) {
-            uint64_t sum = zp_cache_sum(value, value + ZP_CACHE_HDR, bytes);
+            uint64_t sum = zp_cachedb_sum(value, value + ZP_CACHE_HDR, bytes);
             memcpy(value + 32, &sum, 8);
         }
     }
     zp_cache_whole_t img;
     why = NULL;
-    rc = zp_cache_check_whole(&v, &META, 64, index, &label, &img, &why);
+    rc = zp_cachedb_check_whole(&v, &META, 64, index, &label, &img, &why);
     if (rc && !why)
         abort();
     if (!rc && (label < 0 || label >= META.classes || img.w < 1 || img.w > 64 || img.h < 1 ||
@@ -86,7 +86,7 @@ static void write_seeds(const char *dir)
         memcpy(in + 1, &indices[i], 4);
         for (int k = 0; k < 64; k++)
             in[5 + ZP_CACHE_HDR + k] = (uint8_t)(k * 3 + i);
-        zp_cache_header(in + 5, &META, indices[i], i, in + 5 + ZP_CACHE_HDR, 64);
+        zp_cachedb_header(in + 5, &META, indices[i], i, in + 5 + ZP_CACHE_HDR, 64);
         char path[4200];
         snprintf(path, sizeof path, "%s/value-%u", dir, indices[i]);
         FILE *f = fopen(path, "wb");

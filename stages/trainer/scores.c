@@ -1,5 +1,8 @@
+/* scores.c — `zeus-pipe eval`'s scores: each test batch through every
+ * checkpoint's model, with loss, accuracy, per-class accuracy and confusion
+ * matrix, written as JSON and text. */
 #define _GNU_SOURCE
-#include "stages/trainer/eval.h"
+#include "stages/trainer/scores.h"
 #include "pipeline/runtime/json.h"
 #include "pipeline/runtime/log.h"
 
@@ -11,7 +14,7 @@
 
 /* A checkpoint's payload is the trainer's: the best test accuracy (f64),
  * then zp_mlp_save()'s state. */
-static int load_one(zp_eval_model_t *m, const char *dir, const int *dims, int nlayers,
+static int load_one(zp_scores_model_t *m, const char *dir, const int *dims, int nlayers,
                     int max_batch)
 {
     char path[PATH_MAX + 80], err[600];
@@ -30,7 +33,7 @@ static int load_one(zp_eval_model_t *m, const char *dir, const int *dims, int nl
     return rc;
 }
 
-int zp_eval_open(zp_eval_t *e, const char *names, const char *ckpt_dir, const int *dims,
+int zp_scores_open(zp_scores_t *e, const char *names, const char *ckpt_dir, const int *dims,
                  int nlayers, int max_batch)
 {
     memset(e, 0, sizeof *e);
@@ -44,7 +47,7 @@ int zp_eval_open(zp_eval_t *e, const char *names, const char *ckpt_dir, const in
         return ZP_ENOMEM;
     for (const char *p = names; *p;) {
         size_t len = strcspn(p, ",");
-        zp_eval_model_t *m = &e->m[e->n++];
+        zp_scores_model_t *m = &e->m[e->n++];
         snprintf(m->name, sizeof m->name, "%.*s", (int)len, p);
         m->confusion = calloc((size_t)e->classes * (size_t)e->classes, sizeof *m->confusion);
         if (!m->confusion)
@@ -57,10 +60,10 @@ int zp_eval_open(zp_eval_t *e, const char *names, const char *ckpt_dir, const in
     return e->n ? 0 : ZP_EINVAL;
 }
 
-void zp_eval_batch(zp_eval_t *e, const float *x, const int32_t *labels, int n)
+void zp_scores_batch(zp_scores_t *e, const float *x, const int32_t *labels, int n)
 {
     for (int k = 0; k < e->n; k++) {
-        zp_eval_model_t *m = &e->m[k];
+        zp_scores_model_t *m = &e->m[k];
         int correct;
         m->loss_sum += zp_mlp_forward(&m->mlp, x, labels, n, &correct) * n;
         m->correct += correct;
@@ -72,7 +75,7 @@ void zp_eval_batch(zp_eval_t *e, const float *x, const int32_t *labels, int n)
     }
 }
 
-static double class_accuracy(const zp_eval_t *e, const zp_eval_model_t *m, int c, int64_t *total)
+static double class_accuracy(const zp_scores_t *e, const zp_scores_model_t *m, int c, int64_t *total)
 {
     *total = 0;
     for (int j = 0; j < e->classes; j++)
@@ -80,7 +83,7 @@ static double class_accuracy(const zp_eval_t *e, const zp_eval_model_t *m, int c
     return *total ? (double)m->confusion[(size_t)c * (size_t)e->classes + (size_t)c] / (double)*total : 0;
 }
 
-static void write_json(const zp_eval_t *e, const zp_eval_model_t *m, FILE *f)
+static void write_json(const zp_scores_t *e, const zp_scores_model_t *m, FILE *f)
 {
     fprintf(f, "{\"checkpoint\":");
     zp_json_str(f, m->name); /* a file name in checkpoints/ */
@@ -102,7 +105,7 @@ static void write_json(const zp_eval_t *e, const zp_eval_model_t *m, FILE *f)
     fprintf(f, "]}\n");
 }
 
-static void write_text(const zp_eval_t *e, const zp_eval_model_t *m, FILE *f)
+static void write_text(const zp_scores_t *e, const zp_scores_model_t *m, FILE *f)
 {
     if (m->pos.batch == 0)
         fprintf(f, "checkpoint %s (after epoch %llu, step %llu): %lld test samples\n", m->name,
@@ -125,7 +128,7 @@ static void write_text(const zp_eval_t *e, const zp_eval_model_t *m, FILE *f)
     }
 }
 
-int zp_eval_write(const zp_eval_t *e, const char *dir)
+int zp_scores_write(const zp_scores_t *e, const char *dir)
 {
     for (int k = 0; k < e->n; k++) {
         char path[PATH_MAX + 96];
@@ -149,7 +152,7 @@ int zp_eval_write(const zp_eval_t *e, const char *dir)
     return 0;
 }
 
-void zp_eval_close(zp_eval_t *e)
+void zp_scores_close(zp_scores_t *e)
 {
     for (int k = 0; e->m && k < e->n; k++) {
         zp_mlp_free(&e->m[k].mlp);

@@ -1,9 +1,9 @@
-/* eval.h — `zeus-pipe eval`: the test split through several checkpoints of
+/* scores.h — `zeus-pipe eval`: the test split through several checkpoints of
  * a run at once (the data is read once; each batch goes through every
  * model), with loss, accuracy, per-class accuracy and the confusion matrix
  * of each. */
-#ifndef ZP_EVAL_H
-#define ZP_EVAL_H
+#ifndef ZP_SCORES_H
+#define ZP_SCORES_H
 
 #include "pipeline/runtime/ckpt.h"
 #include "stages/trainer/mlp.h"
@@ -15,22 +15,22 @@ typedef struct {
     double loss_sum;
     int64_t n, correct;
     int64_t *confusion; /* classes x classes, [true][predicted]; owned */
-} zp_eval_model_t;
+} zp_scores_model_t;
 
 typedef struct {
     int n, classes;
-    zp_eval_model_t *m; /* owned */
+    zp_scores_model_t *m; /* owned */
     int32_t *pred;      /* max_batch predictions; owned */
-} zp_eval_t;
+} zp_scores_t;
 
 /* Loads every checkpoint named in `names` (comma-separated) from ckpt_dir
  * into a model of the given shape. Errors are logged with the file's path. */
-int zp_eval_open(zp_eval_t *e, const char *names, const char *ckpt_dir, const int *dims,
+int zp_scores_open(zp_scores_t *e, const char *names, const char *ckpt_dir, const int *dims,
                  int nlayers, int max_batch);
 /* One test batch through every model. */
-void zp_eval_batch(zp_eval_t *e, const float *x, const int32_t *labels, int n);
+void zp_scores_batch(zp_scores_t *e, const float *x, const int32_t *labels, int n);
 /* Writes <dir>/eval-<name>.json and eval-<name>.txt for every model. */
-int zp_eval_write(const zp_eval_t *e, const char *dir);
-void zp_eval_close(zp_eval_t *e);
+int zp_scores_write(const zp_scores_t *e, const char *dir);
+void zp_scores_close(zp_scores_t *e);
 
 #endif
