@@ -125,12 +125,12 @@ out:
 /* The loader's transform for float32 samples (the trainer's for uint8 ones). */
 static double normalize_rate(const zp_config_t *c, const zp_dataset_meta_t *m, const uint8_t *px)
 {
-    float *lut = zp_normalize_lut(c, m->shape[0]);
+    float *lut = zp_dataset_normalize_lut(c, m->shape[0]);
     int64_t reps = 2000;
     float *out = malloc((size_t)m->elems * sizeof *out);
     double t0 = now();
     for (int64_t r = 0; r < reps; r++)
-        zp_normalize(lut, m, px, out);
+        zp_dataset_normalize(lut, m, px, out);
     double rate = (double)reps / (now() - t0);
     volatile float sink = out[m->elems / 2];
     (void)sink;

@@ -3,7 +3,7 @@
  * Pillow.
  *
  *   zp-crop-tool draws H W SEED EPOCH N SCALE_LO SCALE_HI RATIO_LO RATIO_HI
- *       prints "index y x h w flip" for samples 0..N-1 (zp_rrc_draw, hflip on)
+ *       prints "index y x h w flip" for samples 0..N-1 (zp_augment_rrc_draw, hflip on)
  *   zp-crop-tool resample IN SW SH X Y W H OW OH FLIP OUT
  *       IN: SW x SH RGB bytes; OUT: OW x OH RGB bytes, the box resized
  *       (zp_resample) and flipped when FLIP is 1
@@ -26,7 +26,7 @@ static int draws(char **a)
     r.log_ratio[0] = log(atof(a[7])), r.log_ratio[1] = log(atof(a[8]));
     for (long i = 0; i < n; i++) {
         zp_aug_draw_t d;
-        zp_rrc_draw(&r, epoch, (uint32_t)i, h, w, &d);
+        zp_augment_rrc_draw(&r, epoch, (uint32_t)i, h, w, &d);
         printf("%ld %d %d %d %d %d\n", i, (int)d.box_y, (int)d.box_x, (int)d.box_h, (int)d.box_w,
                d.flip);
     }

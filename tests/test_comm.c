@@ -44,7 +44,7 @@ static void stage_init(zp_stage_t *st, int timeout_s)
     st->zctx = zctx;
     st->cfg.comm_timeout_s = timeout_s;
     st->stats.next_ns = INT64_MAX; /* no stats events: there is no logger */
-    zp_timers_init(&st->timers, NULL, NULL);
+    zp_timer_init(&st->timers, NULL, NULL);
 }
 
 static void *rank_main(void *arg)

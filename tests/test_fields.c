@@ -32,7 +32,7 @@ static void fields_are_aligned_to_their_element_and_the_record_to_the_largest(vo
     assert_int_equal(fs.f[3].offset, 24);
     assert_int_equal(fs.record_bytes, 32); /* 26, padded to the int64's 8 */
     for (int i = 0; i < fs.n; i++) /* a batch's field keeps its alignment in every record */
-        assert_int_equal(fs.record_bytes % zp_ftype_size(fs.f[i].dtype), 0);
+        assert_int_equal(fs.record_bytes % zp_fields_type_size(fs.f[i].dtype), 0);
 }
 
 static void the_description_reads_back_as_written(void **state)

@@ -1,4 +1,4 @@
-/* Unit tests of pipeline/runtime/files.c: zp_mkdirs creates what is missing, accepts
+/* Unit tests of pipeline/runtime/files.c: zp_files_mkdirs creates what is missing, accepts
  * what exists, and says why it cannot. */
 #define _GNU_SOURCE
 #include <setjmp.h>
@@ -45,12 +45,12 @@ static void missing_parents_are_created(void **state)
     char path[PATH_MAX];
     snprintf(path, sizeof path, "%s/a/b/c", g_tmp);
     assert_false(is_dir(path));
-    assert_int_equal(zp_mkdirs(path, 0700), 0);
+    assert_int_equal(zp_files_mkdirs(path, 0700), 0);
     assert_true(is_dir(path));
     struct stat sb;
     assert_int_equal(stat(path, &sb), 0);
     assert_int_equal(sb.st_mode & 0777, 0700); /* the leaf gets the mode asked for */
-    assert_int_equal(zp_mkdirs(path, 0700), 0); /* and again: it exists, fine */
+    assert_int_equal(zp_files_mkdirs(path, 0700), 0); /* and again: it exists, fine */
 }
 
 static void a_file_in_the_way_is_an_error(void **state)
@@ -62,8 +62,8 @@ static void a_file_in_the_way_is_an_error(void **state)
     assert_non_null(f);
     fclose(f);
     snprintf(path, sizeof path, "%s/x", file);
-    assert_int_equal(zp_mkdirs(path, 0755), -ENOTDIR);
-    assert_int_equal(zp_mkdirs(file, 0755), -ENOTDIR); /* it exists, but is no folder */
+    assert_int_equal(zp_files_mkdirs(path, 0755), -ENOTDIR);
+    assert_int_equal(zp_files_mkdirs(file, 0755), -ENOTDIR); /* it exists, but is no folder */
 }
 
 static void a_path_too_long_is_refused(void **state)
@@ -74,7 +74,7 @@ static void a_path_too_long_is_refused(void **state)
     memset(path, 'a', PATH_MAX + 9);
     path[0] = '/';
     path[PATH_MAX + 9] = 0;
-    assert_int_equal(zp_mkdirs(path, 0755), -ENAMETOOLONG);
+    assert_int_equal(zp_files_mkdirs(path, 0755), -ENAMETOOLONG);
     free(path);
 }
 

@@ -1,4 +1,4 @@
-/* Unit tests of the cache stage's LMDB writer (stages/cache/lmdb_store.h) in
+/* Unit tests of the cache stage's LMDB writer (stages/cache/store.h) in
  * a temporary folder: what is put is got back, before and after the commit
  * and after a reopen; a missing, skipped or corrupt sample makes the whole
  * request a miss, and putting it again heals it; a full map turns caching off
@@ -19,7 +19,7 @@
 #include "pipeline/runtime/log.h"
 #include "pipeline/runtime/stage.h"
 #include "schemas/msg.h"
-#include "stages/cache/lmdb_store.h"
+#include "stages/cache/store.h"
 
 static char dir[64], err[2048];
 static zp_stage_t *st; /* the cache stage as the store sees it: config, dataset, timers, events */
@@ -39,7 +39,7 @@ static void stage(const char *extra)
         fail_msg("config: %s", err);
     if (zp_dataset_probe(&st->cfg, &st->meta, err, sizeof err))
         fail_msg("probe: %s", err);
-    zp_timers_init(&st->timers, NULL, NULL);
+    zp_timer_init(&st->timers, NULL, NULL);
 }
 
 static int setup(void **state)

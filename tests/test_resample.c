@@ -1,5 +1,5 @@
 /* Unit tests of resample.c (Pillow's bilinear resize of a box) and of the
- * whole-image draw (augment.h zp_rrc_draw, zp_augment_whole_size): exact
+ * whole-image draw (augment.h zp_augment_rrc_draw, zp_augment_whole_size): exact
  * cases that need no reference; tests/integration/test_images_crop.py holds
  * both against Pillow and torchvision. */
 #include <setjmp.h>
@@ -98,9 +98,9 @@ static void whole_image_draws_fit_repeat_and_change_by_epoch(void **state)
     int same = 0;
     for (uint32_t i = 0; i < 2000; i++) {
         zp_aug_draw_t a, b, c;
-        zp_rrc_draw(&r, 3, i, 240, 320, &a);
-        zp_rrc_draw(&r, 3, i, 240, 320, &b);
-        zp_rrc_draw(&r, 4, i, 240, 320, &c);
+        zp_augment_rrc_draw(&r, 3, i, 240, 320, &a);
+        zp_augment_rrc_draw(&r, 3, i, 240, 320, &b);
+        zp_augment_rrc_draw(&r, 4, i, 240, 320, &c);
         assert_memory_equal(&a, &b, sizeof a);
         same += !memcmp(&a, &c, sizeof a);
         assert_true(a.box_x >= 0 && a.box_y >= 0 && a.box_w >= 1 && a.box_h >= 1);
@@ -111,7 +111,7 @@ static void whole_image_draws_fit_repeat_and_change_by_epoch(void **state)
     /* a box that never fits: the centred one of the widest allowed ratio */
     zp_rrc_t tight = {.seed = 1, .scale = {0.9, 1}, .log_ratio = {log(0.75), log(4.0 / 3)}};
     zp_aug_draw_t d;
-    zp_rrc_draw(&tight, 0, 7, 10, 100, &d);
+    zp_augment_rrc_draw(&tight, 0, 7, 10, 100, &d);
     assert_true(d.box_y == 0 && d.box_h == 10 && d.box_w == 13 && d.box_x == 43 && d.flip == 0);
 }
 

@@ -22,16 +22,16 @@ static void hostlist_first_expands_the_first_range(void **state)
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char out[64];
-        assert_int_equal(zp_hostlist_first(cases[i][0], out, sizeof out), 0);
+        assert_int_equal(zp_slurm_hostlist_first(cases[i][0], out, sizeof out), 0);
         assert_string_equal(out, cases[i][1]);
     }
     static const char *bad[] = {"", ",a", "a[", "a[x-2]", "a]b", "a[1-2"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         char out[64];
-        assert_int_equal(zp_hostlist_first(bad[i], out, sizeof out), ZP_EINVAL);
+        assert_int_equal(zp_slurm_hostlist_first(bad[i], out, sizeof out), ZP_EINVAL);
     }
     char tiny[4];
-    assert_int_equal(zp_hostlist_first("longname", tiny, sizeof tiny), ZP_EINVAL);
+    assert_int_equal(zp_slurm_hostlist_first("longname", tiny, sizeof tiny), ZP_EINVAL);
 }
 
 static void set_env(const char *procid, const char *ntasks, const char *localid, const char *nodes)

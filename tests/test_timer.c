@@ -18,13 +18,13 @@ static void stats_of_known_samples(void **state)
     (void)state;
     double x[] = {9, 2, 4, 4, 4, 5, 5, 7};
     zp_region_stats_t s;
-    zp_region_stats(x, 8, &s);
+    zp_timer_region_stats(x, 8, &s);
     assert_int_equal(s.count, 8);
     assert_true(s.min == 2 && s.max == 9 && s.mean == 5 && s.total == 40);
     assert_true(s.median == 4.5);         /* even count: mean of the middle two */
     assert_true(fabs(s.stdev - sqrt(32.0 / 7)) < 1e-12); /* sample stdev, n - 1 */
     double odd[] = {3, 1, 2};
-    zp_region_stats(odd, 3, &s);
+    zp_timer_region_stats(odd, 3, &s);
     assert_true(s.median == 2 && s.stdev == 1);
 }
 
@@ -33,9 +33,9 @@ static void stdev_is_zero_below_two_samples(void **state)
     (void)state;
     double one = 7;
     zp_region_stats_t s;
-    zp_region_stats(&one, 1, &s);
+    zp_timer_region_stats(&one, 1, &s);
     assert_true(s.count == 1 && s.min == 7 && s.median == 7 && s.max == 7 && s.stdev == 0);
-    zp_region_stats(NULL, 0, &s);
+    zp_timer_region_stats(NULL, 0, &s);
     assert_true(s.count == 0 && s.mean == 0 && s.stdev == 0);
 }
 
@@ -65,7 +65,7 @@ static void durations_of_known_sleeps(void **state)
     (void)state;
     static zp_timers_t t;
     sink_t s = {0};
-    zp_timers_init(&t, sink, &s);
+    zp_timer_init(&t, sink, &s);
     int ms[] = {2, 6, 10};
     int64_t outer[3], before[3], after[3];
     for (int i = 0; i < 3; i++) {
@@ -78,7 +78,7 @@ static void durations_of_known_sleeps(void **state)
         outer[i] = after[i] - t0;
     }
     assert_int_equal(s.calls, 0); /* buffered until flushed */
-    zp_timers_flush(&t);
+    zp_timer_flush(&t);
     assert_int_equal(s.calls, 1);
     assert_int_equal(s.region, ZP_R_READ);
     assert_int_equal(s.n, 3);
@@ -93,7 +93,7 @@ static void durations_of_known_sleeps(void **state)
         x[i] = (double)s.ns[i] / 1e6;
     }
     zp_region_stats_t st;
-    zp_region_stats(x, 3, &st);
+    zp_timer_region_stats(x, 3, &st);
     double y[3] = {x[0], x[1], x[2]}, tmp; /* sorted by hand: the median is the middle one */
     for (int i = 0; i < 2; i++)
         for (int j = 0; j < 2 - i; j++)
@@ -106,7 +106,7 @@ static void different_regions_nest_and_overlap(void **state)
 {
     (void)state;
     static zp_timers_t t;
-    zp_timers_init(&t, NULL, NULL);
+    zp_timer_init(&t, NULL, NULL);
     assert_int_equal(ZP_TIME_BEGIN(&t, ZP_R_BATCH), 0);
     assert_int_equal(ZP_TIME_BEGIN(&t, ZP_R_FORWARD), 0);
     sleep_ms(3);
@@ -124,7 +124,7 @@ static void reopening_a_region_is_reported_and_keeps_the_first_start(void **stat
 {
     (void)state;
     static zp_timers_t t;
-    zp_timers_init(&t, NULL, NULL);
+    zp_timer_init(&t, NULL, NULL);
     assert_int_equal(ZP_TIME_BEGIN(&t, ZP_R_IO), 0);
     int64_t first = t.start[ZP_R_IO];
     sleep_ms(1);
@@ -142,7 +142,7 @@ static void a_full_buffer_is_handed_over(void **state)
     (void)state;
     static zp_timers_t t;
     sink_t s = {0};
-    zp_timers_init(&t, sink, &s);
+    zp_timer_init(&t, sink, &s);
     for (int i = 0; i < ZP_TIMER_BUF + 5; i++)
         zp_timer_add(&t, ZP_R_SEND, i);
     assert_int_equal(s.calls, 1);
@@ -154,10 +154,10 @@ static void names_round_trip(void **state)
 {
     (void)state;
     for (int r = 0; r < ZP_R_COUNT; r++)
-        assert_int_equal(zp_region_of(zp_region_name(r)), r);
-    assert_string_equal(zp_region_name(ZP_R_LMDB_GET), "lmdb_get");
-    assert_int_equal(zp_region_of("nope"), -1);
-    assert_null(zp_region_name(ZP_R_COUNT));
+        assert_int_equal(zp_timer_region_of(zp_timer_region_name(r)), r);
+    assert_string_equal(zp_timer_region_name(ZP_R_LMDB_GET), "lmdb_get");
+    assert_int_equal(zp_timer_region_of("nope"), -1);
+    assert_null(zp_timer_region_name(ZP_R_COUNT));
 }
 
 int main(void)

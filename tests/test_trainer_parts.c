@@ -147,7 +147,7 @@ static void the_nan_guard_writes_the_batch_and_stops(void **state)
     assert_non_null(mkdtemp(dir));
     uint32_t idx[] = {7, 42, 9};
     zp_batch_view_t v = {.split = 0, .n = 3, .epoch = 1, .index = 4, .idx = idx};
-    assert_int_equal(zp_nan_stop(dir, 10, &v, 0, "weight gradient", "a gradient is not finite"),
+    assert_int_equal(zp_nan_guard_stop(dir, 10, &v, 0, "weight gradient", "a gradient is not finite"),
                      ZP_EINVAL);
     snprintf(path, sizeof path, "%s/nan-batch.txt", dir);
     FILE *f = fopen(path, "r");
@@ -164,10 +164,10 @@ static void the_nan_guard_writes_the_batch_and_stops(void **state)
     rmdir(dir);
     zp_config_t c;
     memset(&c, 0, sizeof c);
-    assert_false(zp_nan_due(&c, 0));
+    assert_false(zp_nan_guard_due(&c, 0));
     c.nan_at_step = 3;
-    assert_false(zp_nan_due(&c, 1));
-    assert_true(zp_nan_due(&c, 2));
+    assert_false(zp_nan_guard_due(&c, 1));
+    assert_true(zp_nan_guard_due(&c, 2));
 }
 
 int main(void)

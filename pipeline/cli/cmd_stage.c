@@ -38,13 +38,13 @@ int cmd_stage(int argc, char **argv)
         return argc < 2 ? 2 : 0;
     }
     static zp_stage_t st;
-    int stage = zp_stage_of(argv[1]);
+    int stage = zp_names_stage_of(argv[1]);
     int (*entry)(zp_stage_t *) = stage >= 0 ? MAINS[stage] : NULL;
     if (!entry) {
         fprintf(stderr, "zeus-pipe stage: unknown stage '%s'\n", argv[1]);
         return 2;
     }
-    int status = zp_stage_start(&st, zp_stage_name(stage), argc - 2, argv + 2);
+    int status = zp_stage_start(&st, zp_names_stage(stage), argc - 2, argv + 2);
     if (status)
         return status;
     status = entry(&st);

@@ -29,7 +29,7 @@ typedef struct { /* one stage instance's latest stats record */
 /* Rows in data-path order (names.h); an unknown stage last. */
 static int rank_of(const char *stage)
 {
-    int s = zp_stage_of(stage);
+    int s = zp_names_stage_of(stage);
     return s < 0 ? ZP_STAGE_COUNT : s;
 }
 
@@ -109,7 +109,7 @@ static int fetch_rows(const char *dir, row_t *rows, int max)
     zp_frames_init(&f);
     zp_msg_t m;
     char why[256];
-    int rc = zp_request(dir, zp_sock_name(ZP_SOCK_STAT), &req, &f, &m, why, sizeof why, 2000);
+    int rc = zp_request(dir, zp_names_sock(ZP_SOCK_STAT), &req, &f, &m, why, sizeof why, 2000);
     if (rc == ZP_EPROTO) {
         fprintf(stderr, "zeus-pipe: %s: malformed stat reply: %s\n", dir, why);
         zp_frames_free(&f);
@@ -174,7 +174,7 @@ static void print_table(const row_t *rows, int n, const hist_t *h, int nh)
 {
     int hot = -1;
     for (int i = 0; i < n; i++)
-        if (zp_stage_of(rows[i].h.stage) != ZP_STAGE_LOGGER &&
+        if (zp_names_stage_of(rows[i].h.stage) != ZP_STAGE_LOGGER &&
             (hot < 0 || fmax(rows[i].s.busy, rows[i].s.cpu) > fmax(rows[hot].s.busy, rows[hot].s.cpu)))
             hot = i;
     printf("%-9s %4s %10s %11s %5s %6s %8s %9s %6s %5s %7s%s\n", "STAGE", "INST", "ITEMS/S", "BYTES/S",

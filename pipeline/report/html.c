@@ -13,7 +13,7 @@ void zp_html_str(FILE *out, const char *s)
     size_t n = strlen(s);
     for (size_t i = 0; i < n;) {
         unsigned char c = p[i];
-        size_t len = zp_utf8_len(p + i, n - i);
+        size_t len = zp_json_utf8_len(p + i, n - i);
         switch (c) {
         case '&': fputs("&amp;", out); break;
         case '<': fputs("&lt;", out); break;

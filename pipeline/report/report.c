@@ -87,7 +87,7 @@ static int on_timer(report_t *r, int stage, const msgpack_object *b)
 {
     zp_rec_timer_t t;
     zp_record_decode(ZP_REC_TIMER, b, &t);
-    int region = zp_region_of(t.region);
+    int region = zp_timer_region_of(t.region);
     if (region < 0 || !t.ns)
         return ZP_EPROTO;
     for (uint32_t i = 0; i < t.ns->via.array.size; i++) {
@@ -162,7 +162,7 @@ static int on_epoch(report_t *r, const msgpack_object *b)
     if (!row)
         return rc;
     /* a program's epoch_end carries no loss: its train_epoch/test_epoch record does */
-    int test = !strcmp(x.split, zp_split_name(ZP_SPLIT_TEST));
+    int test = !strcmp(x.split, zp_dataset_split_name(ZP_SPLIT_TEST));
     double *loss = test ? &row->test_loss : &row->train_loss, *acc = test ? &row->test_acc : &row->train_acc;
     if (ZP_HAS(&x, EPOCH_END, loss))
         *loss = x.loss;
@@ -234,7 +234,7 @@ static int on_record(report_t *r, const msgpack_object *b)
         r->t0 = h.time;
     if (type == ZP_REC_AUTOSCALE) /* the supervisor's: no stage of its own */
         return zp_autoscale_log_add(&r->autoscale, b);
-    int stage = zp_stage_of(h.stage);
+    int stage = zp_names_stage_of(h.stage);
     if (stage < 0)
         return ZP_EPROTO;
     switch (type) {
@@ -332,7 +332,7 @@ int zp_report_bottleneck(const zp_data_stages_t *d, double wait, char *stage, si
         return -1;
     }
     if (wait < 0.10) {
-        snprintf(stage, slen, "%s", zp_stage_name(ZP_STAGE_TRAINER));
+        snprintf(stage, slen, "%s", zp_names_stage(ZP_STAGE_TRAINER));
         snprintf(buf, len, "The trainer is the bottleneck: it waited for data %.1f%% of its time, so "
                  "the data pipeline keeps up; a faster step (trainer.threads, a GPU backend) "
                  "speeds the run up.", 100 * wait);
@@ -348,7 +348,7 @@ int zp_report_bottleneck(const zp_data_stages_t *d, double wait, char *stage, si
                  "prefetch.depth and prefetch.window.", 100 * wait);
         return -1;
     }
-    snprintf(stage, slen, "%s", zp_stage_name(hot)); /* the data stages lead names.h */
+    snprintf(stage, slen, "%s", zp_names_stage(hot)); /* the data stages lead names.h */
     if (hot == 0)
         snprintf(buf, len, "The loaders are the bottleneck: the trainer waited for data %.1f%% of "
                  "its time while the %d loader(s) were busy %.0f%% of theirs; try more loaders "
@@ -417,9 +417,9 @@ static void text_regions(report_t *r, FILE *out)
             if (!x->n)
                 continue;
             zp_region_stats_t st;
-            zp_region_stats(x->v, x->n, &st);
-            fprintf(out, "%-9s %-9s %9lld %9.3f %9.3f %9.3f %9.3f %9.3f %10.2f\n", zp_stage_name(s),
-                    zp_region_name(g), (long long)st.count, st.min, st.mean, st.median, st.max,
+            zp_timer_region_stats(x->v, x->n, &st);
+            fprintf(out, "%-9s %-9s %9lld %9.3f %9.3f %9.3f %9.3f %9.3f %10.2f\n", zp_names_stage(s),
+                    zp_timer_region_name(g), (long long)st.count, st.min, st.mean, st.median, st.max,
                     st.stdev, st.total / 1e3);
         }
 }
@@ -430,7 +430,7 @@ static void text_stages(const stage_sum_t *s, FILE *out)
             "busy", "wait-in", "wait-out", "errors");
     for (int i = 0; i < STAGES; i++)
         if (s[i].instances)
-            fprintf(out, "%-9s %5d %12.0f %12.1f %5.1f%% %7.1f%% %8.1f%% %7.0f\n", zp_stage_name(i),
+            fprintf(out, "%-9s %5d %12.0f %12.1f %5.1f%% %7.1f%% %8.1f%% %7.0f\n", zp_names_stage(i),
                     s[i].instances, s[i].items, s[i].items_per_s, 100 * s[i].busy,
                     100 * s[i].wait_in, 100 * s[i].wait_out, s[i].errors);
 }
@@ -476,9 +476,9 @@ static void json_report(report_t *r, const stage_sum_t *s, double wait, const ch
             if (!x->n)
                 continue;
             zp_region_stats_t st;
-            zp_region_stats(x->v, x->n, &st);
+            zp_timer_region_stats(x->v, x->n, &st);
             fprintf(out, "%s{\"stage\":\"%s\",\"region\":\"%s\",\"count\":%lld,", first ? "" : ",",
-                    zp_stage_name(i), zp_region_name(g), (long long)st.count);
+                    zp_names_stage(i), zp_timer_region_name(g), (long long)st.count);
             first = 0;
             json_num(out, "min_ms", st.min, 1);
             json_num(out, "mean_ms", st.mean, 1);
@@ -493,7 +493,7 @@ static void json_report(report_t *r, const stage_sum_t *s, double wait, const ch
     for (int i = 0; i < STAGES; i++) {
         if (!s[i].instances)
             continue;
-        fprintf(out, "%s{\"stage\":\"%s\",\"instances\":%d,", first ? "" : ",", zp_stage_name(i),
+        fprintf(out, "%s{\"stage\":\"%s\",\"instances\":%d,", first ? "" : ",", zp_names_stage(i),
                 s[i].instances);
         first = 0;
         json_num(out, "items", s[i].items, 1);

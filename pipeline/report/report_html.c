@@ -78,7 +78,7 @@ static int on_timer(page_t *p, int stage, const msgpack_object *b)
 {
     zp_rec_timer_t t;
     zp_record_decode(ZP_REC_TIMER, b, &t);
-    int region = zp_region_of(t.region);
+    int region = zp_timer_region_of(t.region);
     if (region < 0 || !t.ns || t.ns->type != MSGPACK_OBJECT_ARRAY)
         return 0;
     for (uint32_t i = 0; i < t.ns->via.array.size; i++) {
@@ -117,8 +117,8 @@ static int on_epoch(page_t *p, const msgpack_object *b)
 {
     zp_rec_epoch_end_t x;
     zp_record_decode(ZP_REC_EPOCH_END, b, &x);
-    int split = !strcmp(x.split, zp_split_name(ZP_SPLIT_TEST)), rc;
-    if (!split && strcmp(x.split, zp_split_name(ZP_SPLIT_TRAIN)))
+    int split = !strcmp(x.split, zp_dataset_split_name(ZP_SPLIT_TEST)), rc;
+    if (!split && strcmp(x.split, zp_dataset_split_name(ZP_SPLIT_TRAIN)))
         return 0;
     zp_page_epoch_t *r = row_at(p, x.epoch, x.epochs, &rc);
     if (!r)
@@ -165,7 +165,7 @@ static void on_skip(page_t *p, const msgpack_object *b)
 {
     zp_rec_sample_skipped_t x;
     zp_record_decode(ZP_REC_SAMPLE_SKIPPED, b, &x);
-    int split = !strcmp(x.split, zp_split_name(ZP_SPLIT_TEST));
+    int split = !strcmp(x.split, zp_dataset_split_name(ZP_SPLIT_TEST));
     p->skip_events++;
     for (int i = 0; i < p->nskipped[split]; i++)
         if (p->skipped_idx[split][i] == x.index)
@@ -185,7 +185,7 @@ static int on_body(void *ctx, const msgpack_object *b)
     zp_record_type_t type = zp_record_head(b, &h);
     if (type == ZP_REC_AUTOSCALE) /* the supervisor's: no stage of its own */
         return zp_autoscale_log_add(&p->autoscale, b);
-    int stage = zp_stage_of(h.stage);
+    int stage = zp_names_stage_of(h.stage);
     if (stage < 0)
         return 0; /* a stage this version does not know */
     switch (type) {
@@ -339,7 +339,7 @@ static int timelines(FILE *out, page_t *p)
     for (int s = 0; s < STAGES && !rc; s++)
         if (p->stats[s].n) {
             rc = stage_series(&p->stats[s], t0, 0, &xy[s]);
-            series[n++] = (zp_svg_series_t){zp_stage_name(s), "stage", &xy[s], 0, 0};
+            series[n++] = (zp_svg_series_t){zp_names_stage(s), "stage", &xy[s], 0, 0};
         }
     if (!rc)
         rc = stage_series(&p->stats[ZP_STAGE_TRAINER], t0, 1, &wait);
@@ -366,7 +366,7 @@ static void regions(FILE *out, const page_t *p)
     for (int s = 0; s < STAGES; s++)
         for (int g = 0; g < ZP_R_COUNT; g++)
             if (p->region_s[s][g] > 0) {
-                snprintf(labels[n], sizeof labels[n], "%s %s", zp_stage_name(s), zp_region_name(g));
+                snprintf(labels[n], sizeof labels[n], "%s %s", zp_names_stage(s), zp_timer_region_name(g));
                 bars[n] = (zp_svg_bar_t){labels[n], p->region_s[s][g]};
                 n++;
             }
@@ -469,5 +469,5 @@ int zp_report_html_write(const char *run_dir, char *err, size_t errlen)
 {
     char path[PATH_MAX + 32];
     snprintf(path, sizeof path, "%s/report.html", run_dir);
-    return zp_write_aside(path, fill, (void *)run_dir, err, errlen);
+    return zp_files_write_aside(path, fill, (void *)run_dir, err, errlen);
 }

@@ -29,7 +29,7 @@ static int on_body(void *ctx, const msgpack_object *b)
         return 0;
     zp_rec_epoch_end_t x;
     zp_record_decode(ZP_REC_EPOCH_END, b, &x);
-    if (strcmp(x.split, zp_split_name(ZP_SPLIT_TEST)) || x.epoch < 0)
+    if (strcmp(x.split, zp_dataset_split_name(ZP_SPLIT_TEST)) || x.epoch < 0)
         return 0;
     int rc = x.accuracy >= 0 ? zp_xy_push(&c->acc, (double)x.epoch + 1, x.accuracy) : 0;
     return rc ? rc : x.loss >= 0 ? zp_xy_push(&c->loss, (double)x.epoch + 1, x.loss) : 0;
@@ -117,5 +117,5 @@ int zp_report_html_sweep(const char *path, const char *title, const zp_html_run_
                          char *err, size_t errlen)
 {
     sweep_t w = {title, runs, n};
-    return zp_write_aside(path, fill, &w, err, errlen);
+    return zp_files_write_aside(path, fill, &w, err, errlen);
 }

@@ -224,7 +224,7 @@ static int on_timer(trace_t *t, int proc, int64_t time_us, const msgpack_object 
 {
     zp_rec_timer_t x;
     zp_record_decode(ZP_REC_TIMER, b, &x);
-    int region = zp_region_of(x.region);
+    int region = zp_timer_region_of(x.region);
     uint32_t n = x.ns && x.ns->type == MSGPACK_OBJECT_ARRAY ? x.ns->via.array.size : 0;
     if (region < 0) {
         t->bad += n;
@@ -338,7 +338,7 @@ static void write_meta(const trace_t *t, FILE *out)
     char name[ZP_REC_NAME_MAX + 32];
     for (int i = 0; i < t->nprocs; i++) {
         const proc_t *p = &t->procs[i];
-        int stage = zp_stage_of(p->stage);
+        int stage = zp_names_stage_of(p->stage);
         snprintf(name, sizeof name, "%s[%lld]", p->stage, (long long)p->instance);
         fprintf(out, "{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":%d,\"tid\":0,\"args\":{\"name\":", i + 1);
         zp_json_str(out, name);
@@ -350,7 +350,7 @@ static void write_meta(const trace_t *t, FILE *out)
             if (!(p->regions >> r & 1))
                 continue;
             fprintf(out, "{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":%d,\"tid\":%d,\"args\":{\"name\":", i + 1, r + 1);
-            zp_json_str(out, zp_region_name(r));
+            zp_json_str(out, zp_timer_region_name(r));
             fprintf(out, "}},\n{\"ph\":\"M\",\"name\":\"thread_sort_index\",\"pid\":%d,\"tid\":%d,"
                          "\"args\":{\"sort_index\":%d}},\n", i + 1, r + 1, r + 1);
         }
@@ -370,7 +370,7 @@ static void write_event(const trace_t *t, const tev_t *e, int64_t origin, FILE *
     const proc_t *p = &t->procs[e->proc];
     if (e->ph == 'X') {
         fputs("{\"ph\":\"X\",\"name\":", out);
-        zp_json_str(out, zp_region_name(e->what));
+        zp_json_str(out, zp_timer_region_name(e->what));
         fputs(",\"cat\":", out);
         zp_json_str(out, p->stage);
         fprintf(out, ",\"pid\":%d,\"tid\":%d,\"ts\":%lld,\"dur\":%.3f}", e->proc + 1, e->what + 1,
@@ -492,7 +492,7 @@ int zp_trace_write(const char *run_dir, int64_t max_events, zp_trace_info_t *inf
     snprintf(path, sizeof path, "%s/trace.json", run_dir);
     const char *slash = strrchr(run_dir, '/');
     f.run = slash && slash[1] ? slash + 1 : run_dir;
-    rc = zp_write_aside(path, fill, &f, err, errlen);
+    rc = zp_files_write_aside(path, fill, &f, err, errlen);
     zp_events_unmap(&f.data, f.size);
     return rc;
 }

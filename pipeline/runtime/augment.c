@@ -170,7 +170,7 @@ void zp_augment_whole_size(int64_t side, int w, int h, int *cw, int *ch)
     *ch = *ch < 1 ? 1 : *ch;
 }
 
-void zp_rrc_init(zp_rrc_t *r, const zp_config_t *cfg)
+void zp_augment_rrc_init(zp_rrc_t *r, const zp_config_t *cfg)
 {
     r->seed = (uint64_t)cfg->seed;
     for (int i = 0; i < 2; i++) {
@@ -180,7 +180,7 @@ void zp_rrc_init(zp_rrc_t *r, const zp_config_t *cfg)
     r->hflip = cfg->aug_hflip;
 }
 
-void zp_rrc_draw(const zp_rrc_t *r, uint64_t epoch, uint32_t index, int h, int w, zp_aug_draw_t *d)
+void zp_augment_rrc_draw(const zp_rrc_t *r, uint64_t epoch, uint32_t index, int h, int w, zp_aug_draw_t *d)
 {
     zp_rng_t g;
     sample_rng(&g, r->seed, epoch, index);

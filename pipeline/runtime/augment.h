@@ -95,11 +95,11 @@ typedef struct {
     int hflip;
 } zp_rrc_t;
 
-void zp_rrc_init(zp_rrc_t *r, const zp_config_t *cfg);
+void zp_augment_rrc_init(zp_rrc_t *r, const zp_config_t *cfg);
 /* The draw of sample `index` in `epoch` on its h x w cached image:
  * torchvision's RandomResizedCrop.get_params (ten tries, then the centred
  * fallback) and then the flip, from the same per-sample seed as
  * zp_augment_draw. d->dy = d->dx = 0. */
-void zp_rrc_draw(const zp_rrc_t *r, uint64_t epoch, uint32_t index, int h, int w, zp_aug_draw_t *d);
+void zp_augment_rrc_draw(const zp_rrc_t *r, uint64_t epoch, uint32_t index, int h, int w, zp_aug_draw_t *d);
 
 #endif

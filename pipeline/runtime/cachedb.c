@@ -137,8 +137,8 @@ int zp_cachedb_open(zp_cachedb_t *c, const zp_config_t *cfg, const zp_dataset_me
     char ds[96];
     dataset_name(cfg, ds, sizeof ds);
     for (int s = 0; s < ZP_SPLITS; s++)
-        snprintf(c->name[s], sizeof c->name[s], "%.80s/%s", ds, zp_split_name(s));
-    int made = readonly ? 0 : zp_mkdirs(c->path, 0755);
+        snprintf(c->name[s], sizeof c->name[s], "%.80s/%s", ds, zp_dataset_split_name(s));
+    int made = readonly ? 0 : zp_files_mkdirs(c->path, 0755);
     if (made) {
         snprintf(err, len, "%s: cannot create: %s", c->path, strerror(-made));
         return made;

@@ -167,7 +167,7 @@ static int route_epoch_end(void *ctx, const zp_msg_t *m, zp_frames_t *f)
     }
     if (a->samples + (int64_t)skipped != (int64_t)n || a->distinct != a->samples)
         zp_error("%s epoch %llu: %lld samples (%lld distinct) and %llu skipped, but the sampler "
-                 "sent %llu", zp_split_name(split), (unsigned long long)m->epoch,
+                 "sent %llu", zp_dataset_split_name(split), (unsigned long long)m->epoch,
                  (long long)a->samples, (long long)a->distinct, (unsigned long long)skipped,
                  (unsigned long long)n);
     *c->out = (zp_client_batch_t){.kind = ZP_CLIENT_EPOCH_END, .split = split,
@@ -270,7 +270,7 @@ static int attach(zp_client_t *c, const char *run_dir, int rank, int timeout_ms,
                   size_t len)
 {
     zp_stage_t *st = &c->st;
-    st->name = zp_stage_name(ZP_STAGE_TRAINER);
+    st->name = zp_names_stage(ZP_STAGE_TRAINER);
     st->instance = rank;
     int rc = read_run(c, run_dir, err, len);
     if (rc)
@@ -319,7 +319,7 @@ static int attach(zp_client_t *c, const char *run_dir, int rank, int timeout_ms,
     /* a user's program handles its own signals: Ctrl-C ends a wait for the ranks */
     if ((rc = zp_comm_create(&c->comm, st, rank, c->world, ZP_COMM_SIGNAL_STOPS))) {
         say(err, len, "%s: rank %d of %d cannot open the ranks' socket %s: %s (see the error "
-            "above)", st->run_dir, rank, c->world, zp_sock_name(ZP_SOCK_COMM), zp_strerror(rc));
+            "above)", st->run_dir, rank, c->world, zp_names_sock(ZP_SOCK_COMM), zp_strerror(rc));
         return rc;
     }
     return wait_ring(c, timeout_ms, err, len);
@@ -334,7 +334,7 @@ zp_client_t *zp_client_attach(const char *run_dir, int rank, int timeout_ms, cha
         return NULL;
     }
     c->mark = -1;
-    zp_log_init(zp_stage_name(ZP_STAGE_TRAINER), rank);
+    zp_log_init(zp_names_stage(ZP_STAGE_TRAINER), rank);
     if (attach(c, run_dir, rank, timeout_ms, err, errlen))
         zp_client_destroy(&c);
     return c;
@@ -526,13 +526,13 @@ int zp_client_log(zp_client_t *c, const char *event, int64_t step, int64_t epoch
 
 int zp_client_region_begin(zp_client_t *c, const char *region)
 {
-    int r = region ? zp_region_of(region) : -1;
+    int r = region ? zp_timer_region_of(region) : -1;
     return r < 0 ? ZP_EINVAL : zp_timer_begin_at(&c->st.timers, r, "zp_client_region_begin", 0);
 }
 
 int zp_client_region_end(zp_client_t *c, const char *region)
 {
-    int r = region ? zp_region_of(region) : -1;
+    int r = region ? zp_timer_region_of(region) : -1;
     if (r < 0)
         return ZP_EINVAL;
     return zp_timer_end_at(&c->st.timers, r, "zp_client_region_end", 0) < 0 ? ZP_EINVAL : 0;
@@ -564,7 +564,7 @@ int zp_client_normalization(const zp_client_t *c, float *mean, float *std, int c
     if (!c || !mean || !std || n < 1 || channels < n)
         return ZP_EINVAL;
     const zp_floats_t *m = &c->st.cfg.mean, *s = &c->st.cfg.std;
-    for (int64_t k = 0; k < n; k++) { /* as zp_normalize_lut */
+    for (int64_t k = 0; k < n; k++) { /* as zp_dataset_normalize_lut */
         mean[k] = (float)m->v[m->n > k ? k : 0];
         std[k] = (float)s->v[s->n > k ? k : 0];
     }
@@ -576,7 +576,7 @@ int zp_client_normalization_table(const zp_client_t *c, float *lut, int channels
     int64_t want = c ? norm_channels(c) : 0;
     if (!c || !lut || want < 1 || channels < want)
         return ZP_EINVAL;
-    float *t = zp_normalize_lut(&c->st.cfg, want);
+    float *t = zp_dataset_normalize_lut(&c->st.cfg, want);
     if (!t)
         return ZP_ENOMEM;
     memcpy(lut, t, sizeof *t * 256 * (size_t)want);

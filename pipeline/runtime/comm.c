@@ -47,7 +47,7 @@ int zp_comm_create(zp_comm_t **out, zp_stage_t *st, int rank, int world, int fla
     }
     if (rank == 0) {
         /* linger: the last sum's answers leave even when rank 0 closes at once */
-        zp_stage_socket(st, &c->sock, ZMQ_ROUTER, zp_sock_name(ZP_SOCK_COMM), 1, 2000);
+        zp_stage_socket(st, &c->sock, ZMQ_ROUTER, zp_names_sock(ZP_SOCK_COMM), 1, 2000);
         int mandatory = 1; /* a reply to a rank that is gone fails instead of vanishing */
         if (c->sock)
             zmq_setsockopt(c->sock, ZMQ_ROUTER_MANDATORY, &mandatory, sizeof mandatory);
@@ -56,7 +56,7 @@ int zp_comm_create(zp_comm_t **out, zp_stage_t *st, int rank, int world, int fla
         int linger = 2000, n = snprintf(id, sizeof id, "%d", rank);
         zmq_setsockopt(c->sock, ZMQ_ROUTING_ID, id, (size_t)n);
         zmq_setsockopt(c->sock, ZMQ_LINGER, &linger, sizeof linger);
-        if ((rc = zp_stage_attach(st, c->sock, zp_sock_name(ZP_SOCK_COMM), 0)))
+        if ((rc = zp_stage_attach(st, c->sock, zp_names_sock(ZP_SOCK_COMM), 0)))
             zp_sock_destroy(&c->sock);
     }
     if (rc || !c->sock) {

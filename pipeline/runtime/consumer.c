@@ -23,7 +23,7 @@ int zp_consumer_open(zp_consumer_t *c, zp_stage_t *st, int rank, const zp_route_
                  (long long)st->cfg.batch_size, st->meta.sample_bytes);
         return rc;
     }
-    zp_ring_sock_name(ring, sizeof ring, rank);
+    zp_names_ring_sock(ring, sizeof ring, rank);
     if (zp_stage_endpoint(st, ring, ep, sizeof ep) ||
         zp_sock_create(&c->sock, st->zctx, ZMQ_PAIR, ep, 0, 1000))
         return ZP_EZMQ;

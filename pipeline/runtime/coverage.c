@@ -94,7 +94,7 @@ void zp_coverage_record(zp_stage_t *st, const zp_coverage_t *a, const zp_epoch_i
     snprintf(order, sizeof order, "%016llx", (unsigned long long)a->order);
     zp_event_t ev;
     zp_ev_record(st, &ev, ZP_REC_EPOCH_END);
-    zp_ev_str(&ev, ZP_KEY(EPOCH_END, split), zp_split_name(e->split));
+    zp_ev_str(&ev, ZP_KEY(EPOCH_END, split), zp_dataset_split_name(e->split));
     zp_ev_int(&ev, ZP_KEY(EPOCH_END, epoch), (int64_t)e->epoch);
     zp_ev_int(&ev, ZP_KEY(EPOCH_END, epochs), e->epochs);
     zp_ev_int(&ev, ZP_KEY(EPOCH_END, step), e->step);

@@ -15,9 +15,9 @@
 #include <sys/stat.h>
 #include <zlib.h>
 
-const char *zp_split_name(int split) { return split == ZP_SPLIT_TEST ? "test" : "train"; }
+const char *zp_dataset_split_name(int split) { return split == ZP_SPLIT_TEST ? "test" : "train"; }
 
-float *zp_normalize_lut(const zp_config_t *cfg, int64_t channels)
+float *zp_dataset_normalize_lut(const zp_config_t *cfg, int64_t channels)
 {
     float *lut = malloc((size_t)channels * 256 * sizeof *lut);
     for (int64_t c = 0; lut && c < channels; c++) {
@@ -28,7 +28,7 @@ float *zp_normalize_lut(const zp_config_t *cfg, int64_t channels)
     return lut;
 }
 
-void zp_normalize(const float *lut, const zp_dataset_meta_t *m, const uint8_t *px, float *out)
+void zp_dataset_normalize(const float *lut, const zp_dataset_meta_t *m, const uint8_t *px, float *out)
 {
     int64_t plane = m->shape[1] * m->shape[2];
     for (int64_t c = 0; c < m->shape[0]; c++, lut += 256)
@@ -48,7 +48,7 @@ int zp_dataset_builtin_fields(const zp_dataset_meta_t *m, char *err, size_t errl
     return ZP_ECONFIG;
 }
 
-int zp_label_check(const zp_dataset_meta_t *m, const char *where, int64_t index, int64_t label,
+int zp_dataset_label_check(const zp_dataset_meta_t *m, const char *where, int64_t index, int64_t label,
                    char *err, size_t errlen)
 {
     if (label >= 0 && label < m->classes)
@@ -63,7 +63,7 @@ static int check_idx_labels(const zp_dataset_meta_t *m, const char *path, const 
                             char *err, size_t len)
 {
     for (size_t i = 0; i < lab->bytes; i++)
-        if (zp_label_check(m, path, (int64_t)i, lab->data[i], err, len))
+        if (zp_dataset_label_check(m, path, (int64_t)i, lab->data[i], err, len))
             return ZP_EDATA;
     return 0;
 }
@@ -76,7 +76,7 @@ void zp_dataset_file(const zp_config_t *cfg, const char *name, char *buf, size_t
         snprintf(buf, len, "%s/%s", cfg->dataset_path, name);
 }
 
-void zp_idx_free(zp_idx_t *idx)
+void zp_dataset_idx_free(zp_idx_t *idx)
 {
     free(idx->data);
     idx->data = NULL;
@@ -94,7 +94,7 @@ static int gz_fail(gzFile gz, const char *path, const char *what, size_t at, siz
     return ZP_EDATA;
 }
 
-int zp_idx_read(const char *path, int data_too, zp_idx_t *out, char *err, size_t errlen)
+int zp_dataset_idx_read(const char *path, int data_too, zp_idx_t *out, char *err, size_t errlen)
 {
     memset(out, 0, sizeof *out);
     gzFile gz = gzopen(path, "rb");
@@ -163,7 +163,7 @@ int zp_idx_read(const char *path, int data_too, zp_idx_t *out, char *err, size_t
 out:
     gzclose(gz);
     if (rc)
-        zp_idx_free(out);
+        zp_dataset_idx_free(out);
     return rc;
 }
 
@@ -176,7 +176,7 @@ static int probe_idx_split(const zp_config_t *cfg, int s, zp_dataset_t *ds, char
     char path[600];
     zp_idx_t img, lab;
     zp_dataset_file(cfg, files[s][0], path, sizeof path);
-    int rc = zp_idx_read(path, 0, &img, err, len);
+    int rc = zp_dataset_idx_read(path, 0, &img, err, len);
     if (rc)
         return rc;
     if (img.ndims != 3) {
@@ -190,7 +190,7 @@ static int probe_idx_split(const zp_config_t *cfg, int s, zp_dataset_t *ds, char
         return ZP_EDATA;
     }
     zp_dataset_file(cfg, files[s][1], path, sizeof path);
-    if ((rc = zp_idx_read(path, 1, &lab, err, len)))
+    if ((rc = zp_dataset_idx_read(path, 1, &lab, err, len)))
         return rc;
     if (lab.ndims != 1 || lab.dims[0] != img.dims[0]) {
         snprintf(err, len, "%s: %lld labels for %lld images", path, (long long)lab.dims[0],
@@ -218,7 +218,7 @@ static int probe_idx_split(const zp_config_t *cfg, int s, zp_dataset_t *ds, char
     for (size_t i = 0; !rc && i < lab.bytes; i++)
         l->label[i] = lab.data[i];
     l->n = m->n[s] = img.dims[0];
-    zp_idx_free(&lab);
+    zp_dataset_idx_free(&lab);
     return rc;
 }
 
@@ -245,7 +245,7 @@ static int probe_images(const zp_config_t *cfg, zp_dataset_t *ds, char *err, siz
         if (s == ZP_SPLIT_TRAIN)
             m->classes = l->classes < 2 ? 2 : l->classes;
         for (int64_t i = 0; !rc && s == ZP_SPLIT_TEST && i < l->n; i++)
-            rc = zp_label_check(m, where, i, l->label[i], err, len);
+            rc = zp_dataset_label_check(m, where, i, l->label[i], err, len);
         m->files_bytes[s] = l->bytes;
         m->files_mtime[s] = l->mtime;
         if (rc)
@@ -382,7 +382,7 @@ static int write_split(const zp_dataset_t *ds, int s, const char *run_dir, char 
 {
     const zp_imagelist_t *l = &ds->split[s];
     char name[32];
-    snprintf(name, sizeof name, "%s.labels", zp_split_name(s));
+    snprintf(name, sizeof name, "%s.labels", zp_dataset_split_name(s));
     int rc = write_whole(run_dir, name, l->label, l->label ? sizeof *l->label * (size_t)l->n : 0, err, len);
     if (rc || !l->path)
         return rc;
@@ -396,7 +396,7 @@ static int write_split(const zp_dataset_t *ds, int s, const char *run_dir, char 
     }
     for (int64_t i = 0; i < l->n; i++)
         p = stpcpy(p, l->path[i]) + 1;
-    snprintf(name, sizeof name, "%s.paths", zp_split_name(s));
+    snprintf(name, sizeof name, "%s.paths", zp_dataset_split_name(s));
     rc = write_whole(run_dir, name, all, bytes, err, len);
     free(all);
     return rc;
@@ -521,7 +521,7 @@ static int read_split(zp_dataset_t *ds, int s, int has_paths, const char *run_di
     zp_imagelist_t *l = &ds->split[s];
     char name[32], *buf = NULL;
     size_t bytes = 0;
-    snprintf(name, sizeof name, "%s.labels", zp_split_name(s));
+    snprintf(name, sizeof name, "%s.labels", zp_dataset_split_name(s));
     int rc = read_whole(run_dir, name, &buf, &bytes, err, len);
     if (rc)
         return rc == -ENOENT ? ZP_EDATA : rc;
@@ -537,7 +537,7 @@ static int read_split(zp_dataset_t *ds, int s, int has_paths, const char *run_di
         free(buf);
     if (!has_paths)
         return 0;
-    snprintf(name, sizeof name, "%s.paths", zp_split_name(s));
+    snprintf(name, sizeof name, "%s.paths", zp_dataset_split_name(s));
     if ((rc = read_whole(run_dir, name, &buf, &bytes, err, len)))
         return rc == -ENOENT ? ZP_EDATA : rc;
     if ((uint64_t)l->n > bytes / 2) /* a path is a byte and its NUL at least */

@@ -34,7 +34,7 @@ typedef struct {
     const struct zp_dataset *probed;
 } zp_dataset_meta_t;
 
-const char *zp_split_name(int split);
+const char *zp_dataset_split_name(int split);
 
 /* A dataset probed once: its meta and, for file sources, each split's
  * labels and (image sources) files, so that the stages neither gunzip the
@@ -82,7 +82,7 @@ int zp_dataset_probe(const zp_config_t *cfg, zp_dataset_meta_t *meta, char *err,
  * classes 0..C-1" in err. Every reader of labels (probe, sources, the cache)
  * checks with it: a label beyond the model's outputs is refused where it is
  * read, naming its file and sample. */
-int zp_label_check(const zp_dataset_meta_t *m, const char *where, int64_t index, int64_t label,
+int zp_dataset_label_check(const zp_dataset_meta_t *m, const char *where, int64_t index, int64_t label,
                    char *err, size_t errlen);
 
 /* An IDX file (gzip or plain) read whole. dims[0] is the item count. */
@@ -96,8 +96,8 @@ typedef struct {
 /* Reads `path`: header only (data_too = 0) or all. Checks the magic number
  * (unsigned byte type, 1..4 dims) and, reading all, that the file holds exactly
  * the bytes its header promises. Errors name the file and the byte offset. */
-int zp_idx_read(const char *path, int data_too, zp_idx_t *out, char *err, size_t errlen);
-void zp_idx_free(zp_idx_t *idx);
+int zp_dataset_idx_read(const char *path, int data_too, zp_idx_t *out, char *err, size_t errlen);
+void zp_dataset_idx_free(zp_idx_t *idx);
 
 /* dataset.path joined with a file name. */
 void zp_dataset_file(const zp_config_t *cfg, const char *name, char *buf, size_t len);
@@ -110,8 +110,8 @@ int zp_dataset_builtin_fields(const zp_dataset_meta_t *m, char *err, size_t errl
  * lut[c * 256 + p] = (p / 255 - mean[c]) / std[c] (one mean or std value:
  * every channel). Loaders apply it for float32 samples, the trainer for
  * uint8 ones. Returns a malloc'd table or NULL. */
-float *zp_normalize_lut(const zp_config_t *cfg, int64_t channels);
+float *zp_dataset_normalize_lut(const zp_config_t *cfg, int64_t channels);
 /* One sample: uint8 CHW pixels -> normalised float32 CHW. */
-void zp_normalize(const float *lut, const zp_dataset_meta_t *m, const uint8_t *px, float *out);
+void zp_dataset_normalize(const float *lut, const zp_dataset_meta_t *m, const uint8_t *px, float *out);
 
 #endif

@@ -18,12 +18,12 @@ static const struct {
     [ZP_FT_F16] = {"float16", 2}, [ZP_FT_BF16] = {"bfloat16", 2}, [ZP_FT_F64] = {"float64", 8},
 };
 
-const char *zp_ftype_name(int dtype)
+const char *zp_fields_type_name(int dtype)
 {
     return dtype > 0 && dtype < ZP_FT_COUNT ? FTYPES[dtype].name : "?";
 }
 
-int zp_ftype_of(const char *name)
+int zp_fields_type_of(const char *name)
 {
     for (int t = 1; t < ZP_FT_COUNT; t++)
         if (!strcmp(name, FTYPES[t].name))
@@ -31,7 +31,7 @@ int zp_ftype_of(const char *name)
     return 0;
 }
 
-size_t zp_ftype_size(int dtype) { return dtype > 0 && dtype < ZP_FT_COUNT ? FTYPES[dtype].size : 0; }
+size_t zp_fields_type_size(int dtype) { return dtype > 0 && dtype < ZP_FT_COUNT ? FTYPES[dtype].size : 0; }
 
 static int good_name(const char *s)
 {
@@ -51,7 +51,7 @@ const zp_field_t *zp_fields_find(const zp_fields_t *fs, const char *name)
 int zp_fields_add(zp_fields_t *fs, const char *name, int dtype, int ndim, const int64_t *shape,
                   int in_labels, size_t max_bytes, char *err, size_t len)
 {
-    size_t size = zp_ftype_size(dtype), bytes = size;
+    size_t size = zp_fields_type_size(dtype), bytes = size;
     if (!good_name(name)) {
         snprintf(err, len, "field '%.40s': a name is 1 to %d letters, digits, '_', '.' or '-'",
                  name, ZP_FIELD_NAME - 1);
@@ -86,8 +86,8 @@ int zp_fields_add(zp_fields_t *fs, const char *name, int dtype, int ndim, const 
          * field keeps its alignment in every record of a batch */
         size_t most = size;
         for (int i = 0; i < fs->n; i++)
-            if (fs->f[i].offset != ZP_FIELD_IN_LABELS && zp_ftype_size(fs->f[i].dtype) > most)
-                most = zp_ftype_size(fs->f[i].dtype);
+            if (fs->f[i].offset != ZP_FIELD_IN_LABELS && zp_fields_type_size(fs->f[i].dtype) > most)
+                most = zp_fields_type_size(fs->f[i].dtype);
         size_t at = (fs->record_bytes + size - 1) / size * size, end = at + bytes;
         end = (end + most - 1) / most * most;
         if (end > max_bytes || end < at) {
@@ -132,7 +132,7 @@ int zp_fields_format(const zp_fields_t *fs, char *buf, size_t len)
         return -1;
     for (int i = 0; i < fs->n; i++) {
         const zp_field_t *f = &fs->f[i];
-        if (put(buf, len, &at, "field %s %s %d%s", f->name, zp_ftype_name(f->dtype), f->ndim,
+        if (put(buf, len, &at, "field %s %s %d%s", f->name, zp_fields_type_name(f->dtype), f->ndim,
                 f->offset == ZP_FIELD_IN_LABELS ? " labels" : ""))
             return -1;
         for (int d = 0; d < f->ndim; d++)
@@ -167,7 +167,7 @@ static int parse_field(zp_fields_t *fs, const char *line, size_t max_bytes, char
         }
         shape[d] = v, p += k;
     }
-    return zp_fields_add(fs, name, zp_ftype_of(type), ndim, shape, in_labels, max_bytes, err, len);
+    return zp_fields_add(fs, name, zp_fields_type_of(type), ndim, shape, in_labels, max_bytes, err, len);
 }
 
 int zp_fields_parse(zp_fields_t *fs, const char *text, size_t max_bytes, char *err, size_t len)

@@ -57,9 +57,9 @@ typedef struct {
 } zp_fields_t;
 
 /* "float32", "uint8", ... and back (0 for an unknown name); bytes of one. */
-const char *zp_ftype_name(int dtype);
-int zp_ftype_of(const char *name);
-size_t zp_ftype_size(int dtype);
+const char *zp_fields_type_name(int dtype);
+int zp_fields_type_of(const char *name);
+size_t zp_fields_type_size(int dtype);
 
 /* Appends a field laid out after the record's last one (in_labels: the
  * label column instead). 0, or ZP_EDATA with a sentence in err: a bad or

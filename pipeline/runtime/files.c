@@ -8,7 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-int zp_mkdirs(const char *path, mode_t mode)
+int zp_files_mkdirs(const char *path, mode_t mode)
 {
     char buf[PATH_MAX];
     if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf)
@@ -28,7 +28,7 @@ int zp_mkdirs(const char *path, mode_t mode)
     return S_ISDIR(sb.st_mode) ? 0 : -ENOTDIR;
 }
 
-int zp_write_aside(const char *path, zp_fill_fn *fill, void *ctx, char *err, size_t errlen)
+int zp_files_write_aside(const char *path, zp_files_fill_fn *fill, void *ctx, char *err, size_t errlen)
 {
     char tmp[PATH_MAX + 8];
     if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp) {

@@ -5,7 +5,7 @@
 #include <math.h>
 #include <string.h>
 
-size_t zp_utf8_len(const unsigned char *s, size_t n)
+size_t zp_json_utf8_len(const unsigned char *s, size_t n)
 {
     unsigned c = s[0];
     size_t len = c < 0x80 ? 1 : c < 0xc2 ? 0 : c < 0xe0 ? 2 : c < 0xf0 ? 3 : c < 0xf5 ? 4 : 0;
@@ -28,7 +28,7 @@ static void write_str(FILE *out, const char *s, uint32_t n)
     fputc('"', out);
     for (uint32_t i = 0; i < n;) {
         unsigned char c = p[i];
-        uint32_t len = (uint32_t)zp_utf8_len(p + i, n - i);
+        uint32_t len = (uint32_t)zp_json_utf8_len(p + i, n - i);
         if (c == '"' || c == '\\')
             fprintf(out, "\\%c", c);
         else if (c < 0x20)

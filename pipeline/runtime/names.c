@@ -19,12 +19,12 @@ static const struct {
 #undef ZP_SOCK_ROW
 };
 
-const char *zp_stage_name(int stage)
+const char *zp_names_stage(int stage)
 {
     return stage >= 0 && stage < ZP_STAGE_COUNT ? STAGE_NAME[stage] : "?";
 }
 
-int zp_stage_of(const char *name)
+int zp_names_stage_of(const char *name)
 {
     for (int s = 0; name && s < ZP_STAGE_COUNT; s++)
         if (!strcmp(STAGE_NAME[s], name))
@@ -32,17 +32,17 @@ int zp_stage_of(const char *name)
     return -1;
 }
 
-const char *zp_sock_name(int sock)
+const char *zp_names_sock(int sock)
 {
     return sock >= 0 && sock < ZP_SOCK_COUNT ? SOCK[sock].name : "?";
 }
 
-int zp_sock_slurm_port(int sock)
+int zp_names_slurm_port(int sock)
 {
     return sock >= 0 && sock < ZP_SOCK_COUNT ? SOCK[sock].port : 0;
 }
 
-void zp_ring_sock_name(char *buf, size_t len, int rank)
+void zp_names_ring_sock(char *buf, size_t len, int rank)
 {
     snprintf(buf, len, "%s-%d", SOCK[ZP_SOCK_RING].name, rank);
 }

@@ -44,16 +44,16 @@ enum {
 };
 
 /* The name of stage ZP_STAGE_*; "?" for anything else. */
-const char *zp_stage_name(int stage);
+const char *zp_names_stage(int stage);
 /* The ZP_STAGE_* of a name; -1 when it names no stage. */
-int zp_stage_of(const char *name);
+int zp_names_stage_of(const char *name);
 /* The name of socket ZP_SOCK_*; "?" for anything else. */
-const char *zp_sock_name(int sock);
+const char *zp_names_sock(int sock);
 /* Under Slurm, the offset of socket ZP_SOCK_*'s tcp port from
  * transport.bind's: 1 or more for the sockets every rank shares, 0 for a
  * host's own. */
-int zp_sock_slurm_port(int sock);
+int zp_names_slurm_port(int sock);
 /* The socket name of rank `rank`'s ring ("ring-<rank>") into buf. */
-void zp_ring_sock_name(char *buf, size_t len, int rank);
+void zp_names_ring_sock(char *buf, size_t len, int rank);
 
 #endif

@@ -18,7 +18,7 @@
 enum {
     ZP_RS_HWC_U8, /* RGB interleaved, uint8 (a cached image) */
     ZP_RS_CHW_U8, /* channel planes, uint8 (a sample of dataset.dtype uint8) */
-    ZP_RS_CHW_F32 /* channel planes, float32 through a lut (zp_normalize_lut) */
+    ZP_RS_CHW_F32 /* channel planes, float32 through a lut (zp_dataset_normalize_lut) */
 };
 
 /* Work space: coefficient tables and one accumulator row, grown on demand and

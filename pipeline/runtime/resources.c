@@ -176,7 +176,7 @@ int zp_resources_mark_stopped(const char *run_dir, const char *why)
 {
     char path[PATH_MAX + 16], err[256];
     stopped_path(path, sizeof path, run_dir);
-    return zp_write_aside(path, write_why, (void *)why, err, sizeof err);
+    return zp_files_write_aside(path, write_why, (void *)why, err, sizeof err);
 }
 
 int zp_resources_stopped(const char *run_dir, char *buf, size_t len)

@@ -24,7 +24,7 @@ static int env_int(const char *name, long lo, long hi, int *out, char *why, size
     return 0;
 }
 
-int zp_hostlist_first(const char *list, char *out, size_t len)
+int zp_slurm_hostlist_first(const char *list, char *out, size_t len)
 {
     size_t n = 0;
     for (const char *p = list; *p && *p != ','; p++) {
@@ -64,7 +64,7 @@ int zp_slurm_detect(zp_slurm_t *s, char *why, size_t len)
     const char *here = s->rank == 0 ? getenv("SLURMD_NODENAME") : NULL;
     if (here && *here && strlen(here) < sizeof s->host)
         snprintf(s->host, sizeof s->host, "%s", here);
-    else if (zp_hostlist_first(nodes, s->host, sizeof s->host)) {
+    else if (zp_slurm_hostlist_first(nodes, s->host, sizeof s->host)) {
         snprintf(why, len, "SLURM_NODELIST=%.200s: not a host list", nodes);
         return ZP_EINVAL;
     }

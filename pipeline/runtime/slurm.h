@@ -39,7 +39,7 @@ int zp_slurm_detect(zp_slurm_t *s, char *why, size_t len);
 
 /* The first host of a Slurm host list: "gpu[07-09,12],cpu1" gives "gpu07",
  * "r[1-2]-n[01-04]" gives "r1-n01". ZP_EINVAL when it does not parse or fit. */
-int zp_hostlist_first(const char *list, char *out, size_t len);
+int zp_slurm_hostlist_first(const char *list, char *out, size_t len);
 
 /* The rendezvous file of the job step: "<run.dir>/.slurm-<job>". */
 void zp_slurm_meet_path(char *buf, size_t len, const char *run_dir, const zp_slurm_t *s);

@@ -69,7 +69,7 @@ int zp_stage_slurm(zp_stage_t *st)
 /* The node's cache sockets lie in its data plane's folder (pipeline/runtime/slurm.h). */
 static int plane_socket(const char *name)
 {
-    return !strcmp(name, zp_sock_name(ZP_SOCK_WORK)) || !strcmp(name, zp_sock_name(ZP_SOCK_FETCH));
+    return !strcmp(name, zp_names_sock(ZP_SOCK_WORK)) || !strcmp(name, zp_names_sock(ZP_SOCK_FETCH));
 }
 
 int zp_stage_endpoint(const zp_stage_t *st, const char *name, char *buf, size_t len)
@@ -89,8 +89,8 @@ static int shared_port(const zp_stage_t *st, const char *name)
 {
     const char *colon = strrchr(st->cfg.bind, ':');
     for (int i = 0; st->slurm.world > 1 && colon && i < ZP_SOCK_COUNT; i++)
-        if (zp_sock_slurm_port(i) && !strcmp(name, zp_sock_name(i)))
-            return atoi(colon + 1) + zp_sock_slurm_port(i);
+        if (zp_names_slurm_port(i) && !strcmp(name, zp_names_sock(i)))
+            return atoi(colon + 1) + zp_names_slurm_port(i);
     return 0;
 }
 
@@ -172,7 +172,7 @@ static void send_samples(void *ctx, int region, const int64_t *ns, const int64_t
         start[i] = (now - (end[i] - ns[i])) / 1000;
     zp_event_t ev;
     zp_ev_record_at(st, &ev, ZP_REC_TIMER, wall);
-    zp_ev_str(&ev, ZP_KEY(TIMER, region), zp_region_name(region));
+    zp_ev_str(&ev, ZP_KEY(TIMER, region), zp_timer_region_name(region));
     zp_ev_ints(&ev, ZP_KEY(TIMER, ns), ns, n);
     zp_ev_ints(&ev, ZP_KEY(TIMER, start), start, n);
     zp_ev_send(st, &ev);
@@ -187,7 +187,7 @@ zp_inbox_t zp_stage_inbox(zp_stage_t *st, const zp_route_t *routes, int nroutes,
 
 int zp_stage_open(zp_stage_t *st)
 {
-    zp_timers_init(&st->timers, send_samples, st);
+    zp_timer_init(&st->timers, send_samples, st);
     if (st->connect[0] && st->slurm.world < 2) { /* a remote loader: no logger to talk to */
         st->zctx = zmq_ctx_new();
         st->stats.since = st->stats.w_start = st->stats.start = zp_now_ns();
@@ -206,7 +206,7 @@ int zp_stage_open(zp_stage_t *st)
     zmq_setsockopt(st->events, ZMQ_SNDHWM, &hwm, sizeof hwm);
     zmq_setsockopt(st->events, ZMQ_RECONNECT_IVL, &ivl, sizeof ivl);
     zmq_setsockopt(st->events, ZMQ_LINGER, &linger, sizeof linger);
-    int rc = zp_stage_attach(st, st->events, zp_sock_name(ZP_SOCK_EVENTS), 0);
+    int rc = zp_stage_attach(st, st->events, zp_names_sock(ZP_SOCK_EVENTS), 0);
     if (rc)
         return rc;
     int64_t now = zp_now_ns();
@@ -367,7 +367,7 @@ void zp_stats_tick(zp_stage_t *st)
     zp_ev_num(&ev, ZP_KEY(STATS, total_wait_out_s), (double)s->ns[ZP_ST_WAIT_OUT] / 1e9);
     zp_ev_int(&ev, ZP_KEY(STATS, final), s->final); /* the stage is exiting */
     zp_ev_send(st, &ev);
-    zp_timers_flush(&st->timers);
+    zp_timer_flush(&st->timers);
     s->w_start = now;
     s->w_cpu_ns = cpu;
     s->w_hits = s->hits;

@@ -10,12 +10,12 @@
 #define ZP_REGION_NAME(id, name) name,
 static const char *const NAMES[ZP_R_COUNT] = {ZP_REGIONS(ZP_REGION_NAME)};
 
-const char *zp_region_name(int region)
+const char *zp_timer_region_name(int region)
 {
     return region >= 0 && region < ZP_R_COUNT ? NAMES[region] : NULL;
 }
 
-int zp_region_of(const char *name)
+int zp_timer_region_of(const char *name)
 {
     for (int r = 0; r < ZP_R_COUNT; r++)
         if (!strcmp(NAMES[r], name))
@@ -23,7 +23,7 @@ int zp_region_of(const char *name)
     return -1;
 }
 
-void zp_timers_init(zp_timers_t *t, zp_timer_flush_fn *flush, void *ctx)
+void zp_timer_init(zp_timers_t *t, zp_timer_flush_fn *flush, void *ctx)
 {
     memset(t, 0, sizeof *t);
     t->flush = flush;
@@ -79,7 +79,7 @@ void zp_timer_add(zp_timers_t *t, int region, int64_t ns)
     add_at(t, region, ns, zp_now_ns());
 }
 
-void zp_timers_flush(zp_timers_t *t)
+void zp_timer_flush(zp_timers_t *t)
 {
     for (int r = 0; r < ZP_R_COUNT; r++)
         flush_region(t, r);
@@ -91,7 +91,7 @@ static int cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-void zp_region_stats(double *x, size_t n, zp_region_stats_t *out)
+void zp_timer_region_stats(double *x, size_t n, zp_region_stats_t *out)
 {
     memset(out, 0, sizeof *out);
     if (!n)

@@ -16,7 +16,7 @@
  * call does nothing else — the region keeps its first start.
  *
  * Samples are buffered per region; when a buffer fills, and whenever the
- * stage calls zp_timers_flush(), they are handed to `flush` (the stage sends
+ * stage calls zp_timer_flush(), they are handed to `flush` (the stage sends
  * them to the logger as "timer" events). Not thread-safe: one zp_timers_t
  * per thread that times.
  */
@@ -63,11 +63,11 @@ typedef struct {
 #define ZP_TIME_END(t, r) zp_timer_end_at((t), (r), __FILE__, __LINE__)
 
 /* Name of a region ("forward"); NULL when out of range. */
-const char *zp_region_name(int region);
+const char *zp_timer_region_name(int region);
 /* Region of a name; -1 when unknown. */
-int zp_region_of(const char *name);
+int zp_timer_region_of(const char *name);
 
-void zp_timers_init(zp_timers_t *t, zp_timer_flush_fn *flush, void *ctx);
+void zp_timer_init(zp_timers_t *t, zp_timer_flush_fn *flush, void *ctx);
 /* 0, or ZP_EINVAL when the region is already open (logged, see above). */
 int zp_timer_begin_at(zp_timers_t *t, int region, const char *file, int line);
 /* The region's duration in ns, or -1 when it was not open (logged). */
@@ -76,7 +76,7 @@ static inline int zp_timer_is_open(const zp_timers_t *t, int region) { return t-
 /* Adds a sample measured elsewhere (e.g. "other" = batch - the rest). */
 void zp_timer_add(zp_timers_t *t, int region, int64_t ns);
 /* Hands every buffered sample to `flush`. */
-void zp_timers_flush(zp_timers_t *t);
+void zp_timer_flush(zp_timers_t *t);
 
 typedef struct {
     int64_t count;
@@ -86,6 +86,6 @@ typedef struct {
 /* Statistics of n samples; sorts x in place (for the median). stdev is the
  * sample standard deviation (n - 1), 0 with fewer than two samples; all 0
  * when n is 0. */
-void zp_region_stats(double *x, size_t n, zp_region_stats_t *out);
+void zp_timer_region_stats(double *x, size_t n, zp_region_stats_t *out);
 
 #endif

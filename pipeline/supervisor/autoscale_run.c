@@ -102,7 +102,7 @@ int zp_sup_autoscale_open(zp_sup_t *s)
     a->st.slurm = s->slurm;
     snprintf(a->st.run_dir, sizeof a->st.run_dir, "%s", s->run_dir);
     snprintf(a->st.run0, sizeof a->st.run0, "%s", s->slurm.world > 1 ? s->run0 : s->run_dir);
-    zp_stage_socket(&a->st, &a->st.events, ZMQ_PUSH, zp_sock_name(ZP_SOCK_EVENTS), 0, 200); /* NULL: dropped */
+    zp_stage_socket(&a->st, &a->st.events, ZMQ_PUSH, zp_names_sock(ZP_SOCK_EVENTS), 0, 200); /* NULL: dropped */
     a->interval_ns = s->cfg.autoscale_interval_s * 1000000000ll;
     a->last_ns = zp_now_ns();
     a->next_ns = a->last_ns + a->interval_ns;
@@ -154,7 +154,7 @@ static void add_row(struct zp_autoscaler *a, const zp_sup_t *s, const msgpack_ob
     if (zp_record_head(o, &h) != ZP_REC_STATS)
         return;
     zp_record_decode(ZP_REC_STATS, o, &x);
-    int stage = zp_stage_of(h.stage);
+    int stage = zp_names_stage_of(h.stage);
     int first = s->slurm.world > 1 ? s->slurm.rank : 0;
     int mine = stage == ZP_STAGE_LOADER
                    ? h.instance >= s->loader_base && h.instance < s->loader_base + 256
@@ -178,7 +178,7 @@ static int ask_logger(struct zp_autoscaler *a, zp_frames_t *f, zp_msg_t *m, char
     snprintf(why, len, "no reply");
     zp_msg_t req = {.type = ZP_MSG_STAT_REQ};
     void *sock;
-    int rc = zp_stage_socket(&a->st, &sock, ZMQ_REQ, zp_sock_name(ZP_SOCK_STAT), 0, 0);
+    int rc = zp_stage_socket(&a->st, &sock, ZMQ_REQ, zp_names_sock(ZP_SOCK_STAT), 0, 0);
     if (!rc)
         rc = zp_send(sock, NULL, &req, NULL, NULL, 0, 0);
     if (!rc) {

@@ -96,7 +96,7 @@ static void spawn_prepare(spawn_t *p, zp_procs_t *s, int stage, int instance)
     snprintf(p->inst, sizeof p->inst, "%d", instance);
     snprintf(p->mode, sizeof p->mode, "%d", s->mode);
     int n = wrapper_args(p->args, 36);
-    char *head[] = {s->exe, "stage", (char *)zp_stage_name(stage)};
+    char *head[] = {s->exe, "stage", (char *)zp_names_stage(stage)};
     char *python[] = {(char *)s->python, "-m", "zeus_pipe.loader"}; /* same arguments after these */
     int py = stage == ZP_STAGE_LOADER && s->python;
     memcpy(p->args + n, py ? python : head, sizeof head);
@@ -112,7 +112,7 @@ static void spawn_prepare(spawn_t *p, zp_procs_t *s, int stage, int instance)
         p->env = zp_python_env(s->python); /* the package on PYTHONPATH, ZP_LIBRARY; NULL: this one's */
     if (stage == ZP_STAGE_TRAINER && s->command)
         command_prepare(p, s->command, instance);
-    snprintf(p->fail, sizeof p->fail, "zeus-pipe: %s[%d]: cannot exec %s\n", zp_stage_name(stage), instance, p->prog);
+    snprintf(p->fail, sizeof p->fail, "zeus-pipe: %s[%d]: cannot exec %s\n", zp_names_stage(stage), instance, p->prog);
     p->parent = getpid();
     sigemptyset(&p->none);
     p->nhandled = 0; /* signals with a handler here: back to default in the child */
@@ -161,7 +161,7 @@ int zp_procs_spawn(zp_procs_t *s, int stage, int instance, int keep_stdout)
         return ZP_EFULL;
     static spawn_t p; /* large; the supervisor spawns from one thread */
     char logpath[PATH_MAX + 64];
-    snprintf(logpath, sizeof logpath, "%s/logs/%s-%d.log", s->run_dir, zp_stage_name(stage), instance);
+    snprintf(logpath, sizeof logpath, "%s/logs/%s-%d.log", s->run_dir, zp_names_stage(stage), instance);
     int log = s->inherit ? -1 : open(logpath, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
     if (log < 0 && !s->inherit)
         return -errno;
@@ -230,7 +230,7 @@ void zp_procs_log_tail(zp_procs_t *s, const zp_child_t *c)
     char path[PATH_MAX + 64], lines[8][400];
     if (c->stage == ZP_STAGE_TRAINER && s->command)
         zp_command_drain(s->command, c->instance, 1000); /* the relay has written it all */
-    snprintf(path, sizeof path, "%s/logs/%s-%d.log", s->run_dir, zp_stage_name(c->stage), c->instance);
+    snprintf(path, sizeof path, "%s/logs/%s-%d.log", s->run_dir, zp_names_stage(c->stage), c->instance);
     FILE *f = fopen(path, "r");
     if (!f)
         return;
@@ -301,7 +301,7 @@ void zp_procs_stop(zp_procs_t *s, int logger, int ms)
     for (int i = 0; i < s->nchild; i++)
         if (s->child[i].pid > 0 && is_logger(&s->child[i]) == logger) {
             fprintf(stderr, "zeus-pipe: %s[%d] did not stop in time; killing it\n",
-                    zp_stage_name(s->child[i].stage), s->child[i].instance);
+                    zp_names_stage(s->child[i].stage), s->child[i].instance);
             signal_child(&s->child[i], SIGKILL);
         }
     for (int i = 0; i < s->nchild; i++) { /* wait for exactly those killed */

@@ -350,7 +350,7 @@ static int supervise(zp_sup_t *s)
         } else if (bad) {
             char how[128];
             zp_procs_describe(bad, how, sizeof how);
-            snprintf(why, sizeof why, "%s[%d] %s", zp_stage_name(bad->stage), bad->instance, how);
+            snprintf(why, sizeof why, "%s[%d] %s", zp_names_stage(bad->stage), bad->instance, how);
             fprintf(stderr, "zeus-pipe: %s%s%s; stopping the run\n", why,
                     s->slurm.world > 1 ? " on node " : "", s->slurm.world > 1 ? s->slurm.node : "");
             zp_sup_node_down(s, why);
@@ -394,7 +394,7 @@ static int run_stages(zp_sup_t *s)
     sigaction(SIGHUP, &sa, NULL);
     char ep[ZP_ENDPOINT_MAX + 16];
     s->zctx = zmq_ctx_new();
-    if (zp_endpoint(ep, sizeof ep, s->run_dir, zp_sock_name(ZP_SOCK_CONTROL))) {
+    if (zp_endpoint(ep, sizeof ep, s->run_dir, zp_names_sock(ZP_SOCK_CONTROL))) {
         fprintf(stderr, "zeus-pipe: %s: path too long for UNIX sockets; choose a shorter run.dir\n", s->run_dir);
         cleanup(s);
         return 2;

@@ -21,7 +21,7 @@
 
 int zp_rundir_create(const char *dir, const char *name, char *out, size_t len)
 {
-    int rc = zp_mkdirs(dir, 0755);
+    int rc = zp_files_mkdirs(dir, 0755);
     if (rc)
         return rc;
     char path[PATH_MAX], real[PATH_MAX];

@@ -171,7 +171,7 @@ static int stage_failed(zp_warm_t *w)
         return 0;
     char how[128];
     zp_procs_describe(bad, how, sizeof how);
-    fprintf(stderr, "\nzeus-pipe: %s[%d] %s\n", zp_stage_name(bad->stage), bad->instance, how);
+    fprintf(stderr, "\nzeus-pipe: %s[%d] %s\n", zp_names_stage(bad->stage), bad->instance, how);
     zp_procs_log_tail(&w->procs, bad);
     return 1;
 }
@@ -228,7 +228,7 @@ static int start(zp_warm_t *w)
         return 1;
     }
     zp_procs_init(&w->procs, w->run_dir, &w->cfg);
-    if (zp_endpoint(ep, sizeof ep, w->run_dir, zp_sock_name(ZP_SOCK_FETCH))) {
+    if (zp_endpoint(ep, sizeof ep, w->run_dir, zp_names_sock(ZP_SOCK_FETCH))) {
         fprintf(stderr, "zeus-pipe: %s: path too long for UNIX sockets\n", w->run_dir);
         return 2;
     }

@@ -1,4 +1,4 @@
-/* cache.c — the broker between prefetchers and loaders, and (lmdb_store.c)
+/* cache.c — the broker between prefetchers and loaders, and (store.c)
  * the cache's only writer. A FETCH of n indices becomes ceil(n / task_size)
  * TASKs; loaders get tasks only while they have credit; every task in flight
  * is tracked with its loader, and its SAMPLES are forwarded as a RESULT with
@@ -18,7 +18,7 @@
 #include "pipeline/runtime/sock.h"
 #include "pipeline/runtime/stage.h"
 #include "pipeline/runtime/keys.h"
-#include "stages/cache/lmdb_store.h"
+#include "stages/cache/store.h"
 #include "stages/cache/tasks.h"
 #include "pipeline/runtime/zap.h"
 
@@ -571,10 +571,10 @@ int zp_cache_main(zp_stage_t *st)
     c.fetch_in = ZP_STAGE_INBOX(st, FETCH_ROUTES, 1, "a prefetch", &c.dropped);
     char ep[ZP_ENDPOINT_MAX + 16];
     int rc = 1;
-    if (zp_stage_endpoint(st, zp_sock_name(ZP_SOCK_WORK), ep, sizeof ep) ||
+    if (zp_stage_endpoint(st, zp_names_sock(ZP_SOCK_WORK), ep, sizeof ep) ||
         zp_sock_create(&c.work, st->zctx, ZMQ_ROUTER, ep, 1, 0))
         goto out;
-    if (zp_stage_socket(st, &c.fetch, ZMQ_ROUTER, zp_sock_name(ZP_SOCK_FETCH), 1, 0))
+    if (zp_stage_socket(st, &c.fetch, ZMQ_ROUTER, zp_names_sock(ZP_SOCK_FETCH), 1, 0))
         goto out;
     open_monitor(&c);
     /* under Slurm rank 0's cache stage alone takes other hosts' loaders */

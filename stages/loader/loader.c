@@ -38,7 +38,7 @@ typedef struct {
     zp_stage_t *st;
     zp_source_t *src;
     void *work;        /* DEALER to the cache stage */
-    float *lut;       /* uint8 -> normalised float32 (zp_normalize_lut); owned */
+    float *lut;       /* uint8 -> normalised float32 (zp_dataset_normalize_lut); owned */
     uint8_t *pixels;   /* raw samples of `chunk` samples; owned */
     size_t chunk;      /* samples read before they are transformed: about 256 KiB */
     outbuf_t out[OUTBUFS];
@@ -112,7 +112,7 @@ static void skip_sample(loader_t *l, int split, uint32_t index, const char *why)
     zp_warn_limited(&l->skipped, "skipped: %s", why);
     zp_event_t ev;
     zp_ev_record(l->st, &ev, ZP_REC_SAMPLE_SKIPPED);
-    zp_ev_str(&ev, ZP_KEY(SAMPLE_SKIPPED, split), zp_split_name(split));
+    zp_ev_str(&ev, ZP_KEY(SAMPLE_SKIPPED, split), zp_dataset_split_name(split));
     zp_ev_int(&ev, ZP_KEY(SAMPLE_SKIPPED, index), index);
     zp_ev_str(&ev, ZP_KEY(SAMPLE_SKIPPED, error), why);
     zp_ev_send(l->st, &ev);
@@ -174,7 +174,7 @@ static int refused(void *ctx, const zp_msg_t *m, zp_frames_t *f)
     zp_error("refused by the cache stage: %s", m->error);
     for (int split = 0; split < ZP_SPLITS; split++) {
         zp_cachedb_fingerprint(&l->st->cfg, &l->st->meta, split, text, sizeof text);
-        zp_error("this loader's %s split (fingerprint %016llx): %s", zp_split_name(split),
+        zp_error("this loader's %s split (fingerprint %016llx): %s", zp_dataset_split_name(split),
                  (unsigned long long)l->fp, text);
     }
     zp_error("give this loader the run's config (zeus-pipe config RUN/config.yaml) and dataset");
@@ -251,7 +251,7 @@ static int load_samples(loader_t *l, const zp_msg_t *t, zmq_msg_t *parts, char *
             memcpy(&ix, idx + 4 * i, 4);
             if (ix >= (uint64_t)l->st->meta.n[t->split]) {
                 snprintf(err, len, "sample %u is outside the %s split (%lld samples)", ix,
-                         zp_split_name((int)t->split), (long long)l->st->meta.n[t->split]);
+                         zp_dataset_split_name((int)t->split), (long long)l->st->meta.n[t->split]);
                 return ZP_EDATA;
             }
             if (beat(l))
@@ -259,7 +259,7 @@ static int load_samples(loader_t *l, const zp_msg_t *t, zmq_msg_t *parts, char *
             uint8_t *px = raw ? out + i * elems : l->pixels + (i - i0) * elems;
             int rc = l->src->get(l->src, (int)t->split, ix, px, &label, err, len);
             if (!rc)
-                rc = zp_label_check(&l->st->meta, zp_split_name((int)t->split), ix, label, err, len);
+                rc = zp_dataset_label_check(&l->st->meta, zp_dataset_split_name((int)t->split), ix, label, err, len);
             if (rc == ZP_EDATA && l->st->cfg.on_error == ZP_ON_ERROR_SKIP) {
                 skip_sample(l, (int)t->split, ix, err);
                 memset(px, 0, elems);
@@ -275,12 +275,12 @@ static int load_samples(loader_t *l, const zp_msg_t *t, zmq_msg_t *parts, char *
         int64_t t1 = zp_now_ns();
         for (size_t i = i0; i < i0 + m && !raw; i++) {
             if (!augment) {
-                zp_normalize(l->lut, &l->st->meta, l->pixels + (i - i0) * elems, data + i * elems);
+                zp_dataset_normalize(l->lut, &l->st->meta, l->pixels + (i - i0) * elems, data + i * elems);
                 continue;
             }
             uint32_t ix;
             memcpy(&ix, idx + 4 * i, 4);
-            zp_normalize(l->lut, &l->st->meta, l->pixels + (i - i0) * elems, l->scratch);
+            zp_dataset_normalize(l->lut, &l->st->meta, l->pixels + (i - i0) * elems, l->scratch);
             zp_augment(&l->aug, t->epoch, ix, l->scratch, data + i * elems);
         }
         read_ns += t1 - t0;
@@ -401,7 +401,7 @@ int zp_loader_run(zp_stage_t *st, zp_source_t *src)
     l.src = src;
     zp_frames_init(&l.f);
     l.in = ZP_STAGE_INBOX(st, ROUTES, 0, "the cache stage", &l.dropped);
-    l.lut = zp_normalize_lut(&st->cfg, st->meta.shape[0]);
+    l.lut = zp_dataset_normalize_lut(&st->cfg, st->meta.shape[0]);
     l.chunk = (size_t)(256 << 10) / (size_t)st->meta.elems;
     l.chunk = l.chunk < 1 ? 1 : l.chunk;
     l.pixels = malloc((size_t)st->meta.elems * l.chunk);
@@ -412,7 +412,7 @@ int zp_loader_run(zp_stage_t *st, zp_source_t *src)
         rc = 1;
         goto out;
     }
-    if (!l.pixels || !l.lut || (!st->connect[0] && zp_stage_endpoint(st, zp_sock_name(ZP_SOCK_WORK), l.ep, sizeof l.ep))) {
+    if (!l.pixels || !l.lut || (!st->connect[0] && zp_stage_endpoint(st, zp_names_sock(ZP_SOCK_WORK), l.ep, sizeof l.ep))) {
         rc = 1;
         goto out;
     }

@@ -25,7 +25,7 @@ static int callback_get(zp_source_t *src, int split, uint32_t index, uint8_t *re
     if (rc == 0)
         return 0;
     if (!err[0])
-        snprintf(err, errlen, "%s sample %u could not be loaded", zp_split_name(split), index);
+        snprintf(err, errlen, "%s sample %u could not be loaded", zp_dataset_split_name(split), index);
     return rc > 0 ? ZP_EDATA : ZP_EINVAL;
 }
 

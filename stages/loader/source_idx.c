@@ -31,7 +31,7 @@ static void idx_destroy(zp_source_t *src)
 {
     idx_source_t *s = (idx_source_t *)src;
     for (int i = 0; i < ZP_SPLITS; i++) {
-        zp_idx_free(&s->images[i]);
+        zp_dataset_idx_free(&s->images[i]);
         free(s->own[i]);
     }
     free(s);
@@ -44,19 +44,19 @@ static int read_labels(idx_source_t *s, const zp_config_t *cfg, const zp_dataset
     char path[600];
     zp_idx_t lab;
     zp_dataset_file(cfg, sp == ZP_SPLIT_TRAIN ? cfg->train_labels : cfg->test_labels, path, sizeof path);
-    int rc = zp_idx_read(path, 1, &lab, err, errlen);
+    int rc = zp_dataset_idx_read(path, 1, &lab, err, errlen);
     if (!rc && lab.bytes != (size_t)meta->n[sp]) {
         snprintf(err, errlen, "%s: %zu labels for %lld images", path, lab.bytes, (long long)meta->n[sp]);
         rc = ZP_EDATA;
     }
     for (size_t i = 0; !rc && i < lab.bytes; i++)
-        rc = zp_label_check(meta, path, (int64_t)i, lab.data[i], err, errlen);
+        rc = zp_dataset_label_check(meta, path, (int64_t)i, lab.data[i], err, errlen);
     if (!rc && !(s->own[sp] = malloc(sizeof(int32_t) * (lab.bytes ? lab.bytes : 1))))
         rc = ZP_ENOMEM;
     for (size_t i = 0; !rc && i < lab.bytes; i++)
         s->own[sp][i] = lab.data[i];
     s->label[sp] = s->own[sp];
-    zp_idx_free(&lab);
+    zp_dataset_idx_free(&lab);
     return rc;
 }
 
@@ -75,7 +75,7 @@ int zp_source_idx_create(zp_source_t **out, const zp_config_t *cfg, const zp_dat
     char path[600];
     for (int sp = 0; sp < ZP_SPLITS; sp++) {
         zp_dataset_file(cfg, files[sp][0], path, sizeof path);
-        int rc = zp_idx_read(path, 1, &s->images[sp], err, errlen);
+        int rc = zp_dataset_idx_read(path, 1, &s->images[sp], err, errlen);
         if (!rc && (s->images[sp].dims[0] != meta->n[sp] ||
                     s->images[sp].bytes != (size_t)meta->n[sp] * s->sample_bytes)) {
             snprintf(err, errlen, "%s: changed while the run started", path);

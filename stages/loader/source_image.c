@@ -307,7 +307,7 @@ static int crop_whole(image_source_t *s, const char *path, size_t size, int png,
         return rc;
     zp_augment_whole_size(s->side, sw, sh, &cw, &ch);
     zp_aug_draw_t d;
-    zp_rrc_draw(&s->rrc, s->base.epoch, index, ch, cw, &d);
+    zp_augment_rrc_draw(&s->rrc, s->base.epoch, index, ch, cw, &d);
     if ((rc = decode_for_box(s, path, size, png, sw, sh, cs, cw, ch, &d, &w, &h, err, len)))
         return rc;
     double box[4] = {d.box_x, d.box_y, d.box_w, d.box_h};
@@ -383,7 +383,7 @@ static int scan(image_source_t *s, const zp_config_t *cfg, const zp_dataset_meta
         rc = ZP_EDATA;
     }
     for (int64_t i = 0; !rc && i < s->own[sp].n; i++)
-        rc = zp_label_check(meta, where, i, s->own[sp].label[i], err, errlen);
+        rc = zp_dataset_label_check(meta, where, i, s->own[sp].label[i], err, errlen);
     return rc;
 }
 
@@ -403,7 +403,7 @@ int zp_source_image_create(zp_source_t **out, const zp_config_t *cfg, const zp_d
     s->whole = zp_augment_whole(cfg);
     s->keep = s->whole && cfg->cache_enabled;
     s->side = cfg->image_cache_side;
-    zp_rrc_init(&s->rrc, cfg);
+    zp_augment_rrc_init(&s->rrc, cfg);
     for (int sp = 0; sp < ZP_SPLITS; sp++) {
         const zp_imagelist_t *probed = meta->probed ? &meta->probed->split[sp] : NULL;
         int rc = probed && probed->path && probed->n == meta->n[sp] ? 0 : scan(s, cfg, meta, sp, err, errlen);

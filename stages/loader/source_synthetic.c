@@ -31,7 +31,7 @@ static int synth_get(zp_source_t *src, int split, uint32_t index, uint8_t *pixel
         ; /* the configured CPU cost: spin, as a decoder would */
     if (s->corrupt_every && (index + 1) % (uint64_t)s->corrupt_every == 0) {
         snprintf(err, errlen, "synthetic %s sample %u: corrupt (dataset.synthetic.corrupt_every)",
-                 zp_split_name(split), index);
+                 zp_dataset_split_name(split), index);
         return ZP_EDATA;
     }
     return 0;

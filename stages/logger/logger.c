@@ -253,12 +253,12 @@ static int open_all(logger_t *l)
     snprintf(path, sizeof path, "%s/tb", st->run_dir);
     if (st->cfg.tensorboard && zp_tb_create(&l->tb, path))
         zp_warn("%s: no TensorBoard scalars for this run (logger.tensorboard: false turns them off)", path);
-    if (zp_stage_socket(st, &l->pull, ZMQ_PULL, zp_sock_name(ZP_SOCK_EVENTS), 1, 0))
+    if (zp_stage_socket(st, &l->pull, ZMQ_PULL, zp_names_sock(ZP_SOCK_EVENTS), 1, 0))
         return 1;
     int hwm = 100000;
     zmq_setsockopt(l->pull, ZMQ_RCVHWM, &hwm, sizeof hwm);
     /* under Slurm also tcp, for each node's autoscale (pipeline/runtime/names.h) */
-    if (zp_stage_socket(st, &l->rep, ZMQ_REP, zp_sock_name(ZP_SOCK_STAT), 1, 0))
+    if (zp_stage_socket(st, &l->rep, ZMQ_REP, zp_names_sock(ZP_SOCK_STAT), 1, 0))
         return 1;
     return 0;
 }

@@ -94,7 +94,7 @@ static int write_event(zp_tb_t *tb, const Tensorboard__Event *ev)
 int zp_tb_create(zp_tb_t **out, const char *dir)
 {
     *out = NULL;
-    int rc = zp_mkdirs(dir, 0755);
+    int rc = zp_files_mkdirs(dir, 0755);
     if (rc) {
         zp_error("%s: cannot make the folder: %s", dir, strerror(-rc));
         return rc;

@@ -55,7 +55,7 @@ int zp_plan_next(const zp_plan_t *pl, zp_phase_t from, int at, zp_phase_t *ph)
 int zp_plan_check(const zp_plan_t *pl, uint64_t split, uint64_t epoch, uint64_t batch,
                   uint64_t plan, char *why, size_t len)
 {
-    const char *name = split < ZP_SPLITS ? zp_split_name((int)split) : "?";
+    const char *name = split < ZP_SPLITS ? zp_dataset_split_name((int)split) : "?";
     if (split >= ZP_SPLITS || !pl->runs[split])
         snprintf(why, len, "seek to split %llu (%s): this run sends no %s batches (an empty "
                  "split, or a mode that does not run it)", (unsigned long long)split, name, name);

@@ -317,7 +317,7 @@ static int on_fail(void *ctx, const zp_msg_t *m, zp_frames_t *f)
     zp_fetch_t *unused;
     if (m->id <= p->abandoned && !batch_of_fetch(p, m->id, &unused))
         return 0; /* for a batch a SEEK abandoned: it may be loaded again when it is asked for */
-    zp_error("a loader could not load a %s batch: %s", zp_split_name(((prefetch_t *)ctx)->split),
+    zp_error("a loader could not load a %s batch: %s", zp_dataset_split_name(((prefetch_t *)ctx)->split),
              m->error);
     if (p->st->cfg.on_error == ZP_ON_ERROR_STOP)
         zp_error("the run stops on a sample that cannot be loaded (loader.on_error: error); "
@@ -407,7 +407,7 @@ static void cache_record(prefetch_t *p, int64_t cached)
     zp_event_t ev;
     int64_t lookups = p->hits + p->misses;
     zp_ev_record(p->st, &ev, ZP_REC_CACHE);
-    zp_ev_str(&ev, ZP_KEY(CACHE, split), zp_split_name(p->split));
+    zp_ev_str(&ev, ZP_KEY(CACHE, split), zp_dataset_split_name(p->split));
     zp_ev_int(&ev, ZP_KEY(CACHE, epoch), p->epoch);
     zp_ev_int(&ev, ZP_KEY(CACHE, hits), p->hits);
     zp_ev_int(&ev, ZP_KEY(CACHE, misses), p->misses);
@@ -415,7 +415,7 @@ static void cache_record(prefetch_t *p, int64_t cached)
     zp_ev_int(&ev, ZP_KEY(CACHE, cached_at_start), cached);
     zp_ev_num(&ev, ZP_KEY(CACHE, hit_rate), lookups ? (double)p->hits / (double)lookups : 0);
     zp_ev_send(p->st, &ev);
-    zp_info("%s epoch %lld: %lld hits, %lld misses, %lld corrupt", zp_split_name(p->split),
+    zp_info("%s epoch %lld: %lld hits, %lld misses, %lld corrupt", zp_dataset_split_name(p->split),
             (long long)p->epoch + 1, (long long)p->hits, (long long)p->misses, (long long)p->corrupt);
 }
 
@@ -455,7 +455,7 @@ static int stalled(prefetch_t *p)
              "answered by the cache stage for %lld s (prefetch.fetch_timeout_s), and no other "
              "sample came meanwhile: no loader delivers. See `zeus-pipe stat` (are loaders alive, "
              "busy, refused?) and logs/cache-0.log and logs/loader-*.log",
-             zp_split_name(p->split), (long long)p->epoch + 1, (long long)p->next_emit + 1,
+             zp_dataset_split_name(p->split), (long long)p->epoch + 1, (long long)p->next_emit + 1,
              (long long)p->nbatches, (long long)missing, (long long)bt->n, (long long)first,
              (long long)p->st->cfg.fetch_timeout_s);
     return ZP_ETIMEOUT;
@@ -572,7 +572,7 @@ static int apply_seek(prefetch_t *p, zp_phase_t *ph)
     *ph = (zp_phase_t){.split = (int)p->seek.split, .epoch = (int64_t)p->seek.epoch};
     p->first_batch = (int64_t)p->seek.batch;
     zp_info("the trainer seeks %s epoch %llu, batch %llu; then plan %llu",
-            zp_split_name(ph->split), (unsigned long long)ph->epoch + 1,
+            zp_dataset_split_name(ph->split), (unsigned long long)ph->epoch + 1,
             (unsigned long long)p->seek.batch, (unsigned long long)p->seek.plan);
     zp_msg_t m = {.type = ZP_MSG_SEEKED, .id = p->seek.id};
     return zp_send(p->ring_sock, NULL, &m, NULL, NULL, 0, 0);
@@ -664,9 +664,9 @@ static int open_cache(prefetch_t *p)
     if (!p->readers && (rc = zp_readers_create(&p->readers, (int)st->cfg.readers)))
         return rc;
     p->whole = zp_augment_whole(&st->cfg);
-    zp_rrc_init(&p->rrc, &st->cfg);
+    zp_augment_rrc_init(&p->rrc, &st->cfg);
     if (p->whole && st->meta.dtype == ZP_DTYPE_F32 && !p->lut &&
-        !(p->lut = zp_normalize_lut(&st->cfg, st->meta.shape[0])))
+        !(p->lut = zp_dataset_normalize_lut(&st->cfg, st->meta.shape[0])))
         return ZP_ENOMEM;
     for (int s = 0; s < ZP_SPLITS; s++)
         if (!p->present[s] && !(p->present[s] = malloc((size_t)(st->meta.n[s] + 8) / 8)))
@@ -723,10 +723,10 @@ static int open_all(prefetch_t *p)
             return rc;
         }
     }
-    if (zp_stage_socket(st, &p->fetch, ZMQ_DEALER, zp_sock_name(ZP_SOCK_FETCH), 0, 0))
+    if (zp_stage_socket(st, &p->fetch, ZMQ_DEALER, zp_names_sock(ZP_SOCK_FETCH), 0, 0))
         return ZP_EZMQ;
     char ring[32];
-    zp_ring_sock_name(ring, sizeof ring, st->instance);
+    zp_names_ring_sock(ring, sizeof ring, st->instance);
     if (zp_stage_endpoint(st, ring, ep, sizeof ep) ||
         zp_sock_create(&p->ring_sock, st->zctx, ZMQ_PAIR, ep, 1, 1000))
         return ZP_EZMQ;

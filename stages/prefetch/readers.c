@@ -79,7 +79,7 @@ static int crop_whole(const zp_copy_job_t *job, space_t *sp, int64_t j, uint32_t
     if (!rgb)
         return ZP_HIT_CORRUPT;
     zp_aug_draw_t d;
-    zp_rrc_draw(job->rrc, job->epoch, index, img.h, img.w, &d);
+    zp_augment_rrc_draw(job->rrc, job->epoch, index, img.h, img.w, &d);
     double box[4] = {d.box_x, d.box_y, d.box_w, d.box_h};
     int side = (int)job->meta->shape[1];
     if (zp_resample(&sp->rs, rgb, img.w, img.h, box, side, side, d.flip,

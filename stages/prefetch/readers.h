@@ -33,7 +33,7 @@ typedef struct {
     const zp_rrc_t *rrc;
     uint64_t epoch;
     int64_t side;            /* dataset.image.cache_side: the largest image kept */
-    const float *lut;        /* float32 samples: zp_normalize_lut's table; NULL for uint8 */
+    const float *lut;        /* float32 samples: zp_dataset_normalize_lut's table; NULL for uint8 */
 } zp_copy_job_t;
 
 typedef struct zp_readers zp_readers_t;

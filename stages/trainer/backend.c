@@ -82,13 +82,13 @@ zp_opt_t zp_backend_opt(const zp_config_t *c)
                       .beta2 = (float)c->betas.v[1], .eps = (float)c->eps};
 }
 
-int zp_host_input_init(zp_host_input_t *h, zp_stage_t *st, int normalise, int augment)
+int zp_backend_input_init(zp_backend_input_t *h, zp_stage_t *st, int normalise, int augment)
 {
     memset(h, 0, sizeof *h);
     h->st = st;
     size_t floats = (size_t)st->cfg.batch_size * (size_t)st->meta.elems;
     if (normalise && st->meta.dtype == ZP_DTYPE_U8 &&
-        (!(h->lut = zp_normalize_lut(&st->cfg, st->meta.shape[0])) ||
+        (!(h->lut = zp_dataset_normalize_lut(&st->cfg, st->meta.shape[0])) ||
          !(h->norm = malloc(sizeof(float) * floats))))
         return ZP_ENOMEM;
     int rc = augment ? zp_augment_init(&h->aug, &st->cfg, &st->meta) : 0;
@@ -97,7 +97,7 @@ int zp_host_input_init(zp_host_input_t *h, zp_stage_t *st, int normalise, int au
     return rc;
 }
 
-const float *zp_host_input(zp_host_input_t *h, const zp_batch_view_t *v, int64_t *compute_ns)
+const float *zp_backend_input(zp_backend_input_t *h, const zp_batch_view_t *v, int64_t *compute_ns)
 {
     zp_timers_t *tm = &h->st->timers;
     size_t elems = (size_t)h->st->meta.elems;
@@ -106,7 +106,7 @@ const float *zp_host_input(zp_host_input_t *h, const zp_batch_view_t *v, int64_t
         const uint8_t *data = v->data;
         ZP_TIME_BEGIN(tm, ZP_R_TRANSFORM);
         for (int i = 0; i < v->n; i++)
-            zp_normalize(h->lut, &h->st->meta, data + (size_t)i * elems, h->norm + (size_t)i * elems);
+            zp_dataset_normalize(h->lut, &h->st->meta, data + (size_t)i * elems, h->norm + (size_t)i * elems);
         *compute_ns += ZP_TIME_END(tm, ZP_R_TRANSFORM);
         x = h->norm;
     }
@@ -121,7 +121,7 @@ const float *zp_host_input(zp_host_input_t *h, const zp_batch_view_t *v, int64_t
     return x;
 }
 
-void zp_host_input_free(zp_host_input_t *h)
+void zp_backend_input_free(zp_backend_input_t *h)
 {
     zp_augment_free(&h->aug);
     free(h->lut);

@@ -118,18 +118,18 @@ zp_opt_t zp_backend_opt(const zp_config_t *c);
  * a float buffer, train samples augmented (dataset.augment.where = trainer). */
 typedef struct {
     zp_stage_t *st;
-    float *lut;       /* uint8 samples: zp_normalize_lut's table; owned */
+    float *lut;       /* uint8 samples: zp_dataset_normalize_lut's table; owned */
     float *norm;      /* the normalised batch; owned; NULL for float32 samples */
     float *augmented; /* the augmented train batch; owned; NULL without augmentation */
     zp_augment_t aug;
-} zp_host_input_t;
+} zp_backend_input_t;
 
 /* normalise: uint8 samples get a float copy; augment: train batches are
  * augmented. Returns 0 or ZP_ENOMEM (or zp_augment_init's error); free it
- * with zp_host_input_free in either case. */
-int zp_host_input_init(zp_host_input_t *h, zp_stage_t *st, int normalise, int augment);
+ * with zp_backend_input_free in either case. */
+int zp_backend_input_init(zp_backend_input_t *h, zp_stage_t *st, int normalise, int augment);
 /* The view's samples as floats (time into *compute_ns); valid until the next call. */
-const float *zp_host_input(zp_host_input_t *h, const zp_batch_view_t *v, int64_t *compute_ns);
-void zp_host_input_free(zp_host_input_t *h);
+const float *zp_backend_input(zp_backend_input_t *h, const zp_batch_view_t *v, int64_t *compute_ns);
+void zp_backend_input_free(zp_backend_input_t *h);
 
 #endif

@@ -14,7 +14,7 @@ typedef struct {
     zp_backend_t base;
     zp_mlp_t mlp;
     zp_opt_t opt;
-    zp_host_input_t in;
+    zp_backend_input_t in;
     const float *x; /* the batch input() prepared */
     float *gsum;   /* ranks > 1: the gradients packed for a sum; owned */
     size_t gcount; /* floats in gsum */
@@ -106,7 +106,7 @@ static int cpu_batch(zp_backend_t *base, const zp_batch_view_t *v, const zp_step
         if (!isfinite(loss)) {
             if (!zp_mlp_check_forward(&b->mlp, n, &layer, &tensor))
                 layer = b->mlp.nlayers - 1, tensor = "loss";
-            return zp_nan_stop(st->run_dir, s->step, v, layer, tensor, "the loss is not finite");
+            return zp_nan_guard_stop(st->run_dir, s->step, v, layer, tensor, "the loss is not finite");
         }
         out->loss_sum += loss * n;
         out->correct += correct;
@@ -116,10 +116,10 @@ static int cpu_batch(zp_backend_t *base, const zp_batch_view_t *v, const zp_step
         ZP_TIME_BEGIN(tm, ZP_R_BACKWARD);
         zp_mlp_backward(&b->mlp, x, v->labels, n);
         out->compute_ns += ZP_TIME_END(tm, ZP_R_BACKWARD);
-        if (zp_nan_due(&st->cfg, s->step))
+        if (zp_nan_guard_due(&st->cfg, s->step))
             b->mlp.gw[0][0] = NAN;
         if (zp_mlp_check_grads(&b->mlp, &layer, &tensor))
-            return zp_nan_stop(st->run_dir, s->step, v, layer, tensor, "a gradient is not finite");
+            return zp_nan_guard_stop(st->run_dir, s->step, v, layer, tensor, "a gradient is not finite");
     } else if (v->split != ZP_SPLIT_TRAIN) {
         return 0;
     }
@@ -133,7 +133,7 @@ static int cpu_input(zp_backend_t *base, const zp_batch_view_t *v, const void **
                      size_t *sample_bytes, int64_t *compute_ns)
 {
     cpu_t *b = (cpu_t *)base;
-    *x = b->x = zp_host_input(&b->in, v, compute_ns);
+    *x = b->x = zp_backend_input(&b->in, v, compute_ns);
     *sample_bytes = (size_t)base->st->meta.elems * sizeof(float);
     return 0;
 }
@@ -167,7 +167,7 @@ static void cpu_destroy(zp_backend_t **bp)
     if (!b)
         return;
     zp_mlp_free(&b->mlp);
-    zp_host_input_free(&b->in);
+    zp_backend_input_free(&b->in);
     free(b->gsum);
     free(b);
     *bp = NULL;
@@ -199,7 +199,7 @@ int zp_backend_cpu_create(zp_backend_t **out, zp_stage_t *st, zp_comm_t *comm)
         goto fail;
     /* overfit: the one batch as it is */
     int augment = c->aug_where == ZP_AUG_IN_TRAINER && st->mode != ZP_MODE_OVERFIT;
-    if ((rc = zp_host_input_init(&b->in, st, 1, augment)))
+    if ((rc = zp_backend_input_init(&b->in, st, 1, augment)))
         goto fail;
     if (zp_comm_world(comm) > 1) {
         for (int l = 0; l < L; l++)

@@ -223,7 +223,7 @@ int zp_backend_cuda_create(zp_backend_t **out, zp_stage_t *st, zp_comm_t *comm)
         rc = zp_augment_init(&b->aug, c, &st->meta);
     if (!rc && b->aug.on && !(b->draws = malloc(sizeof *b->draws * (size_t)c->batch_size)))
         rc = ZP_ENOMEM;
-    if (!rc && st->meta.dtype == ZP_DTYPE_U8 && !(b->lut = zp_normalize_lut(c, st->meta.shape[0])))
+    if (!rc && st->meta.dtype == ZP_DTYPE_U8 && !(b->lut = zp_dataset_normalize_lut(c, st->meta.shape[0])))
         rc = ZP_ENOMEM;
     if (rc) {
         cuda_destroy(&base);

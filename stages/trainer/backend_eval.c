@@ -15,7 +15,7 @@
 typedef struct {
     zp_backend_t base;
     zp_scores_t eval;
-    zp_host_input_t in;
+    zp_backend_input_t in;
     const float *x; /* the batch input() prepared */
 } eval_t;
 
@@ -33,7 +33,7 @@ static int eval_input(zp_backend_t *base, const zp_batch_view_t *v, const void *
                       size_t *sample_bytes, int64_t *compute_ns)
 {
     eval_t *b = (eval_t *)base;
-    *x = b->x = zp_host_input(&b->in, v, compute_ns);
+    *x = b->x = zp_backend_input(&b->in, v, compute_ns);
     *sample_bytes = (size_t)base->st->meta.elems * sizeof(float);
     return 0;
 }
@@ -79,7 +79,7 @@ static void eval_destroy(zp_backend_t **bp)
     if (!b)
         return;
     zp_scores_close(&b->eval);
-    zp_host_input_free(&b->in);
+    zp_backend_input_free(&b->in);
     free(b);
     *bp = NULL;
 }
@@ -106,7 +106,7 @@ int zp_backend_eval_create(zp_backend_t **out, zp_stage_t *st, zp_comm_t *comm)
     if (!rc)
         rc = zp_scores_open(&b->eval, st->ckpts, ckpts, dims, L, (int)st->cfg.batch_size);
     if (!rc)
-        rc = zp_host_input_init(&b->in, st, 1, 0);
+        rc = zp_backend_input_init(&b->in, st, 1, 0);
     if (rc) {
         eval_destroy(&base);
         return rc;

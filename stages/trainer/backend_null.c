@@ -10,7 +10,7 @@
 
 typedef struct {
     zp_backend_t base;
-    zp_host_input_t in;
+    zp_backend_input_t in;
 } null_t;
 
 static int null_attach(zp_backend_t *b, zp_ring_t *ring) { return 0; }
@@ -18,7 +18,7 @@ static int null_attach(zp_backend_t *b, zp_ring_t *ring) { return 0; }
 static int null_input(zp_backend_t *base, const zp_batch_view_t *v, const void **x,
                       size_t *sample_bytes, int64_t *compute_ns)
 {
-    *x = zp_host_input(&((null_t *)base)->in, v, compute_ns);
+    *x = zp_backend_input(&((null_t *)base)->in, v, compute_ns);
     *sample_bytes = (size_t)base->st->meta.elems * sizeof(float);
     return 0;
 }
@@ -45,7 +45,7 @@ static void null_destroy(zp_backend_t **bp)
     null_t *b = (null_t *)*bp;
     if (!b)
         return;
-    zp_host_input_free(&b->in);
+    zp_backend_input_free(&b->in);
     free(b);
     *bp = NULL;
 }
@@ -64,7 +64,7 @@ int zp_backend_null_create(zp_backend_t **out, zp_stage_t *st, zp_comm_t *comm)
         return ZP_ENOMEM;
     b->base = (zp_backend_t){&null_ops, st, comm};
     zp_backend_t *base = &b->base;
-    int rc = zp_host_input_init(&b->in, st, (int)st->cfg.log_batches, 0);
+    int rc = zp_backend_input_init(&b->in, st, (int)st->cfg.log_batches, 0);
     if (rc) {
         null_destroy(&base);
         return rc;

@@ -121,7 +121,7 @@ __global__ void augment(const float *in, float *out, const zp_aug_draw_t *draws,
     out[i] = top + (bot - top) * fy;
 }
 
-/* uint8 pixels -> normalised float32 by the per-channel table (zp_normalize). */
+/* uint8 pixels -> normalised float32 by the per-channel table (zp_dataset_normalize). */
 __global__ void normalize(const uint8_t *in, float *out, const float *lut, size_t n, size_t plane,
                           int c)
 {

@@ -47,7 +47,7 @@ int zp_gpu_count(char *why, size_t len);
 /* Device `device`, with the host model's weights and optimizer state;
  * page-locks [ring, ring + ring_bytes). Samples are float32, or with `lut`
  * uint8 pixels of `channels` channels that the GPU normalises with that table
- * (zp_normalize_lut's, channels x 256). Returns 0, or ZP_EGPU (no module,
+ * (zp_dataset_normalize_lut's, channels x 256). Returns 0, or ZP_EGPU (no module,
  * no such device, a CUDA or cuBLAS failure: the reason in `err`) or
  * ZP_ENOMEM, with *out NULL. */
 int zp_gpu_create(zp_gpu_t **out, int device, const zp_mlp_t *host, void *ring, size_t ring_bytes,

@@ -7,7 +7,7 @@
 #include <limits.h>
 #include <stdio.h>
 
-int zp_nan_stop(const char *run_dir, int64_t step, const zp_batch_view_t *v, int layer,
+int zp_nan_guard_stop(const char *run_dir, int64_t step, const zp_batch_view_t *v, int layer,
                 const char *tensor, const char *what)
 {
     char path[PATH_MAX + 16];
@@ -16,7 +16,7 @@ int zp_nan_stop(const char *run_dir, int64_t step, const zp_batch_view_t *v, int
     if (f) {
         fprintf(f, "# step %lld, epoch %llu, batch %llu, split %s: %llu sample indices\n",
                 (long long)step + 1, (unsigned long long)v->epoch + 1,
-                (unsigned long long)v->index + 1, zp_split_name(v->split),
+                (unsigned long long)v->index + 1, zp_dataset_split_name(v->split),
                 (unsigned long long)v->n);
         for (int i = 0; i < v->n; i++)
             fprintf(f, "%u\n", v->idx[i]);
@@ -30,7 +30,7 @@ int zp_nan_stop(const char *run_dir, int64_t step, const zp_batch_view_t *v, int
     return ZP_EINVAL;
 }
 
-int zp_nan_due(const zp_config_t *c, int64_t step)
+int zp_nan_guard_due(const zp_config_t *c, int64_t step)
 {
     return c->nan_at_step && step + 1 == c->nan_at_step;
 }

@@ -15,10 +15,10 @@
  * N sample indices", then one index a line), logs the error naming `what`
  * (the loss, a gradient), layer `layer` (from 0) and `tensor`, and returns
  * ZP_EINVAL: the caller stops. `step` is the steps taken before this one. */
-int zp_nan_stop(const char *run_dir, int64_t step, const zp_batch_view_t *v, int layer,
+int zp_nan_guard_stop(const char *run_dir, int64_t step, const zp_batch_view_t *v, int layer,
                 const char *tensor, const char *what);
 
 /* Whether trainer.debug.nan_at_step asks for a NaN in the step after `step`. */
-int zp_nan_due(const zp_config_t *c, int64_t step);
+int zp_nan_guard_due(const zp_config_t *c, int64_t step);
 
 #endif

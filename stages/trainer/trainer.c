@@ -3,7 +3,7 @@
  * indices (pipeline/runtime/coverage.c, which also sends the epoch_end record), hands it to the
  * backend (backend.h: cpu, cuda, eval or null) with the step's learning rate
  * (schedule.c), gives the slot back with FREE(slot, gen), and writes the
- * step and epoch records and checkpoints (checkpoints.c). At an epoch's end
+ * step and epoch records and checkpoints (ckpts.c). At an epoch's end
  * the ranks' counts are summed (pipeline/runtime/comm.c; one rank sums alone), so every
  * epoch-end record carries the whole epoch's samples, distinct indices, an
  * order-independent checksum of them and an order-dependent digest of the
@@ -15,7 +15,7 @@
 #include "schemas/records.h"
 #include "pipeline/runtime/stage.h"
 #include "stages/trainer/backend.h"
-#include "stages/trainer/checkpoints.h"
+#include "stages/trainer/ckpts.h"
 #include "pipeline/runtime/comm.h"
 #include "pipeline/runtime/consumer.h"
 #include "pipeline/runtime/coverage.h"
@@ -86,10 +86,10 @@ static int epoch_record(trainer_t *t, const zp_msg_t *m)
     int repeats = t->st->mode == ZP_MODE_OVERFIT; /* one batch again and again */
     if (a->samples + (int64_t)m->skipped != (int64_t)m->n || (a->distinct != a->samples && !repeats))
         zp_error("%s epoch %llu: %lld samples (%lld distinct) and %llu skipped, but the sampler "
-                 "sent %llu", zp_split_name(split), (unsigned long long)m->epoch,
+                 "sent %llu", zp_dataset_split_name(split), (unsigned long long)m->epoch,
                  (long long)a->samples, (long long)a->distinct, (unsigned long long)m->skipped,
                  (unsigned long long)m->n);
-    zp_info("%s epoch %llu done: %lld samples in %.2f s", zp_split_name(split),
+    zp_info("%s epoch %llu done: %lld samples in %.2f s", zp_dataset_split_name(split),
             (unsigned long long)m->epoch + 1, (long long)a->samples, dt);
     if (split == ZP_SPLIT_TEST || t->st->meta.n[ZP_SPLIT_TEST] == 0)
         zp_ckpts_epoch(&t->ckpts, t->step, m->epoch,

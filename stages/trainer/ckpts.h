@@ -1,4 +1,4 @@
-/* checkpoints.h — the trainer's checkpoints and --resume. A checkpoint's
+/* ckpts.h — the trainer's checkpoints and --resume. A checkpoint's
  * payload is the best test accuracy so far (f64), then the backend's model
  * and optimizer state; its position (step, epoch, batch, seed) is where the
  * sampler goes on (pipeline/runtime/ckpt.h). Every rank holds the same model: only

@@ -1,9 +1,9 @@
-/* lmdb_store.h — the cache stage's LMDB writer: samples returned by loaders
+/* store.h — the cache stage's LMDB writer: samples returned by loaders
  * are put in batched write transactions (every cache.commit_every samples or
  * 100 ms); the map grows up to cache.max_bytes, and when it is full caching
  * stops with one warning while the broker goes on. */
-#ifndef ZP_LMDB_STORE_H
-#define ZP_LMDB_STORE_H
+#ifndef ZP_STORE_H
+#define ZP_STORE_H
 
 #include "pipeline/runtime/stage.h"
 

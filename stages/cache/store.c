@@ -1,7 +1,7 @@
-/* lmdb_store.c — the cache stage's LMDB writer: samples put in batched write
+/* store.c — the cache stage's LMDB writer: samples put in batched write
  * transactions, and a full map turned into a warning and no more writes. */
 #define _GNU_SOURCE
-#include "stages/cache/lmdb_store.h"
+#include "stages/cache/store.h"
 #include "schemas/msg.h"
 #include "pipeline/runtime/cachedb.h"
 #include "pipeline/runtime/augment.h"

@@ -1,6 +1,7 @@
-/* checkpoints.c — see checkpoints.h. */
+/* ckpts.c — the trainer's checkpoints: written every epoch (last, best,
+ * epoch-N), pruned, and read back for --resume. */
 #define _GNU_SOURCE
-#include "stages/trainer/checkpoints.h"
+#include "stages/trainer/ckpts.h"
 #include "pipeline/runtime/ckpt.h"
 #include "pipeline/runtime/log.h"
 
