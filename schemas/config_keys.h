@@ -16,8 +16,8 @@
  *            for ENUM, lo is the "|"-separated list of choices
  *   help     one sentence; `zeus-pipe config --keys` prints it
  *
- * Validation, defaults, `zeus-pipe config` and the README key table all come
- * from this list. Keys of a section must stay contiguous (the printer nests them).
+ * Validation, defaults, `zeus-pipe config` and the key table of
+ * docs/configuration.md all come from this list. Keys of a section must stay contiguous (the printer nests them).
  */
 #ifndef ZP_CONFIG_KEYS_H
 #define ZP_CONFIG_KEYS_H

@@ -132,7 +132,8 @@ void zp_config_folder(const zp_config_t *cfg, char *out, size_t len);
 /* Writes the resolved configuration as YAML that zp_config_load() reads back. */
 void zp_config_print(const zp_config_t *cfg, FILE *out);
 
-/* Writes the key table: key, type, default, range, help. `markdown` for README. */
+/* Writes the key table: key, type, default, range, help. `markdown` for
+ * docs/configuration.md (tests/integration/test_docs.py holds the two equal). */
 void zp_config_print_keys(FILE *out, bool markdown);
 
 #endif

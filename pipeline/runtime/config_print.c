@@ -1,5 +1,5 @@
 /* config_print.c — a resolved config as YAML (`zeus-pipe config`), and the
- * table of every key (`zeus-pipe config --keys [--markdown]`, the README's). */
+ * table of every key (`zeus-pipe config --keys [--markdown]`, docs/configuration.md's). */
 #include "pipeline/runtime/config.h"
 #include "pipeline/runtime/config_table.h"
 

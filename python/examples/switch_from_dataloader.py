@@ -1,4 +1,4 @@
-"""switch_from_dataloader.py — the README's "Switch from DataLoader" program:
+"""switch_from_dataloader.py — README.md's "Switch from DataLoader" program:
 a small CNN on an image folder, fed by zeus-pipe. `zeus-pipe up
 configs/switch-from-dataloader.yaml` starts it as the trainer; run alone,
 `python3 python/examples/switch_from_dataloader.py --config

@@ -1,4 +1,4 @@
-"""python/examples/custom_dataset.py with its configs, as the README gives
+"""python/examples/custom_dataset.py with its configs, as docs/pytorch.md gives
 them (configs/custom-dataset.yaml, configs/h5-regression.yaml), on smaller
 data: SlowImages (a generated JPEG folder, cached) and H5Regression (a
 generated HDF5 file, h5py) train through `zeus-pipe up`, and H5Regression

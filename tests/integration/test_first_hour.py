@@ -127,7 +127,7 @@ with zeus_pipe.attach() as zp:
     for epoch in range(2):
         for x, y in zp.train:
             pass
-        zp.log("train_epoch", epoch=epoch, loss=1.5 - epoch)          # the README's way
+        zp.log("train_epoch", epoch=epoch, loss=1.5 - epoch)          # docs/pytorch.md's way
         for x, y in zp.test:
             pass
         zp.log("test_epoch", epoch=epoch, loss=2.25 - epoch, accuracy=0.5 + epoch / 8)

@@ -67,7 +67,7 @@ with zeus_pipe.attach() as zp:
         model.load_state_dict(saved["model"])
         opt.load_state_dict(saved["opt"])
         zp.load_state_dict(saved["data"])
-        first = zp.epoch  # the README's recipe: the epoch the next train loop gives
+        first = zp.epoch  # docs/pytorch.md's recipe: the epoch the next train loop gives
         open(log + ".resumed", "w").write("%d %d" % (first, saved["epoch"]))
     for epoch in range(first, 3):
         for x, y in zp.train:
