@@ -55,8 +55,11 @@ int main(int argc, char **argv)
             sum = 0;
         }
     }
-    if (k < 0)
-        fprintf(stderr, "zp-client-example: %s\n", zp_client_strerror(k));
+    if (k < 0) { /* ZP_CLIENT_ESTOP: the run stopped under the program; the library says by what */
+        const char *why = zp_client_error(c);
+        fprintf(stderr, "zp-client-example: %s\n",
+                k == ZP_CLIENT_ESTOP && *why ? why : zp_client_strerror(k));
+    }
     zp_client_destroy(&c);
     return k < 0;
 }

@@ -24,8 +24,10 @@
  * changes only when one is removed or changed). A program may check at run
  * time that zp_client_api_version() >= the version it was compiled with.
  *
- * Errors are negative numbers; zp_client_strerror() names them. Not
- * thread-safe: one client is used by one thread at a time. */
+ * Errors are negative numbers: a ZP_CLIENT_E* code below, or a negative
+ * errno where the operating system refused (-ENOENT, ...);
+ * zp_client_strerror() names either. Not thread-safe: one client is used by
+ * one thread at a time. */
 #ifndef ZEUS_PIPE_H
 #define ZEUS_PIPE_H
 
@@ -39,6 +41,45 @@ extern "C" {
 #define ZP_CLIENT_API_VERSION 4
 
 typedef struct zp_client zp_client_t;
+
+/* The errors this API returns, beside a negative errno. Their numbers are
+ * those every version of the library has returned; zp_client_strerror()
+ * names each by its short name ("ZP_ESTOP: ..." for ZP_CLIENT_ESTOP). The
+ * library logs the details of each on stderr (a trainer.command's goes to
+ * RUN/logs/trainer-R.log). */
+enum {
+    /* An argument NULL or out of range, a batch not of this client, a region
+     * name the report does not know or a region already open (not open), a
+     * seek position the prefetch refused: fix the call (zp_client_seek's err
+     * and zp_client_error say which). */
+    ZP_CLIENT_EINVAL = -10001,
+    /* The run's config.yaml was refused (zp_client_attach's err quotes it). */
+    ZP_CLIENT_ECONFIG = -10002,
+    /* A malformed message on the run's sockets, a ring too small for a batch
+     * or a page-locked one that a new ring would replace (zp_client_ring), a
+     * rank's epoch sum that does not add up: restart the run. */
+    ZP_CLIENT_EPROTO = -10003,
+    /* The run's dataset description is corrupt or truncated. */
+    ZP_CLIENT_EDATA = -10004,
+    /* The shared-memory ring is a previous run's, not replaced by this run's
+     * prefetch (it failed to start). */
+    ZP_CLIENT_ESTALE = -10005,
+    /* No free slot or credit (not returned by this API so far). */
+    ZP_CLIENT_EFULL = -10006,
+    /* Out of memory. */
+    ZP_CLIENT_ENOMEM = -10007,
+    /* A ZeroMQ call failed: a socket of the run could not be opened, or
+     * another rank has gone away. */
+    ZP_CLIENT_EZMQ = -10008,
+    /* The run stopped before it ended (`zeus-pipe down`, a signal, a failed
+     * stage): zp_client_error says by what. Detach. */
+    ZP_CLIENT_ESTOP = -10009,
+    /* Another rank did not reach the same epoch's end within
+     * trainer.comm_timeout_s (a rank with a batch more, or a dead one). */
+    ZP_CLIENT_ETIMEOUT = -10010,
+    /* A CUDA, cuBLAS or NCCL call failed (not returned by this API so far). */
+    ZP_CLIENT_EGPU = -10011
+};
 
 /* What zp_client_next returned. */
 enum { ZP_CLIENT_BATCH = 1, ZP_CLIENT_EPOCH_END = 2, ZP_CLIENT_END = 3 };
@@ -165,10 +206,10 @@ int zp_client_run_info(const zp_client_t *c, zp_client_run_t *out);
  * left mid-way, and a phase entered at batch k gets a record of batches k..
  * (its EPOCH_END's expected counts those). The batches of a position are the
  * same in every run of the same zp_client_run_t, so a saved position resumes
- * exactly. Returns 0; ZP_EINVAL with a sentence in err when the position or
+ * exactly. Returns 0; ZP_CLIENT_EINVAL with a sentence in err when the position or
  * plan is out of range (or the run has ended and the prefetch no longer
  * listens); or a socket's error. A position the prefetch refuses anyway (its
- * sentence logged) makes the next zp_client_next return ZP_EINVAL. (Since
+ * sentence logged) makes the next zp_client_next return ZP_CLIENT_EINVAL. (Since
  * API version 3.) */
 int zp_client_seek(zp_client_t *c, int split, uint64_t epoch, uint64_t batch, unsigned plan,
                    char *err, size_t errlen);
@@ -192,7 +233,7 @@ int zp_client_set_step(zp_client_t *c, int64_t step);
  * epoch end or end of the run, into *b. At an epoch's end the library has
  * summed the epoch's counts over the run's ranks (each rank waits there for
  * every other rank's end of the same epoch, up to trainer.comm_timeout_s; a
- * signal the program handles ends that wait with ZP_ESTOP) and rank 0 has
+ * signal the program handles ends that wait with ZP_CLIENT_ESTOP) and rank 0 has
  * sent the whole epoch's `epoch_end` record (samples, distinct indices, index
  * checksum, order digest) to the logger. Returns ZP_CLIENT_BATCH,
  * ZP_CLIENT_EPOCH_END, ZP_CLIENT_END (no more: detach), 0 when the timeout
@@ -202,7 +243,7 @@ int zp_client_next(zp_client_t *c, zp_client_batch_t *b, int timeout_ms);
 
 /* A sentence about the last error zp_client_next returned, when there is
  * more to say than zp_client_strerror: a run stopped before it ended
- * (`zeus-pipe down`, a signal, a failed stage: ZP_ESTOP, which the run's
+ * (`zeus-pipe down`, a signal, a failed stage: ZP_CLIENT_ESTOP, which the run's
  * supervisor says in RUN/stopped and a waiting program sees within 200 ms)
  * says by what. "" otherwise. Owned by the client. (Since API version 4.) */
 const char *zp_client_error(const zp_client_t *c);
@@ -213,7 +254,7 @@ int zp_client_release(zp_client_t *c, const zp_client_batch_t *b);
 
 /* Sends a metric record {event, step, epoch, keys[i]: values[i]...} to the
  * run's metrics.jsonl (event: "train_step", "test_epoch", ... ; n <= 32).
- * Returns 0, or ZP_EINVAL-like negative error on bad arguments. */
+ * Returns 0, or ZP_CLIENT_EINVAL for bad arguments. */
 int zp_client_log(zp_client_t *c, const char *event, int64_t step, int64_t epoch, int n,
                   const char *const *keys, const double *values);
 

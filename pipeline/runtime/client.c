@@ -29,6 +29,23 @@
 
 #define ZP_CLIENT_LOG_MAX 32
 
+/* The public header names the codes of schemas/errors.h that this API
+ * returns: the same numbers, or a program compares against the wrong one. */
+#define ZP_CLIENT_SAME_CODE(name)                                                    \
+    _Static_assert((int)ZP_CLIENT_##name == (int)ZP_##name,                          \
+                   "zeus_pipe.h's ZP_CLIENT_" #name " is schemas/errors.h's ZP_" #name)
+ZP_CLIENT_SAME_CODE(EINVAL);
+ZP_CLIENT_SAME_CODE(ECONFIG);
+ZP_CLIENT_SAME_CODE(EPROTO);
+ZP_CLIENT_SAME_CODE(EDATA);
+ZP_CLIENT_SAME_CODE(ESTALE);
+ZP_CLIENT_SAME_CODE(EFULL);
+ZP_CLIENT_SAME_CODE(ENOMEM);
+ZP_CLIENT_SAME_CODE(EZMQ);
+ZP_CLIENT_SAME_CODE(ESTOP);
+ZP_CLIENT_SAME_CODE(ETIMEOUT);
+ZP_CLIENT_SAME_CODE(EGPU);
+
 struct zp_client {
     zp_stage_t st;        /* name "trainer", instance: the rank */
     zp_dataset_t *ds;     /* the run's dataset description; owned (st.meta points into it) */

@@ -1,6 +1,11 @@
 """_lib.py — libzeuspipe.so through ctypes: finding it, and the prototypes of
 pipeline/include/zeus_pipe.h that the package calls.
 
+The constants and the structures below mirror the header's by hand, at
+API_VERSION: tests/integration/test_abi.py holds each field's offset and
+size, each struct's size and every constant against what the compiler makes
+of the header, so change them together.
+
 The library is looked for, in order: the path in $ZP_LIBRARY (`zeus-pipe up`
 sets it for a trainer.command to its own), the build/ folder of the checkout
 this package sits in (python/../build), beside the zeus-pipe binary ($ZP_BIN,

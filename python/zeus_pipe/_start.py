@@ -45,6 +45,7 @@ import time
 import weakref
 
 from ._lib import END, Batch, ZeusPipeError, load
+from .client import Client
 
 _STOP_S = 30           # a stopping pipeline gets this long before it is killed
 _ALONE_S = 2           # a run of one rank that had its END gets this long to end by itself
@@ -274,8 +275,6 @@ def start(config, overrides=None, timeout_s=60, device=None, raw=False):
     """zeus_pipe.attach(config=...): the pipeline started (or, under torchrun
     on local rank > 0, local rank 0's found) and this rank attached. Returns a
     Client; raises ZeusPipeError with the pipeline's error text."""
-    from . import Client  # here: __init__ imports this module
-
     rank, world, local = _ranks()
     meet = _rendezvous() if world > 1 else None
     pipeline = None
@@ -291,87 +290,71 @@ def start(config, overrides=None, timeout_s=60, device=None, raw=False):
             _tell(meet, run)
     else:
         run = _hear(meet, timeout_s)
-    return _started_client(Client)(pipeline, meet, run, rank, timeout_s, device, raw)
+    return Started(pipeline, meet, run, rank, timeout_s, device, raw)
 
 
-def _started_client(Client):
-    class Started(Client):
-        """A Client whose pipeline this script started (local rank 0) or
-        found (the other ranks): its failure raises at the next wait for a
-        batch, and close() stops it."""
+class Started(Client):
+    """A Client whose pipeline this script started (local rank 0) or found
+    (the other ranks): its failure raises at the next wait for a batch, and
+    close() stops it."""
 
-        def __init__(self, pipeline, meet, run, rank, timeout_s, device, raw):
-            self._pipeline, self._meet, self._ended = pipeline, meet, False
-            end = time.monotonic() + timeout_s
-            while True:  # short attaches, so that a pipeline failing at start is seen
-                try:
-                    Client.__init__(self, run, rank, min(1.0, max(end - time.monotonic(), 0)),
-                                    device, raw)
-                    break
-                except ZeusPipeError:
-                    self._check_pipeline(run)
-                    if time.monotonic() >= end:
-                        self._stop_pipeline()
-                        raise
-            self._lib = _Watched(self._lib, self)
-            _started.add(self)
-
-        def _check_pipeline(self, run):
-            p = self._pipeline
-            if p is not None and p.failed():
-                error = p.error()
-                self._stop_pipeline()
-                raise ZeusPipeError(error)
-            if p is None and not _supervisor_alive(run):
-                raise ZeusPipeError("zeus_pipe: the pipeline of %s has stopped (rank 0's "
-                                    "output and %s say why)" % (
-                                        run, os.path.join(run, "logs", "supervisor.log")))
-
-        def _stop_pipeline(self):
-            p, self._pipeline = self._pipeline, None
-            if p is not None:
-                p.stop(self._ended)
-                if self._meet:
-                    try:
-                        os.unlink(self._meet)
-                    except FileNotFoundError:
-                        pass
-
-        def close(self):
-            """Detaches, then ends the pipeline this script started: waits
-            for it when the run had sent END (until every rank detached),
-            else stops it. Safe twice."""
+    def __init__(self, pipeline, meet, run, rank, timeout_s, device, raw):
+        self._pipeline, self._meet, self._ended = pipeline, meet, False
+        end = time.monotonic() + timeout_s
+        while True:  # short attaches, so that a pipeline failing at start is seen
             try:
-                if getattr(self, "_c", None) and not self._ended:
-                    # after the last epoch the END is on its way: 0.5 s for it
-                    # (a run cut short gets a batch instead, and is stopped)
-                    lib = self._lib._lib if isinstance(self._lib, _Watched) else self._lib
-                    self._ended = lib.zp_client_next(self._c, ctypes.byref(Batch()), 500) == END
-                Client.close(self)
-            finally:
-                self._stop_pipeline()
+                Client.__init__(self, run, rank, min(1.0, max(end - time.monotonic(), 0)),
+                                device, raw)
+                break
+            except ZeusPipeError:
+                self._check_pipeline(run)
+                if time.monotonic() >= end:
+                    self._stop_pipeline()
+                    raise
+        _started.add(self)
 
-    return Started
-
-
-class _Watched:
-    """The library, its zp_client_next watched: END is noted (the run has
-    ended: close() waits for the pipeline instead of stopping it), and a wait
-    that timed out checks that the pipeline still runs."""
-
-    def __init__(self, lib, client):
-        self._lib, self._client = lib, weakref.proxy(client)
-
-    def __getattr__(self, name):
-        return getattr(self._lib, name)
-
-    def zp_client_next(self, c, b, timeout_ms):
-        rc = self._lib.zp_client_next(c, b, timeout_ms)
+    def _heard(self, rc, timeout_ms):
+        """Every zp_client_next: END is noted (the run has ended: close()
+        waits for the pipeline instead of stopping it), and a wait that timed
+        out checks that the pipeline still runs."""
         if rc == END:
-            self._client._ended = True
+            self._ended = True
         elif rc == 0 and timeout_ms:  # not a look without waiting (device="cuda" takes ahead)
-            self._client._check_pipeline(self._client.run)
-        return rc
+            self._check_pipeline(self.run)
+
+    def _check_pipeline(self, run):
+        p = self._pipeline
+        if p is not None and p.failed():
+            error = p.error()
+            self._stop_pipeline()
+            raise ZeusPipeError(error)
+        if p is None and not _supervisor_alive(run):
+            raise ZeusPipeError("zeus_pipe: the pipeline of %s has stopped (rank 0's "
+                                "output and %s say why)" % (
+                                    run, os.path.join(run, "logs", "supervisor.log")))
+
+    def _stop_pipeline(self):
+        p, self._pipeline = self._pipeline, None
+        if p is not None:
+            p.stop(self._ended)
+            if self._meet:
+                try:
+                    os.unlink(self._meet)
+                except FileNotFoundError:
+                    pass
+
+    def close(self):
+        """Detaches, then ends the pipeline this script started: waits for it
+        when the run had sent END (until every rank detached), else stops it.
+        Safe twice."""
+        try:
+            if getattr(self, "_c", None) and not self._ended:
+                # after the last epoch the END is on its way: 0.5 s for it
+                # (a run cut short gets a batch instead, and is stopped)
+                self._ended = self._lib.zp_client_next(self._c, ctypes.byref(Batch()), 500) == END
+            Client.close(self)
+        finally:
+            self._stop_pipeline()
 
 
 @atexit.register

@@ -1,0 +1,531 @@
+"""client.py — Client, rank r's side of a run over libzeuspipe.so, and
+Source, one split's batches as a DataLoader gives them (`zp.train`,
+`zp.test`). The package's docstring (__init__.py) says how a loop uses them:
+the order of the epochs, resume, the lifetime of a batch, DDP.
+
+A Source asks its client through five members only: batches_per_epoch(),
+samples(), batch_size, epochs and next_epoch(); the position of each split
+(the next epoch and batch of its loop), the batch held and the seeks are the
+client's. A subclass may watch every zp_client_next through the _heard hook
+(_start.Started: a pipeline the script started)."""
+import contextlib
+import ctypes
+import os
+import sys
+
+from ._lib import (BATCH, DTYPES, END, EPOCH_END, F32, IN_LABELS, ITEM_DICT, PLAN_TEST,
+                   PLAN_TEST_FIRST, PLAN_TRAIN, TEST, TRAIN, Batch, Field, RunInfo, ZeusPipeError,
+                   load, strerror)
+
+_SPLIT = {TRAIN: "train", TEST: "test"}
+_POLL_MS = 200  # zp_client_next waits this long at a time, so that Ctrl-C is seen
+
+
+class _Torch:
+    """torch, imported when the package first uses it: the loaders and the
+    probe (python -m zeus_pipe.loader) of a Dataset that does not use torch
+    never load it."""
+
+    def __getattr__(self, name):
+        import torch as real
+        globals()["torch"] = real
+        return getattr(real, name)
+
+
+torch = _Torch()
+
+
+class Client:
+    """Rank r's side of a run: `.train` and `.test` sources, log(), region().
+    Not thread-safe: one thread uses a client. close() (or `with`) detaches."""
+
+    def __init__(self, run, rank, timeout_s=60, device=None, raw=False):
+        self._c, self._gpu, self._raw, self._lut = None, None, raw, None
+        if device is not None and str(device) != "cpu":
+            from . import _cuda
+            device = _cuda.check(device)  # before attaching: a clear error, nothing held
+        self._lib = load()
+        err = ctypes.create_string_buffer(1024)
+        self._c = self._lib.zp_client_attach(os.fsencode(run), rank, int(timeout_s * 1000),
+                                             err, len(err))
+        if not self._c:
+            raise ZeusPipeError("zeus_pipe: " + err.value.decode(errors="replace"))
+        self.run, self.rank = run, rank
+        self._batch = Batch()   # the batch last taken from the library
+        self._peeked = 0        # its kind, while it is taken but not handed out
+        self._held = False      # the batch handed out, its slot not yet released
+        self._step = 0          # train batches handed out
+        self._epoch = 0         # the train epoch of the last train batch
+        self._open = {}         # split -> epoch left unfinished by a loop that stopped early
+        self._next = {TRAIN: [0, 0], TEST: [0, 0]}  # split -> [epoch, batch] its next loop starts at
+        self._last = -1         # the split the loop read last (-1: none yet)
+        self._plan = PLAN_TRAIN | PLAN_TEST  # what the pipeline prepares (ZP_CLIENT_PLAN_*)
+        self._loaded_plan = None  # a loaded state's plan, for the first seek after it
+        self._info = RunInfo()
+        self._check(self._lib.zp_client_run_info(self._c, ctypes.byref(self._info)), "run_info")
+        self._read_fields()
+        self._augment = bool(self._info.augment)
+        if self._augment and (self._records or raw or (device is not None and str(device) != "cpu")):
+            self.close()
+            raise ZeusPipeError(
+                "zeus_pipe: the run's config asks for train augmentation (dataset.augment.*), "
+                "which the package applies to the built-in sources' normalised images on the "
+                "CPU, as the built-in trainer does; %s: augment in your loop instead (and set "
+                "dataset.augment's keys off), or attach on the CPU without raw=True" % (
+                    "a Python Dataset's fields are its own" if self._records else
+                    "raw=True keeps the pixels as they are" if raw else
+                    "device=%r copies the ring's samples to the GPU first" % (device,)))
+        self._per_epoch = {}  # split -> this rank's batches in each of its epochs
+        for split in (TRAIN, TEST):
+            n = self._check(self._lib.zp_client_batches(self._c, split), "batches")
+            self._per_epoch[split] = int(n)
+        self.train = Source(self, TRAIN)
+        self.test = Source(self, TEST)
+        if device is not None and str(device) != "cpu":
+            try:
+                self._gpu = _cuda.Device(self, device)
+            except BaseException:
+                self.close()
+                raise
+
+    # ---- the library's batches ------------------------------------------------------------------
+
+    def _check(self, rc, what):
+        if rc < 0:
+            said = self._lib.zp_client_error(self._c) if self._c else None
+            raise ZeusPipeError("zeus_pipe: %s: %s" % (what, said.decode(errors="replace") if said
+                                                      else strerror(rc)))
+        return rc
+
+    def _release(self):
+        if self._held:
+            self._held = False
+            self._check(self._lib.zp_client_release(self._c, ctypes.byref(self._batch)), "release")
+
+    def _receive(self, timeout_ms):
+        """zp_client_next into self._batch: what it returned, shown to
+        _heard, then checked."""
+        rc = self._lib.zp_client_next(self._c, ctypes.byref(self._batch), timeout_ms)
+        self._heard(rc, timeout_ms)
+        return self._check(rc, "next")
+
+    def _heard(self, rc, timeout_ms):
+        """What zp_client_next returned, before it is checked: a hook for a
+        client that watches its pipeline (_start.Started); nothing here."""
+
+    def _peek(self):
+        """The kind of the next thing the pipeline sends, into self._batch."""
+        if not self._c:
+            raise ZeusPipeError("zeus_pipe: the client is closed")
+        self._release()
+        while not self._peeked:
+            self._peeked = self._receive(_POLL_MS)
+        return self._peeked
+
+    def _take(self):
+        kind = self._peek()
+        if kind != END:
+            self._peeked = 0
+        self._held = kind == BATCH
+        return kind
+
+    def _look_ahead(self):
+        """device="cuda": takes the next batch if it is already there (a
+        timeout of 0: no wait, and no wait counted) and starts its copy while
+        the loop computes on this one. Only inside an epoch: its end (the
+        ranks' sum) is taken when the loop asks for it."""
+        b = self._batch
+        if self._peeked or b.index + 1 >= b.batches:
+            return
+        self._peeked = self._receive(0)
+        if self._peeked == BATCH:
+            self._gpu.start(self._batch)
+
+    def _read_fields(self):
+        """The run's sample fields: (name, torch dtype name, shape, offset,
+        bytes) each; `_records` is True unless they are the built-in (image,
+        label), which keep their (x, y) with y int64."""
+        table, item = ctypes.POINTER(Field)(), ctypes.c_int()
+        n = self._check(self._lib.zp_client_fields(self._c, ctypes.byref(table),
+                                                   ctypes.byref(item)), "fields")
+        self.fields = [(table[i].name.decode(), DTYPES[table[i].dtype],
+                        tuple(table[i].shape[:table[i].ndim]), int(table[i].offset),
+                        int(table[i].bytes)) for i in range(n)]
+        self._dict = item.value == ITEM_DICT
+        self.normalized = next((table[i].name.decode() for i in range(n) if table[i].normalize),
+                               None)  # the field device="cuda" hands out normalised
+        names = [f[0] for f in self.fields]
+        self._records = not (names == ["image", "label"] and self.fields[1][3] == IN_LABELS)
+
+    def split_fields(self, rec, n, normalize=False):
+        """The batch's fields from its records `rec` (uint8, n x sample_bytes,
+        on the CPU or the GPU), as views: a tuple in the item's order, or a
+        dict when the Dataset's items were dicts. normalize: the normalised
+        field (dataset.python.normalize) as float32, unless attach(raw=True)."""
+        out = []
+        for name, dtype, shape, at, nbytes in self.fields:
+            t = rec[:, at:at + nbytes].view(getattr(torch, dtype)).view((n,) + shape)
+            if normalize and name == self.normalized and not self._raw:
+                t = self._normalize(t)
+            out.append(t)
+        return dict(zip((f[0] for f in self.fields), out)) if self._dict else tuple(out)
+
+    def _normalize(self, x):
+        """uint8 pixels x (N, C, ...) as float32, normalised with the run's
+        dataset.mean/std through the built-in trainer's own table (the same
+        bits as its batches)."""
+        if self._lut is None:
+            room = 64
+            table = (ctypes.c_float * (256 * room))()
+            c = self._check(self._lib.zp_client_normalization_table(self._c, table, room),
+                            "normalization_table")
+            self._lut = torch.frombuffer(table, dtype=torch.float32)[:256 * c].clone().view(c, 256)
+        c = self._lut.shape[0]
+        offsets = (torch.arange(c, dtype=torch.int64) * 256).view((1, c) + (1,) * (x.dim() - 2))
+        return self._lut.view(-1)[x.to(torch.int64) + offsets]
+
+    def _tensors(self):
+        b = self._batch
+        if self._gpu:
+            xy = self._gpu.tensors(b)  # copied, and the slot released
+            self._look_ahead()
+            return xy
+        if self._records:  # a Python Dataset's fields: views of the slot's records
+            nbytes = b.n * b.sample_bytes
+            rec = (torch.frombuffer((ctypes.c_uint8 * nbytes).from_address(b.data), dtype=torch.uint8)
+                   if nbytes else torch.empty(0, dtype=torch.uint8))
+            return self.split_fields(rec.view(b.n, b.sample_bytes), b.n, normalize=True)
+        shape = (b.n, b.c, b.h, b.w)
+        nbytes = b.n * b.sample_bytes
+        if nbytes:
+            mem = (ctypes.c_uint8 * nbytes).from_address(b.data)
+            x = torch.frombuffer(mem, dtype=torch.float32 if b.dtype == F32 else torch.uint8)
+        else:
+            x = torch.empty(0, dtype=torch.float32 if b.dtype == F32 else torch.uint8)
+        labels = (ctypes.c_int32 * b.n).from_address(b.labels) if b.n else None
+        y = (torch.frombuffer(labels, dtype=torch.int32) if b.n else torch.empty(0, dtype=torch.int32))
+        x = x.view(shape)
+        if x.dtype == torch.uint8 and not self._raw:  # as the built-in trainer: its very table
+            x = self._normalize(x)
+        if self._augment and b.split == TRAIN and b.n:  # as the built-in trainer, drawn alike
+            out = torch.empty_like(x)
+            if self._check(self._lib.zp_client_augment(self._c, ctypes.byref(b), x.data_ptr(),
+                                                       out.data_ptr()), "augment"):
+                x = out
+        return x, y.to(torch.int64)
+
+    # ---- a split's epochs: what a Source asks of its client -------------------------------------
+
+    def batches_per_epoch(self, split):
+        """This rank's batches in each epoch of `split` (TRAIN or TEST)."""
+        return self._per_epoch[split]
+
+    def samples(self, split):
+        """The samples of `split` (TRAIN or TEST), all ranks together."""
+        return int(self._info.samples[split])
+
+    @property
+    def batch_size(self):
+        """prefetch.batch_size (the last batch of an epoch may be smaller)."""
+        return int(self._info.batch_size)
+
+    def next_epoch(self, split):
+        """The next epoch of `split` (what iterating `train` or `test` gives):
+        an iterator of its batches as (x, y). The pipeline is moved there now,
+        when what it sends next is not that epoch's next batch (see the
+        package's docstring); an epoch past the run's cap, or of a split
+        without batches, is empty."""
+        if not self._per_epoch[split]:
+            return iter(())  # a split without samples (or limited to none): nothing to seek
+        start = self._begin(split)
+        if start is None:
+            return iter(())  # past the run's cap: an epoch of nothing
+        e, b = start
+        self._peek()
+        while self._peeked == EPOCH_END and self._batch.split in self._open:
+            del self._open[self._batch.split]  # the end of an epoch a loop left: nothing to read
+            self._take()
+            self._peek()
+        self._open.pop(split, None)
+        h = self._batch
+        if not (self._peeked == BATCH and (h.split, h.epoch, h.index) == (split, e, b)):
+            self._seek(split, e, b)
+        self._last = split
+        return self._hand_out(split, e)
+
+    _warned = 0
+
+    def _left_early(self, split, epoch, taken):
+        """One line when an epoch is left before its end (a `break`, or a peek
+        with next(iter(...))): its other batches are not handed out, and the
+        next loop starts the epoch after. The first three times a run."""
+        Client._warned += 1
+        if Client._warned <= 3:
+            name = _SPLIT[split]
+            sys.stderr.write("zeus_pipe: %s epoch %d left after %d of %d batches (a break, or "
+                             "next(iter(...))): the next loop over %s starts epoch %d%s\n" % (
+                                 name, epoch, taken, self._per_epoch[split], name, epoch + 1,
+                                 "" if Client._warned < 3 else "; not said again"))
+
+    _capped = set()
+
+    def _begin(self, split):
+        """Where this split's next loop starts: [epoch, batch], past a
+        finished epoch's end; None past the run's cap (trainer.epochs), said
+        once: the loop decides how many epochs it runs, the config caps them."""
+        e, b = self._next[split]
+        if b >= self._per_epoch[split]:
+            e, b = e + 1, 0
+        cap = self._info.epochs
+        if cap and e >= cap:
+            if split not in Client._capped:
+                Client._capped.add(split)
+                sys.stderr.write("zeus_pipe: %s epoch %d has no batches: the run gives epochs "
+                                 "0..%d (trainer.epochs %d caps the loop; 0: no cap)\n" % (
+                                     _SPLIT[split], e, cap - 1, cap))
+            return None
+        self._next[split] = [e, b]
+        return e, b
+
+    def _hand_out(self, split, e):
+        """Epoch e of `split`, batch by batch, its position kept in _next."""
+        self._open[split] = True
+        try:
+            while True:
+                kind = self._take()
+                if kind != BATCH:
+                    self._open.pop(split, None)
+                    if kind == EPOCH_END:
+                        self._next[split] = [e + 1, 0]
+                    return  # the epoch's end (or the run's, when it was cut short)
+                self._next[split] = [e, int(self._batch.index) + 1]
+                if split == TRAIN:
+                    self._step += 1
+                    self._epoch = int(self._batch.epoch)
+                yield self._tensors()
+        except GeneratorExit:  # the loop was left early: its next loop starts the epoch after
+            if split in self._open:
+                self._next[split] = [e + 1, 0]
+                self._left_early(split, e, int(self._batch.index) + 1)
+            raise
+        finally:
+            if self._c:
+                self._release()
+
+    # ---- the user's side ------------------------------------------------------------------------
+
+    @property
+    def epochs(self):
+        """The run's trainer.epochs: the most epochs of each split it gives
+        (a loop may stop before); None for no cap (trainer.epochs 0)."""
+        return int(self._info.epochs) or None
+
+    @property
+    def epoch(self):
+        """The train epoch the next `for ... in zp.train` gives: 0 at the
+        start, the epoch after a finished one, the saved position's after
+        load_state_dict (the epoch to resume a `for epoch in range(...)` at)."""
+        e, b = self._next[TRAIN]
+        return e + 1 if b >= self._per_epoch[TRAIN] else e
+
+    @property
+    def classes(self):
+        """The train split's number of classes (the built-in sources; 1 for a
+        Python Dataset, whose targets are fields of its own)."""
+        return int(self._info.classes)
+
+    @property
+    def class_names(self):
+        """An image folder's class names in label order (its sub-folders, as
+        torchvision's ImageFolder.classes); None for other sources."""
+        try:
+            with open(os.path.join(self.run, "dataset", "classes"), "rb") as f:
+                return [n.decode(errors="replace") for n in f.read().split(b"\0")[:-1]]
+        except FileNotFoundError:
+            return None
+
+    @property
+    def sample_shape(self):
+        """One sample's shape: (C, H, W) of the built-in sources' images; a
+        Python Dataset's, {field: shape} (see `fields`)."""
+        if not self._records:
+            return self.fields[0][2]
+        return {name: shape for name, _, shape, _, _ in self.fields}
+
+    @property
+    def step(self):
+        """Train batches handed out so far."""
+        return self._step
+
+    @property
+    def indices(self):
+        """The sample indices (in the split) of the batch last handed out, as
+        int64 (a copy); valid while that batch is."""
+        b = self._batch
+        if self._gpu:
+            return self._gpu.indices
+        if not self._held or not b.n:
+            return torch.empty(0, dtype=torch.int64)
+        mem = (ctypes.c_uint32 * b.n).from_address(b.indices)
+        return torch.frombuffer(mem, dtype=torch.int32).to(torch.int64) & 0xFFFFFFFF
+
+    # ---- the data position ----------------------------------------------------------------------
+
+    _IDENTITY = ("seed", "world", "rank", "batch_size", "train_samples", "test_samples",
+                 "train_batches", "test_batches")
+
+    def _identity(self):
+        i = self._info
+        return dict(seed=int(i.seed), world=int(i.world), rank=int(i.rank),
+                    batch_size=int(i.batch_size), train_samples=int(i.samples[0]),
+                    test_samples=int(i.samples[1]), train_batches=int(i.batches[0]),
+                    test_batches=int(i.batches[1]))
+
+    def state_dict(self):
+        """The data position, a dict of plain ints: `split`, `epoch`, `batch`:
+        the next batch not yet handed out of the split the loop read last
+        (split -1 before any); `other_epoch`: the epoch the other split's next
+        loop gives; `plan`: the splits the loop reads (ZP_CLIENT_PLAN_* bits);
+        `step`: train batches handed out; and what fixes the order of the
+        batches (seed, world, rank, batch_size, *_samples, *_batches)."""
+        split = self._last
+        e, b = self._next[split] if split >= 0 else (0, 0)
+        other = self._next[1 - split][0] if split >= 0 else 0
+        return dict(self._identity(), version=1, split=split, epoch=e, batch=b, other_epoch=other,
+                    plan=self._plan, step=self._step)
+
+    def load_state_dict(self, d):
+        """Makes the next loops start where state_dict() was taken. Raises
+        ZeusPipeError for a state of another run's sampling (naming what
+        differs) or one that is not a state of this package."""
+        try:
+            d = {k: int(v) for k, v in dict(d).items()}
+            split, e, b, other, plan = d["split"], d["epoch"], d["batch"], d["other_epoch"], d["plan"]
+        except (KeyError, TypeError, ValueError) as err:
+            raise ZeusPipeError("zeus_pipe: load_state_dict: not a state of zeus_pipe's "
+                                "state_dict() (%s)" % err)
+        mine = self._identity()
+        diff = ["%s %s (this run: %s)" % (k, d.get(k), mine[k]) for k in self._IDENTITY
+                if d.get(k) != mine[k]]
+        if diff:
+            raise ZeusPipeError("zeus_pipe: load_state_dict: the state is of a run with other "
+                                "batches: " + ", ".join(diff) + "; resume with the config it "
+                                "was saved with")
+        if split not in (-1, TRAIN, TEST) or plan & ~7:
+            raise ZeusPipeError("zeus_pipe: load_state_dict: split %d or plan %d out of range"
+                                % (split, plan))
+        self._release()
+        self._open.clear()
+        if split < 0:
+            self._next = {TRAIN: [0, 0], TEST: [0, 0]}
+        else:
+            self._next = {split: [e, b], 1 - split: [other, 0]}
+        self._last, self._step, self._loaded_plan = split, d.get("step", 0), plan
+        self._check(self._lib.zp_client_set_step(self._c, self._step), "set_step")
+        self._epoch = self._next[TRAIN][0]
+
+    def _seek(self, split, epoch, batch):
+        """Moves the pipeline to batch `batch` of `split`'s epoch `epoch`,
+        with the plan the loop shows (see the module's docstring)."""
+        if self._loaded_plan is not None:
+            plan = self._loaded_plan
+        elif self._last < 0:  # the loop's first split comes first every epoch
+            plan = PLAN_TRAIN | PLAN_TEST | (PLAN_TEST_FIRST if split == TEST else 0)
+        elif self._last == split:  # this split again: the loop skips the other
+            plan = PLAN_TRAIN if split == TRAIN else PLAN_TEST
+        else:  # from the other split to this one: both, the other first
+            plan = PLAN_TRAIN | PLAN_TEST | (PLAN_TEST_FIRST if self._last == TEST else 0)
+        self._loaded_plan = None
+        self._release()
+        err = ctypes.create_string_buffer(512)
+        rc = self._lib.zp_client_seek(self._c, split, epoch, batch, plan, err, len(err))
+        if rc < 0:
+            raise ZeusPipeError("zeus_pipe: " + (err.value.decode(errors="replace") or strerror(rc)))
+        self._plan = plan
+        # A batch taken from the library and not handed out goes back after the
+        # SEEK: the prefetch hears the seek before it has that slot to fill again.
+        if self._peeked == BATCH:
+            if self._gpu:
+                self._gpu.cancel()  # a copy started ahead from that slot ends first
+            self._check(self._lib.zp_client_release(self._c, ctypes.byref(self._batch)), "release")
+        self._peeked = 0
+        self._open.clear()  # what loops left is released by the library before SEEKED
+        # the batch taken ahead and given back counted as a step in the library: not one
+        self._check(self._lib.zp_client_set_step(self._c, self._step), "set_step")
+
+    def log(self, event="step", step=None, epoch=None, **metrics):
+        """Appends {event, step, epoch, **metrics} (numbers) to the run's
+        metrics.jsonl. step and epoch default to the train batches handed out
+        and the current train epoch."""
+        keys = [k.encode() for k in metrics]
+        n = len(keys)
+        rc = self._lib.zp_client_log(
+            self._c, event.encode(), self._step if step is None else int(step),
+            self._epoch if epoch is None else int(epoch), n, (ctypes.c_char_p * n)(*keys),
+            (ctypes.c_double * n)(*[float(v) for v in metrics.values()]))
+        self._check(rc, "log(%s)" % event)
+
+    @contextlib.contextmanager
+    def region(self, name):
+        """Times the block as region `name` ("forward", "backward", ... the
+        report's names): its samples appear in `zeus-pipe report`."""
+        self._check(self._lib.zp_client_region_begin(self._c, name.encode()), "region(%r)" % name)
+        try:
+            yield
+        finally:
+            self._check(self._lib.zp_client_region_end(self._c, name.encode()), "region(%r)" % name)
+
+    def close(self):
+        """Detaches (zp_client_destroy); every tensor view of a slot is invalid
+        after it. Safe twice."""
+        if self._gpu:
+            self._gpu.close()  # unregisters the ring before the library unmaps it
+        if self._c:
+            p = ctypes.c_void_p(self._c)
+            self._lib.zp_client_destroy(ctypes.byref(p))
+            self._c = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+
+class Source:
+    """One split's batches, DataLoader-shaped: iterating gives the split's
+    next epoch as (x, y) (see the package's docstring for the order and the
+    lifetime of x); len() is this rank's batches per epoch."""
+
+    def __init__(self, client, split):
+        self._client, self.split = client, split
+        self.name = _SPLIT[split]
+        self._len = client.batches_per_epoch(split)
+
+    def __len__(self):
+        return self._len
+
+    @property
+    def batch_size(self):
+        """prefetch.batch_size (the last batch of an epoch may be smaller)."""
+        return self._client.batch_size
+
+    @property
+    def samples(self):
+        """The split's samples (all ranks together)."""
+        return self._client.samples(self.split)
+
+    @property
+    def epochs(self):
+        """How many epochs of this split the run gives (trainer.epochs)."""
+        return self._client.epochs
+
+    def __iter__(self):
+        return self._client.next_epoch(self.split)
