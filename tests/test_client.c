@@ -116,7 +116,7 @@ static int send_batches(prefetch_t *p, zp_frames_t *f, int from, int to)
                       .split = ZP_SPLIT_TRAIN, .epoch = 0, .index = (uint64_t)k,
                       .batches = SAMPLES / BATCH, .n = BATCH, .elems = ELEMS,
                       .dtype = ZP_DTYPE_F32, .present = ZP_B(dtype)};
-        if (zp_send(p->sock, NULL, &b, NULL, NULL, 0, 0))
+        if (zp_sock_send(p->sock, NULL, &b, NULL, NULL, 0, 0))
             return -1;
     }
     return 0;
@@ -130,8 +130,8 @@ static void finish(prefetch_t *p, zp_frames_t *f, uint64_t n)
             return;
     zp_msg_t e = {.type = ZP_MSG_EPOCH_END, .split = ZP_SPLIT_TRAIN, .epoch = 0, .n = n};
     zp_msg_t end = {.type = ZP_MSG_END};
-    if (!zp_send(p->sock, NULL, &e, NULL, NULL, 0, 0))
-        zp_send(p->sock, NULL, &end, NULL, NULL, 0, 0);
+    if (!zp_sock_send(p->sock, NULL, &e, NULL, NULL, 0, 0))
+        zp_sock_send(p->sock, NULL, &end, NULL, NULL, 0, 0);
 }
 
 /* One epoch of 8 batches through a ring of 2 slots, its EPOCH_END and END. */
@@ -159,7 +159,7 @@ static int answer_seek(prefetch_t *p, zp_frames_t *f, const char *error)
         snprintf(m.error, sizeof m.error, "%s", error);
         m.present = ZP_B(error);
     }
-    return zp_send(p->sock, NULL, &m, NULL, NULL, 0, 0) ? -1 : 0;
+    return zp_sock_send(p->sock, NULL, &m, NULL, NULL, 0, 0) ? -1 : 0;
 }
 
 /* Batches 0 and 1; a SEEK refused; a SEEK answered: batches from its index
@@ -210,7 +210,7 @@ static void remove_run(prefetch_t *p)
 static void *bind_logger(prefetch_t *p)
 {
     char ep[PATH_MAX + 32];
-    assert_int_equal(zp_endpoint(ep, sizeof ep, p->run, "events"), 0);
+    assert_int_equal(zp_sock_endpoint(ep, sizeof ep, p->run, "events"), 0);
     void *pull;
     assert_int_equal(zp_sock_create(&pull, p->ctx, ZMQ_PULL, ep, 1, 0), 0);
     return pull;
@@ -279,7 +279,7 @@ static void an_epoch_reaches_the_client_and_its_proof_the_logger(void **state)
     assert_int_equal(zp_ring_layout(&p.lay, BATCH, ELEMS * 4), 0);
     zp_ring_name(name, sizeof name, p.run, 0);
     assert_int_equal(zp_ring_create(&p.ring, name, DEPTH, p.lay.bytes), 0);
-    assert_int_equal(zp_endpoint(ep, sizeof ep, p.run, "ring-0"), 0);
+    assert_int_equal(zp_sock_endpoint(ep, sizeof ep, p.run, "ring-0"), 0);
     assert_int_equal(zp_sock_create(&p.sock, p.ctx, ZMQ_PAIR, ep, 1, 0), 0);
     void *logger = bind_logger(&p);
 
@@ -363,7 +363,7 @@ static void *open_run(prefetch_t *p)
     assert_int_equal(zp_ring_layout(&p->lay, BATCH, ELEMS * 4), 0);
     zp_ring_name(name, sizeof name, p->run, 0);
     assert_int_equal(zp_ring_create(&p->ring, name, DEPTH, p->lay.bytes), 0);
-    assert_int_equal(zp_endpoint(ep, sizeof ep, p->run, "ring-0"), 0);
+    assert_int_equal(zp_sock_endpoint(ep, sizeof ep, p->run, "ring-0"), 0);
     assert_int_equal(zp_sock_create(&p->sock, p->ctx, ZMQ_PAIR, ep, 1, 0), 0);
     return bind_logger(p);
 }

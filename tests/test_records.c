@@ -1,6 +1,6 @@
 /* Unit tests of schemas/records.h: every record the stages write (through
- * zp_ev_record and ZP_KEY, as the stages do, and the stats record through
- * zp_stats_tick itself) is read back by zp_record_head/zp_record_decode with
+ * zp_event_record and ZP_KEY, as the stages do, and the stats record through
+ * zp_stage_stats_tick itself) is read back by zp_record_head/zp_record_decode with
  * every declared field; absent, mistyped and unknown fields read as the
  * readers have always read them (the row's fallback, "", ignored). */
 #define _GNU_SOURCE
@@ -15,6 +15,7 @@
 #include <string.h>
 #include <zmq.h>
 
+#include "pipeline/runtime/event.h"
 #include "pipeline/runtime/log.h"
 #include "pipeline/runtime/stage.h"
 #include "schemas/msg.h"
@@ -83,19 +84,19 @@ static void every_record_written_with_every_field_reads_back_with_every_field(vo
         const zp_rec_field_t *f = zp_record_fields((zp_record_type_t)t, &n);
         assert_true(n > 0 && n < 64);
         zp_event_t ev;
-        zp_ev_record(st, &ev, (zp_record_type_t)t);
+        zp_event_record(st, &ev, (zp_record_type_t)t);
         for (int i = 0; i < n; i++) {
             char s[32];
             int64_t ints[3] = {int_of(i), -int_of(i), 0};
             str_of(i, s, sizeof s);
             switch (f[i].type) {
-            case 'I': zp_ev_int(&ev, f[i].key, int_of(i)); break;
-            case 'N': zp_ev_num(&ev, f[i].key, num_of(i)); break;
-            case 'A': zp_ev_ints(&ev, f[i].key, ints, 3); break;
-            default: zp_ev_str(&ev, f[i].key, s); break;
+            case 'I': zp_event_int(&ev, f[i].key, int_of(i)); break;
+            case 'N': zp_event_num(&ev, f[i].key, num_of(i)); break;
+            case 'A': zp_event_ints(&ev, f[i].key, ints, 3); break;
+            default: zp_event_str(&ev, f[i].key, s); break;
             }
         }
-        zp_ev_send(st, &ev);
+        zp_event_send(st, &ev);
         assert_int_equal(st->events_dropped, 0);
         const msgpack_object *b = receive();
 
@@ -154,7 +155,7 @@ static void the_stats_tick_writes_the_declared_stats_record(void **state)
     st->events_dropped = 0;
     s->start = s->since = s->w_start = zp_now_ns() - 1000000000;
     s->next_ns = 0; /* now */
-    zp_stats_tick(st);
+    zp_stage_stats_tick(st);
     const msgpack_object *b = receive();
     zp_rec_head_t h;
     assert_int_equal(zp_record_head(b, &h), ZP_REC_STATS);
@@ -178,11 +179,11 @@ static void absent_or_mistyped_fields_read_as_their_fallback_and_unknown_keys_ar
 {
     (void)state;
     zp_event_t ev;
-    zp_ev_begin(st, &ev, "stats");
-    zp_ev_str(&ev, "queue", "seven"); /* mistyped */
-    zp_ev_int(&ev, "no_such_key", 1);  /* unknown */
-    zp_ev_num(&ev, "total_items", 5.9); /* an integer field given as a float */
-    zp_ev_send(st, &ev);
+    zp_event_begin(st, &ev, "stats");
+    zp_event_str(&ev, "queue", "seven"); /* mistyped */
+    zp_event_int(&ev, "no_such_key", 1);  /* unknown */
+    zp_event_num(&ev, "total_items", 5.9); /* an integer field given as a float */
+    zp_event_send(st, &ev);
     const msgpack_object *b = receive();
     zp_rec_head_t h;
     assert_int_equal(zp_record_head(b, &h), ZP_REC_STATS);
@@ -195,8 +196,8 @@ static void absent_or_mistyped_fields_read_as_their_fallback_and_unknown_keys_ar
     assert_true(x.hit_rate == -1); /* `stat` shows "-" */
     assert_true(x.busy == 0 && x.final == 0);
 
-    zp_ev_record(st, &ev, ZP_REC_EPOCH_END);
-    zp_ev_send(st, &ev);
+    zp_event_record(st, &ev, ZP_REC_EPOCH_END);
+    zp_event_send(st, &ev);
     b = receive();
     zp_rec_epoch_end_t e;
     assert_int_equal(zp_record_head(b, &h), ZP_REC_EPOCH_END);
@@ -206,8 +207,8 @@ static void absent_or_mistyped_fields_read_as_their_fallback_and_unknown_keys_ar
     assert_true(e.loss == -1 && e.accuracy == -1); /* no model: the logger prints samples */
     assert_string_equal(e.split, "");
 
-    zp_ev_record(st, &ev, ZP_REC_STEP);
-    zp_ev_send(st, &ev);
+    zp_event_record(st, &ev, ZP_REC_STEP);
+    zp_event_send(st, &ev);
     b = receive();
     zp_rec_step_t p;
     zp_record_decode(ZP_REC_STEP, b, &p);
@@ -221,9 +222,9 @@ static void an_undeclared_kind_or_event_is_none_with_its_head_read(void **state)
 {
     (void)state;
     zp_event_t ev;
-    zp_ev_begin(st, &ev, "metric");
-    zp_ev_str(&ev, "event", "from_a_newer_version");
-    zp_ev_send(st, &ev);
+    zp_event_begin(st, &ev, "metric");
+    zp_event_str(&ev, "event", "from_a_newer_version");
+    zp_event_send(st, &ev);
     const msgpack_object *b = receive();
     zp_rec_head_t h;
     assert_int_equal(zp_record_head(b, &h), ZP_REC_NONE);
@@ -231,8 +232,8 @@ static void an_undeclared_kind_or_event_is_none_with_its_head_read(void **state)
     assert_string_equal(h.event, "from_a_newer_version");
     assert_int_equal(h.instance, 2);
 
-    zp_ev_begin(st, &ev, "gossip");
-    zp_ev_send(st, &ev);
+    zp_event_begin(st, &ev, "gossip");
+    zp_event_send(st, &ev);
     assert_int_equal(zp_record_head(receive(), &h), ZP_REC_NONE);
 
     msgpack_object not_a_map = {.type = MSGPACK_OBJECT_NIL};

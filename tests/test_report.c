@@ -19,6 +19,7 @@
 #include <unistd.h>
 #include <zmq.h>
 
+#include "pipeline/runtime/event.h"
 #include "pipeline/runtime/log.h"
 #include "pipeline/report/report.h"
 #include "pipeline/runtime/stage.h"
@@ -117,13 +118,13 @@ static void begin(zp_event_t *ev, const char *stage, int instance, const char *k
 {
     st->name = stage;
     st->instance = instance;
-    zp_ev_begin(st, ev, kind);
+    zp_event_begin(st, ev, kind);
 }
 
 /* Sends the record and appends it to events.msgpack as the logger does. */
 static void deliver(zp_event_t *ev)
 {
-    zp_ev_send(st, ev);
+    zp_event_send(st, ev);
     assert_int_equal(st->events_dropped, 0);
     char buf[4096];
     int n = zmq_recv(pull, buf, sizeof buf, 0);
@@ -138,13 +139,13 @@ static void epoch_end(int epoch, const char *split, double loss, double acc, dou
 {
     zp_event_t ev;
     begin(&ev, "trainer", 0, "metric", 7);
-    zp_ev_str(&ev, "event", "epoch_end");
-    zp_ev_str(&ev, "split", split);
-    zp_ev_int(&ev, "epoch", epoch);
-    zp_ev_num(&ev, "samples_per_s", 1000);
-    zp_ev_num(&ev, "seconds", seconds);
-    zp_ev_num(&ev, "loss", loss);
-    zp_ev_num(&ev, "accuracy", acc);
+    zp_event_str(&ev, "event", "epoch_end");
+    zp_event_str(&ev, "split", split);
+    zp_event_int(&ev, "epoch", epoch);
+    zp_event_num(&ev, "samples_per_s", 1000);
+    zp_event_num(&ev, "seconds", seconds);
+    zp_event_num(&ev, "loss", loss);
+    zp_event_num(&ev, "accuracy", acc);
     deliver(&ev);
 }
 
@@ -152,12 +153,12 @@ static void stats(const char *stage, int instance, double items, double uptime, 
 {
     zp_event_t ev;
     begin(&ev, stage, instance, "stats", 6);
-    zp_ev_int(&ev, "total_items", (int64_t)items);
-    zp_ev_int(&ev, "errors", 0);
-    zp_ev_num(&ev, "uptime_s", uptime);
-    zp_ev_num(&ev, "total_busy_s", busy);
-    zp_ev_num(&ev, "total_wait_in_s", uptime - busy);
-    zp_ev_num(&ev, "total_wait_out_s", 0);
+    zp_event_int(&ev, "total_items", (int64_t)items);
+    zp_event_int(&ev, "errors", 0);
+    zp_event_num(&ev, "uptime_s", uptime);
+    zp_event_num(&ev, "total_busy_s", busy);
+    zp_event_num(&ev, "total_wait_in_s", uptime - busy);
+    zp_event_num(&ev, "total_wait_out_s", 0);
     deliver(&ev);
 }
 
@@ -165,8 +166,8 @@ static void timer(const char *stage, const char *region, const int64_t *ns, int 
 {
     zp_event_t ev;
     begin(&ev, stage, 0, "timer", 2);
-    zp_ev_str(&ev, "region", region);
-    zp_ev_ints(&ev, "ns", ns, n);
+    zp_event_str(&ev, "region", region);
+    zp_event_ints(&ev, "ns", ns, n);
     deliver(&ev);
 }
 
@@ -174,10 +175,10 @@ static void skipped(int64_t index)
 {
     zp_event_t ev;
     begin(&ev, "loader", 1, "metric", 4);
-    zp_ev_str(&ev, "event", "sample_skipped");
-    zp_ev_str(&ev, "split", "train");
-    zp_ev_int(&ev, "index", index);
-    zp_ev_str(&ev, "error", "broken.jpg: not a JPEG");
+    zp_event_str(&ev, "event", "sample_skipped");
+    zp_event_str(&ev, "split", "train");
+    zp_event_int(&ev, "index", index);
+    zp_event_str(&ev, "error", "broken.jpg: not a JPEG");
     deliver(&ev);
 }
 
@@ -202,8 +203,8 @@ static void a_run(void)
     skipped(17); /* the next epoch's skip of the same sample */
     zp_event_t ev;
     begin(&ev, "cache", 0, "metric", 2);
-    zp_ev_str(&ev, "event", "loader_lost");
-    zp_ev_int(&ev, "requeued", 3);
+    zp_event_str(&ev, "event", "loader_lost");
+    zp_event_int(&ev, "requeued", 3);
     deliver(&ev);
 }
 
@@ -333,7 +334,7 @@ static void torn_garbled_and_unknown_records_are_skipped_and_counted(void **stat
     epoch_end(1, "train", 0.5, 0.85, 2.0);
     zp_event_t ev;
     begin(&ev, "martian", 0, "stats", 1); /* a stage this version does not know */
-    zp_ev_int(&ev, "total_items", 1);
+    zp_event_int(&ev, "total_items", 1);
     deliver(&ev);
     epoch_end(2, "train", 0.4, 0.9, 2.0);
     f = fopen(path, "rb");

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "pipeline/runtime/log.h"
+#include "pipeline/runtime/inbox.h"
 #include "pipeline/runtime/sock.h"
 #include "schemas/msg.h"
 
@@ -44,7 +45,7 @@ static void an_endpoint_is_the_runs_sock_folder(void **state)
 {
     (void)state;
     char buf[ZP_ENDPOINT_MAX];
-    assert_int_equal(zp_endpoint(buf, sizeof buf, "/runs/a", "fetch"), 0);
+    assert_int_equal(zp_sock_endpoint(buf, sizeof buf, "/runs/a", "fetch"), 0);
     assert_string_equal(buf, "ipc:///runs/a/sock/fetch.ipc");
 }
 
@@ -56,12 +57,12 @@ static void an_endpoint_longer_than_a_unix_socket_address_is_refused(void **stat
     memset(run, 'r', sizeof run);
     run[0] = '/';
     run[96] = 0; /* a path of 107 characters */
-    assert_int_equal(zp_endpoint(buf, sizeof buf, run, "x"), ZP_EINVAL);
+    assert_int_equal(zp_sock_endpoint(buf, sizeof buf, run, "x"), ZP_EINVAL);
     run[95] = 0; /* 106 */
-    assert_int_equal(zp_endpoint(buf, sizeof buf, run, "x"), 0);
+    assert_int_equal(zp_sock_endpoint(buf, sizeof buf, run, "x"), 0);
     assert_int_equal(strlen(buf), 6 + 106);
     /* a buffer too small is refused too, never a cut endpoint */
-    assert_int_equal(zp_endpoint(buf, 20, "/runs/a", "fetch"), ZP_EINVAL);
+    assert_int_equal(zp_sock_endpoint(buf, 20, "/runs/a", "fetch"), ZP_EINVAL);
 }
 
 static void a_socket_that_cannot_connect_is_an_error_and_null(void **state)
@@ -83,7 +84,7 @@ static void send_task(void *sock, uint64_t id, const uint32_t *idx, int n)
     zp_msg_t m = {.type = ZP_MSG_TASK, .id = id, .split = 1, .n = (uint64_t)n};
     const void *parts[1] = {idx};
     size_t sizes[1] = {4 * (size_t)n};
-    assert_int_equal(zp_send(sock, NULL, &m, parts, sizes, 1, 0), 0);
+    assert_int_equal(zp_sock_send(sock, NULL, &m, parts, sizes, 1, 0), 0);
 }
 
 static void a_multipart_message_is_received_whole_and_decoded(void **state)
@@ -136,7 +137,7 @@ static void a_routers_identity_frame_is_peeled(void **state)
     assert_int_equal(zp_sock_create(&router, ctx, ZMQ_ROUTER, "inproc://router", 1, 0), 0);
     assert_int_equal(zp_sock_create(&dealer, ctx, ZMQ_DEALER, "inproc://router", 0, 0), 0);
     zp_msg_t m = {.type = ZP_MSG_READY, .credit = 3};
-    assert_int_equal(zp_send(dealer, NULL, &m, NULL, NULL, 0, 0), 0);
+    assert_int_equal(zp_sock_send(dealer, NULL, &m, NULL, NULL, 0, 0), 0);
     assert_int_equal(zp_frames_recv(&f, router, 0), 0);
     assert_int_equal(f.n, 2);
     char why[256];
@@ -147,7 +148,7 @@ static void a_routers_identity_frame_is_peeled(void **state)
     /* the reply goes back through the same identity */
     zp_msg_t rep = {.type = ZP_MSG_REFUSED};
     snprintf(rep.error, sizeof rep.error, "another dataset");
-    assert_int_equal(zp_send(router, &f.part[0], &rep, NULL, NULL, 0, 0), 0);
+    assert_int_equal(zp_sock_send(router, &f.part[0], &rep, NULL, NULL, 0, 0), 0);
     zp_frames_t g;
     zp_frames_init(&g);
     assert_int_equal(zp_frames_recv(&g, dealer, 0), 0);
@@ -169,7 +170,7 @@ static void send_parts_moves_the_payload_into_zeromq(void **state)
     zmq_msg_init_size(&part, sizeof idx);
     memcpy(zmq_msg_data(&part), idx, sizeof idx);
     zp_msg_t m = {.type = ZP_MSG_TASK, .id = 5, .split = 0, .n = 2};
-    assert_int_equal(zp_send_parts(out, &m, &part, 1), 0);
+    assert_int_equal(zp_sock_send_parts(out, &m, &part, 1), 0);
     assert_int_equal(zmq_msg_size(&part), 0); /* left empty: zmq owns the bytes now */
     zmq_msg_close(&part);
     assert_int_equal(zp_frames_recv(&f, in, 0), 0);
@@ -223,7 +224,7 @@ static void the_inbox_dispatches_by_type(void **state)
     seen_t s = {0};
     assert_int_equal(zp_inbox_recv(&box, in, ZMQ_DONTWAIT, &f, &s), 0); /* nothing waiting */
     zp_msg_t m = {.type = ZP_MSG_READY, .credit = 9};
-    assert_int_equal(zp_send(out, NULL, &m, NULL, NULL, 0, 0), 0);
+    assert_int_equal(zp_sock_send(out, NULL, &m, NULL, NULL, 0, 0), 0);
     send_task(out, 2, (const uint32_t[]){1, 2}, 2);
     assert_int_equal(zp_inbox_recv(&box, in, 0, &f, &s), 0);
     assert_int_equal(zp_inbox_recv(&box, in, 0, &f, &s), 0);
@@ -250,17 +251,17 @@ static void malformed_or_unexpected_messages_are_dropped_and_counted(void **stat
     zp_msg_t m = {.type = ZP_MSG_TASK, .id = 1, .n = 2}; /* says 2 indices, carries 1 */
     const void *parts[1] = {"\1\0\0\0"};
     size_t sizes[1] = {4};
-    assert_int_equal(zp_send(out, NULL, &m, parts, sizes, 1, 0), 0);
+    assert_int_equal(zp_sock_send(out, NULL, &m, parts, sizes, 1, 0), 0);
     assert_int_equal(zp_inbox_recv(&box, in, 0, &f, &s), 0);
     assert_int_equal(dropped, 2);
     m = (zp_msg_t){.type = ZP_MSG_HEARTBEAT}; /* well formed, but no route for it */
-    assert_int_equal(zp_send(out, NULL, &m, NULL, NULL, 0, 0), 0);
+    assert_int_equal(zp_sock_send(out, NULL, &m, NULL, NULL, 0, 0), 0);
     assert_int_equal(zp_inbox_recv(&box, in, 0, &f, &s), 0);
     assert_int_equal(dropped, 3);
     assert_int_equal(s.ready + s.tasks, 0); /* no route saw any of them */
     /* and the inbox goes on with the next good one */
     m = (zp_msg_t){.type = ZP_MSG_READY, .credit = 1};
-    assert_int_equal(zp_send(out, NULL, &m, NULL, NULL, 0, 0), 0);
+    assert_int_equal(zp_sock_send(out, NULL, &m, NULL, NULL, 0, 0), 0);
     assert_int_equal(zp_inbox_recv(&box, in, 0, &f, &s), 0);
     assert_int_equal(s.ready, 1);
     assert_int_equal(dropped, 3);

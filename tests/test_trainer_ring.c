@@ -58,7 +58,7 @@ static void write_file(const char *path, const char *text)
 
 static int send_msg(void *sock, const zp_msg_t *m)
 {
-    return zp_send(sock, NULL, m, NULL, NULL, 0, 0);
+    return zp_sock_send(sock, NULL, m, NULL, NULL, 0, 0);
 }
 
 /* The next message from the trainer within 30 s (a guard against a hang). */
@@ -95,7 +95,7 @@ static void a_dropped_batch_is_freed_and_the_ring_keeps_its_slots(void **state)
     zp_ring_name(name, sizeof name, run, 0);
     assert_int_equal(zp_ring_create(&ring, name, 2, lay.bytes), 0);
     void *ctx = zmq_ctx_new();
-    assert_int_equal(zp_endpoint(ep, sizeof ep, run, "ring-0"), 0);
+    assert_int_equal(zp_sock_endpoint(ep, sizeof ep, run, "ring-0"), 0);
     void *sock;
     assert_int_equal(zp_sock_create(&sock, ctx, ZMQ_PAIR, ep, 1, 0), 0);
 

@@ -35,7 +35,7 @@ int cmd_down(int argc, char **argv)
     zp_frames_init(&f);
     zp_msg_t rep;
     char why[256];
-    rc = zp_request(dir, zp_names_sock(ZP_SOCK_CONTROL), &req, &f, &rep, why, sizeof why, 3000);
+    rc = zp_sock_request(dir, zp_names_sock(ZP_SOCK_CONTROL), &req, &f, &rep, why, sizeof why, 3000);
     zp_msg_release(&rep);
     zp_frames_free(&f);
     if (rc) {

@@ -48,7 +48,7 @@ int cmd_scale(int argc, char **argv)
     zp_frames_init(&f);
     zp_msg_t rep;
     char why[256];
-    rc = zp_request(dir, zp_names_sock(ZP_SOCK_CONTROL), &req, &f, &rep, why, sizeof why, 3000);
+    rc = zp_sock_request(dir, zp_names_sock(ZP_SOCK_CONTROL), &req, &f, &rep, why, sizeof why, 3000);
     if (rc) {
         fprintf(stderr, "zeus-pipe: %s: the supervisor did not answer: %s\n", dir,
                 rc == ZP_EPROTO ? why : zp_strerror(rc));

@@ -109,7 +109,7 @@ static int fetch_rows(const char *dir, row_t *rows, int max)
     zp_frames_init(&f);
     zp_msg_t m;
     char why[256];
-    int rc = zp_request(dir, zp_names_sock(ZP_SOCK_STAT), &req, &f, &m, why, sizeof why, 2000);
+    int rc = zp_sock_request(dir, zp_names_sock(ZP_SOCK_STAT), &req, &f, &m, why, sizeof why, 2000);
     if (rc == ZP_EPROTO) {
         fprintf(stderr, "zeus-pipe: %s: malformed stat reply: %s\n", dir, why);
         zp_frames_free(&f);

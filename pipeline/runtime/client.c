@@ -13,6 +13,7 @@
 #include "pipeline/runtime/consumer.h"
 #include "pipeline/runtime/coverage.h"
 #include "pipeline/runtime/dataset.h"
+#include "pipeline/runtime/event.h"
 #include "pipeline/runtime/log.h"
 #include "pipeline/runtime/names.h"
 #include "pipeline/runtime/resources.h"
@@ -401,7 +402,7 @@ int zp_client_next(zp_client_t *c, zp_client_batch_t *b, int timeout_ms)
             break;
     }
     c->out = NULL;
-    zp_stats_state(&c->st.stats, ZP_ST_BUSY);
+    zp_stage_stats_state(&c->st.stats, ZP_ST_BUSY);
     if (c->seek_refused) {
         c->seek_refused = 0;
         return ZP_EINVAL;
@@ -498,7 +499,7 @@ int zp_client_seek(zp_client_t *c, int split, uint64_t epoch, uint64_t batch, un
         return rc;
     zp_msg_t m = {.type = ZP_MSG_SEEK, .id = ++c->seek_seq, .split = (uint64_t)split,
                   .epoch = epoch, .index = batch, .plan = plan};
-    if ((rc = zp_send(c->ring.sock, NULL, &m, NULL, NULL, 0, 0))) {
+    if ((rc = zp_sock_send(c->ring.sock, NULL, &m, NULL, NULL, 0, 0))) {
         say(err, errlen, "zp_client_seek: cannot send to the prefetch: %s", zp_strerror(rc));
         return rc;
     }
@@ -517,7 +518,7 @@ int zp_client_release(zp_client_t *c, const zp_client_batch_t *b)
     c->st.stats.bytes += (int64_t)((size_t)b->n * c->st.meta.sample_bytes);
     if (zp_timer_is_open(&c->st.timers, ZP_R_BATCH))
         ZP_TIME_END(&c->st.timers, ZP_R_BATCH);
-    zp_stats_tick(&c->st);
+    zp_stage_stats_tick(&c->st);
     return rc;
 }
 
@@ -530,14 +531,14 @@ int zp_client_log(zp_client_t *c, const char *event, int64_t step, int64_t epoch
         if (!keys[i] || !*keys[i])
             return ZP_EINVAL;
     zp_event_t ev;
-    zp_ev_begin(&c->st, &ev, "metric");
-    zp_ev_str(&ev, "event", event);
-    zp_ev_int(&ev, "step", step);
-    zp_ev_int(&ev, "epoch", epoch);
+    zp_event_begin(&c->st, &ev, "metric");
+    zp_event_str(&ev, "event", event);
+    zp_event_int(&ev, "step", step);
+    zp_event_int(&ev, "epoch", epoch);
     for (int i = 0; i < n; i++)
-        zp_ev_num(&ev, keys[i], values[i]);
-    zp_ev_send(&c->st, &ev);
-    zp_stats_tick(&c->st);
+        zp_event_num(&ev, keys[i], values[i]);
+    zp_event_send(&c->st, &ev);
+    zp_stage_stats_tick(&c->st);
     return 0;
 }
 

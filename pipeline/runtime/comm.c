@@ -99,7 +99,7 @@ static int recv_by(zp_comm_t *c, zp_frames_t *f, int64_t deadline, const char *w
             return zp_frames_recv(f, c->sock, 0);
         if (n < 0 && errno != EINTR)
             return ZP_EZMQ;
-        zp_stats_tick(c->st);
+        zp_stage_stats_tick(c->st);
     }
 }
 
@@ -216,7 +216,7 @@ static int sum_at_root(zp_comm_t *c, float *v, size_t n, double *s, size_t k, in
     const void *parts[2] = {v, s};
     size_t sizes[2] = {n * 4, k * 8};
     for (int r = 1; r < c->world; r++)
-        if (zp_send(c->sock, &c->in[r].part[0], &m, parts, sizes, 2, 0)) {
+        if (zp_sock_send(c->sock, &c->in[r].part[0], &m, parts, sizes, 2, 0)) {
             zp_error("sum %llu of the trainer ranks: rank %d has gone away (%s)",
                      (unsigned long long)c->seq, r, zmq_strerror(errno));
             return ZP_EZMQ;
@@ -232,7 +232,7 @@ static int sum_with_ranks(zp_comm_t *c, float *v, size_t n, double *s, size_t k)
     zp_msg_t m = {.type = ZP_MSG_REDUCE, .id = c->seq, .n = n, .elems = k};
     const void *parts[2] = {v, s};
     size_t sizes[2] = {n * 4, k * 8};
-    int rc = zp_send(c->sock, NULL, &m, parts, sizes, 2, 0);
+    int rc = zp_sock_send(c->sock, NULL, &m, parts, sizes, 2, 0);
     if (!rc && !(rc = recv_by(c, &c->in[0], deadline, "rank 0")) &&
         !(rc = check(c, &c->in[0], 0, n, k, 0))) {
         memcpy(v, zmq_msg_data(&c->in[0].part[1]), n * 4);

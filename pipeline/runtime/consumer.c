@@ -39,10 +39,10 @@ void zp_consumer_close(zp_consumer_t *c)
 
 int zp_consumer_wait(zp_consumer_t *c, void *ctx, int timeout_ms)
 {
-    zp_stats_state(&c->st->stats, ZP_ST_WAIT_IN);
+    zp_stage_stats_state(&c->st->stats, ZP_ST_WAIT_IN);
     zmq_pollitem_t it = {c->sock, 0, ZMQ_POLLIN, 0};
     int n = zmq_poll(&it, 1, timeout_ms);
-    zp_stats_tick(c->st);
+    zp_stage_stats_tick(c->st);
     if (n <= 0)
         return 0;
     return zp_inbox_recv(&c->inbox, c->sock, ZMQ_DONTWAIT, &c->f, ctx);
@@ -124,5 +124,5 @@ int zp_consumer_view(zp_consumer_t *c, const zp_msg_t *m, zp_batch_view_t *v)
 int zp_consumer_release(zp_consumer_t *c, uint64_t slot, uint64_t gen)
 {
     zp_msg_t fr = {.type = ZP_MSG_FREE, .slot = slot, .gen = gen};
-    return zp_send(c->sock, NULL, &fr, NULL, NULL, 0, 0);
+    return zp_sock_send(c->sock, NULL, &fr, NULL, NULL, 0, 0);
 }

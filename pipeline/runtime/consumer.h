@@ -8,6 +8,7 @@
 #define ZP_TRAINER_CONSUMER_H
 
 #include "pipeline/runtime/ring.h"
+#include "pipeline/runtime/inbox.h"
 #include "pipeline/runtime/sock.h"
 #include "pipeline/runtime/stage.h"
 

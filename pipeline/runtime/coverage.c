@@ -1,6 +1,7 @@
 /* coverage.c — epoch accounting of sample indices; see coverage.h. */
 #include "pipeline/runtime/coverage.h"
 #include "pipeline/runtime/dataset.h"
+#include "pipeline/runtime/event.h"
 #include "pipeline/runtime/hash.h"
 #include "pipeline/runtime/log.h"
 #include "schemas/errors.h"
@@ -93,23 +94,23 @@ void zp_coverage_record(zp_stage_t *st, const zp_coverage_t *a, const zp_epoch_i
     snprintf(sum, sizeof sum, "%016llx", (unsigned long long)a->checksum);
     snprintf(order, sizeof order, "%016llx", (unsigned long long)a->order);
     zp_event_t ev;
-    zp_ev_record(st, &ev, ZP_REC_EPOCH_END);
-    zp_ev_str(&ev, ZP_KEY(EPOCH_END, split), zp_dataset_split_name(e->split));
-    zp_ev_int(&ev, ZP_KEY(EPOCH_END, epoch), (int64_t)e->epoch);
-    zp_ev_int(&ev, ZP_KEY(EPOCH_END, epochs), e->epochs);
-    zp_ev_int(&ev, ZP_KEY(EPOCH_END, step), e->step);
-    zp_ev_int(&ev, ZP_KEY(EPOCH_END, samples), a->samples);
-    zp_ev_int(&ev, ZP_KEY(EPOCH_END, expected_samples), e->expected);
-    zp_ev_int(&ev, ZP_KEY(EPOCH_END, skipped), e->skipped);
-    zp_ev_int(&ev, ZP_KEY(EPOCH_END, distinct), a->distinct);
-    zp_ev_str(&ev, ZP_KEY(EPOCH_END, index_checksum), sum);
-    zp_ev_str(&ev, ZP_KEY(EPOCH_END, order_digest), order);
-    zp_ev_num(&ev, ZP_KEY(EPOCH_END, samples_per_s), dt > 0 ? a->samples / dt : 0);
-    zp_ev_num(&ev, ZP_KEY(EPOCH_END, seconds), dt);
+    zp_event_record(st, &ev, ZP_REC_EPOCH_END);
+    zp_event_str(&ev, ZP_KEY(EPOCH_END, split), zp_dataset_split_name(e->split));
+    zp_event_int(&ev, ZP_KEY(EPOCH_END, epoch), (int64_t)e->epoch);
+    zp_event_int(&ev, ZP_KEY(EPOCH_END, epochs), e->epochs);
+    zp_event_int(&ev, ZP_KEY(EPOCH_END, step), e->step);
+    zp_event_int(&ev, ZP_KEY(EPOCH_END, samples), a->samples);
+    zp_event_int(&ev, ZP_KEY(EPOCH_END, expected_samples), e->expected);
+    zp_event_int(&ev, ZP_KEY(EPOCH_END, skipped), e->skipped);
+    zp_event_int(&ev, ZP_KEY(EPOCH_END, distinct), a->distinct);
+    zp_event_str(&ev, ZP_KEY(EPOCH_END, index_checksum), sum);
+    zp_event_str(&ev, ZP_KEY(EPOCH_END, order_digest), order);
+    zp_event_num(&ev, ZP_KEY(EPOCH_END, samples_per_s), dt > 0 ? a->samples / dt : 0);
+    zp_event_num(&ev, ZP_KEY(EPOCH_END, seconds), dt);
     if (e->with_model) {
-        zp_ev_num(&ev, ZP_KEY(EPOCH_END, loss), a->samples ? a->loss_sum / a->samples : 0);
-        zp_ev_num(&ev, ZP_KEY(EPOCH_END, accuracy),
+        zp_event_num(&ev, ZP_KEY(EPOCH_END, loss), a->samples ? a->loss_sum / a->samples : 0);
+        zp_event_num(&ev, ZP_KEY(EPOCH_END, accuracy),
                   a->samples ? (double)a->correct / a->samples : 0);
     }
-    zp_ev_send(st, &ev);
+    zp_event_send(st, &ev);
 }

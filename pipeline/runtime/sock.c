@@ -1,5 +1,5 @@
-/* sock.c — ZeroMQ plumbing shared by the stages: endpoints, sockets, multipart
- * frames, sends, requests, and the inbox that decodes, drops and dispatches. */
+/* sock.c — endpoints, sockets, sends with a msgpack header and raw payload
+ * frames, each thread's reusable send buffers, and one request with its reply. */
 #define _GNU_SOURCE
 #include "pipeline/runtime/sock.h"
 #include "pipeline/runtime/log.h"
@@ -10,7 +10,7 @@
 #include <stdio.h>
 #include <string.h>
 
-int zp_endpoint(char *buf, size_t len, const char *run_dir, const char *name)
+int zp_sock_endpoint(char *buf, size_t len, const char *run_dir, const char *name)
 {
     int n = snprintf(buf, len, "ipc://%s/sock/%s.ipc", run_dir, name);
     if (n < 0 || (size_t)n >= len || n - 6 >= 107)
@@ -46,111 +46,7 @@ void zp_sock_destroy(void **sock)
     }
 }
 
-void zp_frames_init(zp_frames_t *f)
-{
-    memset(f, 0, sizeof *f);
-}
-
-void zp_frames_free(zp_frames_t *f)
-{
-    for (int i = 0; i < f->n; i++)
-        zmq_msg_close(&f->part[i]);
-    f->n = 0;
-    f->truncated = 0;
-}
-
-int zp_frames_recv(zp_frames_t *f, void *sock, int flags)
-{
-    zp_frames_free(f);
-    int more = 1;
-    while (more) {
-        zmq_msg_t tmp, *dst = f->n < ZP_MAX_FRAMES + 2 ? &f->part[f->n] : &tmp;
-        zmq_msg_init(dst);
-        if (zmq_msg_recv(dst, sock, f->n ? 0 : flags) < 0) {
-            int e = errno;
-            zmq_msg_close(dst);
-            zp_frames_free(f);
-            if (e == EAGAIN)
-                return -EAGAIN;
-            return (e == EINTR || e == ETERM) ? ZP_ESTOP : ZP_EZMQ;
-        }
-        more = zmq_msg_more(dst);
-        if (dst == &tmp) {
-            zmq_msg_close(&tmp);
-            f->truncated = 1;
-        } else {
-            f->n++;
-        }
-    }
-    return 0;
-}
-
-int zp_frames_decode(zp_frames_t *f, int first, zp_msg_t *m, char *why, size_t len)
-{
-    if (f->truncated) {
-        memset(m, 0, sizeof *m);
-        snprintf(why, len, "too many frames");
-        return ZP_EPROTO;
-    }
-    const void *data[ZP_MAX_FRAMES];
-    size_t sizes[ZP_MAX_FRAMES];
-    int n = f->n - first;
-    if (n > ZP_MAX_FRAMES) {
-        memset(m, 0, sizeof *m);
-        snprintf(why, len, "%d frames, at most %d", n, ZP_MAX_FRAMES);
-        return ZP_EPROTO;
-    }
-    for (int i = 0; i < n; i++) {
-        data[i] = zmq_msg_data(&f->part[first + i]);
-        sizes[i] = zmq_msg_size(&f->part[first + i]);
-    }
-    return zp_msg_decode(m, data, sizes, n, why, len);
-}
-
-void zp_inbox_drop(const zp_inbox_t *in, const char *why)
-{
-    if (in->errors)
-        ++*in->errors;
-    zp_warn_limited(in->dropped, "dropped a message from %s: %s", in->from, why);
-}
-
-/* A message zp_inbox_recv could not route: counted, warned, and told to the owner. */
-static void dropped(const zp_inbox_t *in, void *ctx, const char *why)
-{
-    zp_inbox_drop(in, why);
-    if (in->on_drop)
-        in->on_drop(ctx, why);
-}
-
-int zp_inbox_recv(const zp_inbox_t *in, void *sock, int flags, zp_frames_t *f, void *ctx)
-{
-    int rc = zp_frames_recv(f, sock, flags);
-    if (rc)
-        return rc == -EAGAIN ? 0 : rc;
-    zp_msg_t m;
-    char why[256];
-    if (f->n <= in->first) {
-        dropped(in, ctx, "no header frame");
-        return 0;
-    }
-    if (zp_frames_decode(f, in->first, &m, why, sizeof why)) {
-        dropped(in, ctx, why);
-        zp_msg_release(&m);
-        return 0;
-    }
-    rc = 0;
-    int i = 0;
-    while (i < in->nroutes && in->routes[i].type != (int)m.type)
-        i++;
-    if (i < in->nroutes)
-        rc = in->routes[i].on(ctx, &m, f);
-    else
-        dropped(in, ctx, zp_msg_name(m.type));
-    zp_msg_release(&m);
-    return rc;
-}
-
-int zp_send_raw(void *sock, const zmq_msg_t *identity, const void *hdr, size_t hdr_len,
+int zp_sock_send_raw(void *sock, const zmq_msg_t *identity, const void *hdr, size_t hdr_len,
                 const void *const *parts, const size_t *sizes, int nparts, int flags)
 {
     if (identity) {
@@ -183,7 +79,7 @@ static void buf_keys(void)
         pthread_key_create(&g_buf_key[i], buf_free);
 }
 
-msgpack_sbuffer *zp_thread_buffer(int which)
+msgpack_sbuffer *zp_sock_thread_buffer(int which)
 {
     pthread_once(&g_buf_once, buf_keys);
     msgpack_sbuffer *b = pthread_getspecific(g_buf_key[which]);
@@ -196,9 +92,9 @@ msgpack_sbuffer *zp_thread_buffer(int which)
     return b;
 }
 
-int zp_send_parts(void *sock, const zp_msg_t *m, zmq_msg_t *parts, int nparts)
+int zp_sock_send_parts(void *sock, const zp_msg_t *m, zmq_msg_t *parts, int nparts)
 {
-    msgpack_sbuffer *sb = zp_thread_buffer(ZP_BUF_HEADER);
+    msgpack_sbuffer *sb = zp_sock_thread_buffer(ZP_BUF_HEADER);
     int rc = sb ? zp_msg_encode(m, sb) : ZP_ENOMEM;
     if (rc)
         return rc;
@@ -210,27 +106,27 @@ int zp_send_parts(void *sock, const zp_msg_t *m, zmq_msg_t *parts, int nparts)
     return 0;
 }
 
-int zp_send(void *sock, const zmq_msg_t *identity, const zp_msg_t *m, const void *const *parts,
+int zp_sock_send(void *sock, const zmq_msg_t *identity, const zp_msg_t *m, const void *const *parts,
             const size_t *sizes, int nparts, int flags)
 {
-    msgpack_sbuffer *sb = zp_thread_buffer(ZP_BUF_HEADER);
+    msgpack_sbuffer *sb = zp_sock_thread_buffer(ZP_BUF_HEADER);
     int rc = sb ? zp_msg_encode(m, sb) : ZP_ENOMEM;
     if (!rc)
-        rc = zp_send_raw(sock, identity, sb->data, sb->size, parts, sizes, nparts, flags);
+        rc = zp_sock_send_raw(sock, identity, sb->data, sb->size, parts, sizes, nparts, flags);
     return rc;
 }
 
-int zp_request(const char *run_dir, const char *sock_name, const zp_msg_t *req, zp_frames_t *f,
+int zp_sock_request(const char *run_dir, const char *sock_name, const zp_msg_t *req, zp_frames_t *f,
                zp_msg_t *rep, char *why, size_t whylen, int timeout_ms)
 {
     memset(rep, 0, sizeof *rep);
     snprintf(why, whylen, "no reply");
     char ep[ZP_ENDPOINT_MAX + 16];
-    if (zp_endpoint(ep, sizeof ep, run_dir, sock_name))
+    if (zp_sock_endpoint(ep, sizeof ep, run_dir, sock_name))
         return ZP_EINVAL;
     void *ctx = zmq_ctx_new(), *s = NULL;
     int rc = !ctx || zp_sock_create(&s, ctx, ZMQ_REQ, ep, 0, 0) ? ZP_EZMQ
-                                                                  : zp_send(s, NULL, req, NULL, NULL, 0, 0);
+                                                                  : zp_sock_send(s, NULL, req, NULL, NULL, 0, 0);
     if (!rc) {
         zmq_pollitem_t it = {s, 0, ZMQ_POLLIN, 0};
         rc = zmq_poll(&it, 1, timeout_ms) > 0 ? zp_frames_recv(f, s, 0) : ZP_ETIMEOUT;

@@ -3,11 +3,13 @@
  * the events it sends the logger. */
 #define _GNU_SOURCE
 #include "pipeline/runtime/stage.h"
+#include "pipeline/runtime/event.h"
 #include "pipeline/runtime/hash.h"
 #include "pipeline/runtime/log.h"
 #include "pipeline/runtime/names.h"
 #include "pipeline/runtime/keys.h"
 #include "pipeline/runtime/resources.h"
+#include "pipeline/runtime/inbox.h"
 #include "pipeline/runtime/sock.h"
 #include "pipeline/runtime/zap.h"
 
@@ -75,7 +77,7 @@ static int plane_socket(const char *name)
 int zp_stage_endpoint(const zp_stage_t *st, const char *name, char *buf, size_t len)
 {
     const char *dir = st->plane[0] && plane_socket(name) ? st->plane : st->run_dir;
-    int rc = zp_endpoint(buf, len, dir, name);
+    int rc = zp_sock_endpoint(buf, len, dir, name);
     if (rc)
         zp_error("%s/sock/%s.ipc: path too long for a UNIX socket; choose a shorter run.dir", dir, name);
     return rc;
@@ -171,11 +173,11 @@ static void send_samples(void *ctx, int region, const int64_t *ns, const int64_t
     for (int i = 0; i < n && i < ZP_TIMER_BUF; i++)
         start[i] = (now - (end[i] - ns[i])) / 1000;
     zp_event_t ev;
-    zp_ev_record_at(st, &ev, ZP_REC_TIMER, wall);
-    zp_ev_str(&ev, ZP_KEY(TIMER, region), zp_timer_region_name(region));
-    zp_ev_ints(&ev, ZP_KEY(TIMER, ns), ns, n);
-    zp_ev_ints(&ev, ZP_KEY(TIMER, start), start, n);
-    zp_ev_send(st, &ev);
+    zp_event_record_at(st, &ev, ZP_REC_TIMER, wall);
+    zp_event_str(&ev, ZP_KEY(TIMER, region), zp_timer_region_name(region));
+    zp_event_ints(&ev, ZP_KEY(TIMER, ns), ns, n);
+    zp_event_ints(&ev, ZP_KEY(TIMER, start), start, n);
+    zp_event_send(st, &ev);
 }
 
 zp_inbox_t zp_stage_inbox(zp_stage_t *st, const zp_route_t *routes, int nroutes, int first,
@@ -221,7 +223,7 @@ void zp_stage_close(zp_stage_t *st)
     if (st->events) {
         st->stats.next_ns = 0; /* the last record: totals of the whole life */
         st->stats.final = 1;
-        zp_stats_tick(st);
+        zp_stage_stats_tick(st);
     }
     zp_sock_destroy(&st->events);
     zp_zap_destroy(&st->zap); /* after the stage closed its sockets: none is bound now */
@@ -234,7 +236,7 @@ void zp_stage_close(zp_stage_t *st)
     }
 }
 
-void zp_stats_state(zp_stats_t *s, int state)
+void zp_stage_stats_state(zp_stats_t *s, int state)
 {
     int64_t now = zp_now_ns();
     s->ns[s->state] += now - s->since;
@@ -242,102 +244,13 @@ void zp_stats_state(zp_stats_t *s, int state)
     s->state = state;
 }
 
-/* ---- events ------------------------------------------------------------------------------- */
-
-
-static int drop_write(void *data, const char *buf, size_t len)
-{
-    (void)data, (void)buf, (void)len;
-    return 0;
-}
-
-static void ev_begin_at(zp_stage_t *st, zp_event_t *ev, const char *kind, double wall)
-{
-    static const char map32[5] = {(char)0xdf}; /* its size written by zp_ev_send */
-    ev->buf = zp_thread_buffer(ZP_BUF_EVENT); /* NULL: the event is dropped, counted */
-    msgpack_packer_init(&ev->pk, ev->buf, ev->buf ? msgpack_sbuffer_write : drop_write);
-    zp_msg_pack_begin(&ev->pk, ZP_MSG_EVENT, 1);
-    zp_pack_str(&ev->pk, "body");
-    ev->map_at = ev->buf ? ev->buf->size : 0;
-    ev->fields = 0;
-    ev->pk.callback(ev->pk.data, map32, sizeof map32);
-    zp_ev_str(ev, ZP_KEY(HEAD, kind), kind);
-    zp_ev_str(ev, ZP_KEY(HEAD, stage), st->name);
-    zp_ev_int(ev, ZP_KEY(HEAD, instance), st->instance);
-    zp_ev_int(ev, ZP_KEY(HEAD, pid), getpid());
-    zp_ev_num(ev, ZP_KEY(HEAD, time), wall);
-}
-
-void zp_ev_begin(zp_stage_t *st, zp_event_t *ev, const char *kind)
-{
-    ev_begin_at(st, ev, kind, zp_wall_s());
-}
-
-void zp_ev_record_at(zp_stage_t *st, zp_event_t *ev, zp_record_type_t type, double wall)
-{
-    ev_begin_at(st, ev, zp_record_kind_name(zp_record_kind(type)), wall);
-    if (zp_record_kind(type) == ZP_KIND_METRIC)
-        zp_ev_str(ev, ZP_KEY(HEAD, event), zp_record_event(type));
-}
-
-void zp_ev_record(zp_stage_t *st, zp_event_t *ev, zp_record_type_t type)
-{
-    zp_ev_record_at(st, ev, type, zp_wall_s());
-}
-
-/* A field's key, counted. */
-static void ev_key(zp_event_t *ev, const char *key)
-{
-    zp_pack_str(&ev->pk, key);
-    ev->fields++;
-}
-
-void zp_ev_str(zp_event_t *ev, const char *key, const char *val)
-{
-    ev_key(ev, key);
-    zp_pack_str(&ev->pk, val);
-}
-
-void zp_ev_int(zp_event_t *ev, const char *key, int64_t val)
-{
-    ev_key(ev, key);
-    msgpack_pack_int64(&ev->pk, val);
-}
-
-void zp_ev_num(zp_event_t *ev, const char *key, double val)
-{
-    ev_key(ev, key);
-    msgpack_pack_double(&ev->pk, val);
-}
-
-void zp_ev_ints(zp_event_t *ev, const char *key, const int64_t *v, int n)
-{
-    ev_key(ev, key);
-    msgpack_pack_array(&ev->pk, (uint32_t)n);
-    for (int i = 0; i < n; i++)
-        msgpack_pack_int64(&ev->pk, v[i]);
-}
-
-void zp_ev_send(zp_stage_t *st, zp_event_t *ev)
-{
-    if (!st->events || !ev->buf) {
-        st->events_dropped++;
-        return;
-    }
-    unsigned char *size = (unsigned char *)ev->buf->data + ev->map_at + 1; /* map32: big-endian */
-    for (int i = 0; i < 4; i++)
-        size[i] = (unsigned char)(ev->fields >> (24 - 8 * i));
-    if (zmq_send(st->events, ev->buf->data, ev->buf->size, ZMQ_DONTWAIT) < 0)
-        st->events_dropped++;
-}
-
-void zp_stats_tick(zp_stage_t *st)
+void zp_stage_stats_tick(zp_stage_t *st)
 {
     zp_stats_t *s = &st->stats;
     int64_t now = zp_now_ns();
     if (now < s->next_ns)
         return;
-    zp_stats_state(s, s->state);
+    zp_stage_stats_state(s, s->state);
     double dt = now > s->w_start ? (double)(now - s->w_start) : 1.0;
     double dts = dt / 1e9;
     struct rusage ru;
@@ -345,28 +258,28 @@ void zp_stats_tick(zp_stage_t *st)
     int64_t cpu = (int64_t)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000000000 +
                   (int64_t)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1000;
     zp_event_t ev;
-    zp_ev_record(st, &ev, ZP_REC_STATS);
+    zp_event_record(st, &ev, ZP_REC_STATS);
     int64_t lookups = s->lookups - s->w_lookups;
-    zp_ev_num(&ev, ZP_KEY(STATS, hit_rate), lookups ? (double)(s->hits - s->w_hits) / (double)lookups : -1);
-    zp_ev_num(&ev, ZP_KEY(STATS, cpu), s->w_cpu_ns ? (double)(cpu - s->w_cpu_ns) / dt : 0);
-    zp_ev_num(&ev, ZP_KEY(STATS, items_per_s), (double)(s->items - s->w_items) / dts);
-    zp_ev_num(&ev, ZP_KEY(STATS, bytes_per_s), (double)(s->bytes - s->w_bytes) / dts);
-    zp_ev_num(&ev, ZP_KEY(STATS, busy), (double)(s->ns[ZP_ST_BUSY] - s->w_ns[ZP_ST_BUSY]) / dt);
-    zp_ev_num(&ev, ZP_KEY(STATS, wait_in), (double)(s->ns[ZP_ST_WAIT_IN] - s->w_ns[ZP_ST_WAIT_IN]) / dt);
-    zp_ev_num(&ev, ZP_KEY(STATS, wait_out), (double)(s->ns[ZP_ST_WAIT_OUT] - s->w_ns[ZP_ST_WAIT_OUT]) / dt);
-    zp_ev_int(&ev, ZP_KEY(STATS, queue), s->queue);
-    zp_ev_int(&ev, ZP_KEY(STATS, total_items), s->items);
-    zp_ev_int(&ev, ZP_KEY(STATS, total_bytes), s->bytes);
-    zp_ev_int(&ev, ZP_KEY(STATS, errors), s->errors);
-    zp_ev_int(&ev, ZP_KEY(STATS, lmdb_errors), s->lmdb_errors);
-    zp_ev_int(&ev, ZP_KEY(STATS, events_dropped), st->events_dropped);
-    zp_ev_num(&ev, ZP_KEY(STATS, window_s), dts);
-    zp_ev_num(&ev, ZP_KEY(STATS, uptime_s), (double)(now - s->start) / 1e9);
-    zp_ev_num(&ev, ZP_KEY(STATS, total_busy_s), (double)s->ns[ZP_ST_BUSY] / 1e9);
-    zp_ev_num(&ev, ZP_KEY(STATS, total_wait_in_s), (double)s->ns[ZP_ST_WAIT_IN] / 1e9);
-    zp_ev_num(&ev, ZP_KEY(STATS, total_wait_out_s), (double)s->ns[ZP_ST_WAIT_OUT] / 1e9);
-    zp_ev_int(&ev, ZP_KEY(STATS, final), s->final); /* the stage is exiting */
-    zp_ev_send(st, &ev);
+    zp_event_num(&ev, ZP_KEY(STATS, hit_rate), lookups ? (double)(s->hits - s->w_hits) / (double)lookups : -1);
+    zp_event_num(&ev, ZP_KEY(STATS, cpu), s->w_cpu_ns ? (double)(cpu - s->w_cpu_ns) / dt : 0);
+    zp_event_num(&ev, ZP_KEY(STATS, items_per_s), (double)(s->items - s->w_items) / dts);
+    zp_event_num(&ev, ZP_KEY(STATS, bytes_per_s), (double)(s->bytes - s->w_bytes) / dts);
+    zp_event_num(&ev, ZP_KEY(STATS, busy), (double)(s->ns[ZP_ST_BUSY] - s->w_ns[ZP_ST_BUSY]) / dt);
+    zp_event_num(&ev, ZP_KEY(STATS, wait_in), (double)(s->ns[ZP_ST_WAIT_IN] - s->w_ns[ZP_ST_WAIT_IN]) / dt);
+    zp_event_num(&ev, ZP_KEY(STATS, wait_out), (double)(s->ns[ZP_ST_WAIT_OUT] - s->w_ns[ZP_ST_WAIT_OUT]) / dt);
+    zp_event_int(&ev, ZP_KEY(STATS, queue), s->queue);
+    zp_event_int(&ev, ZP_KEY(STATS, total_items), s->items);
+    zp_event_int(&ev, ZP_KEY(STATS, total_bytes), s->bytes);
+    zp_event_int(&ev, ZP_KEY(STATS, errors), s->errors);
+    zp_event_int(&ev, ZP_KEY(STATS, lmdb_errors), s->lmdb_errors);
+    zp_event_int(&ev, ZP_KEY(STATS, events_dropped), st->events_dropped);
+    zp_event_num(&ev, ZP_KEY(STATS, window_s), dts);
+    zp_event_num(&ev, ZP_KEY(STATS, uptime_s), (double)(now - s->start) / 1e9);
+    zp_event_num(&ev, ZP_KEY(STATS, total_busy_s), (double)s->ns[ZP_ST_BUSY] / 1e9);
+    zp_event_num(&ev, ZP_KEY(STATS, total_wait_in_s), (double)s->ns[ZP_ST_WAIT_IN] / 1e9);
+    zp_event_num(&ev, ZP_KEY(STATS, total_wait_out_s), (double)s->ns[ZP_ST_WAIT_OUT] / 1e9);
+    zp_event_int(&ev, ZP_KEY(STATS, final), s->final); /* the stage is exiting */
+    zp_event_send(st, &ev);
     zp_timer_flush(&st->timers);
     s->w_start = now;
     s->w_cpu_ns = cpu;

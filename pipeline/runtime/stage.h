@@ -10,7 +10,7 @@
 #include "pipeline/runtime/config.h"
 #include "pipeline/runtime/dataset.h"
 #include "pipeline/runtime/slurm.h"
-#include "pipeline/runtime/sock.h"
+#include "pipeline/runtime/inbox.h"
 #include "pipeline/runtime/timer.h"
 #include "schemas/records.h"
 
@@ -75,38 +75,11 @@ typedef struct {
 } zp_stage_t;
 
 /* Charges the time since the last switch to the previous state. */
-void zp_stats_state(zp_stats_t *s, int state);
+void zp_stage_stats_state(zp_stats_t *s, int state);
 /* Emits a "stats" event, and the timer samples gathered since the last one
  * as "timer" events, when the interval has passed. Cheap otherwise.
  * zp_stage_close() emits a last one of each. */
-void zp_stats_tick(zp_stage_t *st);
-
-/* Events: the records of schemas/records.h, a msgpack map body {kind, stage,
- * instance, pid, time, [event,] ...fields}. Build with zp_ev_record, then any
- * number of zp_ev_* calls naming their keys with ZP_KEY(RECORD, key), then
- * send: the map's size is counted as the fields are added and written at
- * send, so no count is typed by hand. Dropped (and counted) when the logger
- * cannot keep up. */
-typedef struct {
-    msgpack_packer pk;
-    msgpack_sbuffer *buf; /* this thread's event buffer (zp_thread_buffer) */
-    size_t map_at;        /* where in buf the body's map header is */
-    uint32_t fields;      /* the body's pairs so far */
-} zp_event_t;
-
-/* Starts record `type`: its head (with its `event` for a metric record). */
-void zp_ev_record(zp_stage_t *st, zp_event_t *ev, zp_record_type_t type);
-/* The same with the head's `time` given (wall-clock seconds): for fields
- * that are offsets from that very moment (the timer record's starts). */
-void zp_ev_record_at(zp_stage_t *st, zp_event_t *ev, zp_record_type_t type, double wall);
-/* The same with the kind given by name and no `event` written for it (a
- * metric's `event` is then a field like the others). */
-void zp_ev_begin(zp_stage_t *st, zp_event_t *ev, const char *kind);
-void zp_ev_str(zp_event_t *ev, const char *key, const char *val);
-void zp_ev_int(zp_event_t *ev, const char *key, int64_t val);
-void zp_ev_num(zp_event_t *ev, const char *key, double val);
-void zp_ev_ints(zp_event_t *ev, const char *key, const int64_t *v, int n);
-void zp_ev_send(zp_stage_t *st, zp_event_t *ev);
+void zp_stage_stats_tick(zp_stage_t *st);
 
 /* A stage process's start (stage_start.c), for `zeus-pipe stage NAME` and
  * the Python loaders: reads argv (--run DIR, --instance I, --mode M, --ckpts

@@ -12,6 +12,7 @@
  * node's (the ranks of a data-parallel job step together).
  * The contract: supervisor.h. */
 #define _GNU_SOURCE
+#include "pipeline/runtime/event.h"
 #include "pipeline/runtime/log.h"
 #include "pipeline/runtime/names.h"
 #include "pipeline/runtime/sock.h"
@@ -180,7 +181,7 @@ static int ask_logger(struct zp_autoscaler *a, zp_frames_t *f, zp_msg_t *m, char
     void *sock;
     int rc = zp_stage_socket(&a->st, &sock, ZMQ_REQ, zp_names_sock(ZP_SOCK_STAT), 0, 0);
     if (!rc)
-        rc = zp_send(sock, NULL, &req, NULL, NULL, 0, 0);
+        rc = zp_sock_send(sock, NULL, &req, NULL, NULL, 0, 0);
     if (!rc) {
         zmq_pollitem_t it = {sock, 0, ZMQ_POLLIN, 0};
         rc = zmq_poll(&it, 1, 500) > 0 ? zp_frames_recv(f, sock, 0) : ZP_ETIMEOUT; /* the loop waits */
@@ -263,20 +264,20 @@ static void record(struct zp_autoscaler *a, const zp_autoscale_window_t *w,
     fprintf(stderr, "zeus-pipe: loader.autoscale: %s (%d -> %d loader(s))\n", d->reason,
             w->workers, after);
     zp_event_t ev;
-    zp_ev_record(&a->st, &ev, ZP_REC_AUTOSCALE);
-    zp_ev_int(&ev, ZP_KEY(AUTOSCALE, change), d->change);
-    zp_ev_int(&ev, ZP_KEY(AUTOSCALE, workers_before), w->workers);
-    zp_ev_int(&ev, ZP_KEY(AUTOSCALE, workers_after), after);
-    zp_ev_int(&ev, ZP_KEY(AUTOSCALE, min_workers), a->policy.min);
-    zp_ev_int(&ev, ZP_KEY(AUTOSCALE, max_workers), a->policy.max);
-    zp_ev_num(&ev, ZP_KEY(AUTOSCALE, wait), w->wait);
-    zp_ev_num(&ev, ZP_KEY(AUTOSCALE, wait_threshold), a->policy.wait);
-    zp_ev_num(&ev, ZP_KEY(AUTOSCALE, busy), w->busy);
-    zp_ev_num(&ev, ZP_KEY(AUTOSCALE, window_s), window_s);
-    zp_ev_int(&ev, ZP_KEY(AUTOSCALE, mem_available), w->mem_available);
-    zp_ev_int(&ev, ZP_KEY(AUTOSCALE, loader_rss), w->loader_rss);
-    zp_ev_str(&ev, ZP_KEY(AUTOSCALE, reason), d->reason);
-    zp_ev_send(&a->st, &ev);
+    zp_event_record(&a->st, &ev, ZP_REC_AUTOSCALE);
+    zp_event_int(&ev, ZP_KEY(AUTOSCALE, change), d->change);
+    zp_event_int(&ev, ZP_KEY(AUTOSCALE, workers_before), w->workers);
+    zp_event_int(&ev, ZP_KEY(AUTOSCALE, workers_after), after);
+    zp_event_int(&ev, ZP_KEY(AUTOSCALE, min_workers), a->policy.min);
+    zp_event_int(&ev, ZP_KEY(AUTOSCALE, max_workers), a->policy.max);
+    zp_event_num(&ev, ZP_KEY(AUTOSCALE, wait), w->wait);
+    zp_event_num(&ev, ZP_KEY(AUTOSCALE, wait_threshold), a->policy.wait);
+    zp_event_num(&ev, ZP_KEY(AUTOSCALE, busy), w->busy);
+    zp_event_num(&ev, ZP_KEY(AUTOSCALE, window_s), window_s);
+    zp_event_int(&ev, ZP_KEY(AUTOSCALE, mem_available), w->mem_available);
+    zp_event_int(&ev, ZP_KEY(AUTOSCALE, loader_rss), w->loader_rss);
+    zp_event_str(&ev, ZP_KEY(AUTOSCALE, reason), d->reason);
+    zp_event_send(&a->st, &ev);
 }
 
 /* A loader autoscale started that failed: retired when it runs again, its

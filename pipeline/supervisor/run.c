@@ -8,6 +8,7 @@
 #include "pipeline/runtime/log.h"
 #include "pipeline/runtime/names.h"
 #include "pipeline/runtime/resources.h"
+#include "pipeline/runtime/inbox.h"
 #include "pipeline/runtime/sock.h"
 #include "pipeline/runtime/stage.h"
 #include "pipeline/supervisor/supervisor.h"
@@ -140,7 +141,7 @@ static void reply(zp_sup_t *s, const char *error)
         rep.present |= ZP_B(error);
         snprintf(rep.error, sizeof rep.error, "%s", error);
     }
-    zp_send(s->control, NULL, &rep, NULL, NULL, 0, 0);
+    zp_sock_send(s->control, NULL, &rep, NULL, NULL, 0, 0);
 }
 
 static int on_ctl(void *ctx, const zp_msg_t *m, zp_frames_t *f)
@@ -394,7 +395,7 @@ static int run_stages(zp_sup_t *s)
     sigaction(SIGHUP, &sa, NULL);
     char ep[ZP_ENDPOINT_MAX + 16];
     s->zctx = zmq_ctx_new();
-    if (zp_endpoint(ep, sizeof ep, s->run_dir, zp_names_sock(ZP_SOCK_CONTROL))) {
+    if (zp_sock_endpoint(ep, sizeof ep, s->run_dir, zp_names_sock(ZP_SOCK_CONTROL))) {
         fprintf(stderr, "zeus-pipe: %s: path too long for UNIX sockets; choose a shorter run.dir\n", s->run_dir);
         cleanup(s);
         return 2;

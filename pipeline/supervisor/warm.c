@@ -9,6 +9,7 @@
 #include "pipeline/runtime/dataset.h"
 #include "pipeline/runtime/log.h"
 #include "pipeline/runtime/names.h"
+#include "pipeline/runtime/inbox.h"
 #include "pipeline/runtime/sock.h"
 #include "pipeline/supervisor/supervisor.h"
 
@@ -136,7 +137,7 @@ static int send_next(zp_warm_t *w, int slot)
     w->inflight[slot] = m.id;
     w->inflight_n[slot] = n;
     w->sent += n;
-    return zp_send(w->fetch, NULL, &m, parts, sizes, 1, 0);
+    return zp_sock_send(w->fetch, NULL, &m, parts, sizes, 1, 0);
 }
 
 /* The cache stage's replies: RESULTs count as done, a FAIL ends the warm. */
@@ -228,7 +229,7 @@ static int start(zp_warm_t *w)
         return 1;
     }
     zp_procs_init(&w->procs, w->run_dir, &w->cfg);
-    if (zp_endpoint(ep, sizeof ep, w->run_dir, zp_names_sock(ZP_SOCK_FETCH))) {
+    if (zp_sock_endpoint(ep, sizeof ep, w->run_dir, zp_names_sock(ZP_SOCK_FETCH))) {
         fprintf(stderr, "zeus-pipe: %s: path too long for UNIX sockets\n", w->run_dir);
         return 2;
     }

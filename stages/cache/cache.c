@@ -13,8 +13,10 @@
 #define _GNU_SOURCE
 #include "stages/cache/cache.h"
 #include "pipeline/runtime/cachedb.h"
+#include "pipeline/runtime/event.h"
 #include "pipeline/runtime/log.h"
 #include "pipeline/runtime/names.h"
+#include "pipeline/runtime/inbox.h"
 #include "pipeline/runtime/sock.h"
 #include "pipeline/runtime/stage.h"
 #include "pipeline/runtime/keys.h"
@@ -76,7 +78,7 @@ static int send_to(void *sock, const peer_t *p, const zp_msg_t *m, const void *c
 {
     if (zmq_send(sock, p->id, p->idlen, ZMQ_SNDMORE) < 0)
         return ZP_EZMQ;
-    return zp_send(sock, NULL, m, parts, sizes, nparts, 0);
+    return zp_sock_send(sock, NULL, m, parts, sizes, nparts, 0);
 }
 
 /* Answers samples [off, off + n) of a fetch from the store when it holds
@@ -96,7 +98,7 @@ static int serve_from_store(cache_t *c, zmq_msg_t *who, const zp_msg_t *m, uint6
     const void *parts[3] = {idx, c->hit_labels, c->hit_data};
     size_t sizes[3] = {n * 4, n * 4, bytes};
     *rc = zmq_send(c->fetch, zmq_msg_data(who), zmq_msg_size(who), ZMQ_SNDMORE) < 0
-              ? ZP_EZMQ : zp_send(c->fetch, NULL, &out, parts, sizes, 3, 0);
+              ? ZP_EZMQ : zp_sock_send(c->fetch, NULL, &out, parts, sizes, 3, 0);
     c->served += (int64_t)n;
     c->st->stats.items += (int64_t)n;
     c->st->stats.bytes += (int64_t)bytes;
@@ -189,11 +191,11 @@ static int refuse(cache_t *c, loader_rec_t *l, const char *why)
     c->st->stats.errors++;
     zp_warn("loader %d refused, %lld task(s) re-queued: %s", i, (long long)n, why);
     zp_event_t ev;
-    zp_ev_record(c->st, &ev, ZP_REC_LOADER_REFUSED);
-    zp_ev_int(&ev, ZP_KEY(LOADER_REFUSED, loader), i);
-    zp_ev_int(&ev, ZP_KEY(LOADER_REFUSED, requeued), n);
-    zp_ev_str(&ev, ZP_KEY(LOADER_REFUSED, error), why);
-    zp_ev_send(c->st, &ev);
+    zp_event_record(c->st, &ev, ZP_REC_LOADER_REFUSED);
+    zp_event_int(&ev, ZP_KEY(LOADER_REFUSED, loader), i);
+    zp_event_int(&ev, ZP_KEY(LOADER_REFUSED, requeued), n);
+    zp_event_str(&ev, ZP_KEY(LOADER_REFUSED, error), why);
+    zp_event_send(c->st, &ev);
     zp_msg_t m = {.type = ZP_MSG_REFUSED};
     snprintf(m.error, sizeof m.error, "%.255s", why);
     return send_to(l->sock, &l->peer, &m, NULL, NULL, 0);
@@ -212,11 +214,11 @@ static void lose_loader(cache_t *c, int i, const char *why)
     zp_warn("loader %d %s: declared dead, %lld task(s) re-queued (%d alive)", i, why, (long long)n,
             alive_count(c));
     zp_event_t ev;
-    zp_ev_record(c->st, &ev, ZP_REC_LOADER_LOST);
-    zp_ev_int(&ev, ZP_KEY(LOADER_LOST, loader), i);
-    zp_ev_int(&ev, ZP_KEY(LOADER_LOST, requeued), n);
-    zp_ev_int(&ev, ZP_KEY(LOADER_LOST, alive), alive_count(c));
-    zp_ev_send(c->st, &ev);
+    zp_event_record(c->st, &ev, ZP_REC_LOADER_LOST);
+    zp_event_int(&ev, ZP_KEY(LOADER_LOST, loader), i);
+    zp_event_int(&ev, ZP_KEY(LOADER_LOST, requeued), n);
+    zp_event_int(&ev, ZP_KEY(LOADER_LOST, alive), alive_count(c));
+    zp_event_send(c->st, &ev);
 }
 
 /* A loader silent for heartbeat_ms x liveness: dead; its tasks go first. */
@@ -338,7 +340,7 @@ static int on_result(cache_t *c, const zp_msg_t *m, zp_frames_t *f, loader_rec_t
     int rc = zmq_send(c->fetch, t->prefetch.id, t->prefetch.idlen, ZMQ_SNDMORE) < 0 ? ZP_EZMQ : 0;
     ZP_TIME_BEGIN(&c->st->timers, ZP_R_SEND);
     if (!rc)
-        rc = zp_send_parts(c->fetch, &out, f->part + 2, m->nframes - 1);
+        rc = zp_sock_send_parts(c->fetch, &out, f->part + 2, m->nframes - 1);
     ZP_TIME_END(&c->st->timers, ZP_R_SEND);
     zp_tasks_done(c->tasks, t);
     return rc;
@@ -476,7 +478,7 @@ static int loop(cache_t *c)
 {
     int rc = 0;
     while (!rc && !zp_stop) {
-        zp_stats_state(&c->st->stats, ZP_ST_WAIT_IN);
+        zp_stage_stats_state(&c->st->stats, ZP_ST_WAIT_IN);
         zmq_pollitem_t items[4] = {{c->work, 0, ZMQ_POLLIN, 0}, {c->fetch, 0, ZMQ_POLLIN, 0},
                                    {c->monitor, 0, c->monitor ? ZMQ_POLLIN : 0, 0},
                                    {c->remote, 0, ZMQ_POLLIN, 0}};
@@ -484,7 +486,7 @@ static int loop(cache_t *c)
         if (timeout > c->st->cfg.heartbeat_ms)
             timeout = (int)c->st->cfg.heartbeat_ms;
         int n = zmq_poll(items, c->remote ? 4 : 3, timeout);
-        zp_stats_state(&c->st->stats, ZP_ST_BUSY);
+        zp_stage_stats_state(&c->st->stats, ZP_ST_BUSY);
         if (n > 0 && (items[0].revents & ZMQ_POLLIN))
             rc = on_work(c, c->work);
         if (!rc && n > 0 && c->remote && (items[3].revents & ZMQ_POLLIN))
@@ -504,7 +506,7 @@ static int loop(cache_t *c)
         if (!rc)
             rc = dispatch(c);
         c->st->stats.queue = (int64_t)zp_tasks_queued(c->tasks);
-        zp_stats_tick(c->st);
+        zp_stage_stats_tick(c->st);
     }
     return rc == ZP_ESTOP ? 0 : rc;
 }

@@ -5,6 +5,7 @@
 #include "schemas/msg.h"
 #include "pipeline/runtime/cachedb.h"
 #include "pipeline/runtime/augment.h"
+#include "pipeline/runtime/event.h"
 #include "pipeline/runtime/log.h"
 
 #include <stdio.h>
@@ -49,9 +50,9 @@ static void turn_off(zp_store_t *s, const char *why)
     snprintf(msg, sizeof msg, "%.200s: %.160s; caching stops and the run goes on uncached", s->db.path, why);
     zp_warn("%s", msg);
     zp_event_t ev;
-    zp_ev_record(s->st, &ev, ZP_REC_WARNING);
-    zp_ev_str(&ev, ZP_KEY(WARNING, message), msg);
-    zp_ev_send(s->st, &ev);
+    zp_event_record(s->st, &ev, ZP_REC_WARNING);
+    zp_event_str(&ev, ZP_KEY(WARNING, message), msg);
+    zp_event_send(s->st, &ev);
 }
 
 static void commit(zp_store_t *s)

@@ -12,9 +12,11 @@
 #include "stages/loader/loader.h"
 #include "pipeline/runtime/augment.h"
 #include "pipeline/runtime/cachedb.h"
+#include "pipeline/runtime/event.h"
 #include "pipeline/runtime/log.h"
 #include "pipeline/runtime/names.h"
 #include "pipeline/runtime/resources.h"
+#include "pipeline/runtime/inbox.h"
 #include "pipeline/runtime/sock.h"
 #include "pipeline/runtime/stage.h"
 #include "stages/loader/source.h"
@@ -111,17 +113,17 @@ static void skip_sample(loader_t *l, int split, uint32_t index, const char *why)
 {
     zp_warn_limited(&l->skipped, "skipped: %s", why);
     zp_event_t ev;
-    zp_ev_record(l->st, &ev, ZP_REC_SAMPLE_SKIPPED);
-    zp_ev_str(&ev, ZP_KEY(SAMPLE_SKIPPED, split), zp_dataset_split_name(split));
-    zp_ev_int(&ev, ZP_KEY(SAMPLE_SKIPPED, index), index);
-    zp_ev_str(&ev, ZP_KEY(SAMPLE_SKIPPED, error), why);
-    zp_ev_send(l->st, &ev);
+    zp_event_record(l->st, &ev, ZP_REC_SAMPLE_SKIPPED);
+    zp_event_str(&ev, ZP_KEY(SAMPLE_SKIPPED, split), zp_dataset_split_name(split));
+    zp_event_int(&ev, ZP_KEY(SAMPLE_SKIPPED, index), index);
+    zp_event_str(&ev, ZP_KEY(SAMPLE_SKIPPED, error), why);
+    zp_event_send(l->st, &ev);
 }
 
 static int send_msg(loader_t *l, const zp_msg_t *m)
 {
     l->last_send = zp_now_ns();
-    return zp_send(l->work, NULL, m, NULL, NULL, 0, 0);
+    return zp_sock_send(l->work, NULL, m, NULL, NULL, 0, 0);
 }
 
 /* A heartbeat when nothing was sent for heartbeat_ms. */
@@ -218,7 +220,7 @@ static void send_fail(loader_t *l, uint64_t id, const char *error)
 {
     zp_msg_t m = {.type = ZP_MSG_FAIL, .id = id};
     snprintf(m.error, sizeof m.error, "%.255s", error);
-    zp_send(l->work, NULL, &m, NULL, NULL, 0, 0);
+    zp_sock_send(l->work, NULL, &m, NULL, NULL, 0, 0);
 }
 
 /* Loads every sample of the task into `parts` (labels, data), `chunk` samples
@@ -295,7 +297,7 @@ static int load_samples(loader_t *l, const zp_msg_t *t, zmq_msg_t *parts, char *
 static int run_task(void *ctx, const zp_msg_t *t, zp_frames_t *f)
 {
     loader_t *l = ctx;
-    zp_stats_state(&l->st->stats, ZP_ST_BUSY);
+    zp_stage_stats_state(&l->st->stats, ZP_ST_BUSY);
     zmq_msg_t parts[3];
     for (int i = 0; i < 3; i++)
         zmq_msg_init(&parts[i]);
@@ -311,15 +313,15 @@ static int run_task(void *ctx, const zp_msg_t *t, zp_frames_t *f)
             zp_msg_t v = {.type = ZP_MSG_VALUES, .id = t->id, .split = t->split, .n = l->nvals};
             const void *vp[1] = {l->vals};
             size_t vs[1] = {l->vals_len};
-            rc = zp_send(l->work, NULL, &v, vp, vs, 1, 0);
+            rc = zp_sock_send(l->work, NULL, &v, vp, vs, 1, 0);
         }
         zmq_msg_move(&parts[0], &f->part[1]); /* the task's indices go back as they came */
         zp_msg_t out = {.type = ZP_MSG_SAMPLES, .id = t->id, .split = t->split, .n = t->n,
                         .elems = (uint64_t)l->st->meta.elems,
                         .dtype = (uint64_t)l->st->meta.dtype, .present = ZP_B(dtype)};
-        zp_stats_state(&l->st->stats, ZP_ST_WAIT_OUT);
+        zp_stage_stats_state(&l->st->stats, ZP_ST_WAIT_OUT);
         ZP_TIME_BEGIN(&l->st->timers, ZP_R_SEND);
-        rc = rc ? rc : zp_send_parts(l->work, &out, parts, 3);
+        rc = rc ? rc : zp_sock_send_parts(l->work, &out, parts, 3);
         ZP_TIME_END(&l->st->timers, ZP_R_SEND);
         l->last_send = zp_now_ns();
         if (!rc && !l->delivered && l->st->run_dir[0]) /* a supervised loader: tell it once */
@@ -372,10 +374,10 @@ static int loop(loader_t *l)
             l->retire_sent = 1;
             zp_info("retiring: finishing the tasks already sent to me");
         }
-        zp_stats_state(&l->st->stats, ZP_ST_WAIT_IN);
+        zp_stage_stats_state(&l->st->stats, ZP_ST_WAIT_IN);
         zmq_pollitem_t it = {l->work, 0, ZMQ_POLLIN, 0};
         int n = zmq_poll(&it, 1, c->heartbeat_ms < 100 ? (int)c->heartbeat_ms : 100);
-        zp_stats_tick(l->st);
+        zp_stage_stats_tick(l->st);
         if (n > 0)
             rc = on_broker(l);
         else if (n < 0 && errno != EINTR)

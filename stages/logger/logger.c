@@ -12,6 +12,7 @@
 #include "pipeline/runtime/names.h"
 #include "pipeline/report/report.h"
 #include "pipeline/report/report_html.h"
+#include "pipeline/runtime/inbox.h"
 #include "pipeline/runtime/sock.h"
 #include "pipeline/runtime/stage.h"
 #include "pipeline/report/trace.h"
@@ -299,15 +300,15 @@ int zp_logger_main(zp_stage_t *st)
     l.rep_in.on_drop = on_bad_request; /* a REP socket answers even what it cannot read */
     int rc = open_all(&l);
     while (!rc && !zp_stop) {
-        zp_stats_state(&st->stats, ZP_ST_WAIT_IN);
+        zp_stage_stats_state(&st->stats, ZP_ST_WAIT_IN);
         zmq_pollitem_t it[2] = {{l.pull, 0, ZMQ_POLLIN, 0}, {l.rep, 0, ZMQ_POLLIN, 0}};
         int n = zmq_poll(it, 2, 100);
-        zp_stats_state(&st->stats, ZP_ST_BUSY);
+        zp_stage_stats_state(&st->stats, ZP_ST_BUSY);
         if (n > 0 && (it[0].revents & ZMQ_POLLIN))
             on_pull(&l);
         if (n > 0 && (it[1].revents & ZMQ_POLLIN))
             zp_inbox_recv(&l.rep_in, l.rep, ZMQ_DONTWAIT, &l.f, &l);
-        zp_stats_tick(st);
+        zp_stage_stats_tick(st);
         if (n > 0 || zp_now_ns() % 1000000000 < 100000000)
             fflush(l.stats), fflush(l.events), zp_tb_flush(l.tb);
     }

@@ -13,11 +13,13 @@
 #include "stages/prefetch/prefetch.h"
 #include "pipeline/runtime/cachedb.h"
 #include "pipeline/runtime/ckpt.h"
+#include "pipeline/runtime/event.h"
 #include "pipeline/runtime/log.h"
 #include "pipeline/runtime/names.h"
 #include "pipeline/runtime/resources.h"
 #include "pipeline/runtime/ring.h"
 #include "pipeline/runtime/sampler.h"
+#include "pipeline/runtime/inbox.h"
 #include "pipeline/runtime/sock.h"
 #include "pipeline/runtime/stage.h"
 #include "stages/prefetch/batch.h"
@@ -121,7 +123,7 @@ static int send_fetch_of(prefetch_t *p, zp_fetch_t *f)
     size_t sizes[1] = {(size_t)f->n * 4};
     p->misses += f->n;
     p->unsynced = 1;
-    return zp_send(p->fetch, NULL, &m, parts, sizes, 1, 0);
+    return zp_sock_send(p->fetch, NULL, &m, parts, sizes, 1, 0);
 }
 
 /* Starts the next batch: hits wait for a slot, misses are fetched now. */
@@ -355,7 +357,7 @@ static int on_seek(void *ctx, const zp_msg_t *m, zp_frames_t *f)
                       sizeof rep.error)) {
         zp_warn("refused a SEEK of the trainer: %s", rep.error);
         rep.present = ZP_B(error);
-        return zp_send(p->ring_sock, NULL, &rep, NULL, NULL, 0, 0);
+        return zp_sock_send(p->ring_sock, NULL, &rep, NULL, NULL, 0, 0);
     }
     p->seek.pending = p->seeked = 1;
     p->seek.id = m->id, p->seek.split = m->split, p->seek.epoch = m->epoch;
@@ -390,7 +392,7 @@ static int emit_ready(prefetch_t *p, int *rc)
                   .n = (uint64_t)bt->n, .elems = (uint64_t)p->st->meta.elems,
                   .dtype = (uint64_t)p->st->meta.dtype, .present = ZP_B(dtype)};
     ZP_TIME_BEGIN(&p->st->timers, ZP_R_SEND);
-    *rc = zp_send(p->ring_sock, NULL, &m, NULL, NULL, 0, 0);
+    *rc = zp_sock_send(p->ring_sock, NULL, &m, NULL, NULL, 0, 0);
     ZP_TIME_END(&p->st->timers, ZP_R_SEND);
     zp_ring_publish(p->ring, (uint32_t)bt->slot);
     if (!*rc)
@@ -406,15 +408,15 @@ static void cache_record(prefetch_t *p, int64_t cached)
 {
     zp_event_t ev;
     int64_t lookups = p->hits + p->misses;
-    zp_ev_record(p->st, &ev, ZP_REC_CACHE);
-    zp_ev_str(&ev, ZP_KEY(CACHE, split), zp_dataset_split_name(p->split));
-    zp_ev_int(&ev, ZP_KEY(CACHE, epoch), p->epoch);
-    zp_ev_int(&ev, ZP_KEY(CACHE, hits), p->hits);
-    zp_ev_int(&ev, ZP_KEY(CACHE, misses), p->misses);
-    zp_ev_int(&ev, ZP_KEY(CACHE, corrupt), p->corrupt);
-    zp_ev_int(&ev, ZP_KEY(CACHE, cached_at_start), cached);
-    zp_ev_num(&ev, ZP_KEY(CACHE, hit_rate), lookups ? (double)p->hits / (double)lookups : 0);
-    zp_ev_send(p->st, &ev);
+    zp_event_record(p->st, &ev, ZP_REC_CACHE);
+    zp_event_str(&ev, ZP_KEY(CACHE, split), zp_dataset_split_name(p->split));
+    zp_event_int(&ev, ZP_KEY(CACHE, epoch), p->epoch);
+    zp_event_int(&ev, ZP_KEY(CACHE, hits), p->hits);
+    zp_event_int(&ev, ZP_KEY(CACHE, misses), p->misses);
+    zp_event_int(&ev, ZP_KEY(CACHE, corrupt), p->corrupt);
+    zp_event_int(&ev, ZP_KEY(CACHE, cached_at_start), cached);
+    zp_event_num(&ev, ZP_KEY(CACHE, hit_rate), lookups ? (double)p->hits / (double)lookups : 0);
+    zp_event_send(p->st, &ev);
     zp_info("%s epoch %lld: %lld hits, %lld misses, %lld corrupt", zp_dataset_split_name(p->split),
             (long long)p->epoch + 1, (long long)p->hits, (long long)p->misses, (long long)p->corrupt);
 }
@@ -426,7 +428,7 @@ static int sync_cache(prefetch_t *p)
     if (!p->cache_on || !p->unsynced)
         return 0;
     zp_msg_t m = {.type = ZP_MSG_SYNC, .id = ++p->fetch_seq};
-    int rc = zp_send(p->fetch, NULL, &m, NULL, NULL, 0, 0);
+    int rc = zp_sock_send(p->fetch, NULL, &m, NULL, NULL, 0, 0);
     int64_t give_up = zp_now_ns() + 10000000000ll;
     while (!rc && !zp_stop && p->synced != m.id && zp_now_ns() < give_up) {
         zmq_pollitem_t it = {p->fetch, 0, ZMQ_POLLIN, 0};
@@ -512,16 +514,16 @@ static int run_phase(prefetch_t *p)
             p->last_progress = zp_now_ns(); /* the trainer's pace is not the loaders' stall */
         else if (zp_now_ns() - p->last_progress > p->st->cfg.fetch_timeout_s * 1000000000ll)
             return stalled(p);
-        zp_stats_state(&p->st->stats, on_trainer ? ZP_ST_WAIT_OUT : ZP_ST_WAIT_IN);
+        zp_stage_stats_state(&p->st->stats, on_trainer ? ZP_ST_WAIT_OUT : ZP_ST_WAIT_IN);
         zmq_pollitem_t it[2] = {{p->fetch, 0, ZMQ_POLLIN, 0}, {p->ring_sock, 0, ZMQ_POLLIN, 0}};
         int n = zmq_poll(it, 2, 100);
-        zp_stats_state(&p->st->stats, ZP_ST_BUSY);
+        zp_stage_stats_state(&p->st->stats, ZP_ST_BUSY);
         if (n > 0 && (it[0].revents & ZMQ_POLLIN))
             rc = on_fetch_sock(p);
         if (!rc && n > 0 && (it[1].revents & ZMQ_POLLIN))
             rc = on_ring_sock(p);
         p->st->stats.queue = p->next_fetch - p->next_emit;
-        zp_stats_tick(p->st);
+        zp_stage_stats_tick(p->st);
         zp_ringlog_tick(&p->ringlog, p->st, 0);
     }
     if (rc || zp_stop)
@@ -534,7 +536,7 @@ static int run_phase(prefetch_t *p)
                     .epoch = (uint64_t)p->epoch, .batches = (uint64_t)p->nbatches,
                     .n = (uint64_t)phase_samples(p), .skipped = (uint64_t)p->skipped,
                     .present = p->skipped ? ZP_B(skipped) : 0};
-    return zp_send(p->ring_sock, NULL, &end, NULL, NULL, 0, 0);
+    return zp_sock_send(p->ring_sock, NULL, &end, NULL, NULL, 0, 0);
 }
 
 /* Keeps answering FREEs until the trainer holds no slot (it may still read them). */
@@ -575,7 +577,7 @@ static int apply_seek(prefetch_t *p, zp_phase_t *ph)
             zp_dataset_split_name(ph->split), (unsigned long long)ph->epoch + 1,
             (unsigned long long)p->seek.batch, (unsigned long long)p->seek.plan);
     zp_msg_t m = {.type = ZP_MSG_SEEKED, .id = p->seek.id};
-    return zp_send(p->ring_sock, NULL, &m, NULL, NULL, 0, 0);
+    return zp_sock_send(p->ring_sock, NULL, &m, NULL, NULL, 0, 0);
 }
 
 /* Every phase sent: END. A trainer that has seeked, or a program's
@@ -584,7 +586,7 @@ static int apply_seek(prefetch_t *p, zp_phase_t *ph)
 static int end_of_run(prefetch_t *p, int *rc)
 {
     zp_msg_t end = {.type = ZP_MSG_END};
-    *rc = zp_send(p->ring_sock, NULL, &end, NULL, NULL, 0, 0);
+    *rc = zp_sock_send(p->ring_sock, NULL, &end, NULL, NULL, 0, 0);
     drain(p);
     int listen = p->seeked || p->st->cfg.trainer_command.n > 0;
     while (!*rc && !zp_stop && listen && !p->seek.pending) {

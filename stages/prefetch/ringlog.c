@@ -1,6 +1,7 @@
 /* ringlog.c — the prefetch's log of the ring: each BATCH sent and FREE
  * received, batched into ring records for the logger. */
 #include "stages/prefetch/ringlog.h"
+#include "pipeline/runtime/event.h"
 #include "pipeline/runtime/log.h"
 #include "schemas/records.h"
 
@@ -11,13 +12,13 @@ static void send_log(zp_ringlog_t *l, zp_stage_t *st)
     for (int i = 0; i < l->n; i++)
         before[i] = (now - l->at[i]) / 1000;
     zp_event_t ev;
-    zp_ev_record_at(st, &ev, ZP_REC_RING, wall);
-    zp_ev_ints(&ev, ZP_KEY(RING, at), before, l->n);
-    zp_ev_ints(&ev, ZP_KEY(RING, slot), l->slot, l->n);
-    zp_ev_ints(&ev, ZP_KEY(RING, gen), l->gen, l->n);
-    zp_ev_ints(&ev, ZP_KEY(RING, free), l->free, l->n);
-    zp_ev_int(&ev, ZP_KEY(RING, in_use), l->in_use);
-    zp_ev_send(st, &ev);
+    zp_event_record_at(st, &ev, ZP_REC_RING, wall);
+    zp_event_ints(&ev, ZP_KEY(RING, at), before, l->n);
+    zp_event_ints(&ev, ZP_KEY(RING, slot), l->slot, l->n);
+    zp_event_ints(&ev, ZP_KEY(RING, gen), l->gen, l->n);
+    zp_event_ints(&ev, ZP_KEY(RING, free), l->free, l->n);
+    zp_event_int(&ev, ZP_KEY(RING, in_use), l->in_use);
+    zp_event_send(st, &ev);
     l->n = 0;
 }
 

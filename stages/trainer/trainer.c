@@ -10,6 +10,7 @@
  * batch sequence. */
 #define _GNU_SOURCE
 #include "stages/trainer/trainer.h"
+#include "pipeline/runtime/event.h"
 #include "pipeline/runtime/hash.h"
 #include "pipeline/runtime/log.h"
 #include "schemas/records.h"
@@ -54,18 +55,18 @@ static void step_record(trainer_t *t, int64_t epoch)
     const zp_config_t *c = &t->st->cfg;
     zp_event_t ev;
     if (t->leader) {
-        zp_ev_record(t->st, &ev, ZP_REC_STEP);
-        zp_ev_str(&ev, ZP_KEY(STEP, split), "train");
-        zp_ev_int(&ev, ZP_KEY(STEP, epoch), epoch);
-        zp_ev_int(&ev, ZP_KEY(STEP, epochs), c->epochs);
-        zp_ev_int(&ev, ZP_KEY(STEP, step), t->step);
-        zp_ev_int(&ev, ZP_KEY(STEP, steps_per_epoch), t->steps_per_epoch);
-        zp_ev_num(&ev, ZP_KEY(STEP, loss), t->win_samples ? t->win_loss / t->win_samples : 0);
-        zp_ev_num(&ev, ZP_KEY(STEP, accuracy), t->win_samples ? (double)t->win_correct / t->win_samples : 0);
-        zp_ev_num(&ev, ZP_KEY(STEP, samples_per_s), dt > 0 ? t->win_samples / dt : 0);
-        zp_ev_num(&ev, ZP_KEY(STEP, lr), (float)t->lr);
-        zp_ev_int(&ev, ZP_KEY(STEP, samples), t->win_samples);
-        zp_ev_send(t->st, &ev);
+        zp_event_record(t->st, &ev, ZP_REC_STEP);
+        zp_event_str(&ev, ZP_KEY(STEP, split), "train");
+        zp_event_int(&ev, ZP_KEY(STEP, epoch), epoch);
+        zp_event_int(&ev, ZP_KEY(STEP, epochs), c->epochs);
+        zp_event_int(&ev, ZP_KEY(STEP, step), t->step);
+        zp_event_int(&ev, ZP_KEY(STEP, steps_per_epoch), t->steps_per_epoch);
+        zp_event_num(&ev, ZP_KEY(STEP, loss), t->win_samples ? t->win_loss / t->win_samples : 0);
+        zp_event_num(&ev, ZP_KEY(STEP, accuracy), t->win_samples ? (double)t->win_correct / t->win_samples : 0);
+        zp_event_num(&ev, ZP_KEY(STEP, samples_per_s), dt > 0 ? t->win_samples / dt : 0);
+        zp_event_num(&ev, ZP_KEY(STEP, lr), (float)t->lr);
+        zp_event_int(&ev, ZP_KEY(STEP, samples), t->win_samples);
+        zp_event_send(t->st, &ev);
     }
     t->win_loss = 0;
     t->win_correct = t->win_samples = 0;
@@ -161,7 +162,7 @@ static int on_batch(trainer_t *t, const zp_msg_t *m)
     int rc = zp_consumer_view(&t->ring, m, &v);
     if (rc)
         return rc > 0 ? 0 : rc; /* 1: dropped */
-    zp_stats_state(&t->st->stats, ZP_ST_BUSY);
+    zp_stage_stats_state(&t->st->stats, ZP_ST_BUSY);
     zp_coverage_add(&t->acc[v.split], v.idx, v.n);
     const void *x;
     size_t sample_bytes;
