@@ -1,7 +1,7 @@
 /* command.c — trainer.command: a user's program as each rank's trainer.
  *
  * The program is checked before anything starts (zp_command_check), its
- * arguments and environment are made once per run (zp_command_prepare), and
+ * arguments and environment are made once per run (zp_command_create), and
  * its output is relayed by one thread of the supervisor: every byte into
  * logs/trainer-R.log, every line to the supervisor's stderr as
  * "trainer[R]: LINE". proc.c starts it where it would start
