@@ -1,4 +1,4 @@
-/* Unit tests of the supervisor's stage processes (pipeline/supervisor/proc.c)
+/* Unit tests of the supervisor's stage processes (pipeline/supervisor/procs.c)
  * without real stages: ZP_STAGE_WRAPPER names a small script that stands in
  * for `zeus-pipe stage ...` (it exits with a chosen status, records its
  * arguments, or sleeps), and the children are spawned, reaped and described. */
@@ -83,10 +83,10 @@ static void the_back_off_doubles_within_a_minute_to_1_6_s_and_starts_over_after(
     int64_t last = -120000000000ll, now = 0;
     const int64_t want[] = {50, 100, 200, 400, 800, 1600, 1600};
     for (int i = 0; i < 7; i++, now += 1000000000ll)
-        assert_int_equal(zp_restart_backoff(&deaths, &last, now), want[i] * 1000000ll);
+        assert_int_equal(zp_procs_restart_backoff(&deaths, &last, now), want[i] * 1000000ll);
     assert_int_equal(deaths, 7);
     now += 61000000000ll; /* a quiet minute: the first death again */
-    assert_int_equal(zp_restart_backoff(&deaths, &last, now), 50000000ll);
+    assert_int_equal(zp_procs_restart_backoff(&deaths, &last, now), 50000000ll);
     assert_int_equal(deaths, 1);
 }
 

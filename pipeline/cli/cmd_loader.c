@@ -2,7 +2,7 @@
  * FILE CONFIG`: loader processes on this host for a run on another one, over
  * tcp with CURVE. The run's host must list this key's .pub in its
  * transport.allowed_keys; CONFIG names the dataset as this host sees it.
- * The arguments; the loaders are the supervisor's (zp_loaders_run): stage
+ * The arguments; the loaders are the supervisor's (zp_remote_run): stage
  * processes as a run's, restarted unless retired or refused for their config. */
 #define _GNU_SOURCE
 #include "pipeline/cli/cmd.h"
@@ -55,7 +55,7 @@ int cmd_loader(int argc, char **argv)
     if (rc)
         return rc < 0 ? usage(stderr, 2) : rc;
     zp_remote_t r = {.connect = connect, .server_key = server, .key = key, .workers = (int)workers};
-    rc = zp_loaders_run(&cfg, ds, &r);
+    rc = zp_remote_run(&cfg, ds, &r);
     zp_dataset_destroy(&ds);
     return rc;
 }

@@ -2,7 +2,7 @@
  * on the first train batch again and again. A model wired right to its data
  * drives the loss of one batch towards zero; one that does not (labels
  * shuffled against images, a broken transform, a learning rate far off)
- * shows it here in seconds instead of after an epoch. The run is zp_overfit
+ * shows it here in seconds instead of after an epoch. The run is zp_eval_overfit
  * (pipeline/supervisor/supervisor.h); this file parses and prints the verdict. */
 #define _GNU_SOURCE
 #include "pipeline/cli/cmd.h"
@@ -51,7 +51,7 @@ int cmd_overfit(int argc, char **argv)
     if (rc)
         return rc < 0 ? usage(stderr, 2) : rc;
     zp_overfit_t r;
-    int status = zp_overfit(&cfg, ds, steps, &r);
+    int status = zp_eval_overfit(&cfg, ds, steps, &r);
     zp_dataset_destroy(&ds);
     if (status)
         return status;

@@ -75,7 +75,7 @@ int zp_stage_start(zp_stage_t *st, const char *name, int argc, char **argv)
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
     struct sigaction ra = {.sa_handler = on_retire};
-    sigaction(SIGUSR1, &ra, NULL); /* ignored from fork until here (proc.c) */
+    sigaction(SIGUSR1, &ra, NULL); /* ignored from fork until here (procs.c) */
     signal(SIGPIPE, SIG_IGN);
     if (!realpath(run, st->run_dir)) {
         zp_error("%s: no such run directory", run);

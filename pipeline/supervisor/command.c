@@ -4,7 +4,7 @@
  * arguments and environment are made once per run (zp_command_create), and
  * its output is relayed by one thread of the supervisor: every byte into
  * logs/trainer-R.log, every line to the supervisor's stderr as
- * "trainer[R]: LINE". proc.c starts it where it would start
+ * "trainer[R]: LINE". procs.c starts it where it would start
  * `zeus-pipe stage trainer`. The contract: supervisor.h. */
 #define _GNU_SOURCE
 #include "pipeline/runtime/log.h"

@@ -168,7 +168,7 @@ int zp_eval(const char *run_dir, const char *ckpts)
     return status;
 }
 
-int zp_overfit(zp_config_t *cfg, const zp_dataset_t *ds, long steps, zp_overfit_t *out)
+int zp_eval_overfit(zp_config_t *cfg, const zp_dataset_t *ds, long steps, zp_overfit_t *out)
 {
     cfg->epochs = 1;
     cfg->limit_train_batches = steps;

@@ -1,5 +1,5 @@
 /* remote.c — `zeus-pipe loader --connect`: loaders on this host for a run on
- * another one. The same stage processes as a run's (proc.c): each loader is
+ * another one. The same stage processes as a run's (procs.c): each loader is
  * `zeus-pipe stage loader --connect ...`, started from a private directory
  * that holds the config and the dataset as probed here, once. */
 #define _GNU_SOURCE
@@ -75,7 +75,7 @@ static int on_exit_of(zp_child_t *c, int config_error)
         return code;
     }
     int64_t now = zp_now_ns();
-    int64_t delay = zp_restart_backoff(&c->deaths, &c->last_death, now);
+    int64_t delay = zp_procs_restart_backoff(&c->deaths, &c->last_death, now);
     c->restart_at = now + delay;
     fprintf(stderr, "zeus-pipe: loader[%d] %s; restarting it in %lld ms\n", c->instance, how,
             (long long)(delay / 1000000));
@@ -111,7 +111,7 @@ static int tend(zp_procs_t *p)
     return failed;
 }
 
-int zp_loaders_run(const zp_config_t *cfg, const zp_dataset_t *ds, const zp_remote_t *r)
+int zp_remote_run(const zp_config_t *cfg, const zp_dataset_t *ds, const zp_remote_t *r)
 {
     char err[4300], server[41], pub[41], sec[41], dir[PATH_MAX], connect[200];
     if (zp_keys_read_public(r->server_key, server, err, sizeof err) ||

@@ -235,7 +235,7 @@ static void loader_died(zp_sup_t *s, zp_child_t *c, int64_t now)
                 c->instance, how, (long long)s->restarts, zp_sup_loaders(s));
         return;
     }
-    int64_t delay = zp_restart_backoff(&c->deaths, &c->last_death, now);
+    int64_t delay = zp_procs_restart_backoff(&c->deaths, &c->last_death, now);
     if (outside) /* not its own doing: the next start is as likely to live as the last */
         delay = 50000000ll;
     c->restart_at = now + delay;

@@ -8,8 +8,8 @@
  *     before anything starts (the stages read what was probed from the run
  *     directory, RUN/dataset/, and never probe again);
  *   - zp_up / zp_up_resume / zp_pipeline_run: a run, supervised to its end;
- *   - zp_loaders_run: loaders on this host for a run on another one;
- *   - zp_warm_*, zp_sweep_*, zp_eval*, zp_overfit: the engines of `warm`,
+ *   - zp_remote_run: loaders on this host for a run on another one;
+ *   - zp_warm_*, zp_sweep_*, zp_eval*, zp_eval_overfit: the engines of `warm`,
  *     `sweep`, `eval` and `overfit` (the commands parse and print);
  *   - the pieces they are made of: stage processes (zp_procs_*) and run
  *     directories (zp_rundir_*, zp_rundir_find, the RUN/resources sweep).
@@ -28,7 +28,7 @@
  *     a minute); any other stage's failure stops the run.
  *
  * Exit statuses (what zp_up, zp_up_resume, zp_pipeline_run and
- * zp_loaders_run return): 0 done; 1 a stage failed or the run could not
+ * zp_remote_run return): 0 done; 1 a stage failed or the run could not
  * start; 2 a usage, config or dataset error (printed, nothing started);
  * 128+N stopped by signal N. Errors are printed on stderr as
  * "zeus-pipe: ..." with what to do. */
@@ -101,12 +101,12 @@ typedef struct {
 /* Starts r->workers loaders as stages (`zeus-pipe stage loader --connect`,
  * their output on this process's stderr) from a private directory under
  * $TMPDIR (the config and the dataset description; removed at the end),
- * restarts one that dies (the back-off of zp_restart_backoff) and stops
+ * restarts one that dies (the back-off of zp_procs_restart_backoff) and stops
  * them on SIGINT/SIGTERM. The exit status: 128+N on signal N; 2 when a
  * loader was refused for its config (another dataset or transform: not
  * restarted); 1 when none could start; else 0 once every loader has
  * retired. */
-int zp_loaders_run(const zp_config_t *cfg, const zp_dataset_t *ds, const zp_remote_t *r);
+int zp_remote_run(const zp_config_t *cfg, const zp_dataset_t *ds, const zp_remote_t *r);
 
 /* ---- Warming the cache --------------------------------------------------------------------- */
 
@@ -260,7 +260,7 @@ typedef struct {
  * line every steps/10, run in <run.dir>/<run.name>-overfit in mode
  * ZP_MODE_OVERFIT; *out from the run's overfit.txt. The exit status: 0 with
  * *out set; 1 after printing when overfit.txt is missing or unreadable. */
-int zp_overfit(zp_config_t *cfg, const zp_dataset_t *ds, long steps, zp_overfit_t *out);
+int zp_eval_overfit(zp_config_t *cfg, const zp_dataset_t *ds, long steps, zp_overfit_t *out);
 
 /* ---- A user's program as the trainer (trainer.command) ------------------------------------- */
 
@@ -347,7 +347,7 @@ typedef struct {
 /* A restart's back-off after a death at `now`: 50 ms, doubling with each
  * death within a minute of the previous one, to 1.6 s. Updates the count and
  * time of the deaths; returns the delay in ns. */
-int64_t zp_restart_backoff(int *deaths, int64_t *last_death, int64_t now);
+int64_t zp_procs_restart_backoff(int *deaths, int64_t *last_death, int64_t now);
 
 typedef struct {
     char run_dir[PATH_MAX];

@@ -1,4 +1,4 @@
-/* proc.c — starting, watching and stopping stage processes (for `up`, `warm`
+/* procs.c — starting, watching and stopping stage processes (for `up`, `warm`
  * and `loader`): fork and exec `zeus-pipe stage NAME`, reap, TERM then KILL. */
 #define _GNU_SOURCE
 #include "pipeline/runtime/log.h"
@@ -202,7 +202,7 @@ int zp_procs_spawn(zp_procs_t *s, int stage, int instance, int keep_stdout)
     return 0;
 }
 
-int64_t zp_restart_backoff(int *deaths, int64_t *last_death, int64_t now)
+int64_t zp_procs_restart_backoff(int *deaths, int64_t *last_death, int64_t now)
 {
     *deaths = now - *last_death < 60000000000ll ? *deaths + 1 : 1;
     *last_death = now;
