@@ -21,6 +21,7 @@
 
 #include "pipeline/runtime/log.h"
 #include "pipeline/report/report.h"
+#include "pipeline/report/report_bottleneck.h"
 #include "pipeline/runtime/stage.h"
 
 static int name(double wait, double loader, double cache, double prefetch, int loaders,

@@ -438,17 +438,19 @@ static void each_epochs_checksum_is_of_its_own_size_and_huge_counts_do_not_overf
     (void)state;
     const int64_t sizes[] = {1000, 10, 0, 1000, 7, 999, 1};
     const int n = sizeof sizes / sizeof *sizes;
-    zp_page_epoch_t rows[8] = {0};
+    zp_model_epoch_t rows[8] = {0};
     for (int e = 0; e < n; e++) {
         uint64_t sum = 0;
         for (int64_t i = 0; i < sizes[e]; i++)
             sum += zp_index_term((uint64_t)i);
-        zp_page_epoch_t *r = &rows[e];
+        zp_model_epoch_t *r = &rows[e];
+        r->epoch = e;
         r->have[0] = 1;
         r->samples[0] = r->expected[0] = r->distinct[0] = sizes[e];
         snprintf(r->checksum[0], sizeof r->checksum[0], "%016llx", (unsigned long long)sum);
     }
-    zp_page_epoch_t *huge = &rows[n];
+    zp_model_epoch_t *huge = &rows[n];
+    huge->epoch = n;
     huge->have[0] = 1;
     huge->samples[0] = huge->distinct[0] = INT64_MAX, huge->skipped[0] = 1;
     huge->expected[0] = INT64_MIN; /* what INT64_MAX + 1 wraps to */
@@ -456,9 +458,8 @@ static void each_epochs_checksum_is_of_its_own_size_and_huge_counts_do_not_overf
     char *html;
     size_t len;
     FILE *out = open_memstream(&html, &len);
-    const int64_t *const skips[2] = {NULL, NULL};
-    const int nskips[2] = {0, 0};
-    zp_page_coverage(out, rows, n + 1, skips, nskips);
+    zp_model_t model = {.epoch = rows, .nepochs = n + 1};
+    zp_page_coverage(out, &model);
     fclose(out);
     assert_int_equal(count(html, "ok: every index once"), n);
     assert_int_equal(count(html, "NOT exactly once"), 1);

@@ -10,8 +10,9 @@
  * the epoch table; the coverage proof of each split and epoch (samples,
  * expected, skipped, distinct, the index checksum checked against the
  * indices 0..n-1 less the skipped ones); skipped samples and lost loaders.
- * A run without events.msgpack is drawn from metrics.jsonl and stats.jsonl
- * (runscan.h), and the page says what is missing.
+ * A renderer of the run model (model.h): a run without events.msgpack is
+ * drawn from metrics.jsonl and stats.jsonl, and the page says what is
+ * missing, as report.txt does.
  *
  * Bounded: every series is drawn from at most ZP_SVG_BUCKETS buckets (svg.h)
  * and the tables hold the first and last ZP_HTML_ROWS/2 epochs, so a run of
@@ -28,8 +29,11 @@
 
 #define ZP_HTML_ROWS 200
 
-/* The page of <run_dir> to `out`. 0, or an error in err: -ENOENT or
- * ZP_EPROTO when the run holds nothing to read (runscan.h), ZP_ENOMEM. */
+/* The page of the model to `out`. */
+void zp_report_html_page(const zp_model_t *m, FILE *out);
+
+/* The page of <run_dir> to `out`. 0, or zp_model_load's error in err:
+ * -ENOENT or ZP_EPROTO when the run holds nothing to read, ZP_ENOMEM. */
 int zp_report_html(const char *run_dir, FILE *out, char *err, size_t errlen);
 
 /* zp_report_html into <run_dir>/report.html, written beside and renamed

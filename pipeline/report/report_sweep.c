@@ -1,38 +1,31 @@
 /* report_sweep.c — the comparison page of a sweep: its runs ranked, linked,
- * and their test curves overlaid (report_html.h: zp_report_html_sweep). */
+ * and their test curves, from each run's model, overlaid (report_html.h:
+ * zp_report_html_sweep). */
 #define _GNU_SOURCE
-#include "pipeline/runtime/dataset.h"
 #include "pipeline/runtime/files.h"
 #include "pipeline/report/html.h"
 #include "pipeline/report/report_html.h"
 #include "pipeline/report/report_page.h"
-#include "pipeline/report/runscan.h"
 #include "pipeline/report/svg.h"
-#include "schemas/errors.h"
-#include "schemas/records.h"
 
-#include <errno.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 typedef struct {
     zp_xy_t acc, loss; /* test split, x = epoch from 1 */
 } curves_t;
 
-static int on_body(void *ctx, const msgpack_object *b)
+/* The test curves of the run in `dir`; none for a run with nothing to read. */
+static void test_curves(const char *dir, curves_t *c)
 {
-    curves_t *c = ctx;
-    zp_rec_head_t h;
-    if (zp_record_head(b, &h) != ZP_REC_EPOCH_END)
-        return 0;
-    zp_rec_epoch_end_t x;
-    zp_record_decode(ZP_REC_EPOCH_END, b, &x);
-    if (strcmp(x.split, zp_split_name(ZP_SPLIT_TEST)) || x.epoch < 0)
-        return 0;
-    int rc = x.accuracy >= 0 ? zp_xy_push(&c->acc, (double)x.epoch + 1, x.accuracy) : 0;
-    return rc ? rc : x.loss >= 0 ? zp_xy_push(&c->loss, (double)x.epoch + 1, x.loss) : 0;
+    char err[PATH_MAX + 128];
+    zp_model_t *m;
+    if (!dir || !dir[0] || zp_model_load(&m, dir, err, sizeof err))
+        return;
+    zp_model_curve(m, ZP_SPLIT_TEST, 1, &c->acc); /* out of memory: fewer points */
+    zp_model_curve(m, ZP_SPLIT_TEST, 0, &c->loss);
+    zp_model_destroy(&m);
 }
 
 /* The run's page, relative to the sweep's: <its folder's name>/report.html. */
@@ -79,11 +72,8 @@ static void page(FILE *out, const char *title, const zp_html_run_t *runs, int n)
                  "report is behind its name.</p>\n", n);
     table(out, runs, n);
     if (c && acc && loss) {
-        char err[PATH_MAX + 128];
-        zp_runscan_t scan;
         for (int i = 0; i < n; i++) {
-            if (runs[i].dir && runs[i].dir[0])
-                zp_runscan(runs[i].dir, on_body, &c[i], &scan, err, sizeof err); /* none: no curve */
+            test_curves(runs[i].dir, &c[i]);
             acc[i] = (zp_svg_series_t){runs[i].name, "run", &c[i].acc, 1, 0};
             loss[i] = (zp_svg_series_t){runs[i].name, "run", &c[i].loss, 1, 0};
         }
