@@ -20,6 +20,7 @@
 
 #include "pipeline/runtime/hash.h"
 #include "pipeline/report/html.h"
+#include "pipeline/report/model.h"
 #include "pipeline/runtime/log.h"
 #include "pipeline/report/report.h"
 #include "pipeline/report/report_html.h"
@@ -430,6 +431,80 @@ static void a_sweep_page_links_every_run_and_draws_one_series_each(void **state)
     assert_int_equal(count(buf, "<tr class=\"run\">"), 2);
 }
 
+/* An epoch_end of epoch 5 in a run of 3 epochs. */
+static void epoch_past_the_runs_count(void)
+{
+    head("metric", "trainer", 0, 1003, 5);
+    kv_str("event", "epoch_end");
+    kv_str("split", "train");
+    kv_int("epoch", 5);
+    kv_int("epochs", 3);
+    kv_num("loss", 0.125);
+    append();
+}
+
+/* A program's own train_epoch record, of any epoch number. */
+static void program_epoch(int64_t epoch)
+{
+    head("metric", "trainer", 0, 1003, 3);
+    kv_str("event", "train_epoch");
+    kv_int("epoch", epoch);
+    kv_num("loss", 0.125);
+    append();
+}
+
+/* Every reader of the run once had its own rule for an epoch no run has:
+ * the text report refused an epoch_end past 10^6 as unreadable and showed
+ * one past the run's count, the page ignored both silently. Now the model
+ * skips and counts them, and text, JSON and page say the same. */
+static void an_epoch_outside_the_run_is_skipped_and_counted_alike_by_every_report(void **state)
+{
+    (void)state;
+    epoch_end(0, "train", 10, 0, 0.5, 0.5, range_checksum(10, -1));
+    epoch_end(1, "train", 10, 0, 0.25, 0.75, range_checksum(10, -1));
+    epoch_end(ZP_MODEL_EPOCH_MAX, "train", 10, 0, 0.1, 0.9, "0");
+    epoch_end(INT32_MAX, "test", 10, 0, 0.1, 0.9, "0");
+    epoch_past_the_runs_count();
+    program_epoch(-1);
+    program_epoch(ZP_MODEL_EPOCH_MAX + 7);
+    int rc;
+    char *html = page(&rc);
+    assert_int_equal(rc, 0);
+    assert_int_equal(count(html, "<tr class=\"epoch\">"), 2);
+    assert_int_equal(count(html, "<tr class=\"cov\">"), 2);
+    assert_null(strstr(html, "<td>1000001</td>"));
+    assert_null(strstr(html, "<td>6</td>"));
+    assert_non_null(strstr(html, "5 records of events.msgpack were not understood and skipped."));
+    free(html);
+
+    char *text, *json;
+    size_t tn, jn;
+    FILE *t = open_memstream(&text, &tn), *j = open_memstream(&json, &jn);
+    assert_int_equal(zp_report(run, t, j, err, sizeof err), 0);
+    fclose(t);
+    fclose(j);
+    assert_non_null(strstr(text, "\n    1      0.5000     0.5000"));
+    assert_non_null(strstr(text, "\n    2      0.2500     0.7500"));
+    assert_null(strstr(text, "1000001  "));
+    assert_null(strstr(text, "\n    6  "));
+    assert_non_null(strstr(text, "(5 records of events.msgpack were not understood and skipped)"));
+    assert_non_null(strstr(json, "\"unread_records\":5,"));
+    assert_non_null(strstr(json, "\"epochs\":[{\"epoch\":1,"));
+    assert_non_null(strstr(json, "{\"epoch\":2,"));
+    assert_null(strstr(json, "{\"epoch\":3,"));
+    assert_null(strstr(json, "\"epoch\":1000001"));
+    free(text);
+    free(json);
+
+    zp_model_t *m;
+    assert_int_equal(zp_model_load(&m, run, err, sizeof err), 0);
+    assert_int_equal(m->nepochs, 2); /* nothing held for the epochs outside the run */
+    assert_int_equal(m->unread, 5);
+    zp_model_destroy(&m);
+    assert_null(m);
+    zp_model_destroy(&m); /* safe twice */
+}
+
 /* Epochs of different sizes each get their own checksum (one pass up to the
  * largest, not one pass a row), and counts that overflow when added are
  * "NOT exactly once", not undefined behaviour. */
@@ -498,6 +573,7 @@ int main(void)
         T(a_million_steps_make_a_page_of_bounded_size),
         T(a_run_without_events_is_reported_from_its_jsonl_files),
         T(a_sweep_page_links_every_run_and_draws_one_series_each),
+        T(an_epoch_outside_the_run_is_skipped_and_counted_alike_by_every_report),
         cmocka_unit_test(each_epochs_checksum_is_of_its_own_size_and_huge_counts_do_not_overflow),
         cmocka_unit_test(a_point_far_outside_the_range_is_drawn_at_an_edge),
     };
