@@ -25,6 +25,7 @@
 #include "pipeline/report/report.h"
 #include "pipeline/report/report_html.h"
 #include "pipeline/report/report_page.h"
+#include "pipeline/report/report_sweep.h"
 #include "pipeline/report/runscan.h"
 #include "pipeline/report/svg.h"
 #include "schemas/msg.h"
@@ -412,12 +413,12 @@ static void a_sweep_page_links_every_run_and_draws_one_series_each(void **state)
     epoch_end(0, "test", 20, 0, 0.9, 0.6, "0");
     epoch_end(1, "test", 20, 0, 0.7, 0.7, "0");
     free(page(&(int){0})); /* closes events.msgpack */
-    zp_html_run_t runs[2] = {
+    zp_report_sweep_run_t runs[2] = {
         {"r<b>&'x", "lr=0.1", run, 0, {2, 0.5, 0.7, 0.7, 0.7, 4}},
         {"gone", "lr=\"1\"", "", 1, {0, -1, -1, -1, -1, 0}},
     };
     snprintf(path, sizeof path, "%s/s-sweep.html", dir);
-    assert_int_equal(zp_report_html_sweep(path, "s", runs, 2, err, sizeof err), 0);
+    assert_int_equal(zp_report_sweep_write(path, "s", runs, 2, err, sizeof err), 0);
     char buf[65536];
     FILE *f = fopen(path, "r");
     assert_non_null(f);
@@ -534,7 +535,7 @@ static void each_epochs_checksum_is_of_its_own_size_and_huge_counts_do_not_overf
     size_t len;
     FILE *out = open_memstream(&html, &len);
     zp_model_t model = {.epoch = rows, .nepochs = n + 1};
-    zp_page_coverage(out, &model);
+    zp_report_page_coverage(out, &model);
     fclose(out);
     assert_int_equal(count(html, "ok: every index once"), n);
     assert_int_equal(count(html, "NOT exactly once"), 1);

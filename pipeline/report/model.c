@@ -253,7 +253,7 @@ static int on_record(load_t *l, const msgpack_object *b)
     if (isfinite(h.time) && h.time > 0 && (!l->m->t0 || h.time < l->m->t0))
         l->m->t0 = h.time;
     if (type == ZP_REC_AUTOSCALE) /* the supervisor's: no stage of its own */
-        return zp_autoscale_log_add(&l->m->autoscale, b);
+        return zp_report_autoscale_add(&l->m->autoscale, b);
     int stage = zp_stage_of(h.stage);
     if (stage < 0)
         return ZP_EPROTO;
@@ -431,7 +431,7 @@ void zp_model_destroy(zp_model_t **m)
         zp_xy_free(&x->stage[s].throughput);
     zp_xy_free(&x->trainer_wait);
     free(x->skip);
-    zp_autoscale_log_free(&x->autoscale);
+    zp_report_autoscale_free(&x->autoscale);
     free(x);
     *m = NULL;
 }

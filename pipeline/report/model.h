@@ -119,7 +119,7 @@ typedef struct {
     int nskipped[ZP_SPLITS]; /* of them, per split */
     int64_t skip_events;     /* every skip, each epoch's again, kept or not */
     int64_t loaders_lost, tasks_requeued; /* the cache stage's loader_lost records */
-    zp_autoscale_log_t autoscale;         /* the supervisor's loader.autoscale decisions */
+    zp_report_autoscale_t autoscale;         /* the supervisor's loader.autoscale decisions */
 } zp_model_t;
 
 /* Reads <run_dir>'s records into a new model in *out (NULL on error).

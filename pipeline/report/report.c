@@ -104,7 +104,7 @@ void zp_report_text(const zp_model_t *m, FILE *out)
     text_regions(m, out);
     text_stages(m, out);
     text_faults(m, out);
-    zp_autoscale_log_text(&m->autoscale, m->t0, out);
+    zp_report_autoscale_text(&m->autoscale, m->t0, out);
     if (m->wait_share >= 0)
         fprintf(out, "\nThe trainer waited for data %.1f%% of its time.\n", 100 * m->wait_share);
     fprintf(out, "%s\n", m->advice);
@@ -219,7 +219,7 @@ void zp_report_json(const zp_model_t *m, FILE *out)
     json_regions(m, out);
     json_stages(m, out);
     json_faults(m, out);
-    zp_autoscale_log_json(&m->autoscale, m->t0, out);
+    zp_report_autoscale_json(&m->autoscale, m->t0, out);
     json_num(out, "trainer_wait_share", m->wait_share, 1, 0);
     fprintf(out, "\"bottleneck\":{\"stage\":\"%s\",\"advice\":", m->bottleneck);
     zp_json_str(out, m->advice);

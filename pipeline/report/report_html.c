@@ -107,7 +107,7 @@ static void gaps(FILE *out, const zp_model_t *m)
 
 void zp_report_html_page(const zp_model_t *m, FILE *out)
 {
-    zp_page_head(out, "zeus-pipe run ", m->run);
+    zp_report_page_head(out, "zeus-pipe run ", m->run);
     gaps(out, m);
     fputs("<p class=\"bottleneck\">", out);
     zp_html_str(out, m->advice);
@@ -118,12 +118,12 @@ void zp_report_html_page(const zp_model_t *m, FILE *out)
     timelines(out, m);
     regions(out, m);
     fputs("<h2>Epochs</h2>\n", out);
-    zp_page_epochs(out, m);
+    zp_report_page_epochs(out, m);
     fputs("<h2>Coverage</h2>\n", out);
-    zp_page_coverage(out, m);
+    zp_report_page_coverage(out, m);
     faults(out, m);
-    zp_autoscale_log_html(&m->autoscale, m->t0, out);
-    zp_page_foot(out, "zeus-pipe report RUN --html");
+    zp_report_autoscale_html(&m->autoscale, m->t0, out);
+    zp_report_page_foot(out, "zeus-pipe report RUN --html");
 }
 
 int zp_report_html(const char *run_dir, FILE *out, char *err, size_t errlen)

@@ -29,7 +29,7 @@ static const char STYLE[] =
     "td,th{border:1px solid #ddd;padding:3px 8px;text-align:right}th{background:#f4f4f4}"
     "td.l,th.l{text-align:left}.bad{color:#c0392b;font-weight:bold}.ok{color:#1e8449}";
 
-void zp_page_head(FILE *out, const char *title, const char *name)
+void zp_report_page_head(FILE *out, const char *title, const char *name)
 {
     fputs("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>", out);
     zp_html_str(out, title);
@@ -41,7 +41,7 @@ void zp_page_head(FILE *out, const char *title, const char *name)
     fputs("</code></h1>\n", out);
 }
 
-void zp_page_foot(FILE *out, const char *again)
+void zp_report_page_foot(FILE *out, const char *again)
 {
     fputs("<p class=\"foot\">Written by zeus-pipe from the runs' records; <code>", out);
     zp_html_str(out, again);
@@ -82,7 +82,7 @@ static void gap_row(FILE *out, int64_t total, int cols)
                  "in report.json and metrics.jsonl)</td></tr>\n", cols, total - ZP_HTML_ROWS);
 }
 
-void zp_page_epochs(FILE *out, const zp_model_t *m)
+void zp_report_page_epochs(FILE *out, const zp_model_t *m)
 {
     int64_t total = count_epochs(m), rank = 0;
     if (!total) {
@@ -214,7 +214,7 @@ static void coverage_row(FILE *out, const range_sums_t *rs, const zp_model_t *m,
     fputs("</td></tr>\n", out);
 }
 
-void zp_page_coverage(FILE *out, const zp_model_t *m)
+void zp_report_page_coverage(FILE *out, const zp_model_t *m)
 {
     int64_t total = count_epochs(m), rank = 0;
     if (!total) {
