@@ -2,8 +2,9 @@
  * on: escaping (html.h), the JSON-line reader of runscan.h, a page from a
  * run directory whose events.msgpack the test writes as the logger does, a
  * page bounded in size for a run of a million steps, a run without
- * events.msgpack reported from its jsonl files (text and page say so), and
- * a sweep's comparison page. */
+ * events.msgpack reported from its jsonl files (text and page say so), a
+ * sweep's comparison page, and the run model's one rule for an epoch no run
+ * has, alike in text, JSON and page. */
 #define _GNU_SOURCE
 #include <setjmp.h>
 #include <stdarg.h>

@@ -1,6 +1,5 @@
 /* model.c — the run model: a run's records read once, in one pass, into
  * everything its reports say (model.h). */
-#define _GNU_SOURCE
 #include "pipeline/report/model.h"
 #include "pipeline/report/report_bottleneck.h"
 #include "schemas/errors.h"
@@ -399,7 +398,7 @@ static void release(load_t *l)
 
 int zp_model_load(zp_model_t **out, const char *run_dir, char *err, size_t errlen)
 {
-    load_t l = {.m = calloc(1, sizeof *l.m)};
+    load_t l = {.m = calloc(1, sizeof(zp_model_t))};
     *out = NULL;
     if (!l.m) {
         snprintf(err, errlen, "%s: out of memory", run_dir);

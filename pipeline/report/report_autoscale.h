@@ -1,9 +1,9 @@
 /* report_autoscale.h — the report's section on loader.autoscale: every
  * decision the supervisor recorded (an "autoscale" metric, records.h), with
  * the figures it rested on, as text (report.txt) and JSON (report.json's
- * "autoscale" array) and HTML (report.html). The run model (model.h)
- * feeds it the records it reads; the reports render it. Under Slurm each node's first task decides for its
- * node: a row names it by that task's rank. */
+ * "autoscale" array) and HTML (report.html). The run model (model.h) feeds
+ * it the records it reads; the reports render it. Under Slurm each node's
+ * first task decides for its node: a row names it by that task's rank. */
 #ifndef ZP_REPORT_AUTOSCALE_H
 #define ZP_REPORT_AUTOSCALE_H
 

@@ -22,7 +22,7 @@
 #ifndef ZP_REPORT_HTML_H
 #define ZP_REPORT_HTML_H
 
-#include "pipeline/report/report.h"
+#include "pipeline/report/model.h"
 
 #include <stddef.h>
 #include <stdio.h>

@@ -8,6 +8,7 @@
  * Build and run: scripts/fuzz.sh [SECONDS]. */
 #include "tests/fuzz/fuzz_rundir.h"
 #include "pipeline/report/events.h"
+#include "pipeline/report/report.h"
 #include "pipeline/report/report_html.h"
 #include "pipeline/report/trace.h"
 

@@ -5,6 +5,7 @@
  * second stats.jsonl. The seed corpus is a real run's two files, glued
  * (tests/fuzz/seeds/jsonl). Build and run: scripts/fuzz.sh [SECONDS]. */
 #include "tests/fuzz/fuzz_rundir.h"
+#include "pipeline/report/report.h"
 #include "pipeline/report/report_html.h"
 #include "pipeline/report/runscan.h"
 
