@@ -4,7 +4,8 @@
  * zp_report / zp_run_summary on a run directory whose events.msgpack the
  * test writes as the logger does — each record sent by the stages' own
  * zp_ev_* calls, received and appended as it came off the wire — including
- * a missing, empty, garbled or torn file. */
+ * a missing, empty, garbled or torn file; and the text and the page of one
+ * run saying the same, as renderers of one run model. */
 #define _GNU_SOURCE
 #include <setjmp.h>
 #include <stdarg.h>
@@ -22,6 +23,8 @@
 #include "pipeline/runtime/event.h"
 #include "pipeline/runtime/log.h"
 #include "pipeline/report/report.h"
+#include "pipeline/report/report_bottleneck.h"
+#include "pipeline/report/report_html.h"
 #include "pipeline/runtime/stage.h"
 
 static int name(double wait, double loader, double cache, double prefetch, int loaders,
@@ -402,6 +405,32 @@ static void a_record_msgpack_has_no_memory_for_is_skipped_and_counted(void **sta
     free(json);
 }
 
+/* The page and the text once computed the loaders' busy share each their
+ * own way (an instance with no uptime yet: busy 0 over 1 s in the text,
+ * left out of the page), so they could name the bottleneck differently.
+ * Both now say the one sentence of the run model. */
+static void the_text_and_the_page_name_the_same_bottleneck(void **state)
+{
+    (void)state;
+    a_run();
+    stats("loader", 2, 0, 0, 0); /* a third loader, just started */
+    char *text, *json, *html;
+    assert_int_equal(report(&text, &json), 0);
+    size_t n;
+    FILE *f = open_memstream(&html, &n);
+    assert_int_equal(zp_report_html(dir, f, err, sizeof err), 0);
+    fclose(f);
+    const char *said = strstr(text, "The loaders are the bottleneck");
+    assert_non_null(said);
+    assert_non_null(strstr(said, "the 3 loader(s) were busy 60% of theirs"));
+    char sentence[600];
+    snprintf(sentence, sizeof sentence, "%.*s", (int)strcspn(said, "\n"), said);
+    assert_non_null(strstr(html, sentence));
+    free(text);
+    free(json);
+    free(html);
+}
+
 static void report_write_leaves_text_and_json_in_the_run(void **state)
 {
     (void)state;
@@ -436,6 +465,7 @@ int main(void)
         T(a_file_of_no_events_is_refused),
         T(torn_garbled_and_unknown_records_are_skipped_and_counted),
         T(a_record_msgpack_has_no_memory_for_is_skipped_and_counted),
+        T(the_text_and_the_page_name_the_same_bottleneck),
         T(report_write_leaves_text_and_json_in_the_run),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -2,8 +2,9 @@
  * on: escaping (html.h), the JSON-line reader of runscan.h, a page from a
  * run directory whose events.msgpack the test writes as the logger does, a
  * page bounded in size for a run of a million steps, a run without
- * events.msgpack reported from its jsonl files (text and page say so), and
- * a sweep's comparison page. */
+ * events.msgpack reported from its jsonl files (text and page say so), a
+ * sweep's comparison page, and the run model's one rule for an epoch no run
+ * has, alike in text, JSON and page. */
 #define _GNU_SOURCE
 #include <setjmp.h>
 #include <stdarg.h>
@@ -20,10 +21,12 @@
 
 #include "pipeline/runtime/hash.h"
 #include "pipeline/report/html.h"
+#include "pipeline/report/model.h"
 #include "pipeline/runtime/log.h"
 #include "pipeline/report/report.h"
 #include "pipeline/report/report_html.h"
 #include "pipeline/report/report_page.h"
+#include "pipeline/report/report_sweep.h"
 #include "pipeline/report/runscan.h"
 #include "pipeline/report/svg.h"
 #include "schemas/msg.h"
@@ -411,12 +414,12 @@ static void a_sweep_page_links_every_run_and_draws_one_series_each(void **state)
     epoch_end(0, "test", 20, 0, 0.9, 0.6, "0");
     epoch_end(1, "test", 20, 0, 0.7, 0.7, "0");
     free(page(&(int){0})); /* closes events.msgpack */
-    zp_html_run_t runs[2] = {
+    zp_report_sweep_run_t runs[2] = {
         {"r<b>&'x", "lr=0.1", run, 0, {2, 0.5, 0.7, 0.7, 0.7, 4}},
         {"gone", "lr=\"1\"", "", 1, {0, -1, -1, -1, -1, 0}},
     };
     snprintf(path, sizeof path, "%s/s-sweep.html", dir);
-    assert_int_equal(zp_report_html_sweep(path, "s", runs, 2, err, sizeof err), 0);
+    assert_int_equal(zp_report_sweep_write(path, "s", runs, 2, err, sizeof err), 0);
     char buf[65536];
     FILE *f = fopen(path, "r");
     assert_non_null(f);
@@ -430,6 +433,80 @@ static void a_sweep_page_links_every_run_and_draws_one_series_each(void **state)
     assert_int_equal(count(buf, "<tr class=\"run\">"), 2);
 }
 
+/* An epoch_end of epoch 5 in a run of 3 epochs. */
+static void epoch_past_the_runs_count(void)
+{
+    head("metric", "trainer", 0, 1003, 5);
+    kv_str("event", "epoch_end");
+    kv_str("split", "train");
+    kv_int("epoch", 5);
+    kv_int("epochs", 3);
+    kv_num("loss", 0.125);
+    append();
+}
+
+/* A program's own train_epoch record, of any epoch number. */
+static void program_epoch(int64_t epoch)
+{
+    head("metric", "trainer", 0, 1003, 3);
+    kv_str("event", "train_epoch");
+    kv_int("epoch", epoch);
+    kv_num("loss", 0.125);
+    append();
+}
+
+/* Every reader of the run once had its own rule for an epoch no run has:
+ * the text report refused an epoch_end past 10^6 as unreadable and showed
+ * one past the run's count, the page ignored both silently. Now the model
+ * skips and counts them, and text, JSON and page say the same. */
+static void an_epoch_outside_the_run_is_skipped_and_counted_alike_by_every_report(void **state)
+{
+    (void)state;
+    epoch_end(0, "train", 10, 0, 0.5, 0.5, range_checksum(10, -1));
+    epoch_end(1, "train", 10, 0, 0.25, 0.75, range_checksum(10, -1));
+    epoch_end(ZP_MODEL_EPOCH_MAX, "train", 10, 0, 0.1, 0.9, "0");
+    epoch_end(INT32_MAX, "test", 10, 0, 0.1, 0.9, "0");
+    epoch_past_the_runs_count();
+    program_epoch(-1);
+    program_epoch(ZP_MODEL_EPOCH_MAX + 7);
+    int rc;
+    char *html = page(&rc);
+    assert_int_equal(rc, 0);
+    assert_int_equal(count(html, "<tr class=\"epoch\">"), 2);
+    assert_int_equal(count(html, "<tr class=\"cov\">"), 2);
+    assert_null(strstr(html, "<td>1000001</td>"));
+    assert_null(strstr(html, "<td>6</td>"));
+    assert_non_null(strstr(html, "5 records of events.msgpack were not understood and skipped."));
+    free(html);
+
+    char *text, *json;
+    size_t tn, jn;
+    FILE *t = open_memstream(&text, &tn), *j = open_memstream(&json, &jn);
+    assert_int_equal(zp_report(run, t, j, err, sizeof err), 0);
+    fclose(t);
+    fclose(j);
+    assert_non_null(strstr(text, "\n    1      0.5000     0.5000"));
+    assert_non_null(strstr(text, "\n    2      0.2500     0.7500"));
+    assert_null(strstr(text, "1000001  "));
+    assert_null(strstr(text, "\n    6  "));
+    assert_non_null(strstr(text, "(5 records of events.msgpack were not understood and skipped)"));
+    assert_non_null(strstr(json, "\"unread_records\":5,"));
+    assert_non_null(strstr(json, "\"epochs\":[{\"epoch\":1,"));
+    assert_non_null(strstr(json, "{\"epoch\":2,"));
+    assert_null(strstr(json, "{\"epoch\":3,"));
+    assert_null(strstr(json, "\"epoch\":1000001"));
+    free(text);
+    free(json);
+
+    zp_model_t *m;
+    assert_int_equal(zp_model_load(&m, run, err, sizeof err), 0);
+    assert_int_equal(m->nepochs, 2); /* nothing held for the epochs outside the run */
+    assert_int_equal(m->unread, 5);
+    zp_model_destroy(&m);
+    assert_null(m);
+    zp_model_destroy(&m); /* safe twice */
+}
+
 /* Epochs of different sizes each get their own checksum (one pass up to the
  * largest, not one pass a row), and counts that overflow when added are
  * "NOT exactly once", not undefined behaviour. */
@@ -438,17 +515,19 @@ static void each_epochs_checksum_is_of_its_own_size_and_huge_counts_do_not_overf
     (void)state;
     const int64_t sizes[] = {1000, 10, 0, 1000, 7, 999, 1};
     const int n = sizeof sizes / sizeof *sizes;
-    zp_page_epoch_t rows[8] = {0};
+    zp_model_epoch_t rows[8] = {0};
     for (int e = 0; e < n; e++) {
         uint64_t sum = 0;
         for (int64_t i = 0; i < sizes[e]; i++)
             sum += zp_index_term((uint64_t)i);
-        zp_page_epoch_t *r = &rows[e];
+        zp_model_epoch_t *r = &rows[e];
+        r->epoch = e;
         r->have[0] = 1;
         r->samples[0] = r->expected[0] = r->distinct[0] = sizes[e];
         snprintf(r->checksum[0], sizeof r->checksum[0], "%016llx", (unsigned long long)sum);
     }
-    zp_page_epoch_t *huge = &rows[n];
+    zp_model_epoch_t *huge = &rows[n];
+    huge->epoch = n;
     huge->have[0] = 1;
     huge->samples[0] = huge->distinct[0] = INT64_MAX, huge->skipped[0] = 1;
     huge->expected[0] = INT64_MIN; /* what INT64_MAX + 1 wraps to */
@@ -456,9 +535,8 @@ static void each_epochs_checksum_is_of_its_own_size_and_huge_counts_do_not_overf
     char *html;
     size_t len;
     FILE *out = open_memstream(&html, &len);
-    const int64_t *const skips[2] = {NULL, NULL};
-    const int nskips[2] = {0, 0};
-    zp_page_coverage(out, rows, n + 1, skips, nskips);
+    zp_model_t model = {.epoch = rows, .nepochs = n + 1};
+    zp_report_page_coverage(out, &model);
     fclose(out);
     assert_int_equal(count(html, "ok: every index once"), n);
     assert_int_equal(count(html, "NOT exactly once"), 1);
@@ -497,6 +575,7 @@ int main(void)
         T(a_million_steps_make_a_page_of_bounded_size),
         T(a_run_without_events_is_reported_from_its_jsonl_files),
         T(a_sweep_page_links_every_run_and_draws_one_series_each),
+        T(an_epoch_outside_the_run_is_skipped_and_counted_alike_by_every_report),
         cmocka_unit_test(each_epochs_checksum_is_of_its_own_size_and_huge_counts_do_not_overflow),
         cmocka_unit_test(a_point_far_outside_the_range_is_drawn_at_an_edge),
     };

@@ -5,7 +5,7 @@
  * and prints. */
 #define _GNU_SOURCE
 #include "pipeline/cli/cmd.h"
-#include "pipeline/report/report_html.h"
+#include "pipeline/report/report_sweep.h"
 #include "pipeline/supervisor/supervisor.h"
 
 #include <limits.h>
@@ -75,16 +75,16 @@ static void table(const zp_sweep_point_t *pts, int n, FILE *out)
 /* The comparison page of the runs that ran (ranked), <run.dir>/<run.name>-sweep.html. */
 static void write_page(const zp_sweep_t *s)
 {
-    zp_html_run_t *runs = calloc((size_t)s->done + 1, sizeof *runs);
+    zp_report_sweep_run_t *runs = calloc((size_t)s->done + 1, sizeof *runs);
     char path[PATH_MAX + 128], err[PATH_MAX + 128];
     snprintf(path, sizeof path, "%s/%s-sweep.html", s->run_dir, s->run_name);
     for (int i = 0; runs && i < s->done; i++) {
         const zp_sweep_point_t *p = &s->point[i];
-        runs[i] = (zp_html_run_t){p->name, p->values, p->dir, p->status, p->sum};
+        runs[i] = (zp_report_sweep_run_t){p->name, p->values, p->dir, p->status, p->sum};
     }
     if (!runs)
         fprintf(stderr, "zeus-pipe: sweep: %s: out of memory\n", path);
-    else if (zp_report_html_sweep(path, s->run_name, runs, s->done, err, sizeof err))
+    else if (zp_report_sweep_write(path, s->run_name, runs, s->done, err, sizeof err))
         fprintf(stderr, "zeus-pipe: sweep: cannot write %s\n", err);
     else
         printf("(compared in %s)\n", path);

@@ -1,3 +1,5 @@
+/* events.c — a run's events.msgpack mapped and split into its records,
+ * skipping torn or garbled spans in bounded memory (events.h). */
 #define _GNU_SOURCE
 #include "pipeline/report/events.h"
 #include "schemas/errors.h"

@@ -1,7 +1,8 @@
 /* events.h — reads a run's events.msgpack: every EVENT message the logger
  * received, appended back to back as it came off the wire.
  *
- * Shared by the report (pipeline/report/report.h) and the trace (pipeline/report/trace.h).
+ * Read by the run scan (runscan.h), for the run model every report renders
+ * (model.h), and by the trace (trace.h).
  */
 #ifndef ZP_EVENTS_H
 #define ZP_EVENTS_H

@@ -9,7 +9,7 @@
 #include <math.h>
 #include <stdlib.h>
 
-int zp_autoscale_log_add(zp_autoscale_log_t *l, const msgpack_object *body)
+int zp_report_autoscale_add(zp_report_autoscale_t *l, const msgpack_object *body)
 {
     if (l->n == ZP_REPORT_AUTOSCALE_MAX) {
         l->left_out++;
@@ -21,8 +21,8 @@ int zp_autoscale_log_add(zp_autoscale_log_t *l, const msgpack_object *body)
     zp_rec_autoscale_t x;
     zp_record_head(body, &h);
     zp_record_decode(ZP_REC_AUTOSCALE, body, &x);
-    zp_autoscale_row_t *r = &l->row[l->n++];
-    *r = (zp_autoscale_row_t){h.time, h.instance, (int)x.change, (int)x.workers_before,
+    zp_report_autoscale_row_t *r = &l->row[l->n++];
+    *r = (zp_report_autoscale_row_t){h.time, h.instance, (int)x.change, (int)x.workers_before,
                               (int)x.workers_after, x.wait, x.busy, ""};
     snprintf(r->reason, sizeof r->reason, "%.*s", (int)sizeof r->reason - 1, x.reason);
     return 0;
@@ -38,7 +38,7 @@ static const char *share(char *buf, size_t len, double v)
 }
 
 /* 1 when decisions came from more than one node (a Slurm run) */
-static int nodes(const zp_autoscale_log_t *l)
+static int nodes(const zp_report_autoscale_t *l)
 {
     for (int i = 1; i < l->n; i++)
         if (l->row[i].node != l->row[0].node)
@@ -46,7 +46,7 @@ static int nodes(const zp_autoscale_log_t *l)
     return l->n && l->row[0].node != 0;
 }
 
-void zp_autoscale_log_text(const zp_autoscale_log_t *l, double t0, FILE *out)
+void zp_report_autoscale_text(const zp_report_autoscale_t *l, double t0, FILE *out)
 {
     if (!l->n)
         return;
@@ -54,7 +54,7 @@ void zp_autoscale_log_text(const zp_autoscale_log_t *l, double t0, FILE *out)
     fprintf(out, "\nLoader autoscale (%d decision%s):\n  %8s  %s%7s  %5s  %5s  %s\n", l->n,
             l->n == 1 ? "" : "s", "AT", many ? "NODE OF  " : "", "LOADERS", "WAIT", "BUSY", "WHY");
     for (int i = 0; i < l->n; i++) {
-        const zp_autoscale_row_t *r = &l->row[i];
+        const zp_report_autoscale_row_t *r = &l->row[i];
         char at[16], node[24] = "", loaders[16], w[8], b[8];
         snprintf(at, sizeof at, isfinite(r->time - t0) ? "%.1f s" : "?", r->time - t0);
         if (many)
@@ -77,7 +77,7 @@ static void num(FILE *out, const char *key, double v, int first)
         fprintf(out, "%s\"%s\":%.4f", first ? "" : ",", key, v);
 }
 
-void zp_autoscale_log_html(const zp_autoscale_log_t *l, double t0, FILE *out)
+void zp_report_autoscale_html(const zp_report_autoscale_t *l, double t0, FILE *out)
 {
     if (!l->n)
         return;
@@ -86,7 +86,7 @@ void zp_autoscale_log_html(const zp_autoscale_log_t *l, double t0, FILE *out)
                  "<th>trainer wait</th><th>loaders busy</th><th>why</th></tr>\n",
             many ? "<th>node of</th>" : "");
     for (int i = 0; i < l->n; i++) {
-        const zp_autoscale_row_t *r = &l->row[i];
+        const zp_report_autoscale_row_t *r = &l->row[i];
         char w[8], b[8];
         fprintf(out, isfinite(r->time - t0) ? "<tr><td>%.1f s</td>" : "<tr><td>?</td>", r->time - t0);
         if (many)
@@ -101,11 +101,11 @@ void zp_autoscale_log_html(const zp_autoscale_log_t *l, double t0, FILE *out)
         fprintf(out, "<p>(%lld more left out)</p>\n", (long long)l->left_out);
 }
 
-void zp_autoscale_log_json(const zp_autoscale_log_t *l, double t0, FILE *out)
+void zp_report_autoscale_json(const zp_report_autoscale_t *l, double t0, FILE *out)
 {
     fprintf(out, "\"autoscale\":[");
     for (int i = 0; i < l->n; i++) {
-        const zp_autoscale_row_t *r = &l->row[i];
+        const zp_report_autoscale_row_t *r = &l->row[i];
         fprintf(out, "%s{", i ? "," : "");
         num(out, "at_s", r->time - t0, 1); /* a garbled time: null, not nan */
         fprintf(out, ",\"node\":%lld,\"change\":%d,\"workers_before\":%d,\"workers_after\":%d",
@@ -119,8 +119,8 @@ void zp_autoscale_log_json(const zp_autoscale_log_t *l, double t0, FILE *out)
     fprintf(out, "],");
 }
 
-void zp_autoscale_log_free(zp_autoscale_log_t *l)
+void zp_report_autoscale_free(zp_report_autoscale_t *l)
 {
     free(l->row);
-    *l = (zp_autoscale_log_t){0};
+    *l = (zp_report_autoscale_t){0};
 }

@@ -10,8 +10,9 @@
  * the epoch table; the coverage proof of each split and epoch (samples,
  * expected, skipped, distinct, the index checksum checked against the
  * indices 0..n-1 less the skipped ones); skipped samples and lost loaders.
- * A run without events.msgpack is drawn from metrics.jsonl and stats.jsonl
- * (runscan.h), and the page says what is missing.
+ * A renderer of the run model (model.h): a run without events.msgpack is
+ * drawn from metrics.jsonl and stats.jsonl, and the page says what is
+ * missing, as report.txt does.
  *
  * Bounded: every series is drawn from at most ZP_SVG_BUCKETS buckets (svg.h)
  * and the tables hold the first and last ZP_HTML_ROWS/2 epochs, so a run of
@@ -21,37 +22,23 @@
 #ifndef ZP_REPORT_HTML_H
 #define ZP_REPORT_HTML_H
 
-#include "pipeline/report/report.h"
+#include "pipeline/report/model.h"
 
 #include <stddef.h>
 #include <stdio.h>
 
 #define ZP_HTML_ROWS 200
 
-/* The page of <run_dir> to `out`. 0, or an error in err: -ENOENT or
- * ZP_EPROTO when the run holds nothing to read (runscan.h), ZP_ENOMEM. */
+/* The page of the model to `out`. */
+void zp_report_html_page(const zp_model_t *m, FILE *out);
+
+/* The page of <run_dir> to `out`. 0, or zp_model_load's error in err:
+ * -ENOENT or ZP_EPROTO when the run holds nothing to read, ZP_ENOMEM. */
 int zp_report_html(const char *run_dir, FILE *out, char *err, size_t errlen);
 
 /* zp_report_html into <run_dir>/report.html, written beside and renamed
  * over (a page that cannot be made leaves the previous one). 0, or a
  * negative errno or ZP_E* code with the path and the reason in err. */
 int zp_report_html_write(const char *run_dir, char *err, size_t errlen);
-
-/* One run of a sweep, as the comparison page shows it. */
-typedef struct {
-    const char *name;   /* the run's name; its page is name/report.html beside the sweep's */
-    const char *values; /* "lr=0.1 batch_size=128" */
-    const char *dir;    /* its run directory: the curves are read from it */
-    int status;         /* its exit status; 0 finished */
-    zp_run_summary_t sum;
-} zp_html_run_t;
-
-/* The comparison page of a sweep at `path`: the ranked table of its n runs
- * (in the order given) with relative links to each run's report.html, and
- * every run's test accuracy and test loss per epoch overlaid (one series
- * per run, data-run="NAME"). Written beside and renamed over. 0, or a
- * negative errno with the path and the reason in err. */
-int zp_report_html_sweep(const char *path, const char *title, const zp_html_run_t *runs, int n,
-                         char *err, size_t errlen);
 
 #endif

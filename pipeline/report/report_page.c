@@ -29,7 +29,7 @@ static const char STYLE[] =
     "td,th{border:1px solid #ddd;padding:3px 8px;text-align:right}th{background:#f4f4f4}"
     "td.l,th.l{text-align:left}.bad{color:#c0392b;font-weight:bold}.ok{color:#1e8449}";
 
-void zp_page_head(FILE *out, const char *title, const char *name)
+void zp_report_page_head(FILE *out, const char *title, const char *name)
 {
     fputs("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>", out);
     zp_html_str(out, title);
@@ -41,14 +41,14 @@ void zp_page_head(FILE *out, const char *title, const char *name)
     fputs("</code></h1>\n", out);
 }
 
-void zp_page_foot(FILE *out, const char *again)
+void zp_report_page_foot(FILE *out, const char *again)
 {
     fputs("<p class=\"foot\">Written by zeus-pipe from the runs' records; <code>", out);
     zp_html_str(out, again);
     fputs("</code> writes it again.</p>\n</body></html>\n", out);
 }
 
-static int has(const zp_page_epoch_t *r) { return r->have[0] || r->have[1]; }
+static int has(const zp_model_epoch_t *e) { return e->have[ZP_SPLIT_TRAIN] || e->have[ZP_SPLIT_TEST]; }
 
 /* Whether the next epoch (the *rank-th of total) is shown: all of them up to
  * ZP_HTML_ROWS, else the first and the last half of that many. */
@@ -58,11 +58,11 @@ static int shown(int64_t *rank, int64_t total)
     return total <= ZP_HTML_ROWS || k < ZP_HTML_ROWS / 2 || k >= total - ZP_HTML_ROWS / 2;
 }
 
-static int64_t count_epochs(const zp_page_epoch_t *rows, int64_t n)
+static int64_t count_epochs(const zp_model_t *m)
 {
     int64_t total = 0;
-    for (int64_t e = 0; e < n; e++)
-        total += has(&rows[e]);
+    for (int64_t i = 0; i < m->nepochs; i++)
+        total += has(&m->epoch[i]);
     return total;
 }
 
@@ -82,17 +82,17 @@ static void gap_row(FILE *out, int64_t total, int cols)
                  "in report.json and metrics.jsonl)</td></tr>\n", cols, total - ZP_HTML_ROWS);
 }
 
-void zp_page_epochs(FILE *out, const zp_page_epoch_t *rows, int64_t n)
+void zp_report_page_epochs(FILE *out, const zp_model_t *m)
 {
-    int64_t total = count_epochs(rows, n), rank = 0;
+    int64_t total = count_epochs(m), rank = 0;
     if (!total) {
         fputs("<p class=\"none\">No epoch finished.</p>\n", out);
         return;
     }
     fputs("<table id=\"epochs\"><tr><th>epoch</th><th>train loss</th><th>train accuracy</th>"
           "<th>test loss</th><th>test accuracy</th><th>samples/s</th><th>seconds</th></tr>\n", out);
-    for (int64_t e = 0; e < n; e++) {
-        const zp_page_epoch_t *r = &rows[e];
+    for (int64_t i = 0; i < m->nepochs; i++) {
+        const zp_model_epoch_t *r = &m->epoch[i];
         if (!has(r))
             continue;
         if (!shown(&rank, total)) {
@@ -100,7 +100,7 @@ void zp_page_epochs(FILE *out, const zp_page_epoch_t *rows, int64_t n)
                 gap_row(out, total, 7);
             continue;
         }
-        fprintf(out, "<tr class=\"epoch\"><td>%" PRId64 "</td>", e + 1);
+        fprintf(out, "<tr class=\"epoch\"><td>%" PRId64 "</td>", r->epoch + 1);
         for (int s = 0; s < 2; s++) {
             cell(out, r->have[s] ? r->loss[s] : -1, "%.4f");
             cell(out, r->have[s] ? r->acc[s] : -1, "%.4f");
@@ -124,7 +124,7 @@ typedef struct {
 
 /* samples + skipped of split s in row r: the range whose checksum the row
  * wants; -1 when that overflows or is past CHECK_MAX (not checked). */
-static int64_t range_of(const zp_page_epoch_t *r, int s)
+static int64_t range_of(const zp_model_epoch_t *r, int s)
 {
     int64_t n;
     if (__builtin_add_overflow(r->samples[s], r->skipped[s], &n) || n < 0 || n > CHECK_MAX)
@@ -143,60 +143,63 @@ static int by_n(const void *a, const void *b)
  * split, epochs of sizes that differ — a crafted metrics.jsonl — cost a pass
  * each: 28 s of CPU for 400 rows.) None when memory is short: then no row's
  * checksum is checked. */
-static void range_sums(range_sums_t *rs, const zp_page_epoch_t *rows, int64_t n)
+static void range_sums(range_sums_t *rs, const zp_model_t *m)
 {
     rs->count = 0;
-    if (n <= 0 || !(rs->v = malloc(2 * (size_t)n * sizeof *rs->v)))
+    if (m->nepochs <= 0 || !(rs->v = malloc(ZP_SPLITS * (size_t)m->nepochs * sizeof *rs->v)))
         return;
-    for (int64_t e = 0; e < n; e++)
-        for (int s = 0; s < 2; s++)
-            if (has(&rows[e]) && rows[e].have[s] && range_of(&rows[e], s) >= 0)
-                rs->v[rs->count++] = (range_sum_t){range_of(&rows[e], s), 0};
+    for (int64_t i = 0; i < m->nepochs; i++)
+        for (int s = 0; s < ZP_SPLITS; s++)
+            if (m->epoch[i].have[s] && range_of(&m->epoch[i], s) >= 0)
+                rs->v[rs->count++] = (range_sum_t){range_of(&m->epoch[i], s), 0};
     if (rs->count)
         qsort(rs->v, rs->count, sizeof *rs->v, by_n);
-    size_t m = 0;
+    size_t kept = 0;
     int64_t at = 0;
     uint64_t sum = 0;
     for (size_t i = 0; i < rs->count; i++) {
-        if (m && rs->v[m - 1].n == rs->v[i].n)
+        if (kept && rs->v[kept - 1].n == rs->v[i].n)
             continue;
         for (; at < rs->v[i].n; at++)
             sum += zp_index_term((uint64_t)at);
-        rs->v[m++] = (range_sum_t){at, sum};
+        rs->v[kept++] = (range_sum_t){at, sum};
     }
-    rs->count = m;
+    rs->count = kept;
 }
 
-/* The checksum of the indices 0..n-1 less the skipped ones; 0 with ok 0
- * when it cannot be known (too many, or skips that were not all recorded). */
-static uint64_t want_sum(const range_sums_t *rs, int64_t n, int64_t skipped, const int64_t *idx,
-                         int nidx, int *ok)
+/* The checksum of the indices 0..n-1 less the skipped ones of split s; 0
+ * with ok 0 when it cannot be known (too many indices, or skips of the
+ * split that the model did not keep every one of). */
+static uint64_t want_sum(const range_sums_t *rs, const zp_model_t *m, int s, int64_t n,
+                         int64_t skipped, int *ok)
 {
     range_sum_t key = {n, 0};
     const range_sum_t *hit = rs->count ? bsearch(&key, rs->v, rs->count, sizeof key, by_n) : NULL;
-    *ok = hit && skipped == nidx;
+    *ok = hit && skipped == m->nskipped[s];
     if (!*ok)
         return 0;
     uint64_t sum = hit->sum;
-    for (int i = 0; i < nidx; i++)
-        sum -= zp_index_term((uint64_t)idx[i]);
+    for (int i = 0; i < m->nskips; i++)
+        if (m->skip[i].split == s)
+            sum -= zp_index_term((uint64_t)m->skip[i].index);
     return sum;
 }
 
-static void coverage_row(FILE *out, const range_sums_t *rs, const zp_page_epoch_t *r, int64_t e,
-                         int s, const int64_t *const skipped[2], const int nskipped[2])
+static void coverage_row(FILE *out, const range_sums_t *rs, const zp_model_t *m,
+                         const zp_model_epoch_t *r, int s)
 {
     int64_t seen; /* the numbers come from a file: their sum may overflow */
     int counts = !__builtin_add_overflow(r->samples[s], r->skipped[s], &seen) &&
                  seen == r->expected[s] && r->distinct[s] == r->samples[s];
     int known;
-    uint64_t want = want_sum(rs, range_of(r, s), r->skipped[s], skipped[s], nskipped[s], &known);
+    uint64_t want = want_sum(rs, m, s, range_of(r, s), r->skipped[s], &known);
     char hex[20];
     snprintf(hex, sizeof hex, "%016" PRIx64, want);
     int sum_ok = known && !strcmp(hex, r->checksum[s]);
     fprintf(out, "<tr class=\"cov\"><td>%" PRId64 "</td><td class=\"l\">%s</td><td>%" PRId64
                  "</td><td>%" PRId64 "</td><td>%" PRId64 "</td><td>%" PRId64 "</td><td class=\"l\"><code>",
-            e + 1, s ? "test" : "train", r->samples[s], r->expected[s], r->skipped[s], r->distinct[s]);
+            r->epoch + 1, zp_split_name(s), r->samples[s], r->expected[s], r->skipped[s],
+            r->distinct[s]);
     zp_html_str(out, r->checksum[s]);
     fputs("</code></td><td class=\"l\">", out);
     if (!counts)
@@ -211,10 +214,9 @@ static void coverage_row(FILE *out, const range_sums_t *rs, const zp_page_epoch_
     fputs("</td></tr>\n", out);
 }
 
-void zp_page_coverage(FILE *out, const zp_page_epoch_t *rows, int64_t n,
-                      const int64_t *const skipped[2], const int nskipped[2])
+void zp_report_page_coverage(FILE *out, const zp_model_t *m)
 {
-    int64_t total = count_epochs(rows, n), rank = 0;
+    int64_t total = count_epochs(m), rank = 0;
     if (!total) {
         fputs("<p class=\"none\">No epoch finished: nothing to prove.</p>\n", out);
         return;
@@ -225,9 +227,9 @@ void zp_page_coverage(FILE *out, const zp_page_epoch_t *rows, int64_t n,
           "<th class=\"l\">split</th><th>samples</th><th>expected</th><th>skipped</th>"
           "<th>distinct</th><th class=\"l\">index checksum</th><th class=\"l\">proof</th></tr>\n", out);
     range_sums_t rs = {0};
-    range_sums(&rs, rows, n);
-    for (int64_t e = 0; e < n; e++) {
-        const zp_page_epoch_t *r = &rows[e];
+    range_sums(&rs, m);
+    for (int64_t i = 0; i < m->nepochs; i++) {
+        const zp_model_epoch_t *r = &m->epoch[i];
         if (!has(r))
             continue;
         if (!shown(&rank, total)) {
@@ -235,9 +237,9 @@ void zp_page_coverage(FILE *out, const zp_page_epoch_t *rows, int64_t n,
                 gap_row(out, total, 8);
             continue;
         }
-        for (int s = 0; s < 2; s++)
+        for (int s = 0; s < ZP_SPLITS; s++)
             if (r->have[s])
-                coverage_row(out, &rs, r, e, s, skipped, nskipped);
+                coverage_row(out, &rs, m, r, s);
     }
     free(rs.v);
     fputs("</table>\n", out);

@@ -1,54 +1,46 @@
 /* report_sweep.c — the comparison page of a sweep: its runs ranked, linked,
- * and their test curves overlaid (report_html.h: zp_report_html_sweep). */
+ * and their test curves, from each run's model, overlaid (report_sweep.h). */
 #define _GNU_SOURCE
-#include "pipeline/runtime/dataset.h"
 #include "pipeline/runtime/files.h"
 #include "pipeline/report/html.h"
-#include "pipeline/report/report_html.h"
+#include "pipeline/report/report_sweep.h"
 #include "pipeline/report/report_page.h"
-#include "pipeline/report/runscan.h"
 #include "pipeline/report/svg.h"
-#include "schemas/errors.h"
-#include "schemas/records.h"
 
-#include <errno.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 typedef struct {
     zp_xy_t acc, loss; /* test split, x = epoch from 1 */
 } curves_t;
 
-static int on_body(void *ctx, const msgpack_object *b)
+/* The test curves of the run in `dir`; none for a run with nothing to read. */
+static void test_curves(const char *dir, curves_t *c)
 {
-    curves_t *c = ctx;
-    zp_rec_head_t h;
-    if (zp_record_head(b, &h) != ZP_REC_EPOCH_END)
-        return 0;
-    zp_rec_epoch_end_t x;
-    zp_record_decode(ZP_REC_EPOCH_END, b, &x);
-    if (strcmp(x.split, zp_dataset_split_name(ZP_SPLIT_TEST)) || x.epoch < 0)
-        return 0;
-    int rc = x.accuracy >= 0 ? zp_xy_push(&c->acc, (double)x.epoch + 1, x.accuracy) : 0;
-    return rc ? rc : x.loss >= 0 ? zp_xy_push(&c->loss, (double)x.epoch + 1, x.loss) : 0;
+    char err[PATH_MAX + 128];
+    zp_model_t *m;
+    if (!dir || !dir[0] || zp_model_load(&m, dir, err, sizeof err))
+        return;
+    zp_model_curve(m, ZP_SPLIT_TEST, 1, &c->acc); /* out of memory: fewer points */
+    zp_model_curve(m, ZP_SPLIT_TEST, 0, &c->loss);
+    zp_model_destroy(&m);
 }
 
 /* The run's page, relative to the sweep's: <its folder's name>/report.html. */
-static const char *folder(const zp_html_run_t *r)
+static const char *folder(const zp_report_sweep_run_t *r)
 {
     const char *slash = r->dir ? strrchr(r->dir, '/') : NULL;
     return slash && slash[1] ? slash + 1 : r->dir && r->dir[0] ? r->dir : r->name;
 }
 
-static void table(FILE *out, const zp_html_run_t *runs, int n)
+static void table(FILE *out, const zp_report_sweep_run_t *runs, int n)
 {
     fputs("<table id=\"runs\"><tr><th>rank</th><th class=\"l\">run</th><th class=\"l\">values</th>"
           "<th>test accuracy</th><th>test loss</th><th>best test accuracy</th><th>train loss</th>"
           "<th>epochs</th><th>seconds</th></tr>\n", out);
     for (int i = 0; i < n; i++) {
-        const zp_html_run_t *r = &runs[i];
+        const zp_report_sweep_run_t *r = &runs[i];
         fprintf(out, "<tr class=\"run\"><td>%d</td><td class=\"l\"><a href=\"", i + 1);
         zp_html_str(out, folder(r)); /* a run's name holds [A-Za-z0-9._=-] only: no %-escapes needed */
         fputs("/report.html\">", out);
@@ -69,21 +61,18 @@ static void table(FILE *out, const zp_html_run_t *runs, int n)
     fputs("</table>\n", out);
 }
 
-static void page(FILE *out, const char *title, const zp_html_run_t *runs, int n)
+static void page(FILE *out, const char *title, const zp_report_sweep_run_t *runs, int n)
 {
     curves_t *c = calloc((size_t)(n > 0 ? n : 1), sizeof *c);
     zp_svg_series_t *acc = calloc((size_t)(n > 0 ? n : 1), sizeof *acc),
                     *loss = calloc((size_t)(n > 0 ? n : 1), sizeof *loss);
-    zp_page_head(out, "zeus-pipe sweep ", title);
+    zp_report_page_head(out, "zeus-pipe sweep ", title);
     fprintf(out, "<p>%d run(s), best first (by the last epoch's test accuracy). Each run's own "
                  "report is behind its name.</p>\n", n);
     table(out, runs, n);
     if (c && acc && loss) {
-        char err[PATH_MAX + 128];
-        zp_runscan_t scan;
         for (int i = 0; i < n; i++) {
-            if (runs[i].dir && runs[i].dir[0])
-                zp_runscan(runs[i].dir, on_body, &c[i], &scan, err, sizeof err); /* none: no curve */
+            test_curves(runs[i].dir, &c[i]);
             acc[i] = (zp_svg_series_t){runs[i].name, "run", &c[i].acc, 1, 0};
             loss[i] = (zp_svg_series_t){runs[i].name, "run", &c[i].loss, 1, 0};
         }
@@ -93,7 +82,7 @@ static void page(FILE *out, const char *title, const zp_html_run_t *runs, int n)
         zp_svg_plot_t pl = {"test-loss", "Test loss per epoch", "epoch", "loss", 0};
         zp_svg_lines(out, &pl, loss, n);
     }
-    zp_page_foot(out, "zeus-pipe sweep");
+    zp_report_page_foot(out, "zeus-pipe sweep");
     for (int i = 0; c && i < n; i++)
         zp_xy_free(&c[i].acc), zp_xy_free(&c[i].loss);
     free(c), free(acc), free(loss);
@@ -101,7 +90,7 @@ static void page(FILE *out, const char *title, const zp_html_run_t *runs, int n)
 
 typedef struct {
     const char *title;
-    const zp_html_run_t *runs;
+    const zp_report_sweep_run_t *runs;
     int n;
 } sweep_t;
 
@@ -113,9 +102,9 @@ static int fill(FILE *out, void *ctx, char *err, size_t errlen)
     return 0;
 }
 
-int zp_report_html_sweep(const char *path, const char *title, const zp_html_run_t *runs, int n,
+int zp_report_sweep_write(const char *path, const char *title, const zp_report_sweep_run_t *runs, int n,
                          char *err, size_t errlen)
 {
     sweep_t w = {title, runs, n};
-    return zp_files_write_aside(path, fill, &w, err, errlen);
+    return zp_write_aside(path, fill, &w, err, errlen);
 }

@@ -4,8 +4,7 @@
  * same records as JSON lines: no timer samples), so that a crashed or an old
  * run still gets a report, saying what it lacks.
  *
- * Shared by the text report (pipeline/report/report.h) and the HTML report
- * (pipeline/report/report_html.h).
+ * The run model (model.h) reads a run through it, once, for every report.
  */
 #ifndef ZP_RUNSCAN_H
 #define ZP_RUNSCAN_H

@@ -18,30 +18,6 @@ static const char *const PALETTE[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728"
                                       "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"};
 #define COLOURS (sizeof PALETTE / sizeof *PALETTE)
 
-int zp_xy_push(zp_xy_t *s, double x, double y)
-{
-    if (s->n == s->cap) {
-        size_t cap = s->cap ? 2 * s->cap : 64;
-        double *nx = realloc(s->x, cap * sizeof *nx);
-        if (!nx)
-            return ZP_ENOMEM;
-        s->x = nx;
-        double *ny = realloc(s->y, cap * sizeof *ny);
-        if (!ny)
-            return ZP_ENOMEM;
-        s->y = ny, s->cap = cap;
-    }
-    s->x[s->n] = x, s->y[s->n] = y, s->n++;
-    return 0;
-}
-
-void zp_xy_free(zp_xy_t *s)
-{
-    free(s->x);
-    free(s->y);
-    *s = (zp_xy_t){0};
-}
-
 /* One bucket of a series as drawn. */
 typedef struct {
     double x, y, lo, hi;

@@ -9,21 +9,12 @@
 #ifndef ZP_SVG_H
 #define ZP_SVG_H
 
+#include "pipeline/report/xy.h"
+
 #include <stddef.h>
 #include <stdio.h>
 
 #define ZP_SVG_BUCKETS 300
-
-/* A growing list of points; zero-initialised is empty. */
-typedef struct {
-    double *x, *y; /* owned */
-    size_t n, cap;
-} zp_xy_t;
-
-/* Appends (x, y); 0 or ZP_ENOMEM. */
-int zp_xy_push(zp_xy_t *s, double x, double y);
-/* Frees the points; the list is empty again. */
-void zp_xy_free(zp_xy_t *s);
 
 typedef struct {
     const char *name; /* the legend's text and the value of data-KEY; from data, escaped */

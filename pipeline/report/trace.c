@@ -1,3 +1,10 @@
+/* trace.c — RUN/trace.json, the run's timeline for Perfetto (trace.h).
+ *
+ * Not a renderer of the run model (model.h), by design: the model keeps
+ * each region's statistics, while the trace draws every timer sample at the
+ * time it started, every ring message and every stats record, and keeps
+ * the earliest and the latest of them in bounded memory as it goes. So it
+ * makes a streaming pass of its own over the raw records (events.h). */
 #define _GNU_SOURCE
 #include "pipeline/report/trace.h"
 #include "pipeline/report/events.h"

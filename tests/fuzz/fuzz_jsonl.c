@@ -1,6 +1,7 @@
 /* libFuzzer target: the JSON-line files a run writes (metrics.jsonl,
- * stats.jsonl), as the report, the page and the line parser read them when
- * events.msgpack is missing. The input's first half is metrics.jsonl, the
+ * stats.jsonl), as the line parser and the run model (model.h) read them
+ * when events.msgpack is missing, rendered as the text and JSON report and
+ * the HTML page. The input's first half is metrics.jsonl, the
  * second stats.jsonl. The seed corpus is a real run's two files, glued
  * (tests/fuzz/seeds/jsonl). Build and run: scripts/fuzz.sh [SECONDS]. */
 #include "tests/fuzz/fuzz_rundir.h"
@@ -30,8 +31,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     msgpack_sbuffer_destroy(&sb);
     char err[4200] = "";
-    fuzz_said_why(zp_report(dir, fuzz_sink(), fuzz_sink(), err, sizeof err), err);
-    err[0] = 0;
-    fuzz_said_why(zp_report_html(dir, fuzz_sink(), err, sizeof err), err);
+    zp_model_t *m;
+    fuzz_said_why(zp_model_load(&m, dir, err, sizeof err), err);
+    for (int64_t i = 0; m && i < m->nepochs; i++)
+        if (m->epoch[i].epoch < (i ? m->epoch[i - 1].epoch + 1 : 0) ||
+            m->epoch[i].epoch >= ZP_MODEL_EPOCH_MAX)
+            abort(); /* the epochs held are the run's, each once, in order */
+    if (m) {
+        zp_report_text(m, fuzz_sink());
+        zp_report_json(m, fuzz_sink());
+        zp_report_html_page(m, fuzz_sink());
+    }
+    zp_model_destroy(&m);
     return 0;
 }

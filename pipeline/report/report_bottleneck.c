@@ -1,0 +1,56 @@
+/* report_bottleneck.c — which stage limits a run, and what to try
+ * (report_bottleneck.h). */
+#include "pipeline/report/report_bottleneck.h"
+#include "pipeline/runtime/names.h"
+
+#include <stdio.h>
+
+int zp_report_bottleneck(const zp_data_stages_t *d, double wait, char *stage, size_t slen,
+                         char *buf, size_t len)
+{
+    snprintf(stage, slen, "%s", "unknown");
+    if (wait < 0) {
+        snprintf(buf, len, "No trainer timings yet: the run has not finished an epoch.");
+        return -1;
+    }
+    if (d->seconds < ZP_ADVICE_MIN_S) {
+        snprintf(buf, len, "The trainer waited for data %.1f%% of its time over %.1f s of epochs: "
+                 "too short a run for its shares to name a bottleneck (start-up weighs on "
+                 "them); a run of %.0f s or more gets advice.", 100 * wait, d->seconds,
+                 ZP_ADVICE_MIN_S);
+        return -1;
+    }
+    if (wait < 0.10) {
+        snprintf(stage, slen, "%s", zp_stage_name(ZP_STAGE_TRAINER));
+        snprintf(buf, len, "The trainer is the bottleneck: it waited for data %.1f%% of its time, so "
+                 "the data pipeline keeps up; a faster step (trainer.threads, a GPU backend) "
+                 "speeds the run up.", 100 * wait);
+        return 3;
+    }
+    int hot = 0; /* the busiest data stage: loader, cache or prefetch */
+    for (int i = 1; i < 3; i++)
+        if (d->busy[i] > d->busy[hot])
+            hot = i;
+    if (d->busy[hot] < 0.5) {
+        snprintf(buf, len, "The trainer waited for data %.1f%% of its time while no data stage was "
+                 "busy more than half of it: a latency problem, not a throughput one; try a bigger "
+                 "prefetch.depth and prefetch.window.", 100 * wait);
+        return -1;
+    }
+    snprintf(stage, slen, "%s", zp_stage_name(hot)); /* the data stages lead names.h */
+    if (hot == 0)
+        snprintf(buf, len, "The loaders are the bottleneck: the trainer waited for data %.1f%% of "
+                 "its time while the %d loader(s) were busy %.0f%% of theirs; try more loaders "
+                 "(loader.workers=%d) or warm the cache (zeus-pipe warm CONFIG) so that epochs "
+                 "read from LMDB.", 100 * wait, d->loaders, 100 * d->busy[0], 2 * d->loaders);
+    else if (hot == 1)
+        snprintf(buf, len, "The cache stage is the bottleneck: the trainer waited for data %.1f%% "
+                 "of its time while the cache stage was busy %.0f%% of its; try a larger "
+                 "loader.task_size (fewer, bigger messages) or a larger cache.commit_every.",
+                 100 * wait, 100 * d->busy[1]);
+    else
+        snprintf(buf, len, "The prefetch stage is the bottleneck: the trainer waited for data "
+                 "%.1f%% of its time while the prefetch stage was busy %.0f%% of its; try more "
+                 "prefetch.readers and a bigger prefetch.depth.", 100 * wait, 100 * d->busy[2]);
+    return hot;
+}

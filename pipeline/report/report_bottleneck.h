@@ -1,0 +1,34 @@
+/* report_bottleneck.h — the rule that names the stage limiting a run, and
+ * what to try, from the figures the run model holds (model.h). A pure
+ * function of its figures, whatever the machine's timings were: every
+ * report of a run (report.txt, report.json, report.html) says the sentence
+ * the model computed with it once. */
+#ifndef ZP_REPORT_BOTTLENECK_H
+#define ZP_REPORT_BOTTLENECK_H
+
+#include <stddef.h>
+
+/* The figures the bottleneck is named from: the data stages' shares of time
+ * busy (loader, cache, prefetch; averaged over each stage's instances). */
+typedef struct {
+    double busy[3];
+    int loaders;    /* loader instances */
+    double seconds; /* the trainer's epochs, in all: too few and no advice is given */
+} zp_data_stages_t;
+
+/* The least epoch time (seconds) whose figures name a bottleneck: a start-up
+ * dominates a shorter run's shares. */
+#define ZP_ADVICE_MIN_S 10.0
+
+/* Names the stage that limits a run from the trainer's share of time waiting
+ * for data (`wait`, 0..1; negative when unknown) and the data stages' busy
+ * shares (no advice for epochs of under ZP_ADVICE_MIN_S seconds in all):
+ * the trainer when it waits under 10%; else the busiest data stage
+ * when it is busy at least half its time; else none (a latency problem).
+ * Writes the stage's name ("trainer", "loader", "cache", "prefetch" or
+ * "unknown") to `stage` and one sentence of advice to `buf`; returns 3 for
+ * the trainer, 0..2 for a data stage, -1 for none. */
+int zp_report_bottleneck(const zp_data_stages_t *d, double wait, char *stage, size_t slen,
+                         char *buf, size_t len);
+
+#endif
