@@ -1,7 +1,7 @@
 /* Unit tests of the report: the bottleneck rule on known figures (the
  * sentence a run ends with is a function of the trainer's data wait and the
  * data stages' busy shares, whatever the machine's timings were), and
- * zp_report / zp_run_summary on a run directory whose events.msgpack the
+ * zp_report / zp_report_summary on a run directory whose events.msgpack the
  * test writes as the logger does — each record sent by the stages' own
  * zp_ev_* calls, received and appended as it came off the wire — including
  * a missing, empty, garbled or torn file; and the text and the page of one
@@ -258,7 +258,7 @@ static void the_summary_has_the_last_and_the_best_epoch(void **state)
     (void)state;
     a_run();
     zp_run_summary_t s;
-    assert_int_equal(zp_run_summary(dir, &s, err, sizeof err), 0);
+    assert_int_equal(zp_report_summary(dir, &s, err, sizeof err), 0);
     assert_int_equal(s.epochs, 2);
     assert_float_equal(s.train_loss, 0.5, 1e-12);
     assert_float_equal(s.test_loss, 0.45, 1e-12);
@@ -276,7 +276,7 @@ static void a_missing_events_file_is_enoent_naming_it(void **state)
     free(text);
     free(json);
     zp_run_summary_t s;
-    assert_int_equal(zp_run_summary(dir, &s, err, sizeof err), -ENOENT);
+    assert_int_equal(zp_report_summary(dir, &s, err, sizeof err), -ENOENT);
     assert_int_equal(s.epochs, 0);
     assert_true(s.test_acc == -1 && s.best_test_acc == -1);
     /* a report that cannot be made leaves the previous one as it was */
@@ -309,7 +309,7 @@ static void an_empty_events_file_is_a_run_without_epochs(void **state)
     free(text);
     free(json);
     zp_run_summary_t s;
-    assert_int_equal(zp_run_summary(dir, &s, err, sizeof err), 0);
+    assert_int_equal(zp_report_summary(dir, &s, err, sizeof err), 0);
     assert_int_equal(s.epochs, 0);
     assert_true(s.train_loss == -1 && s.best_test_acc == -1);
 }
@@ -356,7 +356,7 @@ static void torn_garbled_and_unknown_records_are_skipped_and_counted(void **stat
     free(text);
     free(json);
     zp_run_summary_t s;
-    assert_int_equal(zp_run_summary(dir, &s, err, sizeof err), 0);
+    assert_int_equal(zp_report_summary(dir, &s, err, sizeof err), 0);
     assert_int_equal(s.epochs, 1);
     assert_float_equal(s.train_loss, 0.5, 1e-12);
 }

@@ -63,7 +63,7 @@ static void *grown(void *v, size_t need, size_t *cap, size_t size)
 static int split_of(const char *name)
 {
     for (int s = 0; s < ZP_SPLITS; s++)
-        if (!strcmp(name, zp_split_name(s)))
+        if (!strcmp(name, zp_dataset_split_name(s)))
             return s;
     return -1;
 }
@@ -156,7 +156,7 @@ static int on_timer(load_t *l, int stage, const msgpack_object *b)
 {
     zp_rec_timer_t t;
     zp_record_decode(ZP_REC_TIMER, b, &t);
-    int region = zp_region_of(t.region);
+    int region = zp_timer_region_of(t.region);
     if (region < 0 || !t.ns)
         return ZP_EPROTO;
     const msgpack_object_array *ns = &t.ns->via.array;
@@ -253,7 +253,7 @@ static int on_record(load_t *l, const msgpack_object *b)
         l->m->t0 = h.time;
     if (type == ZP_REC_AUTOSCALE) /* the supervisor's: no stage of its own */
         return zp_report_autoscale_add(&l->m->autoscale, b);
-    int stage = zp_stage_of(h.stage);
+    int stage = zp_names_stage_of(h.stage);
     if (stage < 0)
         return ZP_EPROTO;
     switch (type) {
@@ -363,7 +363,7 @@ static void verdict(load_t *l)
     zp_model_t *m = l->m;
     for (int s = 0; s < STAGES; s++)
         for (int g = 0; g < ZP_R_COUNT; g++)
-            zp_region_stats(l->series[s][g].v, l->series[s][g].n, &m->region[s][g]);
+            zp_timer_region_stats(l->series[s][g].v, l->series[s][g].n, &m->region[s][g]);
     double io = m->region[ZP_STAGE_TRAINER][ZP_R_IO].total,
            ep = m->region[ZP_STAGE_TRAINER][ZP_R_EPOCH].total;
     m->epoch_s = ep / 1000;

@@ -62,7 +62,7 @@ static void text_regions(const zp_model_t *m, FILE *out)
             const zp_region_stats_t *st = &m->region[s][g];
             if (st->count)
                 fprintf(out, "%-9s %-9s %9lld %9.3f %9.3f %9.3f %9.3f %9.3f %10.2f\n",
-                        zp_stage_name(s), zp_region_name(g), (long long)st->count, st->min,
+                        zp_names_stage(s), zp_timer_region_name(g), (long long)st->count, st->min,
                         st->mean, st->median, st->max, st->stdev, st->total / 1e3);
         }
 }
@@ -74,7 +74,7 @@ static void text_stages(const zp_model_t *m, FILE *out)
     for (int i = 0; i < STAGES; i++) {
         const zp_model_stage_t *s = &m->stage[i];
         if (s->instances)
-            fprintf(out, "%-9s %5d %12.0f %12.1f %5.1f%% %7.1f%% %8.1f%% %7.0f\n", zp_stage_name(i),
+            fprintf(out, "%-9s %5d %12.0f %12.1f %5.1f%% %7.1f%% %8.1f%% %7.0f\n", zp_names_stage(i),
                     s->instances, s->items, s->items_per_s, 100 * s->busy, 100 * s->wait_in,
                     100 * s->wait_out, s->errors);
     }
@@ -87,7 +87,7 @@ static void text_faults(const zp_model_t *m, FILE *out)
                 m->nskips, (long long)m->skip_events,
                 m->nskips > SKIPS_SHOWN ? "; the first 10 (all in report.json):" : ":");
         for (int i = 0; i < m->nskips && i < SKIPS_SHOWN; i++)
-            fprintf(out, "  %s %lld: %s\n", zp_split_name(m->skip[i].split),
+            fprintf(out, "  %s %lld: %s\n", zp_dataset_split_name(m->skip[i].split),
                     (long long)m->skip[i].index, m->skip[i].error);
     }
     if (m->loaders_lost)
@@ -158,7 +158,7 @@ static void json_regions(const zp_model_t *m, FILE *out)
             if (!st->count)
                 continue;
             fprintf(out, "%s{\"stage\":\"%s\",\"region\":\"%s\",\"count\":%lld,", sep,
-                    zp_stage_name(i), zp_region_name(g), (long long)st->count);
+                    zp_names_stage(i), zp_timer_region_name(g), (long long)st->count);
             sep = ",";
             json_num(out, "min_ms", st->min, 0, 0);
             json_num(out, "mean_ms", st->mean, 0, 0);
@@ -179,7 +179,7 @@ static void json_stages(const zp_model_t *m, FILE *out)
         const zp_model_stage_t *s = &m->stage[i];
         if (!s->instances)
             continue;
-        fprintf(out, "%s{\"stage\":\"%s\",\"instances\":%d,", sep, zp_stage_name(i), s->instances);
+        fprintf(out, "%s{\"stage\":\"%s\",\"instances\":%d,", sep, zp_names_stage(i), s->instances);
         sep = ",";
         json_num(out, "items", s->items, 0, 0);
         json_num(out, "items_per_s", s->items_per_s, 0, 0);
@@ -198,7 +198,7 @@ static void json_faults(const zp_model_t *m, FILE *out)
             (long long)m->loaders_lost, (long long)m->tasks_requeued, (long long)m->skip_events);
     for (int i = 0; i < m->nskips; i++) {
         fprintf(out, "%s{\"split\":", i ? "," : "");
-        zp_json_str(out, zp_split_name(m->skip[i].split));
+        zp_json_str(out, zp_dataset_split_name(m->skip[i].split));
         fprintf(out, ",\"index\":%lld,\"error\":", (long long)m->skip[i].index);
         zp_json_str(out, m->skip[i].error);
         fputc('}', out);
@@ -240,7 +240,7 @@ int zp_report(const char *run_dir, FILE *text, FILE *json, char *err, size_t err
     return 0;
 }
 
-int zp_run_summary(const char *run_dir, zp_run_summary_t *out, char *err, size_t errlen)
+int zp_report_summary(const char *run_dir, zp_run_summary_t *out, char *err, size_t errlen)
 {
     *out = (zp_run_summary_t){0, -1, -1, -1, -1, 0};
     zp_model_t *m;

@@ -41,7 +41,7 @@ typedef struct {
 
 /* The summary of <run_dir>'s model into `out` (its epochs with a train
  * split); 0 or zp_model_load's error in err (`out` then says no epoch). */
-int zp_run_summary(const char *run_dir, zp_run_summary_t *out, char *err, size_t errlen);
+int zp_report_summary(const char *run_dir, zp_run_summary_t *out, char *err, size_t errlen);
 
 /* zp_report() into <run_dir>/report.txt and report.json (both written
  * beside and renamed over the old ones), and as text to `out` (NULL: no

@@ -21,7 +21,7 @@ int zp_report_bottleneck(const zp_data_stages_t *d, double wait, char *stage, si
         return -1;
     }
     if (wait < 0.10) {
-        snprintf(stage, slen, "%s", zp_stage_name(ZP_STAGE_TRAINER));
+        snprintf(stage, slen, "%s", zp_names_stage(ZP_STAGE_TRAINER));
         snprintf(buf, len, "The trainer is the bottleneck: it waited for data %.1f%% of its time, so "
                  "the data pipeline keeps up; a faster step (trainer.threads, a GPU backend) "
                  "speeds the run up.", 100 * wait);
@@ -37,7 +37,7 @@ int zp_report_bottleneck(const zp_data_stages_t *d, double wait, char *stage, si
                  "prefetch.depth and prefetch.window.", 100 * wait);
         return -1;
     }
-    snprintf(stage, slen, "%s", zp_stage_name(hot)); /* the data stages lead names.h */
+    snprintf(stage, slen, "%s", zp_names_stage(hot)); /* the data stages lead names.h */
     if (hot == 0)
         snprintf(buf, len, "The loaders are the bottleneck: the trainer waited for data %.1f%% of "
                  "its time while the %d loader(s) were busy %.0f%% of theirs; try more loaders "

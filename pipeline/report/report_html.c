@@ -38,7 +38,7 @@ static void timelines(FILE *out, const zp_model_t *m)
     int n = 0;
     for (int s = 0; s < STAGES; s++)
         if (m->stage[s].throughput.n)
-            series[n++] = (zp_svg_series_t){zp_stage_name(s), "stage", &m->stage[s].throughput, 0, 0};
+            series[n++] = (zp_svg_series_t){zp_names_stage(s), "stage", &m->stage[s].throughput, 0, 0};
     zp_svg_plot_t plot = {"throughput", "Items per second of each stage (all its instances)",
                           "seconds", "items/s", 0};
     zp_svg_lines(out, &plot, series, n);
@@ -56,7 +56,7 @@ static void regions(FILE *out, const zp_model_t *m)
     for (int s = 0; s < STAGES; s++)
         for (int g = 0; g < ZP_R_COUNT; g++)
             if (m->region[s][g].total > 0) {
-                snprintf(labels[n], sizeof labels[n], "%s %s", zp_stage_name(s), zp_region_name(g));
+                snprintf(labels[n], sizeof labels[n], "%s %s", zp_names_stage(s), zp_timer_region_name(g));
                 bars[n] = (zp_svg_bar_t){labels[n], m->region[s][g].total / 1e3};
                 n++;
             }
@@ -146,5 +146,5 @@ int zp_report_html_write(const char *run_dir, char *err, size_t errlen)
 {
     char path[PATH_MAX + 32];
     snprintf(path, sizeof path, "%s/report.html", run_dir);
-    return zp_write_aside(path, fill, (void *)run_dir, err, errlen);
+    return zp_files_write_aside(path, fill, (void *)run_dir, err, errlen);
 }

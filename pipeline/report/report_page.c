@@ -198,7 +198,7 @@ static void coverage_row(FILE *out, const range_sums_t *rs, const zp_model_t *m,
     int sum_ok = known && !strcmp(hex, r->checksum[s]);
     fprintf(out, "<tr class=\"cov\"><td>%" PRId64 "</td><td class=\"l\">%s</td><td>%" PRId64
                  "</td><td>%" PRId64 "</td><td>%" PRId64 "</td><td>%" PRId64 "</td><td class=\"l\"><code>",
-            r->epoch + 1, zp_split_name(s), r->samples[s], r->expected[s], r->skipped[s],
+            r->epoch + 1, zp_dataset_split_name(s), r->samples[s], r->expected[s], r->skipped[s],
             r->distinct[s]);
     zp_html_str(out, r->checksum[s]);
     fputs("</code></td><td class=\"l\">", out);

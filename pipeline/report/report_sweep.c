@@ -106,5 +106,5 @@ int zp_report_sweep_write(const char *path, const char *title, const zp_report_s
                          char *err, size_t errlen)
 {
     sweep_t w = {title, runs, n};
-    return zp_write_aside(path, fill, &w, err, errlen);
+    return zp_files_write_aside(path, fill, &w, err, errlen);
 }

@@ -189,7 +189,7 @@ static int run_point(zp_sweep_t *s, int k)
         rc = zp_pipeline_run(&cfg, ds, pt->dir, ZP_MODE_TRAIN, NULL);
     zp_dataset_destroy(&ds);
     char err[PATH_MAX + 128];
-    if (!rc && zp_run_summary(pt->dir, &pt->sum, err, sizeof err)) {
+    if (!rc && zp_report_summary(pt->dir, &pt->sum, err, sizeof err)) {
         fprintf(stderr, "zeus-pipe: sweep: %s\n", err);
         rc = 1;
     }
