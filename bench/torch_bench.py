@@ -21,7 +21,11 @@ Workloads:
   zeus-pipe sends uint8 pixels (the config's dataset.dtype); the loop turns
   them into the same normalised float32 as part of taking the batch.
 - resnet (only where torch sees a GPU): the JPEG folder and torchvision's
-  resnet18 on the GPU, uint8 batches normalised on the device.
+  resnet18 on the GPU as fast training runs it: bf16 autocast, channels_last,
+  batch 256, uint8 batches normalised on the device.
+The image workloads (jpeg, resnet) have a second DataLoader baseline, the
+stronger one: "DataLoader uint8" hands out uint8 batches (PILToTensor in
+place of ToTensor + Normalize), normalised on the device as zeus-pipe's are.
 zeus-pipe runs each workload twice: cache off (every sample decoded by a
 loader) and warm (`zeus-pipe warm` first: every sample an LMDB hit).
 
@@ -57,7 +61,7 @@ sys.path.insert(0, os.path.join(ROOT, "python", "examples"))
 
 FMNIST = "/usr/share/datasets/fashion-mnist"
 CONFIGS = {"cnn": "fashion-cnn.yaml", "jpeg": "image-folder.yaml", "resnet": "image-folder.yaml"}
-BATCH = {"cnn": 128, "jpeg": 64, "resnet": 64}
+BATCH = {"cnn": 128, "jpeg": 64, "resnet": 256}
 IMAGE_MEAN, IMAGE_STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
 RESIZE, CROP = 256, 224
 IMAGE_OVERRIDES = ["dataset.image.resize=%d" % RESIZE, "dataset.image.crop=%d" % CROP,
@@ -122,7 +126,8 @@ class Limited:
 
 
 def dataloaders(a):
-    """The DataLoader side's train and test sources."""
+    """The DataLoader side's train and test sources: float32 normalised in the
+    workers, or (source dataloader-u8) uint8 pixels as PILToTensor gives them."""
     import torch
     from torch.utils.data import DataLoader
     if a.loop == "cnn":
@@ -130,8 +135,9 @@ def dataloaders(a):
         train, test = fashion_mnist("train"), fashion_mnist("t10k")
     else:
         from torchvision import datasets, transforms
-        tf = transforms.Compose([transforms.Resize(RESIZE), transforms.CenterCrop(CROP), transforms.ToTensor(),
-                                 transforms.Normalize(IMAGE_MEAN, IMAGE_STD)])
+        last = ([transforms.PILToTensor()] if a.source == "dataloader-u8" else
+                [transforms.ToTensor(), transforms.Normalize(IMAGE_MEAN, IMAGE_STD)])
+        tf = transforms.Compose([transforms.Resize(RESIZE), transforms.CenterCrop(CROP)] + last)
         train = datasets.ImageFolder(os.path.join(a.images, "train"), transform=tf)
         test = datasets.ImageFolder(os.path.join(a.images, "val"), transform=tf)
     kw = dict(batch_size=BATCH[a.loop], num_workers=a.workers, persistent_workers=a.workers > 0,
@@ -147,13 +153,16 @@ def preparer(a):
     zeus_pipe package does both (attach(device="cuda"))."""
     import torch
     dev = torch.device(a.device)
+    fmt = torch.channels_last if a.loop == "resnet" else torch.contiguous_format
     if a.source == "zeus" and a.device == "cuda":  # attach(device="cuda") copied and normalised
-        return lambda x, y: (x, y)
+        return lambda x, y: (x.contiguous(memory_format=fmt), y)
     if a.source == "dataloader" or a.loop == "cnn":
-        return lambda x, y: (x.to(dev, non_blocking=True), y.to(dev, non_blocking=True))
+        return lambda x, y: (x.to(dev, non_blocking=True).contiguous(memory_format=fmt),
+                             y.to(dev, non_blocking=True))
     mean = torch.tensor(IMAGE_MEAN, device=dev).view(1, 3, 1, 1) * 255
     inv = 1 / (torch.tensor(IMAGE_STD, device=dev).view(1, 3, 1, 1) * 255)
-    return lambda x, y: (x.to(dev).float().sub_(mean).mul_(inv), y.to(dev))
+    return lambda x, y: (x.to(dev, non_blocking=True).float().sub_(mean).mul_(inv).contiguous(memory_format=fmt),
+                         y.to(dev, non_blocking=True))
 
 
 def timed(source, prep, body, sync):
@@ -206,10 +215,17 @@ def loop(a):
         return
     model, opt = model_for(a.loop)
     model.to(a.device)
+    fast = a.loop == "resnet"  # what fast training uses: bf16 autocast, channels_last
+    if fast:
+        model.to(memory_format=torch.channels_last)
     prep = preparer(a)
 
+    def forward(x):
+        with torch.autocast(device_type=a.device, dtype=torch.bfloat16, enabled=fast):
+            return model(x)
+
     def step(x, y):
-        loss = F.cross_entropy(model(x), y)
+        loss = F.cross_entropy(forward(x).float(), y)
         opt.zero_grad()
         loss.backward()
         opt.step()
@@ -217,7 +233,7 @@ def loop(a):
 
     def evaluate(x, y):
         with torch.no_grad():
-            return F.cross_entropy(model(x), y, reduction="sum").item()
+            return F.cross_entropy(forward(x).float(), y, reduction="sum").item()
 
     for epoch in range(a.epochs):
         model.train()
@@ -252,12 +268,13 @@ class Bench:
                 "--seed", str(a.seed), "--device", a.device, "--limit", str(a.limit),
                 "--limit-test", str(a.limit_test), "--images", a.images]
 
-    def dataloader(self, workload):
-        out = os.path.join(self.work, "%s-dataloader.jsonl" % workload)
-        p = subprocess.run(self.loop_args(workload, "dataloader", out), env=self.env,
+    def dataloader(self, workload, source="dataloader"):
+        out = os.path.join(self.work, "%s-%s.jsonl" % (workload, source))
+        p = subprocess.run(self.loop_args(workload, source, out), env=self.env,
                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         if p.returncode:
-            die("the DataLoader loop (%s) exited with %d:\n%s" % (workload, p.returncode, p.stdout[-3000:]))
+            die("the DataLoader loop (%s, %s) exited with %d:\n%s" % (workload, source, p.returncode,
+                                                                    p.stdout[-3000:]))
         return records(out)
 
     def overrides(self, workload, name, cache):
@@ -381,6 +398,8 @@ def report(a, results, client):
             for k in ("zeus-pipe cache off", "zeus-pipe warm"):
                 x = r[k]["rate"] / r["DataLoader"]["rate"]
                 target("%s: %s samples/s >= 1.5x DataLoader's" % (wl, k), x >= 1.5, "%.2fx" % x)
+                x = r[k]["rate"] / r["DataLoader uint8"]["rate"]
+                target("%s: %s samples/s >= 1.5x DataLoader uint8's" % (wl, k), x >= 1.5, "%.2fx" % x)
     if client:
         recs, null = client
         train = [r for r in recs if r["split"] == "train"]
@@ -403,7 +422,8 @@ def arguments(argv):
                     help="what the test suite runs: 2 epochs of 3 train and 2 test batches, 40 JPEGs, "
                          "3,200 client samples")
     ap.add_argument("--only", default=None, help="comma-separated workloads: cnn, jpeg, resnet, client")
-    ap.add_argument("--workers", type=int, default=2, help="loader.workers = num_workers (default 2)")
+    ap.add_argument("--workers", type=int, default=None,
+                    help="loader.workers = num_workers (default 2; on a GPU machine the cores less one)")
     ap.add_argument("--threads", type=int, default=1, help="torch.set_num_threads (default 1)")
     ap.add_argument("--epochs", type=int, default=None, help="epochs a configuration (default 3; --quick 2)")
     ap.add_argument("--seed", type=int, default=1)
@@ -412,7 +432,7 @@ def arguments(argv):
     ap.add_argument("--limit-test", type=int, default=None, help="test batches an epoch (0: all)")
     # the loop's own process
     ap.add_argument("--loop", choices=("cnn", "jpeg", "resnet", "client"), help=argparse.SUPPRESS)
-    ap.add_argument("--source", choices=("dataloader", "zeus"), help=argparse.SUPPRESS)
+    ap.add_argument("--source", choices=("dataloader", "dataloader-u8", "zeus"), help=argparse.SUPPRESS)
     ap.add_argument("--out", help=argparse.SUPPRESS)
     ap.add_argument("--device", default=None, help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
@@ -447,6 +467,8 @@ def main():
         die("%s/zeus-pipe not found or not executable: build it first (scripts/build.sh)" % a.build)
     gpu = torch.cuda.is_available()
     a.device = "cuda" if gpu else "cpu"
+    if a.workers is None:  # a GPU machine's cores feed it; one is left for the loop itself
+        a.workers = max(1, os.cpu_count() - 1) if gpu else 2
     todo = a.only.split(",") if a.only else ["cnn", "jpeg"] + (["resnet"] if gpu else []) + ["client"]
     for w in todo:
         if w not in ("cnn", "jpeg", "resnet", "client"):
@@ -469,9 +491,12 @@ def main():
                 client = b.client_cost()
                 continue
             rows = []
-            for label, fn in (("DataLoader", lambda: b.dataloader(w)),
-                              ("zeus-pipe cache off", lambda: b.zeus(w, False)),
-                              ("zeus-pipe warm", lambda: b.zeus(w, True))):
+            feeds = [("DataLoader", lambda: b.dataloader(w))]
+            if w != "cnn":  # the stronger baseline for images: uint8 batches, normalised on the device
+                feeds.append(("DataLoader uint8", lambda: b.dataloader(w, "dataloader-u8")))
+            feeds += [("zeus-pipe cache off", lambda: b.zeus(w, False)),
+                      ("zeus-pipe warm", lambda: b.zeus(w, True))]
+            for label, fn in feeds:
                 print("torch_bench: %s, %s ..." % (w, label), file=sys.stderr, flush=True)
                 rows.append((label, summary(fn())))
             results[w] = rows

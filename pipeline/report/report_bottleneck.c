@@ -31,10 +31,12 @@ int zp_report_bottleneck(const zp_data_stages_t *d, double wait, char *stage, si
     for (int i = 1; i < 3; i++)
         if (d->busy[i] > d->busy[hot])
             hot = i;
-    if (d->busy[hot] < 0.5) {
+    if (d->busy[hot] < 0.5) { /* nothing measured says which setting helps: none is advised */
         snprintf(buf, len, "The trainer waited for data %.1f%% of its time while no data stage was "
-                 "busy more than half of it: a latency problem, not a throughput one; try a bigger "
-                 "prefetch.depth and prefetch.window.", 100 * wait);
+                 "busy half of its (loaders %.0f%%, cache %.0f%%, prefetch %.0f%%): the time goes "
+                 "between the stages, in the hand-off of each batch, which no setting is known to "
+                 "shorten; trace.json (zeus-pipe report RUN --trace) shows where a batch's time goes.",
+                 100 * wait, 100 * d->busy[0], 100 * d->busy[1], 100 * d->busy[2]);
         return -1;
     }
     snprintf(stage, slen, "%s", zp_names_stage(hot)); /* the data stages lead names.h */

@@ -24,7 +24,10 @@ typedef struct {
  * for data (`wait`, 0..1; negative when unknown) and the data stages' busy
  * shares (no advice for epochs of under ZP_ADVICE_MIN_S seconds in all):
  * the trainer when it waits under 10%; else the busiest data stage
- * when it is busy at least half its time; else none (a latency problem).
+ * when it is busy at least half its time; else none, and no setting is
+ * advised: a deeper ring (prefetch.depth, .window) was once advised there
+ * and made a cuda run wait longer (32% to 41%), so the sentence says only
+ * what was measured and where to look.
  * Writes the stage's name ("trainer", "loader", "cache", "prefetch" or
  * "unknown") to `stage` and one sentence of advice to `buf`; returns 3 for
  * the trainer, 0..2 for a data stage, -1 for none. */
