@@ -75,7 +75,12 @@ int zp_stage_start(zp_stage_t *st, const char *name, int argc, char **argv)
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
     struct sigaction ra = {.sa_handler = on_retire};
-    sigaction(SIGUSR1, &ra, NULL); /* ignored from fork until here (procs.c) */
+    sigaction(SIGUSR1, &ra, NULL);
+    /* blocked from fork until here (procs.c): a retire sent meanwhile arrives now */
+    sigset_t retire;
+    sigemptyset(&retire);
+    sigaddset(&retire, SIGUSR1);
+    sigprocmask(SIG_UNBLOCK, &retire, NULL);
     signal(SIGPIPE, SIG_IGN);
     if (!realpath(run, st->run_dir)) {
         zp_error("%s: no such run directory", run);

@@ -75,7 +75,7 @@ typedef struct {
     const char *cwd;  /* NULL: this process's */
     int log, keep_stdout, group, handled[64], nhandled;
     pid_t parent;
-    sigset_t none;
+    sigset_t mask; /* the child's: empty, or SIGUSR1 alone for a loader (below) */
 } spawn_t;
 
 /* trainer.command's program as trainer `instance`: its own arguments,
@@ -114,7 +114,13 @@ static void spawn_prepare(spawn_t *p, zp_procs_t *s, int stage, int instance)
         command_prepare(p, s->command, instance);
     snprintf(p->fail, sizeof p->fail, "zeus-pipe: %s[%d]: cannot exec %s\n", zp_names_stage(stage), instance, p->prog);
     p->parent = getpid();
-    sigemptyset(&p->none);
+    /* A loader starts with SIGUSR1 (`scale`'s retire) blocked, not ignored: one
+     * sent before its handler is up (a Python loader imports its Dataset
+     * first) stays pending until zp_stage_start unblocks it, instead of
+     * being lost and leaving a loader that never retires. */
+    sigemptyset(&p->mask);
+    if (stage == ZP_STAGE_LOADER)
+        sigaddset(&p->mask, SIGUSR1);
     p->nhandled = 0; /* signals with a handler here: back to default in the child */
     for (int sig = 1; sig < 64 && sig < NSIG; sig++) {
         struct sigaction old;
@@ -133,11 +139,10 @@ static void spawn_child(const spawn_t *p)
         dup2(p->log, STDERR_FILENO);
     if (p->log >= 0 && !p->keep_stdout)
         dup2(p->log, STDOUT_FILENO);
-    struct sigaction dfl = {.sa_handler = SIG_DFL}, ign = {.sa_handler = SIG_IGN};
+    struct sigaction dfl = {.sa_handler = SIG_DFL};
     for (int i = 0; i < p->nhandled; i++)
         sigaction(p->handled[i], &dfl, NULL); /* a TERM before exec stops it, as it should */
-    sigaction(SIGUSR1, &ign, NULL); /* a retire before the stage's handler is up: not fatal */
-    sigprocmask(SIG_SETMASK, &p->none, NULL);
+    sigprocmask(SIG_SETMASK, &p->mask, NULL);
     if (p->group)
         setpgid(0, 0);
     if (p->cwd && chdir(p->cwd) != 0) {

@@ -261,7 +261,9 @@ def python_loaders_scale_and_a_remote_one_of_another_dataset_is_refused():
         os.makedirs(os.path.join(w.path, "keys"))
         rc, out, err = w.run("keygen", "keys/far")
         zp.check(rc == 0, err)
-        cfg = config(w, "scale", workers=1, args="{n: 300, cost_ms: 4}")
+        # 20 ms a sample: 15 s of loading for one loader, so that the run outlives the
+        # scaling below even on a loaded machine (the retired loaders must exit before it ends)
+        cfg = config(w, "scale", workers=1, args="{n: 300, cost_ms: 20}")
         tcp = 'transport: {kind: tcp, bind: "127.0.0.1:%d", allowed_keys: keys}\n' % port
         w.write("scale.yaml", zp.text(cfg) + tcp)
         other = config(w, "other", workers=1, args="{n: 301}")
@@ -272,6 +274,10 @@ def python_loaders_scale_and_a_remote_one_of_another_dataset_is_refused():
         rc, out, err = w.run("scale", "scale", "loader=3")
         zp.check(rc == 0, err)
         zp.wait_for(lambda: len(python_loaders(run)) == 3, 30, "3 Python loaders")
+        rc, out, err = w.run("scale", "scale", "loader=-2")
+        zp.check(rc == 0, err)
+        zp.wait_for(lambda: len(python_loaders(run)) == 1, 60, "two Python loaders to retire")
+        zp.check(p.poll() is None, "the run ended before its loaders retired")
         far = w.start("loader", "--connect", "127.0.0.1:%d" % port, "--server-key",
                       os.path.join(run, "server.pub"), "--key", "keys/far.key", other, env=env())
         out, err = far.communicate(timeout=120)
@@ -279,8 +285,6 @@ def python_loaders_scale_and_a_remote_one_of_another_dataset_is_refused():
                  "stopping: loaded 0 samples" in err,
                  "the remote loader of another dataset exited %d:\n%s" % (far.returncode,
                                                                           err[-2000:]))
-        rc, out, err = w.run("scale", "scale", "loader=-2")
-        zp.check(rc == 0, err)
         out, err = p.communicate(timeout=240)
         zp.check(p.returncode == 0, "up exited %d:\n%s" % (p.returncode, err[-3000:]))
         zp.check(err.count("retired") >= 2, "no loader retired:\n" + err[-2000:])
