@@ -2,7 +2,7 @@
 """zeus-pipe's data path against the peers a user would pick, all in one run.
 
 1. Fashion-MNIST train split, normalised float32 samples, shuffled batches of
-   256, two loader processes, nothing trained (zeus-pipe: trainer.backend=null;
+   128 (the default config's), two loader processes, nothing trained (zeus-pipe: trainer.backend=null;
    PyTorch: the loop only touches each batch):
    - PyTorch DataLoader(num_workers=2)
    - zeus-pipe with the cache off (every sample loaded by a loader)
@@ -32,7 +32,7 @@ import time
 
 DATA = "/usr/share/datasets/fashion-mnist"
 MEAN, STD = 0.2860, 0.3530
-BATCH, WORKERS, EPOCHS = 256, 2, 7
+BATCH, WORKERS, EPOCHS = 128, 2, 7
 
 
 FMNIST = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "configs", "fashion-mnist.yaml")
@@ -172,7 +172,8 @@ def main():
     print("%-44s %12.0f" % ("LMDB random get + copy, one thread (ceiling)", top["get_per_s"]))
     print("ratio zeus-pipe cache off / DataLoader:   %.1fx" % (c / t))
     print("ratio zeus-pipe warm cache / DataLoader:  %.1fx" % (w / t))
-    print("ratio zeus-pipe warm cache / LMDB ceiling: %.0f%%" % (100 * w / top["get_per_s"]))
+    print("ratio zeus-pipe warm cache / LMDB ceiling: %.0f%%   (goal >= 90%% at batch 128: %s)"
+          % (100 * w / top["get_per_s"], "met" if w >= 0.9 * top["get_per_s"] else "MISSED"))
     print()
     vb = big_top["value_bytes"] - 40
     gbs = med(big) * vb
