@@ -1,12 +1,15 @@
 /* cmd_warm.c — `zeus-pipe warm CONFIG [KEY=VALUE ...]`: fills the LMDB cache
  * (zp_warm_* in pipeline/supervisor/supervisor.h); prints the plan, a
- * progress line and what the cache holds at the end. */
+ * progress line (with the cache's size and its estimate once whole) and what
+ * the cache holds at the end. */
 #define _GNU_SOURCE
 #include "pipeline/cli/cmd.h"
+#include "pipeline/runtime/cachedb_admin.h"
 #include "pipeline/runtime/log.h"
 #include "pipeline/supervisor/supervisor.h"
 
 #include <stdio.h>
+#include <string.h>
 #include <unistd.h>
 
 static int usage(FILE *out, int status)
@@ -25,6 +28,28 @@ static void print_plan(const zp_warm_progress_t *p)
                 (long long)p->cached[s], (long long)p->n[s], (long long)p->todo[s]);
 }
 
+/* The cache's size so far and, from its bytes a sample, once it holds every
+ * sample of the splits being warmed ("" while nothing is committed): what a
+ * user needs to know before cache.max_bytes or the disk runs out. */
+static void size_estimate(const zp_warm_progress_t *p, char *buf, size_t len)
+{
+    static zp_cachedb_admin_stat_t st; /* large */
+    char err[512];
+    size_t bytes = 0, whole = 0;
+    buf[0] = 0;
+    if (zp_cachedb_admin_stat(p->cache_path, &st, err, sizeof err))
+        return;
+    for (int i = 0; i < st.n; i++)
+        for (int s = 0; s < ZP_SPLITS; s++)
+            if (!strcmp(st.db[i].name, p->db[s]) && st.db[i].per_sample) {
+                bytes += st.db[i].bytes;
+                whole += st.db[i].per_sample * (size_t)p->n[s];
+            }
+    if (whole)
+        snprintf(buf, len, "  cache %.1f MiB, about %.1f MiB whole", bytes / 1048576.0,
+                 whole / 1048576.0);
+}
+
 /* The progress line: redrawn every 0.2 s on a terminal, else a line every 5 s. */
 static void print_progress(const zp_warm_progress_t *p, int final, void *arg)
 {
@@ -40,9 +65,11 @@ static void print_progress(const zp_warm_progress_t *p, int final, void *arg)
     for (int i = 0; i < 30; i++)
         bar[i] = i < fill ? '#' : '.';
     bar[30] = 0;
-    fprintf(stderr, "%swarm [%s] %lld/%lld samples  %.0f samples/s  ETA %dm%02ds%s",
+    char size[96];
+    size_estimate(p, size, sizeof size);
+    fprintf(stderr, "%swarm [%s] %lld/%lld samples  %.0f samples/s  ETA %dm%02ds%s%s",
             tty ? "\r\033[K" : "", bar, (long long)p->done, (long long)p->total, rate,
-            (int)eta / 60, (int)eta % 60, tty && !final ? "" : "\n");
+            (int)eta / 60, (int)eta % 60, size, tty && !final ? "" : "\n");
 }
 
 /* What is in the cache after the warm; 1 when it could not take every sample. */

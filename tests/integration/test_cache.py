@@ -191,6 +191,12 @@ def python_lmdb_reads_a_cached_sample_equal_to_the_idx_pixels():
         store = os.path.join(w.path, "fm-cache")
         rc, out, err = w.run("warm", cfg, "cache.path=" + store)
         zp.check(rc == 0 and "holds 70000 of 70000" in out, out + err)
+        # the progress line's estimate of the whole cache: what `cache stat` projects, once whole
+        said = re.findall(r"about ([0-9.]+) MiB whole", err)
+        rc, stat, e2 = w.run("cache", "stat", store, "--json")
+        projected = sum(d["projected_bytes"] for d in json.loads(stat)["databases"]) / 1048576
+        zp.check(said and abs(float(said[-1]) - projected) <= 0.02 * projected,
+                 "warm estimated %s MiB, cache stat projects %.1f:\n%s" % (said, projected, err))
         index = 12345
         r = subprocess.run(["/usr/bin/python3", "-c", READ, store, str(index)], capture_output=True,
                            text=True, check=True)
