@@ -93,7 +93,10 @@
     F(STATS, total_busy_s, N, 0, "seconds spent working since start")                               \
     F(STATS, total_wait_in_s, N, 0, "seconds spent waiting for input since start")                 \
     F(STATS, total_wait_out_s, N, 0, "seconds spent blocked on output since start")                \
-    F(STATS, final, I, 0, "1 in the last record, sent as the stage exits; 0 before")
+    F(STATS, final, I, 0, "1 in the last record, sent as the stage exits; 0 before")             \
+    F(STATS, readers_busy, N, -1, "share of the window the prefetch's reader threads spent "     \
+      "copying hits into the ring, over prefetch.readers, 0..1; -1: none (another stage, "      \
+      "or the cache off)")
 
 #define ZP_RECORD_TIMER(F)                                                                         \
     F(TIMER, region, S, 0, "the timed region's name (pipeline/runtime/timer.h)")                            \

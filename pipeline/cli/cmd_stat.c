@@ -165,6 +165,7 @@ static void print_json(const char *dir, const row_t *rows, int n)
         json_num(ZP_KEY(STATS, errors), (double)s->errors, 0);
         json_num(ZP_KEY(STATS, hit_rate), s->hit_rate, 4);
         json_num(ZP_KEY(STATS, lmdb_errors), (double)s->lmdb_errors, 0);
+        json_num(ZP_KEY(STATS, readers_busy), s->readers_busy, 4);
         printf("}");
     }
     printf("]}\n");
@@ -177,23 +178,25 @@ static void print_table(const row_t *rows, int n, const hist_t *h, int nh)
         if (zp_names_stage_of(rows[i].h.stage) != ZP_STAGE_LOGGER &&
             (hot < 0 || fmax(rows[i].s.busy, rows[i].s.cpu) > fmax(rows[hot].s.busy, rows[hot].s.cpu)))
             hot = i;
-    printf("%-9s %4s %10s %11s %5s %6s %8s %9s %6s %5s %7s%s\n", "STAGE", "INST", "ITEMS/S", "BYTES/S",
-           "CPU", "BUSY", "WAIT-IN", "WAIT-OUT", "QUEUE", "HIT", "ERRORS",
+    printf("%-9s %4s %10s %11s %5s %6s %8s %9s %6s %5s %7s %7s%s\n", "STAGE", "INST", "ITEMS/S", "BYTES/S",
+           "CPU", "BUSY", "WAIT-IN", "WAIT-OUT", "QUEUE", "HIT", "ERRORS", "READERS",
            nh ? "  ITEMS/S, LAST MINUTE" : "");
     for (int i = 0; i < n; i++) {
         const zp_rec_stats_t *s = &rows[i].s;
         char items[24], bytes[24];
         human(items, sizeof items, s->items_per_s, "/s");
         human(bytes, sizeof bytes, s->bytes_per_s, "B/s");
-        char hit[8] = "-";
+        char hit[8] = "-", readers[8] = "-"; /* readers: the prefetch's, busy copying hits */
         if (s->hit_rate >= 0)
             snprintf(hit, sizeof hit, "%.0f%%", 100 * s->hit_rate);
+        if (s->readers_busy >= 0)
+            snprintf(readers, sizeof readers, "%.0f%%", 100 * s->readers_busy);
         char spark[HIST_MAX * 3 + 8];
         sparkline(spark, sizeof spark, h, nh, &rows[i]);
-        printf("%-9s %4d %10s %11s %4.0f%% %5.0f%% %7.0f%% %8.0f%% %6.0f %5s %7.0f%s%s%s\n",
+        printf("%-9s %4d %10s %11s %4.0f%% %5.0f%% %7.0f%% %8.0f%% %6.0f %5s %7.0f %7s%s%s%s\n",
                rows[i].h.stage, (int)rows[i].h.instance, items, bytes, 100 * s->cpu, 100 * s->busy,
                100 * s->wait_in, 100 * s->wait_out, (double)s->queue, hit,
-               (double)(s->errors + s->lmdb_errors), spark[0] ? "  " : "", spark,
+               (double)(s->errors + s->lmdb_errors), readers, spark[0] ? "  " : "", spark,
                i == hot && fmax(s->busy, s->cpu) > 0.5 ? "  <- bottleneck" : "");
     }
 }
@@ -213,7 +216,8 @@ int cmd_stat(int argc, char **argv)
             fprintf(help ? stdout : stderr,
                     "usage: zeus-pipe stat [RUN] [--watch SECONDS] [--json]\n\n"
                     "Shows every stage instance of a running pipeline: items/s, bytes/s, busy %%,\n"
-                    "waiting for input %%, waiting on output %% (back pressure), queue depth;\n"
+                    "waiting for input %%, waiting on output %% (back pressure), queue depth,\n"
+                    "the prefetch's readers' busy share (assembly: copying, cropping, decoding hits);\n"
                     "with --watch, each one's items/s over the last minute as a sparkline.\n"
                     "RUN is a run directory or a name under runs/; without it, the only running run.\n");
             return help ? 0 : 2;

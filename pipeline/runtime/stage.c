@@ -279,12 +279,15 @@ void zp_stage_stats_tick(zp_stage_t *st)
     zp_event_num(&ev, ZP_KEY(STATS, total_wait_in_s), (double)s->ns[ZP_ST_WAIT_IN] / 1e9);
     zp_event_num(&ev, ZP_KEY(STATS, total_wait_out_s), (double)s->ns[ZP_ST_WAIT_OUT] / 1e9);
     zp_event_int(&ev, ZP_KEY(STATS, final), s->final); /* the stage is exiting */
+    zp_event_num(&ev, ZP_KEY(STATS, readers_busy),
+                 s->helpers ? (double)(s->helper_ns - s->w_helper_ns) / (dt * s->helpers) : -1);
     zp_event_send(st, &ev);
     zp_timer_flush(&st->timers);
     s->w_start = now;
     s->w_cpu_ns = cpu;
     s->w_hits = s->hits;
     s->w_lookups = s->lookups;
+    s->w_helper_ns = s->helper_ns;
     s->w_items = s->items;
     s->w_bytes = s->bytes;
     memcpy(s->w_ns, s->ns, sizeof s->ns);

@@ -38,10 +38,12 @@ typedef struct {
     int64_t queue;                /* current queue depth, set by the stage */
     int64_t hits, lookups;        /* cache hits among lookups (prefetch) */
     int64_t lmdb_errors;          /* LMDB errors on the hit path (prefetch): never a silent miss */
+    int64_t helper_ns;            /* time its helper threads worked (prefetch's readers), set by the stage */
+    int helpers;                  /* those threads (0: none, readers_busy is -1) */
     int state, final;
     int64_t since, start;
     /* the last window */
-    int64_t w_start, w_items, w_bytes, w_ns[4], w_cpu_ns, w_hits, w_lookups;
+    int64_t w_start, w_items, w_bytes, w_ns[4], w_cpu_ns, w_hits, w_lookups, w_helper_ns;
     int64_t interval_ns, next_ns;
 } zp_stats_t;
 

@@ -212,6 +212,7 @@ static int read_hits(prefetch_t *p, zp_batch_t *bt)
                          .epoch = (uint64_t)p->epoch, .side = p->st->cfg.image_cache_side,
                          .lut = p->lut};
     zp_readers_run(p->readers, &job);
+    p->st->stats.helper_ns = zp_readers_busy_ns(p->readers); /* stat's readers_busy */
     for (int64_t j = 0; j < nread; j++) {
         uint32_t index = (uint32_t)(p->order[j] >> 32);
         uint32_t i = (uint32_t)(p->order[j] & 0xffffffffu);
@@ -665,6 +666,7 @@ static int open_cache(prefetch_t *p)
     }
     if (!p->readers && (rc = zp_readers_create(&p->readers, (int)st->cfg.readers)))
         return rc;
+    st->stats.helpers = zp_readers_count(p->readers);
     p->whole = zp_augment_whole(&st->cfg);
     zp_augment_rrc_init(&p->rrc, &st->cfg);
     if (p->whole && st->meta.dtype == ZP_DTYPE_F32 && !p->lut &&

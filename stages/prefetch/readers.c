@@ -24,6 +24,7 @@ typedef struct {
 
 struct zp_readers {
     int n; /* threads, the caller included */
+    int64_t busy_ns; /* copying, all threads, since the start (atomic adds) */
     space_t space[MAX_THREADS];
     pthread_t th[MAX_THREADS];
     pthread_mutex_t mu;
@@ -128,6 +129,14 @@ static void copy_range(const zp_copy_job_t *job, space_t *sp, int64_t lo, int64_
     }
 }
 
+/* copy_range on thread `id`'s space, its time added to the readers' busy time. */
+static void timed_copy(zp_readers_t *r, const zp_copy_job_t *job, int id, int64_t lo, int64_t hi)
+{
+    int64_t t0 = zp_now_ns();
+    copy_range(job, &r->space[id], lo, hi);
+    __atomic_add_fetch(&r->busy_ns, zp_now_ns() - t0, __ATOMIC_RELAXED);
+}
+
 static void share(const zp_copy_job_t *job, int id, int n, int64_t *lo, int64_t *hi)
 {
     *lo = job->n * id / n;
@@ -150,7 +159,7 @@ static void *helper(void *p)
         pthread_mutex_unlock(&r->mu);
         int64_t lo, hi;
         share(job, a->id, r->n, &lo, &hi);
-        copy_range(job, &r->space[a->id], lo, hi);
+        timed_copy(r, job, a->id, lo, hi);
         pthread_mutex_lock(&r->mu);
         if (++r->finished == r->n - 1)
             pthread_cond_signal(&r->done);
@@ -183,7 +192,7 @@ int zp_readers_create(zp_readers_t **out, int nthreads)
 void zp_readers_run(zp_readers_t *r, const zp_copy_job_t *job)
 {
     if (r->n == 1 || job->n < 2 * r->n) {
-        copy_range(job, &r->space[0], 0, job->n);
+        timed_copy(r, job, 0, 0, job->n);
         return;
     }
     pthread_mutex_lock(&r->mu);
@@ -194,12 +203,16 @@ void zp_readers_run(zp_readers_t *r, const zp_copy_job_t *job)
     pthread_mutex_unlock(&r->mu);
     int64_t lo, hi;
     share(job, 0, r->n, &lo, &hi);
-    copy_range(job, &r->space[0], lo, hi);
+    timed_copy(r, job, 0, lo, hi);
     pthread_mutex_lock(&r->mu);
     while (r->finished < r->n - 1)
         pthread_cond_wait(&r->done, &r->mu);
     pthread_mutex_unlock(&r->mu);
 }
+
+int zp_readers_count(const zp_readers_t *r) { return r->n; }
+
+int64_t zp_readers_busy_ns(const zp_readers_t *r) { return __atomic_load_n(&r->busy_ns, __ATOMIC_RELAXED); }
 
 void zp_readers_destroy(zp_readers_t **rp)
 {

@@ -43,6 +43,10 @@ typedef struct zp_readers zp_readers_t;
 int zp_readers_create(zp_readers_t **out, int nthreads);
 /* Runs the job to completion. */
 void zp_readers_run(zp_readers_t *r, const zp_copy_job_t *job);
+/* The threads (the caller included), and the time they have spent copying
+ * since the start, in ns: the prefetch's stats show it as readers_busy. */
+int zp_readers_count(const zp_readers_t *r);
+int64_t zp_readers_busy_ns(const zp_readers_t *r);
 /* Stops and joins the helpers. Safe on NULL; nulls *r. */
 void zp_readers_destroy(zp_readers_t **r);
 

@@ -67,6 +67,11 @@ def epoch_1_misses_epoch_2_hits_and_batches_equal_an_uncached_run():
                              (split, a["epoch"], key, a[key], b[key]))
                 zp.check(a["distinct"] == n, "coverage %d of %d" % (a["distinct"], n))
         zp.check(not cache_events(plain, "train"), "an uncached run reports no cache use")
+        # the prefetch's readers copied the hits: their busy share is in its stats records
+        shares = [r["readers_busy"] for r in map(json.loads, open(os.path.join(cached, "stats.jsonl")))
+                  if r.get("stage") == "prefetch"]
+        zp.check(shares and all(0 <= x <= 1.05 for x in shares) and max(shares) > 0,
+                 "the prefetch's readers_busy: %s" % shares)
 
 
 def loader_work(run_dir):

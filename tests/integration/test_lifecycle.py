@@ -49,6 +49,12 @@ def stat_json_lists_every_stage_with_nonzero_throughput_and_down_stops_the_run()
             for key in ("bytes_per_s", "busy", "wait_in", "wait_out", "queue"):
                 zp.check(key in s, "stat --json lacks %s" % key)
             zp.check(0 <= s["busy"] <= 1.05, "busy %r out of range" % s["busy"])
+            # the prefetch's readers (none with the cache off, as here: -1); the others have none
+            if s["stage"] == "prefetch":
+                zp.check(s["readers_busy"] == -1 or 0 <= s["readers_busy"] <= 1.05,
+                         "readers_busy %r" % s["readers_busy"])
+            else:
+                zp.check(s["readers_busy"] == -1, "%s has readers_busy %r" % (s["stage"], s["readers_busy"]))
         rc, out, err = w.run("stat", "stat", timeout=10)  # by name, from the folder holding runs/
         zp.check(rc == 0 and "STAGE" in out and "trainer" in out, "table:\n" + out + err)
         # --watch: each row gains a sparkline of its items/s, a block per refresh seen
