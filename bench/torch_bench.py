@@ -384,7 +384,7 @@ def report(a, results, client):
     print()
 
     def target(what, ok, figure):
-        print("%-58s %-14s %s" % (what, figure, "met" if ok else "MISSED"))
+        print("%-64s %-14s %s" % (what, figure, "met" if ok else "MISSED"))
     if "cnn" in results:
         r = dict(results["cnn"])
         target("cnn: zeus-pipe warm data wait < 5%", r["zeus-pipe warm"]["wait"] < 0.05,
