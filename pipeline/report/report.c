@@ -2,6 +2,8 @@
  * model (report.h, model.h). */
 #define _GNU_SOURCE
 #include "pipeline/report/report.h"
+#include "pipeline/report/report_html.h"
+#include "pipeline/runtime/files.h"
 #include "pipeline/runtime/json.h"
 #include "pipeline/runtime/log.h"
 #include "schemas/errors.h"
@@ -261,44 +263,44 @@ int zp_report_summary(const char *run_dir, zp_run_summary_t *out, char *err, siz
     return rc;
 }
 
+static int fill_text(FILE *out, void *m, char *err, size_t errlen)
+{
+    (void)err, (void)errlen;
+    zp_report_text(m, out);
+    return 0;
+}
+
+static int fill_json(FILE *out, void *m, char *err, size_t errlen)
+{
+    (void)err, (void)errlen;
+    zp_report_json(m, out);
+    return 0;
+}
+
+static int fill_html(FILE *out, void *m, char *err, size_t errlen)
+{
+    (void)err, (void)errlen;
+    zp_report_html_page(m, out);
+    return 0;
+}
+
 int zp_report_write(const char *run_dir, FILE *out)
 {
-    /* written beside, then renamed over: a report that cannot be made (no
-     * events.msgpack, a full disk) leaves the previous one, never empty files */
-    char text_tmp[PATH_MAX + 32], json_tmp[PATH_MAX + 32], path[PATH_MAX + 32],
-        err[PATH_MAX + 128];
-    snprintf(text_tmp, sizeof text_tmp, "%s/report.txt.tmp", run_dir);
-    snprintf(json_tmp, sizeof json_tmp, "%s/report.json.tmp", run_dir);
-    FILE *text = fopen(text_tmp, "w");
-    FILE *json = text ? fopen(json_tmp, "w") : NULL;
-    int rc = !text || !json ? -errno : zp_report(run_dir, text, json, err, sizeof err);
-    if (!text || !json)
-        snprintf(err, sizeof err, "%s: %s", text ? json_tmp : text_tmp, strerror(errno));
-    if (text && fclose(text) && !rc)
-        rc = -errno, snprintf(err, sizeof err, "%s: %s", text_tmp, strerror(errno));
-    if (json && fclose(json) && !rc)
-        rc = -errno, snprintf(err, sizeof err, "%s: %s", json_tmp, strerror(errno));
-    snprintf(path, sizeof path, "%s/report.txt", run_dir);
-    if (!rc && rename(text_tmp, path))
-        rc = -errno, snprintf(err, sizeof err, "%s: %s", path, strerror(errno));
-    snprintf(path, sizeof path, "%s/report.json", run_dir);
-    if (!rc && rename(json_tmp, path))
-        rc = -errno, snprintf(err, sizeof err, "%s: %s", path, strerror(errno));
-    if (rc) {
-        unlink(text_tmp);
-        unlink(json_tmp);
+    static const struct {
+        const char *name;
+        zp_files_fill_fn *fill;
+    } files[] = {{"report.txt", fill_text}, {"report.json", fill_json}, {"report.html", fill_html}};
+    char path[PATH_MAX + 32], err[PATH_MAX + 128];
+    zp_model_t *m;
+    int rc = zp_model_load(&m, run_dir, err, sizeof err); /* once, for every file */
+    for (size_t i = 0; !rc && i < sizeof files / sizeof files[0]; i++) {
+        snprintf(path, sizeof path, "%s/%s", run_dir, files[i].name);
+        rc = zp_files_write_aside(path, files[i].fill, m, err, sizeof err);
     }
-    if (!rc && out) {
-        snprintf(path, sizeof path, "%s/report.txt", run_dir);
-        FILE *f = fopen(path, "r");
-        char buf[4096];
-        size_t n;
-        while (f && (n = fread(buf, 1, sizeof buf, f)) > 0)
-            fwrite(buf, 1, n, out);
-        if (f)
-            fclose(f);
-    }
+    if (!rc && out)
+        zp_report_text(m, out);
+    zp_model_destroy(&m);
     if (rc)
-        zp_error("cannot write the report: %s", err);
+        zp_error("cannot write the report: %s (`zeus-pipe report RUN` tries again)", err);
     return rc;
 }

@@ -43,10 +43,11 @@ typedef struct {
  * split); 0 or zp_model_load's error in err (`out` then says no epoch). */
 int zp_report_summary(const char *run_dir, zp_run_summary_t *out, char *err, size_t errlen);
 
-/* zp_report() into <run_dir>/report.txt and report.json (both written
- * beside and renamed over the old ones), and as text to `out` (NULL: no
- * copy). Returns 0, or a negative errno with the error logged and the
- * previous report files left as they were. */
+/* <run_dir>'s model, loaded once, into report.txt, report.json and
+ * report.html (each written beside and renamed over the old one), and as
+ * text to `out` (NULL: no copy): what the logger leaves at a run's end.
+ * Returns 0, or zp_model_load's error or a negative errno with the error
+ * logged; a file not written keeps its previous version. */
 int zp_report_write(const char *run_dir, FILE *out);
 
 #endif

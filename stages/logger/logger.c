@@ -3,15 +3,15 @@
  * for `zeus-pipe stat`), every event as received into events.msgpack, a
  * progress line on the terminal, TensorBoard scalars into tb/ (tb.h; with
  * logger.tensorboard), and at the end the run's report (report.txt,
- * report.json; see pipeline/report/report.h; report.html, pipeline/report/report_html.h)
- * and its timeline (trace.json; see pipeline/report/trace.h). */
+ * report.json and report.html from one reading of the run; see
+ * pipeline/report/report.h) and its timeline (trace.json; see
+ * pipeline/report/trace.h). */
 #define _GNU_SOURCE
 #include "stages/logger/logger.h"
 #include "stages/logger/tb.h"
 #include "pipeline/runtime/log.h"
 #include "pipeline/runtime/names.h"
 #include "pipeline/report/report.h"
-#include "pipeline/report/report_html.h"
 #include "pipeline/runtime/inbox.h"
 #include "pipeline/runtime/sock.h"
 #include "pipeline/runtime/stage.h"
@@ -285,8 +285,6 @@ static void finish(logger_t *l)
     char err[PATH_MAX + 128];
     if (zp_trace_write(l->st->run_dir, l->st->cfg.trace_max_events, NULL, err, sizeof err))
         zp_error("cannot write trace.json: %s (`zeus-pipe report RUN --trace` tries again)", err);
-    if (zp_report_html_write(l->st->run_dir, err, sizeof err))
-        zp_error("cannot write report.html: %s (`zeus-pipe report RUN --html` tries again)", err);
 }
 
 int zp_logger_main(zp_stage_t *st)
