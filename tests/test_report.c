@@ -3,7 +3,7 @@
  * data stages' busy shares, whatever the machine's timings were), and
  * zp_report / zp_report_summary on a run directory whose events.msgpack the
  * test writes as the logger does — each record sent by the stages' own
- * zp_ev_* calls, received and appended as it came off the wire — including
+ * zp_event_* calls, received and appended as it came off the wire — including
  * a missing, empty, garbled or torn file; and the text and the page of one
  * run saying the same, as renderers of one run model. */
 #define _GNU_SOURCE
