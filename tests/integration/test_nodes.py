@@ -193,8 +193,11 @@ def a_node_whose_data_plane_dies_stops_naming_the_node():
         rank1 = os.path.join(run, "rank-1")
         zp.wait_for(lambda: os.path.exists(os.path.join(run, "rank-2", "batches-rank2.log")), 90,
                     "rank 2 training on node 1's plane")
-        pid = stage_pid(rank1, "cache")
-        zp.check(pid, "no cache stage of node 1")
+        try:  # its process is up: it is awaited only as /proc is read while stages come and go
+            pid = zp.wait_for(lambda: stage_pid(rank1, "cache"), 10, "node 1's cache stage")
+        except AssertionError:
+            zp.check(False, "no cache stage of node 1 among %s" % [
+                open("/proc/%d/cmdline" % x, "rb").read().replace(b"\0", b" ") for x in zp.stage_pids(w.path)])
         os.kill(pid, signal.SIGKILL)
         rc1, err1 = finish(r1, 60)
         zp.check(rc1 == 1 and "cache[1] was killed by signal 9 (Killed) on node %s" % nodes.addr(1) in err1,
