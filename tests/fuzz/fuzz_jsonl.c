@@ -4,9 +4,7 @@
  * the HTML page. The input's first half is metrics.jsonl, the
  * second stats.jsonl. The seed corpus is a real run's two files, glued
  * (tests/fuzz/seeds/jsonl). Build and run: scripts/fuzz.sh [SECONDS]. */
-#include "tests/fuzz/fuzz_rundir.h"
-#include "pipeline/report/report.h"
-#include "pipeline/report/report_html.h"
+#include "tests/fuzz/fuzz_model.h"
 #include "pipeline/report/runscan.h"
 
 #include <stdint.h>
@@ -30,18 +28,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         at += len + 1;
     }
     msgpack_sbuffer_destroy(&sb);
-    char err[4200] = "";
-    zp_model_t *m;
-    fuzz_said_why(zp_model_load(&m, dir, err, sizeof err), err);
-    for (int64_t i = 0; m && i < m->nepochs; i++)
-        if (m->epoch[i].epoch < (i ? m->epoch[i - 1].epoch + 1 : 0) ||
-            m->epoch[i].epoch >= ZP_MODEL_EPOCH_MAX)
-            abort(); /* the epochs held are the run's, each once, in order */
-    if (m) {
-        zp_report_text(m, fuzz_sink());
-        zp_report_json(m, fuzz_sink());
-        zp_report_html_page(m, fuzz_sink());
-    }
-    zp_model_destroy(&m);
+    fuzz_model(dir);
     return 0;
 }
