@@ -15,6 +15,12 @@
 #include <sys/stat.h>
 #include <sys/sysinfo.h>
 #include <xxhash.h>
+#if defined(__x86_64__) || defined(__i386__)
+/* libxxhash's x86 build picks the widest vector unit at run time (AVX2 or
+ * AVX-512: twice the speed of its default SSE2 on a cache hit's checksum);
+ * this header points XXH3_64bits* at those entry points. */
+#include <xxh_x86dispatch.h>
+#endif
 
 #define MIB (1024ull * 1024)
 

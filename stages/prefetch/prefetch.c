@@ -51,7 +51,6 @@ typedef struct {
     /* the cache's hit path */
     int cache_on;
     zp_cachedb_t db;
-    MDB_txn *rtxn; /* reset between batches; owned */
     uint8_t *present[ZP_SPLITS]; /* keys in the cache when the phase began */
     uint32_t *scratch;           /* indices of one fetch; owned, batch_size */
     uint64_t *order;             /* (index << 32 | position) of one batch's hits; owned */
@@ -167,52 +166,31 @@ static void lmdb_error(prefetch_t *p, const char *what, int rc)
                     p->st->cfg.cache_path, what, mdb_strerror(rc));
 }
 
-/* Reads the batch's hits from LMDB straight into its slot, in one short read
- * transaction; what is absent or corrupt is fetched from loaders instead. */
+/* Reads the batch's hits from LMDB straight into its slot, each reader thread
+ * in a short read transaction of its own; what is absent or corrupt is
+ * fetched from loaders instead. */
 static int read_hits(prefetch_t *p, zp_batch_t *bt)
 {
     uint8_t *base = zp_ring_slot(p->ring, (uint32_t)bt->slot);
     int32_t *labels = (int32_t *)(base + p->lay.labels);
     uint8_t *data = base + p->lay.data;
     ZP_TIME_BEGIN(&p->st->timers, ZP_R_LMDB_GET);
-    /* A short read transaction per batch; its handle is reused (reset/renew). */
-    int rc = p->rtxn ? mdb_txn_renew(p->rtxn) : zp_cachedb_read_begin(&p->db, &p->rtxn);
-    if (rc && p->rtxn) { /* the writer grew the map (MDB_MAP_RESIZED): a new handle adopts it */
-        mdb_txn_abort(p->rtxn);
-        p->rtxn = NULL;
-        rc = zp_cachedb_read_begin(&p->db, &p->rtxn);
-    }
-    if (rc)
-        lmdb_error(p, "cannot begin a read transaction", rc);
-    MDB_txn *txn = rc ? NULL : p->rtxn;
     /* Read in key order (nearby keys share B-tree pages), write in batch order. */
     int64_t nread = 0;
     for (int64_t i = 0; i < bt->n; i++)
         if (bt->cached[i])
             p->order[nread++] = (uint64_t)bt->indices[i] << 32 | (uint64_t)i;
     qsort(p->order, (size_t)nread, sizeof *p->order, cmp_u64);
-    /* Look every value up first (the tree walk touches no value page), then
-     * copy them, on prefetch.readers threads, with the pages of the next few
-     * already on their way: value pages are scattered across the map, and
-     * their cache and TLB misses overlap instead of queueing. */
-    MDB_val *vals = p->vals;
-    for (int64_t j = 0; j < nread; j++) {
-        uint8_t kb[4];
-        zp_cachedb_key((uint32_t)(p->order[j] >> 32), kb);
-        MDB_val k = {4, kb};
-        int got = rc ? rc : mdb_get(txn, p->db.dbi[p->split], &k, &vals[j]);
-        if (got)
-            vals[j].mv_data = NULL;
-        if (got && !rc && got != MDB_NOTFOUND)
-            lmdb_error(p, "get", got);
-    }
-    zp_copy_job_t job = {.vals = vals, .order = p->order, .n = nread, .meta = &p->st->meta,
+    zp_copy_job_t job = {.db = &p->db, .dbi = p->db.dbi[p->split], .vals = p->vals,
+                         .order = p->order, .n = nread, .meta = &p->st->meta,
                          .labels = labels, .data = data, .status = p->status, .why = p->why,
                          .rrc = p->whole && p->split == ZP_SPLIT_TRAIN ? &p->rrc : NULL,
                          .epoch = (uint64_t)p->epoch, .side = p->st->cfg.image_cache_side,
                          .lut = p->lut};
     zp_readers_run(p->readers, &job);
     p->st->stats.helper_ns = zp_readers_busy_ns(p->readers); /* stat's readers_busy */
+    if (job.lmdb_rc)
+        lmdb_error(p, job.lmdb_what, job.lmdb_rc);
     for (int64_t j = 0; j < nread; j++) {
         uint32_t index = (uint32_t)(p->order[j] >> 32);
         uint32_t i = (uint32_t)(p->order[j] & 0xffffffffu);
@@ -228,8 +206,6 @@ static int read_hits(prefetch_t *p, zp_batch_t *bt)
         p->scratch[bt->late.n] = index;
         bt->late.pos[bt->late.n++] = i;
     }
-    if (txn)
-        mdb_txn_reset(txn);
     ZP_TIME_END(&p->st->timers, ZP_R_LMDB_GET);
     p->st->stats.bytes += ((bt->n - bt->late.n - bt->fetch.n) * (int64_t)p->st->meta.sample_bytes);
     return bt->late.n ? send_fetch_of(p, &bt->late) : 0;
@@ -757,8 +733,6 @@ static void close_all(prefetch_t *p)
     zp_readers_destroy(&p->readers);
     for (int s = 0; s < ZP_SPLITS; s++)
         free(p->present[s]);
-    if (p->rtxn)
-        mdb_txn_abort(p->rtxn);
     zp_cachedb_close(&p->db);
 }
 

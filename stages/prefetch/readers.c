@@ -1,4 +1,4 @@
-/* readers.c — a few threads that copy a batch's cache hits from LMDB into its
+/* readers.c — a few threads that read a batch's cache hits from LMDB into its
  * ring slot (cropping or decoding a whole image on the way). */
 #define _GNU_SOURCE
 #include "stages/prefetch/readers.h"
@@ -6,41 +6,45 @@
 #include "pipeline/runtime/log.h"
 #include "pipeline/runtime/resample.h"
 
+#include <errno.h>
 #include <pthread.h>
+#include <semaphore.h>
 #include <turbojpeg.h>
 #include <stdlib.h>
 #include <string.h>
 
 #define MAX_THREADS 16
 #define AHEAD 6 /* values whose first lines are fetched ahead of the copy */
+#define SHARE_BYTES (512 << 10) /* a thread's least share of a batch of samples */
 
-/* A thread's work space for whole images; owned by the pool. */
+/* A thread's read transaction and work space for whole images; owned by the pool. */
 typedef struct {
     zp_resample_t rs;
     tjhandle tj;  /* made at the first JPEG */
     uint8_t *rgb; /* a decoded JPEG */
     size_t cap;
+    MDB_txn *txn; /* the thread's read transaction, reset between jobs; NULL until the first */
 } space_t;
-
-struct zp_readers {
-    int n; /* threads, the caller included */
-    int64_t busy_ns; /* copying, all threads, since the start (atomic adds) */
-    space_t space[MAX_THREADS];
-    pthread_t th[MAX_THREADS];
-    pthread_mutex_t mu;
-    pthread_cond_t go, done;
-    const zp_copy_job_t *job; /* guarded by mu */
-    uint64_t seq;             /* job number; guarded by mu */
-    int finished;             /* helpers done with job `seq`; guarded by mu */
-    int stop;
-};
 
 typedef struct {
     zp_readers_t *r;
     int id;
 } arg_t;
 
-static arg_t g_args[MAX_THREADS];
+/* The caller posts go[i] for each helper a job needs; the last helper done
+ * posts done. */
+struct zp_readers {
+    int n; /* threads, the caller included */
+    int64_t busy_ns; /* reading, all threads, since the start (atomic adds) */
+    space_t space[MAX_THREADS];
+    pthread_t th[MAX_THREADS];
+    arg_t args[MAX_THREADS];
+    sem_t go[MAX_THREADS], done;
+    zp_copy_job_t *job; /* the job, and the threads on it (the caller's included) */
+    int active;
+    int finished; /* helpers done with the job (atomic) */
+    int stop;     /* atomic */
+};
 
 /* The pixels of a checked JPEG image, decoded into the thread's space. NULL
  * with *why when it does not decode to the size its header says. */
@@ -92,11 +96,62 @@ static int crop_whole(const zp_copy_job_t *job, space_t *sp, int64_t j, uint32_t
     return ZP_HIT_OK;
 }
 
-/* Values [lo, hi) of the job: check the header, copy, checksum the copy
- * (whole images: crop_whole). */
-static void copy_range(const zp_copy_job_t *job, space_t *sp, int64_t lo, int64_t hi)
+/* An LMDB failure of this job: the first one is kept for the prefetch to report. */
+static void lmdb_failed(zp_copy_job_t *job, const char *what, int rc)
+{
+    int none = 0;
+    if (__atomic_compare_exchange_n(&job->lmdb_rc, &none, rc, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+        job->lmdb_what = what;
+}
+
+/* Starts the thread's read transaction: renews its handle, or begins one.
+ * The calling thread's (`adopt`) may adopt a map another process grew, as no
+ * helper holds a transaction then; a helper's start fails instead, and its
+ * share is fetched from the loaders. */
+static int txn_start(space_t *sp, zp_cachedb_t *db, int adopt)
+{
+    if (sp->txn) {
+        int rc = mdb_txn_renew(sp->txn);
+        if (!rc)
+            return 0;
+        mdb_txn_abort(sp->txn);
+        sp->txn = NULL;
+    }
+    if (adopt)
+        return zp_cachedb_read_begin(db, &sp->txn);
+    int rc = mdb_txn_begin(db->env, NULL, MDB_RDONLY, &sp->txn);
+    if (rc)
+        sp->txn = NULL;
+    return rc;
+}
+
+/* Looks values [lo, hi) of the job up in the thread's transaction, in key
+ * order (nearby keys share B-tree pages); the tree walk touches no value page. */
+static void lookup(zp_copy_job_t *job, space_t *sp, int64_t lo, int64_t hi, int adopt)
+{
+    int rc = txn_start(sp, job->db, adopt);
+    if (rc)
+        lmdb_failed(job, "cannot begin a read transaction", rc);
+    for (int64_t j = lo; j < hi; j++) {
+        uint8_t kb[4];
+        zp_cachedb_key((uint32_t)(job->order[j] >> 32), kb);
+        MDB_val k = {4, kb};
+        int got = rc ? rc : mdb_get(sp->txn, job->dbi, &k, &job->vals[j]);
+        if (got)
+            job->vals[j].mv_data = NULL;
+        if (got && !rc && got != MDB_NOTFOUND)
+            lmdb_failed(job, "get", got);
+    }
+}
+
+/* Values [lo, hi) of the job: look them up, then check the header, copy and
+ * checksum the copy (whole images: crop_whole), with the pages of the next
+ * few values already on their way: value pages are scattered across the map,
+ * and their cache and TLB misses overlap instead of queueing. */
+static void copy_range(zp_copy_job_t *job, space_t *sp, int64_t lo, int64_t hi, int adopt)
 {
     size_t bytes = job->meta->sample_bytes;
+    lookup(job, sp, lo, hi, adopt);
     for (int64_t j = lo; j < hi; j++) {
         int64_t a = j + AHEAD;
         if (a < hi && job->vals[a].mv_data) {
@@ -127,13 +182,16 @@ static void copy_range(const zp_copy_job_t *job, space_t *sp, int64_t lo, int64_
         }
         job->status[j] = ZP_HIT_OK;
     }
+    if (sp->txn)
+        mdb_txn_reset(sp->txn); /* the values' pointers are not used past here */
 }
 
 /* copy_range on thread `id`'s space, its time added to the readers' busy time. */
-static void timed_copy(zp_readers_t *r, const zp_copy_job_t *job, int id, int64_t lo, int64_t hi)
+static void timed_copy(zp_readers_t *r, zp_copy_job_t *job, int id, int64_t lo, int64_t hi,
+                       int adopt)
 {
     int64_t t0 = zp_now_ns();
-    copy_range(job, &r->space[id], lo, hi);
+    copy_range(job, &r->space[id], lo, hi, adopt);
     __atomic_add_fetch(&r->busy_ns, zp_now_ns() - t0, __ATOMIC_RELAXED);
 }
 
@@ -147,25 +205,17 @@ static void *helper(void *p)
 {
     arg_t *a = p;
     zp_readers_t *r = a->r;
-    uint64_t seen = 0;
-    pthread_mutex_lock(&r->mu);
     for (;;) {
-        while (!r->stop && r->seq == seen)
-            pthread_cond_wait(&r->go, &r->mu);
-        if (r->stop)
-            break;
-        seen = r->seq;
-        const zp_copy_job_t *job = r->job;
-        pthread_mutex_unlock(&r->mu);
+        while (sem_wait(&r->go[a->id]) && errno == EINTR)
+            ;
+        if (__atomic_load_n(&r->stop, __ATOMIC_ACQUIRE))
+            return NULL;
         int64_t lo, hi;
-        share(job, a->id, r->n, &lo, &hi);
-        timed_copy(r, job, a->id, lo, hi);
-        pthread_mutex_lock(&r->mu);
-        if (++r->finished == r->n - 1)
-            pthread_cond_signal(&r->done);
+        share(r->job, a->id, r->active, &lo, &hi);
+        timed_copy(r, r->job, a->id, lo, hi, 0);
+        if (__atomic_add_fetch(&r->finished, 1, __ATOMIC_ACQ_REL) == r->active - 1)
+            sem_post(&r->done);
     }
-    pthread_mutex_unlock(&r->mu);
-    return NULL;
 }
 
 int zp_readers_create(zp_readers_t **out, int nthreads)
@@ -175,12 +225,12 @@ int zp_readers_create(zp_readers_t **out, int nthreads)
     if (!r)
         return ZP_ENOMEM;
     r->n = nthreads < 1 ? 1 : nthreads > MAX_THREADS ? MAX_THREADS : nthreads;
-    pthread_mutex_init(&r->mu, NULL);
-    pthread_cond_init(&r->go, NULL);
-    pthread_cond_init(&r->done, NULL);
+    sem_init(&r->done, 0, 0);
     for (int i = 1; i < r->n; i++) {
-        g_args[i] = (arg_t){r, i};
-        if (pthread_create(&r->th[i], NULL, helper, &g_args[i])) {
+        r->args[i] = (arg_t){r, i};
+        sem_init(&r->go[i], 0, 0);
+        if (pthread_create(&r->th[i], NULL, helper, &r->args[i])) {
+            sem_destroy(&r->go[i]);
             r->n = i; /* run with the threads we got */
             break;
         }
@@ -189,25 +239,41 @@ int zp_readers_create(zp_readers_t **out, int nthreads)
     return 0;
 }
 
-void zp_readers_run(zp_readers_t *r, const zp_copy_job_t *job)
+/* The threads a job is worth: every one for whole images (a crop or a decode
+ * costs far more than a wake-up); for samples, one per SHARE_BYTES of copy, as
+ * waking a helper costs about what copying a few hundred KiB does. */
+static int threads_for(const zp_readers_t *r, const zp_copy_job_t *job)
 {
-    if (r->n == 1 || job->n < 2 * r->n) {
-        timed_copy(r, job, 0, 0, job->n);
+    int64_t k = job->rrc ? r->n : job->n * (int64_t)job->meta->sample_bytes / SHARE_BYTES;
+    if (k > job->n / 2)
+        k = job->n / 2; /* two values a thread at least */
+    return k < 1 ? 1 : k > r->n ? r->n : (int)k;
+}
+
+void zp_readers_run(zp_readers_t *r, zp_copy_job_t *job)
+{
+    job->lmdb_rc = 0;
+    job->lmdb_what = NULL;
+    int k = threads_for(r, job);
+    if (k == 1) {
+        timed_copy(r, job, 0, 0, job->n, 1);
         return;
     }
-    pthread_mutex_lock(&r->mu);
+    /* The caller's transaction first: a grown map is adopted while no helper
+     * holds a transaction; its share's lookup renews it without adopting. */
+    space_t *sp = &r->space[0];
+    if (!txn_start(sp, job->db, 1))
+        mdb_txn_reset(sp->txn);
     r->job = job;
-    r->finished = 0;
-    r->seq++;
-    pthread_cond_broadcast(&r->go);
-    pthread_mutex_unlock(&r->mu);
+    r->active = k;
+    __atomic_store_n(&r->finished, 0, __ATOMIC_RELEASE);
+    for (int i = 1; i < k; i++)
+        sem_post(&r->go[i]); /* publishes job and active */
     int64_t lo, hi;
-    share(job, 0, r->n, &lo, &hi);
-    timed_copy(r, job, 0, lo, hi);
-    pthread_mutex_lock(&r->mu);
-    while (r->finished < r->n - 1)
-        pthread_cond_wait(&r->done, &r->mu);
-    pthread_mutex_unlock(&r->mu);
+    share(job, 0, k, &lo, &hi);
+    timed_copy(r, job, 0, lo, hi, 0);
+    while (sem_wait(&r->done) && errno == EINTR)
+        ;
 }
 
 int zp_readers_count(const zp_readers_t *r) { return r->n; }
@@ -219,16 +285,16 @@ void zp_readers_destroy(zp_readers_t **rp)
     if (!rp || !*rp)
         return;
     zp_readers_t *r = *rp;
-    pthread_mutex_lock(&r->mu);
-    r->stop = 1;
-    pthread_cond_broadcast(&r->go);
-    pthread_mutex_unlock(&r->mu);
-    for (int i = 1; i < r->n; i++)
+    __atomic_store_n(&r->stop, 1, __ATOMIC_RELEASE);
+    for (int i = 1; i < r->n; i++) {
+        sem_post(&r->go[i]);
         pthread_join(r->th[i], NULL);
-    pthread_mutex_destroy(&r->mu);
-    pthread_cond_destroy(&r->go);
-    pthread_cond_destroy(&r->done);
+        sem_destroy(&r->go[i]);
+    }
+    sem_destroy(&r->done);
     for (int i = 0; i < MAX_THREADS; i++) {
+        if (r->space[i].txn)
+            mdb_txn_abort(r->space[i].txn);
         zp_resample_free(&r->space[i].rs);
         free(r->space[i].rgb);
         if (r->space[i].tj)

@@ -1,8 +1,9 @@
-/* readers.h — copying a batch's cache hits into its ring slot with a few
- * threads. The prefetch thread looks the values up (one read transaction,
- * which stays open until zp_readers_run returns, so the pointers stay valid);
- * the copy, the header check and the checksum of each value — the memory-bound
- * part — are split across the pool, the calling thread included.
+/* readers.h — reading a batch's cache hits into its ring slot with a few
+ * threads. The batch's keys, sorted, are split across the pool, the calling
+ * thread included: each thread looks up its share in a read transaction of
+ * its own (open until its share is copied, so the pointers stay valid), then
+ * checks, copies and checksums each value — the lookups and the memory-bound
+ * copy both run in parallel.
  *
  * With the crop at assembly (pipeline/runtime/augment.h zp_augment_whole) a train
  * value is a whole image: its copy is the augmentation. A reader checks it,
@@ -13,6 +14,7 @@
 #define ZP_READERS_H
 
 #include "pipeline/runtime/augment.h"
+#include "pipeline/runtime/cachedb.h"
 #include "pipeline/runtime/dataset.h"
 
 #include <lmdb.h>
@@ -21,8 +23,10 @@
 enum { ZP_HIT_OK, ZP_HIT_ABSENT, ZP_HIT_CORRUPT };
 
 typedef struct {
-    const MDB_val *vals;     /* values, mv_data NULL when absent */
-    const uint64_t *order;   /* (sample index << 32 | position in the batch) */
+    zp_cachedb_t *db;        /* the environment, and the split's database */
+    MDB_dbi dbi;
+    MDB_val *vals;           /* scratch, n: the values looked up, mv_data NULL when absent */
+    const uint64_t *order;   /* (sample index << 32 | position in the batch), sorted */
     int64_t n;
     const zp_dataset_meta_t *meta;
     int32_t *labels;         /* the slot's labels and data, by position */
@@ -34,6 +38,10 @@ typedef struct {
     uint64_t epoch;
     int64_t side;            /* dataset.image.cache_side: the largest image kept */
     const float *lut;        /* float32 samples: zp_dataset_normalize_lut's table; NULL for uint8 */
+    /* out: an LMDB error of a lookup or a transaction's start (0: none; the
+     * values it hid are ZP_HIT_ABSENT), and what failed */
+    int lmdb_rc;
+    const char *lmdb_what;
 } zp_copy_job_t;
 
 typedef struct zp_readers zp_readers_t;
@@ -41,13 +49,16 @@ typedef struct zp_readers zp_readers_t;
 /* nthreads - 1 helper threads are started (1: the caller does it all; fewer
  * when the system refuses more). 0, or ZP_ENOMEM with *out NULL. */
 int zp_readers_create(zp_readers_t **out, int nthreads);
-/* Runs the job to completion. */
-void zp_readers_run(zp_readers_t *r, const zp_copy_job_t *job);
+/* Runs the job to completion. The calling thread starts its transaction
+ * first, adopting a map another process grew (zp_cachedb_read_begin) while
+ * the helpers hold none. */
+void zp_readers_run(zp_readers_t *r, zp_copy_job_t *job);
 /* The threads (the caller included), and the time they have spent copying
  * since the start, in ns: the prefetch's stats show it as readers_busy. */
 int zp_readers_count(const zp_readers_t *r);
 int64_t zp_readers_busy_ns(const zp_readers_t *r);
-/* Stops and joins the helpers. Safe on NULL; nulls *r. */
+/* Stops and joins the helpers and ends their transactions (before the
+ * environment closes). Safe on NULL; nulls *r. */
 void zp_readers_destroy(zp_readers_t **r);
 
 #endif

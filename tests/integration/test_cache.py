@@ -74,6 +74,26 @@ def epoch_1_misses_epoch_2_hits_and_batches_equal_an_uncached_run():
                  "the prefetch's readers_busy: %s" % shares)
 
 
+def hits_read_by_several_threads_are_the_batches_one_thread_reads():
+    """prefetch.readers: 4 with 48 KiB samples (a 4.7 MiB batch, split four
+    ways) reads every train batch of a warm epoch into the ring with the
+    pixels that one reader gives, all of them hits."""
+    with zp.Workdir() as w:
+        runs = {}
+        for readers in (1, 4):
+            name = "readers%d" % readers
+            up(w, config(w, name, train=600, test=100, shape="[3, 64, 64]", epochs=2),
+               "prefetch.readers=%d" % readers, "trainer.backend=null",
+               "trainer.debug.log_batches=true")
+            ev = cache_events(w.run_dir(name), "train")
+            zp.check([e["hits"] for e in ev] == [0 if readers == 1 else 600, 600],
+                     "%d readers: train hits per epoch %s" % (readers, [e["hits"] for e in ev]))
+            runs[readers] = open(os.path.join(w.run_dir(name), "batches.log")).read().splitlines()
+        zp.check(len(runs[1]) == 12 and runs[1] == runs[4],
+                 "batches (epoch, batch, step, order digest, pixel hash), 1 reader then 4:\n%s\n%s"
+                 % ("\n".join(runs[1]), "\n".join(runs[4])))
+
+
 def loader_work(run_dir):
     total = 0
     for log in glob.glob(os.path.join(run_dir, "logs", "loader-*.log")):
@@ -236,6 +256,7 @@ def python_lmdb_reads_a_cached_sample_equal_to_the_idx_pixels():
 
 if __name__ == "__main__":
     zp.main([epoch_1_misses_epoch_2_hits_and_batches_equal_an_uncached_run,
+             hits_read_by_several_threads_are_the_batches_one_thread_reads,
              warm_killed_midway_resumes_without_reloading_finished_keys,
              a_fingerprint_mismatch_is_refused_and_rebuild_rebuilds,
              a_full_map_stops_caching_with_one_warning_and_the_run_completes,
