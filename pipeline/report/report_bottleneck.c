@@ -52,7 +52,9 @@ int zp_report_bottleneck(const zp_data_stages_t *d, double wait, char *stage, si
                  100 * wait, 100 * d->busy[1]);
     else
         snprintf(buf, len, "The prefetch stage is the bottleneck: the trainer waited for data "
-                 "%.1f%% of its time while the prefetch stage was busy %.0f%% of its; try more "
-                 "prefetch.readers and a bigger prefetch.depth.", 100 * wait, 100 * d->busy[2]);
+                 "%.1f%% of its time while the prefetch stage was busy %.0f%% of its, assembling "
+                 "batches; try more prefetch.readers (up to the cores), which share a batch's "
+                 "crops, decodes and reads of over 512 KiB a thread (zeus-pipe stat's READERS "
+                 "column shows how busy they are).", 100 * wait, 100 * d->busy[2]);
     return hot;
 }

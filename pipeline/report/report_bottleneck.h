@@ -27,7 +27,10 @@ typedef struct {
  * when it is busy at least half its time; else none, and no setting is
  * advised: a deeper ring (prefetch.depth, .window) was once advised there
  * and made a cuda run wait longer (32% to 41%), so the sentence says only
- * what was measured and where to look.
+ * what was measured and where to look. A busy prefetch is advised more
+ * prefetch.readers, not a deeper ring: a busy stage is not sped up by more
+ * room. tests/integration/test_report.py follows the loader and the prefetch
+ * advice on reproducible runs and checks the trainer waits no longer.
  * Writes the stage's name ("trainer", "loader", "cache", "prefetch" or
  * "unknown") to `stage` and one sentence of advice to `buf`; returns 3 for
  * the trainer, 0..2 for a data stage, -1 for none. */

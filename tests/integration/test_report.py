@@ -2,10 +2,15 @@
 done, region durations follow the synthetic source's known cost, and the
 report names the stage its own figures point to. Which stage that is depends
 on the machine's timings, so it is not asserted here: the rule is tested on
-known figures in tests/test_report.c."""
+known figures in tests/test_report.c. Two cases are built to be reproducible:
+a run bound by its loader's latency, and one bound by the prefetch's crops;
+each is run again with the setting its advice names, which must not make the
+trainer wait longer."""
 import json
 import os
+import re
 import subprocess
+import sys
 import zp
 
 CONFIG = """
@@ -89,6 +94,117 @@ def a_slow_trainer_run_is_named_from_its_figures():
         zp.check(rep["bottleneck"]["advice"] in out, "advice not printed")
 
 
+ADVISED = """
+run: {{name: {name}}}
+dataset:
+  source: python
+  python:
+    class: zp_test_data:Waiting
+    path: [{data}]
+    args: {{wait_ms: 2.0}}
+    splits: {{train: {{n: 3000}}, test: {{n: 64}}}}
+    interpreter: {python}
+loader: {{workers: 1, task_size: 16}}
+prefetch: {{batch_size: 64}}
+trainer: {{backend: null, epochs: 2}}
+"""
+
+
+def measured_here():
+    """Whether this build's timings are the product's: a sanitizer build's
+    are not (its stages run several times slower, unevenly), so the advice
+    tests, which compare waits, run on the normal build only."""
+    if zp.sanitizer_env():
+        print("skipped on the sanitizer build: it compares waits, which that build distorts")
+        return False
+    return True
+
+
+def following_the_loader_advice_shortens_the_wait():
+    """A run bound by its one loader's latency (2 ms of sleep a sample: no
+    CPU is the limit, so the case reproduces on any machine) is advised the
+    setting report.json says; the same run with that setting waits less. The
+    wait compared is the trainer's io time in seconds for the same samples,
+    not its share (a fast trainer waits most of its time either way)."""
+    if not measured_here():
+        return
+    have = subprocess.run([sys.executable, "-c", "import numpy"], capture_output=True)
+    if have.returncode:
+        print("skipped: %s has no numpy (Debian: python3-numpy)" % sys.executable)
+        return
+    data = os.path.join(os.path.dirname(os.path.abspath(__file__)), "pydata")
+    env = dict(os.environ, PYTHONPATH=os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                                   "..", "..", "python"), **zp.sanitizer_env())
+    with zp.Workdir() as w:
+        def run(name, *over):
+            cfg = w.write(name + ".yaml", ADVISED.format(name=name, data=data, python=sys.executable))
+            p = w.start("up", cfg, *over, env=env)
+            out, err = p.communicate(timeout=300)
+            zp.check(p.returncode == 0, "up exit %d\n%s" % (p.returncode, err[-3000:]))
+            return json.load(open(os.path.join(w.run_dir(name), "report.json")))
+        slow = run("slow")
+        advice = slow["bottleneck"]["advice"]
+        zp.check(slow["bottleneck"]["stage"] == "loader", "named %r: %s" % (slow["bottleneck"], advice))
+        setting = re.search(r"loader\.workers=(\d+)", advice)
+        zp.check(setting and setting.group(1) == "2", "no loader.workers=2 in the advice: " + advice)
+        followed = run("followed", setting.group(0))
+        before = region(slow, "trainer", "io")["total_s"]
+        after = region(followed, "trainer", "io")["total_s"]
+        print("  the trainer waited %.2f s with 1 loader, %.2f s with %s" % (before, after, setting.group(0)))
+        zp.check(after < 0.75 * before, "the advised %s left the trainer waiting %.2f s, %.2f s before"
+                 % (setting.group(0), after, before))
+
+
+CROPS = """
+run: {{name: {name}}}
+dataset:
+  source: image_folder
+  path: {root}
+  dtype: uint8
+  image: {{train: train, test: val, resize: 176, crop: 160, cache_side: 320}}
+  augment: {{resized_crop: true, hflip: true}}
+cache: {{enabled: true, path: {root}-cache, encoding: jpeg}}
+loader: {{workers: 2}}
+prefetch: {{batch_size: 32, readers: 1}}
+trainer: {{backend: null, epochs: {epochs}}}
+"""
+
+
+def following_the_prefetch_advice_does_not_lengthen_the_wait():
+    """A warm run whose train batches are random-resized crops of whole
+    images kept as JPEG (each decoded and resized by the prefetch's readers)
+    and one reader is advised more prefetch.readers; with 2 the trainer waits
+    no longer for the same batches. (Shorter on a machine with a core to
+    spare; not longer on one without, as small batches' reads never wake a
+    helper they would not repay: stages/prefetch/readers.c.)"""
+    if not measured_here():
+        return
+    root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench", "make_images.py")
+    with zp.Workdir() as w:
+        img = os.path.join(w.path, "img")
+        subprocess.run([sys.executable, root, img, "--train", "600", "--val", "10"], check=True,
+                       capture_output=True)
+        cfg = w.write("crops.yaml", CROPS.format(name="warm", root=img, epochs=1))
+        rc, out, err = w.run("warm", cfg)
+        zp.check(rc == 0, err)
+
+        def run(name, epochs, *over):
+            cfg = w.write(name + ".yaml", CROPS.format(name=name, root=img, epochs=epochs))
+            rc, out, err = w.run("up", cfg, *over, timeout=300)
+            zp.check(rc == 0, "up exit %d\n%s" % (rc, err[-3000:]))
+            return json.load(open(os.path.join(w.run_dir(name), "report.json")))
+        one = run("one", 40)
+        advice = one["bottleneck"]["advice"]
+        zp.check(one["bottleneck"]["stage"] == "prefetch" and "prefetch.readers" in advice,
+                 "named %r: %s" % (one["bottleneck"], advice))
+        two = run("two", 40, "prefetch.readers=2")
+        before = region(one, "trainer", "io")["total_s"]
+        after = region(two, "trainer", "io")["total_s"]
+        print("  the trainer waited %.2f s with 1 reader, %.2f s with 2" % (before, after))
+        zp.check(after <= 1.1 * before, "prefetch.readers=2 left the trainer waiting %.2f s, %.2f s "
+                 "with 1" % (after, before))
+
+
 def report_errors_name_the_run():
     with zp.Workdir() as w:
         rc, out, err = w.run("report", "nothing-here")
@@ -104,4 +220,5 @@ def report_errors_name_the_run():
 
 if __name__ == "__main__":
     zp.main([a_slow_loader_run_is_named_from_its_figures_and_regions_count_the_work, a_slow_trainer_run_is_named_from_its_figures,
-             report_errors_name_the_run])
+             following_the_loader_advice_shortens_the_wait,
+             following_the_prefetch_advice_does_not_lengthen_the_wait, report_errors_name_the_run])

@@ -68,3 +68,20 @@ class Empty:
 
     def __getitem__(self, i):
         raise IndexError(i)
+
+
+class Waiting:
+    """(image uint8 1x8x8 = index % 256, label = index % 4), each item after
+    `wait_ms` of sleep: a loader bound by latency (a network file system, a
+    remote store), not by a CPU, so that more loaders fetch more whatever the
+    machine's cores."""
+
+    def __init__(self, n=1000, wait_ms=2.0):
+        self.n, self.wait = n, wait_ms / 1000
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, i):
+        time.sleep(self.wait)
+        return np.full((1, 8, 8), i % 256, np.uint8), i % 4
