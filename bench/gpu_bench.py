@@ -23,6 +23,7 @@ Run: /usr/bin/python3 bench/gpu_bench.py [BUILD_DIR] [--workers N] [--epochs E]
      the cpu backend and (c) PyTorch and its DataLoader on the CPU, so that
      every line of the script runs; its figures mean nothing)
 """
+import argparse
 import json
 import os
 import shutil
@@ -131,16 +132,27 @@ def med(xs):
     return statistics.median(xs[1:] if len(xs) > 1 else xs)
 
 
+def parse_args():
+    # The docstring up to its Run: lines: its first paragraph alone ends in a colon.
+    ap = argparse.ArgumentParser(description=__doc__.split("\nRun:")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("build", nargs="?", default=os.path.join(HERE, "..", "build"), metavar="BUILD_DIR",
+                    help="zeus-pipe's build directory (default: the repository's build/)")
+    ap.add_argument("--quick", action="store_true",
+                    help="the test suite's run: 20 batches an epoch, no GPU needed")
+    ap.add_argument("--workers", type=int, default=2, metavar="N",
+                    help="zeus-pipe loaders and DataLoader workers (default: %(default)s)")
+    ap.add_argument("--epochs", type=int, metavar="N",
+                    help="epochs of the timed runs (default: 4, or 2 with --quick)")
+    return ap.parse_args()
+
+
 def main():
-    args = sys.argv[1:]
-    quick = "--quick" in args
-    opts = {a: int(args[args.index(a) + 1]) for a in ("--workers", "--epochs") if a in args}
-    build = next((a for i, a in enumerate(args) if not a.startswith("--") and
-                  (i == 0 or args[i - 1] not in opts)), os.path.join(HERE, "..", "build"))
-    workers = opts.get("--workers", 2)
-    epochs = opts.get("--epochs", 2 if quick else 4)
+    args = parse_args()
+    quick, workers = args.quick, args.workers
+    epochs = args.epochs if args.epochs is not None else 2 if quick else 4
     limit = 20 if quick else 0
-    build = os.path.abspath(build)
+    build = os.path.abspath(args.build)
     skip_without_torch(quick, "gpu_bench")
     gpu = has_gpu()
     if gpu:

@@ -30,6 +30,7 @@ Build the central binary with:
   git worktree add /tmp/zp-central a9aa941 && cmake -S /tmp/zp-central -B /tmp/zp-central/build \\
       -DZP_CUDA=OFF && cmake --build /tmp/zp-central/build -j2 --target zeus-pipe
 """
+import argparse
 import json
 import os
 import shutil
@@ -87,19 +88,26 @@ def run(binary, n, port):
         shutil.rmtree(work, ignore_errors=True)
 
 
+def parse_args():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("build", nargs="?", default="build", metavar="BUILD_DIR",
+                    help="the build directory of zeus-pipe (default: %(default)s)")
+    ap.add_argument("--quick", action="store_true",
+                    help="the test suite's run: 1 and 2 nodes, 2 short epochs")
+    ap.add_argument("--central", metavar="BINARY",
+                    help="zeus-pipe built at a9aa941 (central design), measured too")
+    return ap.parse_args()
+
+
 def main():
     global PER_RANK, EPOCHS
-    args = sys.argv[1:]
-    quick = "--quick" in args
+    args = parse_args()
+    quick = args.quick
     if quick:
-        args.remove("--quick")
         PER_RANK, EPOCHS = 64, 2
-    central = None
-    if "--central" in args:
-        i = args.index("--central")
-        central = os.path.abspath(args[i + 1])
-        del args[i:i + 2]
-    build = args[0] if args else "build"
+    central = os.path.abspath(args.central) if args.central else None
+    build = args.build
     why = Nodes.available()
     if why:
         print("nodes_bench: network namespaces: " + why, file=sys.stderr)

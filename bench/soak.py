@@ -13,6 +13,7 @@ Run: /usr/bin/python3 bench/soak.py [BUILD_DIR] [--minutes M] [--every S]
      runs: 10 seconds, RSS every second; only a run that ends early fails it,
      growth over so short a time is printed but means nothing)
 """
+import argparse
 import glob
 import os
 import re
@@ -134,17 +135,30 @@ def valgrind(binp):
         return 1 if bad else 0
 
 
+def parse_args():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("build", nargs="?", default="build", metavar="BUILD_DIR",
+                    help="the build directory of zeus-pipe (default: %(default)s)")
+    ap.add_argument("--valgrind", action="store_true",
+                    help="instead: a short run with every stage under valgrind")
+    ap.add_argument("--quick", action="store_true",
+                    help="the test suite's run: 10 seconds, RSS every second")
+    ap.add_argument("--minutes", type=float, default=10.0, metavar="M",
+                    help="minutes the soak runs (default: %(default)s)")
+    ap.add_argument("--every", type=float, default=5.0, metavar="S",
+                    help="seconds between RSS samples (default: %(default)s)")
+    return ap.parse_args()
+
+
 def main():
-    args = [a for a in sys.argv[1:]]
-    build = next((a for a in args if not a.startswith("--") and not re.match(r"^[\d.]+$", a)), "build")
-    binp = os.path.abspath(os.path.join(build, "zeus-pipe"))
-    if "--valgrind" in args:
+    args = parse_args()
+    binp = os.path.abspath(os.path.join(args.build, "zeus-pipe"))
+    if args.valgrind:
         return valgrind(binp)
-    if "--quick" in args:
+    if args.quick:
         return 1 if soak(binp, 10 / 60, 1.0) == 2 else 0
-    minutes = float(args[args.index("--minutes") + 1]) if "--minutes" in args else 10.0
-    every = float(args[args.index("--every") + 1]) if "--every" in args else 5.0
-    return min(soak(binp, minutes, every), 1)
+    return min(soak(binp, args.minutes, args.every), 1)
 
 
 if __name__ == "__main__":

@@ -49,6 +49,7 @@ Run: /usr/bin/python3 bench/train_bench.py [BUILD_DIR] [--epochs N]
      suite runs: one configuration of each side and the reference, 2 epochs of
      20 batches; its figures mean nothing)
 """
+import argparse
 import json
 import os
 import re
@@ -282,28 +283,40 @@ def torch_run(threads, blas, workers, coretype, epochs):
 
 # ---------------------------------------------------------------- main
 
+def parse_args():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("build", nargs="?", default="build", metavar="BUILD_DIR",
+                    help="the build directory of zeus-pipe (default: %(default)s)")
+    ap.add_argument("--quick", action="store_true",
+                    help="the test suite's run: one configuration a side, 2 short epochs")
+    ap.add_argument("--epochs", type=int, metavar="N",
+                    help="epochs a configuration, >= 2 (default: %d, or 2 with --quick)" % EPOCHS)
+    return ap.parse_args()
+
+
 def main():
-    args = sys.argv[1:]
-    if args and args[0] == "--torch-child":
-        torch_child(int(args[1]), int(args[2]), int(args[3]), int(args[4]))
+    # torch_run and main re-execute this script in these internal modes: not
+    # options of the bench, so kept out of argparse and its --help.
+    argv = sys.argv[1:]
+    if argv and argv[0] == "--torch-child":
+        torch_child(int(argv[1]), int(argv[2]), int(argv[3]), int(argv[4]))
         return
-    if args and args[0] == "--torch-info":
+    if argv and argv[0] == "--torch-info":
         torch_info()
         return
+    args = parse_args()
     global ZP_THREADS, ZP_WORKERS, TORCH_THREADS, TORCH_WORKERS, TORCH_EXTRA, LIMIT
     epochs = EPOCHS
-    if "--quick" in args:
-        args.remove("--quick")
+    if args.quick:
         ZP_THREADS, ZP_WORKERS, TORCH_THREADS, TORCH_WORKERS, TORCH_EXTRA = (1,), (2,), (1,), (2,), ()
         epochs, LIMIT = 2, 20
         skip_without_torch(True, "train_bench")
-    if "--epochs" in args:
-        i = args.index("--epochs")
-        epochs = int(args[i + 1])
-        del args[i:i + 2]
+    if args.epochs is not None:
+        epochs = args.epochs
     if epochs < 2:
         die("--epochs must be at least 2 (the first epoch is not counted)")
-    bin_path = os.path.join(os.path.abspath(args[0] if args else "build"), "zeus-pipe")
+    bin_path = os.path.join(os.path.abspath(args.build), "zeus-pipe")
     if not os.access(bin_path, os.X_OK):
         die("%s not found or not executable: build it first (scripts/build.sh)" % bin_path)
     for f in ("train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz"):
