@@ -154,7 +154,8 @@
     X("prefetch.window", INT, window, "6", 0, 256,                                                 \
       "batches fetched ahead of the ring; their samples wait in received messages until a slot frees") \
     X("prefetch.readers", INT, readers, "2", 1, 16,                                                \
-      "threads that copy cache hits into the ring (memory-bound work; 1 = none besides prefetch)") \
+      "threads that read cache hits into the ring: a batch's crops and decodes on all of them, "  \
+      "its samples on one per 512 KiB (1 = the prefetch thread alone)")                         \
     X("prefetch.fetch_timeout_s", INT, fetch_timeout_s, "300", 1, 86400,                           \
       "seconds the next batch may wait for samples with none arriving before the run stops, "    \
       "naming what it waits for (every loader stuck, refused or gone)")                          \
