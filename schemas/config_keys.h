@@ -214,7 +214,8 @@
     X("trainer.debug.nan_at_step", INT, nan_at_step, "0", 0, 1000000000,                           \
       "put a NaN into the first layer's weight gradient at this step (0 = never), to test the guard") \
     X("trainer.debug.log_batches", BOOL, log_batches, "false", 0, 0,                               \
-      "append every train batch (epoch, index, step, digests of its indices and pixels) to batches.log") \
+      "append every train batch (epoch, index, step, digests of its indices and pixels; each "   \
+      "sample's crop when dataset.augment.resized_crop cuts it from a whole image) to batches.log") \
     X("logger.stat_interval_ms", INT, stat_interval_ms, "1000", 50, 600000,                        \
       "how often every stage reports its counters")                                               \
     X("logger.tensorboard", BOOL, tensorboard, "true", 0, 0,                                       \

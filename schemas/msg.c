@@ -6,6 +6,8 @@
 #include <stdio.h>
 #include <string.h>
 
+_Static_assert(sizeof(zp_crop_t) == 28, "zp_crop_t is 7 int32s, unpadded, on the wire");
+
 typedef struct {
     const char *wire;
     int frames;
@@ -154,7 +156,10 @@ static int check_header(zp_msg_t *m, const msgpack_object *h, char *why, size_t 
 static int check_payload(zp_msg_t *m, char *why, size_t len)
 {
     const char *name = SPECS[m->type].wire;
-    if (m->nframes != SPECS[m->type].frames)
+    /* SAMPLES and RESULT may end in a frame of crops */
+    int crops = (m->type == ZP_MSG_SAMPLES || m->type == ZP_MSG_RESULT) &&
+                m->nframes == SPECS[m->type].frames + 1;
+    if (m->nframes != SPECS[m->type].frames && !crops)
         return reject(why, len, "%s: %d frames, expected %d", name, m->nframes,
                       SPECS[m->type].frames);
     if ((m->present & ZP_B(split)) && m->split > 1)
@@ -181,6 +186,8 @@ static int check_payload(zp_msg_t *m, char *why, size_t len)
     case ZP_MSG_RESULT:
         want[1] = want[2] = m->n * 4;
         want[3] = m->n * m->elems * zp_dtype_size(m->dtype);
+        if (crops)
+            want[4] = m->n * sizeof(zp_crop_t);
         break;
     case ZP_MSG_VALUES: /* values of their own sizes, each at least its 40-byte header */
         if (m->frame_size[1] < m->n * 40)

@@ -16,12 +16,22 @@
 #include <stdint.h>
 
 #define ZP_WIRE_VERSION 1
-#define ZP_MAX_FRAMES 4
+#define ZP_MAX_FRAMES 5
 #define ZP_MAX_BATCH (1u << 20) /* indices per task, fetch or batch */
 #define ZP_MAX_ELEMS (16u << 20) /* elements per sample (the config and the dataset probe refuse more) */
 /* A label of -1 in SAMPLES or RESULT: the loader could not load that sample
  * (loader.on_error: skip); its data are zeros and it is trained on nowhere. */
 #define ZP_LABEL_SKIPPED (-1)
+/* A random-resized crop as it was cut (dataset.augment.resized_crop): the
+ * box (x, y, w, h) on the whole image as the cache keeps it (img_w x img_h:
+ * the same whether the cache is on or off), and whether it was flipped.
+ * SAMPLES and RESULT of train samples may carry one per sample in a fifth
+ * frame, and a ring slot holds one per sample, for batches.log. x = -1: not
+ * known (a skipped sample, or a sender that sent none). Little-endian int32s. */
+typedef struct {
+    int32_t x, y, w, h, flip, img_w, img_h;
+} zp_crop_t;
+
 /* Sample element types, on the wire (`dtype`) and in cache values. uint8
  * samples are raw pixels that the trainer normalises; float32 ones are
  * normalised by the loaders. */
@@ -69,7 +79,7 @@ static inline size_t zp_dtype_size(uint64_t dtype) { return dtype == ZP_DTYPE_U8
       "cache -> loader: load `n` samples; frame 1 = u32 indices[n]; `epoch` optional")                               \
     X(SAMPLES, "samples", 4, ZP_B(id) | ZP_B(split) | ZP_B(n) | ZP_B(elems),                                   \
       "loader -> cache: results of task `id`; frames u32 indices[n], i32 labels[n], "              \
-      "data[n*elems] of `dtype` (optional)")                                                                         \
+      "data[n*elems] of `dtype` (optional), and optionally zp_crop_t crops[n]")                  \
     X(VALUES, "values", 2, ZP_B(id) | ZP_B(split) | ZP_B(n),                                       \
       "loader -> cache, before the SAMPLES of task `id`: `n` cache values to keep (whole train "  \
       "images, pipeline/runtime/cachedb.h) back to back in frame 1; sent when the crop is made at "       \

@@ -314,12 +314,12 @@ static void zero_or_too_many_frames_are_refused(void **state)
     wire_t w;
     valid_task(&w);
     w.nframes = 0;
-    expect_refused(&w, "0 frames (expected 1..4)");
+    expect_refused(&w, "0 frames (expected 1..5)");
 
     valid_task(&w);
-    for (int i = 0; i < 3; i++)
+    for (int i = 0; i < 4; i++)
         add_frame(&w, indices, 16);
-    expect_refused(&w, "5 frames (expected 1..4)");
+    expect_refused(&w, "6 frames (expected 1..5)");
 }
 
 static void task_index_frame_of_the_wrong_size_is_refused(void **state)
@@ -336,6 +336,8 @@ static void task_index_frame_of_the_wrong_size_is_refused(void **state)
         expect_refused(&w, reason);
     }
 }
+
+static void result_of_dtype(wire_t *w, uint64_t dtype, size_t size);
 
 /* SAMPLES of n = 2, elems = 3 with frame `bad` of `size` bytes instead. */
 static void samples_with_frame(wire_t *w, int bad, size_t size)
@@ -363,6 +365,25 @@ static void samples_frames_must_match_n_and_elems(void **state)
     expect_refused(&w, "samples: frame 1 has 4 bytes, header says 8");
     samples_with_frame(&w, 2, 12);
     expect_refused(&w, "samples: frame 2 has 12 bytes, header says 8");
+
+    /* a fifth frame is the samples' crops, one zp_crop_t each */
+    static const uint8_t crops[2 * sizeof(zp_crop_t) + 1];
+    samples_with_frame(&w, 0, 0);
+    add_frame(&w, crops, 2 * sizeof(zp_crop_t));
+    expect_accepted(&w);
+    wire_free(&w);
+    samples_with_frame(&w, 0, 0);
+    add_frame(&w, crops, 2 * sizeof(zp_crop_t) + 1);
+    expect_refused(&w, "samples: frame 4 has 57 bytes, header says 56");
+    result_of_dtype(&w, 0, 24);
+    add_frame(&w, crops, sizeof(zp_crop_t));
+    expect_refused(&w, "result: frame 4 has 28 bytes, header says 56");
+    /* other messages have no such frame */
+    wire_init(&w);
+    encode(&w, &(zp_msg_t){.type = ZP_MSG_TASK, .id = 1, .n = 2});
+    add_frame(&w, indices, 8);
+    add_frame(&w, crops, 2 * sizeof(zp_crop_t));
+    expect_refused(&w, "task: 3 frames, expected 2");
 }
 
 /* RESULT of n = 2, elems = 3, dtype `dtype` (0: the field left out), data of `size` bytes. */

@@ -17,6 +17,7 @@
 
 #include "pipeline/runtime/log.h"
 #include "pipeline/runtime/ring.h"
+#include "schemas/msg.h"
 
 static char name[64];
 
@@ -124,7 +125,11 @@ static void batch_layout_fits_and_aligns(void **state)
     assert_int_equal(zp_ring_layout(&l, 100, 784 * 4), 0);
     assert_true(l.labels >= 400 && l.labels % 64 == 0);
     assert_true(l.data >= l.labels + 400 && l.data % 64 == 0);
-    assert_int_equal(l.bytes, l.data + 100 * 784 * 4);
+    assert_true(l.crops >= l.data + 100 * 784 * 4 && l.crops % 64 == 0);
+    assert_int_equal(l.bytes, l.crops + 100 * sizeof(zp_crop_t));
+    /* uint8 samples of an odd size: the crops still start aligned */
+    assert_int_equal(zp_ring_layout(&l, 3, 7), 0);
+    assert_true(l.crops >= l.data + 21 && l.crops % 64 == 0);
 }
 
 static void open_refuses_a_ring_of_another_nonce(void **state)

@@ -189,3 +189,10 @@ void zp_augment_rrc_draw(const zp_rrc_t *r, uint64_t epoch, uint32_t index, int 
     if (r->hflip)
         d->flip = (int)(zp_rng_next(&g) >> 63);
 }
+
+zp_crop_t zp_augment_crop_of(const zp_aug_draw_t *d, int w, int h)
+{
+    /* the box's corners and sides are whole pixels (resized_crop_box) */
+    return (zp_crop_t){.x = (int32_t)d->box_x, .y = (int32_t)d->box_y, .w = (int32_t)d->box_w,
+                       .h = (int32_t)d->box_h, .flip = d->flip, .img_w = w, .img_h = h};
+}

@@ -14,6 +14,7 @@
 
 #include "pipeline/runtime/config.h"
 #include "pipeline/runtime/dataset.h"
+#include "schemas/msg.h"
 
 #include <stdint.h>
 
@@ -101,5 +102,7 @@ void zp_augment_rrc_init(zp_rrc_t *r, const zp_config_t *cfg);
  * fallback) and then the flip, from the same per-sample seed as
  * zp_augment_draw. d->dy = d->dx = 0. */
 void zp_augment_rrc_draw(const zp_rrc_t *r, uint64_t epoch, uint32_t index, int h, int w, zp_aug_draw_t *d);
+/* The record of that draw on its w x h image, as batches.log shows it. */
+zp_crop_t zp_augment_crop_of(const zp_aug_draw_t *d, int w, int h);
 
 #endif

@@ -117,7 +117,8 @@ int zp_consumer_view(zp_consumer_t *c, const zp_msg_t *m, zp_batch_view_t *v)
     *v = (zp_batch_view_t){.split = (int)m->split, .n = (int)m->n, .epoch = m->epoch,
                            .index = m->index, .idx = (const uint32_t *)(base + c->lay.indices),
                            .labels = (const int32_t *)(base + c->lay.labels),
-                           .data = base + c->lay.data};
+                           .data = base + c->lay.data,
+                           .crops = (const zp_crop_t *)(base + c->lay.crops)};
     return 0;
 }
 

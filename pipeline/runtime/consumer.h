@@ -20,6 +20,8 @@ typedef struct {
     const uint32_t *idx;    /* n sample indices */
     const int32_t *labels;  /* n labels */
     const void *data;       /* n samples of meta.sample_bytes: float32 or uint8 */
+    const zp_crop_t *crops; /* n crops: meaningful for train batches cropped at assembly
+                               (zp_augment_whole), x = -1 where not known */
 } zp_batch_view_t;
 
 typedef struct {

@@ -75,9 +75,12 @@ uint32_t zp_ring_free_count(const zp_ring_t *r);
 void *zp_ring_slot(const zp_ring_t *r, uint32_t slot);
 
 /* Layout of one batch inside a slot: u32 indices[B], i32 labels[B], then B
- * samples of `sample_bytes` (float32 or uint8, dataset.dtype). */
+ * samples of `sample_bytes` (float32 or uint8, dataset.dtype), then B
+ * zp_crop_t (schemas/msg.h: each train sample's random-resized crop, when
+ * dataset.augment.resized_crop cuts it from a whole image; last, so that a
+ * reader that knows nothing of them finds the rest where it was). */
 typedef struct {
-    size_t indices, labels, data, bytes;
+    size_t indices, labels, data, crops, bytes;
 } zp_ring_layout_t;
 
 /* Fills `l`; ZP_EINVAL when batch_size is not 1..ZP_MAX_BATCH or the

@@ -65,6 +65,9 @@ typedef struct {
     tjhandle tjc;       /* cache.encoding jpeg */
     uint8_t *jpg;
     size_t jpg_cap;
+    /* The crop at assembly, cache on or off: each train sample's crop
+     * (zp_crop_t) goes with the SAMPLES, for batches.log */
+    int crops;
 } loader_t;
 
 static int grow(uint8_t **buf, size_t *cap, size_t need)
@@ -223,8 +226,9 @@ static void send_fail(loader_t *l, uint64_t id, const char *error)
     zp_sock_send(l->work, NULL, &m, NULL, NULL, 0, 0);
 }
 
-/* Loads every sample of the task into `parts` (labels, data), `chunk` samples
- * at a time: read them raw, then transform them. 0, or a message in err. */
+/* Loads every sample of the task into `parts` (labels, data, and for a train
+ * task cropped at assembly its crops), `chunk` samples at a time: read them
+ * raw, then transform them. 0, or a message in err. */
 static int load_samples(loader_t *l, const zp_msg_t *t, zmq_msg_t *parts, char *err, size_t len)
 {
     const uint8_t *idx = t->frame[1]; /* u32 LE array; a frame may be unaligned */
@@ -238,6 +242,14 @@ static int load_samples(loader_t *l, const zp_msg_t *t, zmq_msg_t *parts, char *
         return ZP_ENOMEM;
     }
     uint8_t *labels = zmq_msg_data(&parts[0]);
+    uint8_t *crops = NULL;
+    if (l->crops && t->split == ZP_SPLIT_TRAIN) {
+        if (zmq_msg_init_size(&parts[2], n * sizeof(zp_crop_t))) {
+            snprintf(err, len, "loader out of memory");
+            return ZP_ENOMEM;
+        }
+        crops = zmq_msg_data(&parts[2]);
+    }
     int64_t read_ns = 0, transform_ns = 0;
     /* the epoch comes with tasks of a prefetch that knows about augmentation */
     int augment = l->aug.on && t->split == ZP_SPLIT_TRAIN && (t->present & ZP_B(epoch));
@@ -273,6 +285,10 @@ static int load_samples(loader_t *l, const zp_msg_t *t, zmq_msg_t *parts, char *
                 return ZP_ENOMEM;
             }
             memcpy(labels + 4 * i, &label, 4);
+            if (crops) {
+                zp_crop_t c = label == ZP_LABEL_SKIPPED ? (zp_crop_t){.x = -1} : l->src->crop;
+                memcpy(crops + i * sizeof c, &c, sizeof c);
+            }
         }
         int64_t t1 = zp_now_ns();
         for (size_t i = i0; i < i0 + m && !raw; i++) {
@@ -298,8 +314,8 @@ static int run_task(void *ctx, const zp_msg_t *t, zp_frames_t *f)
 {
     loader_t *l = ctx;
     zp_stage_stats_state(&l->st->stats, ZP_ST_BUSY);
-    zmq_msg_t parts[3];
-    for (int i = 0; i < 3; i++)
+    zmq_msg_t parts[4]; /* indices, labels, data, crops (empty: none) */
+    for (int i = 0; i < 4; i++)
         zmq_msg_init(&parts[i]);
     char err[300];
     int rc = load_samples(l, t, parts + 1, err, sizeof err);
@@ -321,7 +337,7 @@ static int run_task(void *ctx, const zp_msg_t *t, zp_frames_t *f)
                         .dtype = (uint64_t)l->st->meta.dtype, .present = ZP_B(dtype)};
         zp_stage_stats_state(&l->st->stats, ZP_ST_WAIT_OUT);
         ZP_TIME_BEGIN(&l->st->timers, ZP_R_SEND);
-        rc = rc ? rc : zp_sock_send_parts(l->work, &out, parts, 3);
+        rc = rc ? rc : zp_sock_send_parts(l->work, &out, parts, zmq_msg_size(&parts[3]) ? 4 : 3);
         ZP_TIME_END(&l->st->timers, ZP_R_SEND);
         l->last_send = zp_now_ns();
         if (!rc && !l->delivered && l->st->run_dir[0]) /* a supervised loader: tell it once */
@@ -329,7 +345,7 @@ static int run_task(void *ctx, const zp_msg_t *t, zp_frames_t *f)
         l->st->stats.items += (int64_t)t->n;
         l->st->stats.bytes += (int64_t)bytes;
     }
-    for (int i = 0; i < 3; i++)
+    for (int i = 0; i < 4; i++)
         zmq_msg_close(&parts[i]);
     /* every READY carries the fingerprint: a loader declared dead whose record
      * went to another is taken back by its next READY alone */
@@ -422,6 +438,7 @@ int zp_loader_run(zp_stage_t *st, zp_source_t *src)
             (long long)st->meta.n[1], st->meta.sample_bytes);
     l.fp = zp_cachedb_fingerprint_hash(&st->cfg, &st->meta);
     l.keep_whole = zp_augment_whole(&st->cfg) && st->cfg.cache_enabled;
+    l.crops = zp_augment_whole(&st->cfg);
     if (l.keep_whole && st->cfg.cache_encoding == ZP_ENC_JPEG && !(l.tjc = tjInitCompress())) {
         zp_error("cannot start a JPEG encoder: %s", tjGetErrorStr2(NULL));
         rc = 1;

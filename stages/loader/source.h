@@ -25,6 +25,9 @@ struct zp_source {
      * get(). NULL when that get made none. */
     const uint8_t *whole;
     int whole_w, whole_h;
+    /* The random-resized crop the last get() cut its sample with (a train
+     * sample cropped at assembly, cache on or off); crop.x = -1 when none. */
+    zp_crop_t crop;
 };
 
 /* Both open whole splits up front; errors name the file. */

@@ -308,6 +308,7 @@ static int crop_whole(image_source_t *s, const char *path, size_t size, int png,
     zp_augment_whole_size(s->side, sw, sh, &cw, &ch);
     zp_aug_draw_t d;
     zp_augment_rrc_draw(&s->rrc, s->base.epoch, index, ch, cw, &d);
+    s->base.crop = zp_augment_crop_of(&d, cw, ch);
     if ((rc = decode_for_box(s, path, size, png, sw, sh, cs, cw, ch, &d, &w, &h, err, len)))
         return rc;
     double box[4] = {d.box_x, d.box_y, d.box_w, d.box_h};
@@ -337,6 +338,7 @@ static int image_get(zp_source_t *src, int split, uint32_t index, uint8_t *pixel
     const char *path = s->list[split]->path[index];
     size_t size;
     s->base.whole = NULL;
+    s->base.crop = (zp_crop_t){.x = -1};
     int rc = read_file(s, path, &size, err, len);
     if (rc)
         return rc;

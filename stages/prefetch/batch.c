@@ -5,6 +5,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+static void close_held(zp_held_t *h)
+{
+    zmq_msg_close(&h->labels);
+    zmq_msg_close(&h->data);
+    zmq_msg_close(&h->crops);
+}
+
 int zp_batch_create(zp_batch_t **out, size_t batch_size)
 {
     zp_batch_t *bt = calloc(1, sizeof *bt);
@@ -30,10 +37,8 @@ void zp_batch_destroy(zp_batch_t **btp)
     zp_batch_t *bt = btp ? *btp : NULL;
     if (!bt)
         return;
-    for (int h = 0; h < bt->nheld; h++) {
-        zmq_msg_close(&bt->held[h].labels);
-        zmq_msg_close(&bt->held[h].data);
-    }
+    for (int h = 0; h < bt->nheld; h++)
+        close_held(&bt->held[h]);
     free(bt->held);
     free(bt->have);
     free(bt->cached);
@@ -57,10 +62,8 @@ void zp_batch_start(zp_batch_t *bt, int64_t batch, const uint32_t *indices, int6
 
 void zp_batch_abandon(zp_batch_t *bt)
 {
-    for (int h = 0; h < bt->nheld; h++) {
-        zmq_msg_close(&bt->held[h].labels);
-        zmq_msg_close(&bt->held[h].data);
-    }
+    for (int h = 0; h < bt->nheld; h++)
+        close_held(&bt->held[h]);
     bt->nheld = 0;
     bt->batch = -1;
     bt->slot = -1;
@@ -69,7 +72,8 @@ void zp_batch_abandon(zp_batch_t *bt)
 }
 
 void zp_batch_copy_in(zp_batch_t *bt, const zp_slot_view_t *v, const zp_fetch_t *f,
-                      uint64_t offset, uint64_t n, const uint8_t *labels, const uint8_t *data)
+                      uint64_t offset, uint64_t n, const uint8_t *labels, const uint8_t *data,
+                      const uint8_t *crops)
 {
     size_t bytes = v->sample_bytes;
     for (uint64_t i = 0; i < n; i++) {
@@ -79,6 +83,10 @@ void zp_batch_copy_in(zp_batch_t *bt, const zp_slot_view_t *v, const zp_fetch_t 
         bt->have[at] = 1;
         bt->filled++;
         memcpy(&v->labels[at], labels + 4 * i, 4); /* frames may be unaligned */
+        if (crops)
+            memcpy(&v->crops[at], crops + i * sizeof(zp_crop_t), sizeof(zp_crop_t));
+        else
+            v->crops[at] = (zp_crop_t){.x = -1};
         if (v->labels[at] == ZP_LABEL_SKIPPED) {
             bt->have[at] = 2;
             bt->skipped++;
@@ -103,8 +111,11 @@ int zp_batch_hold(zp_batch_t *bt, const zp_msg_t *m, zp_frames_t *f)
     h->n = m->n;
     zmq_msg_init(&h->labels);
     zmq_msg_init(&h->data);
+    zmq_msg_init(&h->crops);
     zmq_msg_move(&h->labels, &f->part[2]);
     zmq_msg_move(&h->data, &f->part[3]);
+    if (m->nframes > 4)
+        zmq_msg_move(&h->crops, &f->part[4]);
     return 0;
 }
 
@@ -113,9 +124,9 @@ void zp_batch_copy_held(zp_batch_t *bt, const zp_slot_view_t *v)
     for (int i = 0; i < bt->nheld; i++) {
         zp_held_t *h = &bt->held[i];
         zp_batch_copy_in(bt, v, &bt->fetch, h->offset, h->n, zmq_msg_data(&h->labels),
-                         zmq_msg_data(&h->data));
-        zmq_msg_close(&h->labels);
-        zmq_msg_close(&h->data);
+                         zmq_msg_data(&h->data),
+                         zmq_msg_size(&h->crops) ? zmq_msg_data(&h->crops) : NULL);
+        close_held(h);
     }
     bt->nheld = 0;
 }
@@ -130,6 +141,7 @@ int64_t zp_batch_compact(zp_batch_t *bt, const zp_slot_view_t *v)
         if (k != i) {
             v->indices[k] = v->indices[i];
             v->labels[k] = v->labels[i];
+            v->crops[k] = v->crops[i];
             memmove(v->data + (size_t)k * bytes, v->data + (size_t)i * bytes, bytes);
         }
         k++;

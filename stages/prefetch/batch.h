@@ -19,10 +19,11 @@ typedef struct {
     int64_t n;
 } zp_fetch_t;
 
-/* A RESULT's payload frames kept until its batch has a slot. */
+/* A RESULT's payload frames kept until its batch has a slot (crops: a
+ * frame of zp_crop_t, or empty when the RESULT had none). */
 typedef struct {
     uint64_t offset, n;
-    zmq_msg_t labels, data;
+    zmq_msg_t labels, data, crops;
 } zp_held_t;
 
 typedef struct {
@@ -44,6 +45,7 @@ typedef struct {
     uint32_t *indices;
     int32_t *labels;
     uint8_t *data;
+    zp_crop_t *crops;
     size_t sample_bytes;
 } zp_slot_view_t;
 
@@ -63,16 +65,18 @@ void zp_batch_abandon(zp_batch_t *bt);
 /* Copies samples [offset, offset + n) of fetch f's result (labels i32[n],
  * data[n x sample_bytes]; either may be unaligned) into the slot at their
  * positions. A sample that arrived already keeps its first copy; a skipped
- * one is counted and its data not copied. */
+ * one is counted and its data not copied. `crops` (n zp_crop_t, unaligned)
+ * may be NULL: their crops are then marked unknown. */
 void zp_batch_copy_in(zp_batch_t *bt, const zp_slot_view_t *v, const zp_fetch_t *f,
-                      uint64_t offset, uint64_t n, const uint8_t *labels, const uint8_t *data);
-/* Keeps a RESULT's labels and data frames (f->part[2], [3], moved out of f)
- * until the batch has a slot. Returns 0 or ZP_ENOMEM. */
+                      uint64_t offset, uint64_t n, const uint8_t *labels, const uint8_t *data,
+                      const uint8_t *crops);
+/* Keeps a RESULT's labels, data and crops frames (f->part[2], [3], [4],
+ * moved out of f) until the batch has a slot. Returns 0 or ZP_ENOMEM. */
 int zp_batch_hold(zp_batch_t *bt, const zp_msg_t *m, zp_frames_t *f);
 /* The batch got a slot: copies in what was held, and releases it. */
 void zp_batch_copy_held(zp_batch_t *bt, const zp_slot_view_t *v);
-/* Closes the gaps skipped samples left in the slot (indices, labels, data
- * move down); the batch shrinks. Returns how many were left out. */
+/* Closes the gaps skipped samples left in the slot (indices, labels, data,
+ * crops move down); the batch shrinks. Returns how many were left out. */
 int64_t zp_batch_compact(zp_batch_t *bt, const zp_slot_view_t *v);
 /* Every sample has arrived (or was skipped). */
 int zp_batch_complete(const zp_batch_t *bt);

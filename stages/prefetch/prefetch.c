@@ -93,16 +93,17 @@ static zp_slot_view_t view_of(prefetch_t *p, const zp_batch_t *bt)
     return (zp_slot_view_t){.indices = (uint32_t *)(base + p->lay.indices),
                             .labels = (int32_t *)(base + p->lay.labels),
                             .data = base + p->lay.data,
+                            .crops = (zp_crop_t *)(base + p->lay.crops),
                             .sample_bytes = p->st->meta.sample_bytes};
 }
 
 /* Copies samples [offset, offset+n) of a fetch's result into the batch's slot. */
 static void copy_in(prefetch_t *p, zp_batch_t *bt, const zp_fetch_t *f, uint64_t offset, uint64_t n,
-                    const uint8_t *labels, const uint8_t *data)
+                    const uint8_t *labels, const uint8_t *data, const uint8_t *crops)
 {
     zp_slot_view_t v = view_of(p, bt);
     ZP_TIME_BEGIN(&p->st->timers, ZP_R_COLLATE);
-    zp_batch_copy_in(bt, &v, f, offset, n, labels, data);
+    zp_batch_copy_in(bt, &v, f, offset, n, labels, data, crops);
     ZP_TIME_END(&p->st->timers, ZP_R_COLLATE);
     p->st->stats.bytes += (int64_t)(n * v.sample_bytes);
 }
@@ -174,6 +175,7 @@ static int read_hits(prefetch_t *p, zp_batch_t *bt)
     uint8_t *base = zp_ring_slot(p->ring, (uint32_t)bt->slot);
     int32_t *labels = (int32_t *)(base + p->lay.labels);
     uint8_t *data = base + p->lay.data;
+    zp_crop_t *crops = (zp_crop_t *)(base + p->lay.crops);
     ZP_TIME_BEGIN(&p->st->timers, ZP_R_LMDB_GET);
     /* Read in key order (nearby keys share B-tree pages), write in batch order. */
     int64_t nread = 0;
@@ -183,7 +185,8 @@ static int read_hits(prefetch_t *p, zp_batch_t *bt)
     qsort(p->order, (size_t)nread, sizeof *p->order, cmp_u64);
     zp_copy_job_t job = {.db = &p->db, .dbi = p->db.dbi[p->split], .vals = p->vals,
                          .order = p->order, .n = nread, .meta = &p->st->meta,
-                         .labels = labels, .data = data, .status = p->status, .why = p->why,
+                         .labels = labels, .data = data, .crops = crops, .status = p->status,
+                         .why = p->why,
                          .rrc = p->whole && p->split == ZP_SPLIT_TRAIN ? &p->rrc : NULL,
                          .epoch = (uint64_t)p->epoch, .side = p->st->cfg.image_cache_side,
                          .lut = p->lut};
@@ -276,7 +279,8 @@ static int on_result(void *ctx, const zp_msg_t *m, zp_frames_t *fr)
     }
     p->last_progress = zp_now_ns();
     if (bt->slot >= 0) {
-        copy_in(p, bt, f, m->offset, m->n, m->frame[2], m->frame[3]);
+        copy_in(p, bt, f, m->offset, m->n, m->frame[2], m->frame[3],
+                m->nframes > 4 ? m->frame[4] : NULL);
         return 0;
     }
     return zp_batch_hold(bt, m, fr);

@@ -74,7 +74,7 @@ static const uint8_t *decode(space_t *sp, const zp_cache_whole_t *img, const cha
 /* Value j of the job, a whole image: the crop drawn for its sample, resized
  * into the slot at `dst`. ZP_HIT_OK or ZP_HIT_CORRUPT (why[j] says). */
 static int crop_whole(const zp_copy_job_t *job, space_t *sp, int64_t j, uint32_t index,
-                      int32_t *label, uint8_t *dst)
+                      int64_t pos, int32_t *label, uint8_t *dst)
 {
     zp_cache_whole_t img;
     int32_t l;
@@ -86,6 +86,7 @@ static int crop_whole(const zp_copy_job_t *job, space_t *sp, int64_t j, uint32_t
     zp_aug_draw_t d;
     zp_augment_rrc_draw(job->rrc, job->epoch, index, img.h, img.w, &d);
     double box[4] = {d.box_x, d.box_y, d.box_w, d.box_h};
+    job->crops[pos] = zp_augment_crop_of(&d, img.w, img.h);
     int side = (int)job->meta->shape[1];
     if (zp_resample(&sp->rs, rgb, img.w, img.h, box, side, side, d.flip,
                     job->lut ? ZP_RS_CHW_F32 : ZP_RS_CHW_U8, job->lut, dst)) {
@@ -168,7 +169,7 @@ static void copy_range(zp_copy_job_t *job, space_t *sp, int64_t lo, int64_t hi, 
         uint64_t sum;
         uint8_t *dst = job->data + (size_t)i * bytes;
         if (job->rrc) {
-            job->status[j] = (uint8_t)crop_whole(job, sp, j, index, &job->labels[i], dst);
+            job->status[j] = (uint8_t)crop_whole(job, sp, j, index, i, &job->labels[i], dst);
             continue;
         }
         job->status[j] = ZP_HIT_CORRUPT;

@@ -29,8 +29,9 @@ typedef struct {
     const uint64_t *order;   /* (sample index << 32 | position in the batch), sorted */
     int64_t n;
     const zp_dataset_meta_t *meta;
-    int32_t *labels;         /* the slot's labels and data, by position */
+    int32_t *labels;         /* the slot's labels, data and crops, by position */
     uint8_t *data;
+    zp_crop_t *crops;
     uint8_t *status;         /* out, per value: ZP_HIT_* */
     const char **why;        /* out, per corrupt value: the reason */
     /* Whole images: the draw's parameters; NULL when the values are samples. */

@@ -10,6 +10,7 @@
  * batch sequence. */
 #define _GNU_SOURCE
 #include "stages/trainer/trainer.h"
+#include "pipeline/runtime/augment.h"
 #include "pipeline/runtime/event.h"
 #include "pipeline/runtime/hash.h"
 #include "pipeline/runtime/log.h"
@@ -43,6 +44,7 @@ typedef struct {
     double win_loss;
     int64_t win_correct, win_samples, win_start;
     FILE *batches;      /* batches.log when trainer.debug.log_batches; owned */
+    int crops;          /* train samples are cropped at assembly: batches.log lists the crops */
     int64_t compute_ns; /* timed regions of the current batch: transform, augment, forward, ... */
     double first_loss, last_loss; /* of train steps, for ZP_MODE_OVERFIT */
     int64_t resume_epoch, resume_batch; /* --resume: where the first epoch starts; else -1 */
@@ -101,16 +103,30 @@ static int epoch_record(trainer_t *t, const zp_msg_t *m)
 }
 
 /* One line per train batch: lets a test compare the batch sequence of runs,
- * and the pixels the model is given (after augmentation). */
+ * and the pixels the model is given (after augmentation). With the crop at
+ * assembly the line goes on with "crops" and each sample's crop, in batch
+ * order: x,y,w,h,flip,image_w,image_h (the box on the whole image as cached;
+ * "-" where not known). */
 static void log_batch(trainer_t *t, const zp_batch_view_t *v, const void *x, size_t sample_bytes)
 {
     uint64_t d = ZP_ORDER_INIT;
     for (int i = 0; i < v->n; i++)
         d = zp_order_step(d, v->idx[i]);
     uint64_t px = XXH3_64bits(x, (size_t)v->n * sample_bytes);
-    fprintf(t->batches, "%llu %llu %lld %016llx %016llx\n", (unsigned long long)v->epoch,
+    fprintf(t->batches, "%llu %llu %lld %016llx %016llx", (unsigned long long)v->epoch,
             (unsigned long long)v->index, (long long)t->step + 1, (unsigned long long)d,
             (unsigned long long)px);
+    if (t->crops)
+        fputs(" crops", t->batches);
+    for (int i = 0; t->crops && i < v->n; i++) {
+        const zp_crop_t *c = &v->crops[i];
+        if (c->x < 0)
+            fputs(" -", t->batches);
+        else
+            fprintf(t->batches, " %d,%d,%d,%d,%d,%d,%d", c->x, c->y, c->w, c->h, c->flip,
+                    c->img_w, c->img_h);
+    }
+    fputc('\n', t->batches);
     fflush(t->batches);
 }
 
@@ -342,6 +358,7 @@ static int setup(trainer_t *t, zp_stage_t *st)
         rc = zp_ckpts_open(&t->ckpts, st, t->be, t->leader);
     if (!rc && st->mode == ZP_MODE_RESUME)
         rc = zp_ckpts_resume(&t->ckpts, &t->step, &t->resume_epoch, &t->resume_batch);
+    t->crops = zp_augment_whole(&st->cfg);
     if (!rc && st->cfg.log_batches)
         rc = open_batches_log(t);
     if (!rc)

@@ -9,7 +9,9 @@ matches Pillow's resize(box=) within 1 per channel on average and 2 at most,
 the flip included; a run's crops are Pillow's crops of the very images its
 cache keeps (RGB, grayscale, CMYK, a PNG smaller than the crop), the same for 1
 and 4 loaders and readers, cold and warm, and close to them with the cache
-off (the same boxes, decoded at another DCT scale); cache.encoding jpeg keeps
+off (the same boxes, decoded at another DCT scale); batches.log lists each
+sample's crop, the box drawn for it on its cached image, the same whatever
+the loaders, readers or cache state; cache.encoding jpeg keeps
 them within JPEG's error; a cache of another cache_side or encoding is
 refused by its fingerprint. Exits 77 (skipped) where /usr/bin/python3 has no
 torch or torchvision."""
@@ -322,7 +324,67 @@ def a_resumed_run_crops_the_rest_of_the_epoch_as_an_uninterrupted_one():
                  "the resumed epoch's crops differ from the uninterrupted run's")
 
 
+LOGGED = """
+run: {{name: {name}}}
+seed: %d
+dataset:
+  source: image_folder
+  path: {root}
+  dtype: uint8
+  image: {{resize: 32, crop: %d, cache_side: %d}}
+  augment: {{resized_crop: true, hflip: true}}
+cache: {{enabled: {cache}, path: {cache_path}}}
+loader: {{workers: {loaders}, task_size: 4}}
+prefetch: {{batch_size: 4, shuffle: false, readers: {readers}}}
+trainer: {{backend: null, epochs: 2, debug: {{log_batches: true}}}}
+""" % (SEED, CROP, SIDE)
+
+
+def logged_crops(w, name, cache, loaders, readers):
+    """{(epoch, index): (x, y, w, h, flip, image_w, image_h)} from a run's
+    batches.log (no shuffle: batch b's sample k is index 4b + k)."""
+    cfg = w.write(name + ".yaml", LOGGED.format(name=name, root=os.path.join(w.path, "img"), cache=cache,
+                                                cache_path=os.path.join(w.path, "cache-raw"),
+                                                loaders=loaders, readers=readers))
+    rc, out, err = w.run("up", cfg)
+    zp.check(rc == 0, "%s: exit %d:\n%s" % (name, rc, err[-3000:]))
+    got = {}
+    for line in open(os.path.join(w.run_dir(name), "batches.log")):
+        f = line.split()
+        zp.check(len(f) > 6 and f[5] == "crops", "%s: no crops in %r" % (name, line))
+        for k, c in enumerate(f[6:]):
+            zp.check(c != "-", "%s: an unknown crop in %r" % (name, line))
+            got[int(f[0]), 4 * int(f[1]) + k] = tuple(map(int, c.split(",")))
+    return got
+
+
+def batches_log_lists_each_crop_as_drawn_whatever_loaders_readers_or_cache():
+    with zp.Workdir() as w:
+        make_folder(os.path.join(w.path, "img"))
+        runs = {name: logged_crops(w, name, cache, loaders, readers)
+                for name, cache, loaders, readers in (("off", "false", 1, 1), ("cold", "true", 1, 1),
+                                                      ("warm", "true", 4, 4))}
+        images = cached_images(w, "raw")
+        zp.check(len(runs["cold"]) == 2 * len(images), "%d crops logged for %d images in 2 epochs"
+                 % (len(runs["cold"]), len(images)))
+        table = {}
+        for (epoch, index), c in sorted(runs["cold"].items()):
+            img = images[index]
+            zp.check(c[5:] == (img.width, img.height), "index %d: crop on %dx%d, cached %dx%d"
+                     % (index, c[5], c[6], img.width, img.height))
+            key = (img.height, img.width, epoch)
+            if key not in table:
+                table[key] = draws(img.height, img.width, len(images), epoch=epoch)
+            y, x, bh, bw, flip = table[key][index]
+            zp.check(c[:5] == (x, y, bw, bh, flip), "epoch %d index %d: logged %s, drawn %s"
+                     % (epoch, index, c[:5], (x, y, bw, bh, flip)))
+        for name in ("off", "warm"):
+            zp.check(runs[name] == runs["cold"], "%s: other crops than cold: %s" % (
+                name, sorted(set(runs[name].items()) ^ set(runs["cold"].items()))[:6]))
+
+
 if __name__ == "__main__":
     zp.main([the_box_follows_torchvision_rule, the_resize_of_a_box_matches_pillow,
              runs_crop_the_cached_images_as_pillow_does, jpeg_encoding_round_trips_and_fingerprints_refuse,
-             a_resumed_run_crops_the_rest_of_the_epoch_as_an_uninterrupted_one])
+             a_resumed_run_crops_the_rest_of_the_epoch_as_an_uninterrupted_one,
+             batches_log_lists_each_crop_as_drawn_whatever_loaders_readers_or_cache])
