@@ -209,8 +209,14 @@ static void *helper(void *p)
     for (;;) {
         while (sem_wait(&r->go[a->id]) && errno == EINTR)
             ;
-        if (__atomic_load_n(&r->stop, __ATOMIC_ACQUIRE))
+        if (__atomic_load_n(&r->stop, __ATOMIC_ACQUIRE)) {
+            /* in this thread: its reader slot is this thread's (LMDB's
+             * thread-local slots), freed as the thread exits */
+            if (r->space[a->id].txn)
+                mdb_txn_abort(r->space[a->id].txn);
+            r->space[a->id].txn = NULL;
             return NULL;
+        }
         int64_t lo, hi;
         share(r->job, a->id, r->active, &lo, &hi);
         timed_copy(r, r->job, a->id, lo, hi, 0);
@@ -293,9 +299,9 @@ void zp_readers_destroy(zp_readers_t **rp)
         sem_destroy(&r->go[i]);
     }
     sem_destroy(&r->done);
+    if (r->space[0].txn) /* the calling thread's; the helpers ended theirs */
+        mdb_txn_abort(r->space[0].txn);
     for (int i = 0; i < MAX_THREADS; i++) {
-        if (r->space[i].txn)
-            mdb_txn_abort(r->space[i].txn);
         zp_resample_free(&r->space[i].rs);
         free(r->space[i].rgb);
         if (r->space[i].tj)
