@@ -31,6 +31,38 @@ torchvision's figures include its Normalize.
     prefetch readers). Each row's CPU (all processes, in core-seconds per
     1,000 images) and each cache's bytes per image are printed with them.
 
+(e) accuracy: speed must not cost it. The ResNet-18 of
+    python/examples/image_resnet.py (its build(), train_epoch() and
+    test_epoch(): SGD lr 0.05, momentum 0.9, weight decay 5e-4, cosine over
+    the epochs, torch.manual_seed(1) before the weights) trained from scratch
+    a few epochs both ways on a folder of its own (make_images: --acc-train,
+    --acc-val images), with the same budget (images, crop, epochs, batch) and
+    seed 1 for the weights and the shuffle, each epoch's test accuracy printed
+    side by side. DataLoader: ImageFolder + DataLoader(num_workers=2,
+    shuffle, generator seeded 1) with RandomResizedCrop(--acc-crop,
+    scale=(0.08, 1), ratio=(3/4, 4/3)) + RandomHorizontalFlip + PILToTensor,
+    uint8 batches normalised in the loop with the same mean/std; test split
+    Resize(--acc-resize) + CenterCrop + PILToTensor. zeus-pipe: `zeus-pipe
+    warm` fills the cache (whole train images, longer side 320), then `up` a
+    config (written into the temporary folder) with dataset.augment.
+    resized_crop (the same scale and ratio) and hflip, 2 loaders, seed 1,
+    running image_resnet.py --no-augment as trainer.command (its own random
+    crop and flip off: the pipeline's recipe alone); its accuracies come from
+    the run's metrics.jsonl (test_epoch records). The two sides draw
+    different random crops, flips and batch orders (different generators)
+    and the pipeline crops the cached 320 px image rather than the JPEG, so
+    the accuracies agree within noise, not bit for bit; the standard error
+    printed is only the test set's (binomial), training runs vary more: at
+    the CPU defaults on a 2-core machine, runs of pipeline seeds 1-3 (the
+    weights' seed 1) ended at 0.86-0.95 test accuracy with zeus-pipe and
+    0.94-0.95 with the DataLoader (its seeds 1-3 for weights and draws).
+    Defaults on the CPU (a 2-core machine: about 4 minutes for both sides):
+    2,000 train and 500 val images, crop 64 (resize 72), 4 epochs, batch
+    64; with a GPU (used by both sides): 5,000 and 500, crop 112 (resize
+    126), 6 epochs. Each side's wall time is printed too (zeus-pipe's `up`,
+    plus its `warm` apart). --only accuracy runs part (e) alone, --only speed
+    parts (a)-(d).
+
 The measurements run in --repeats rounds, each round one of everything, so
 that a busy spell on a shared machine spoils one round of each rather than
 every repeat of one; a figure is the best of its rounds (contention only ever
@@ -48,10 +80,11 @@ The cold cache epoch is epoch 1's own samples_per_s; the warm one is epoch 3
 by the same interval rule.
 
 Run: /usr/bin/python3 bench/image_bench.py build [--quick] [--repeats N] [--train N --val M]
-     [--no-wait]
+     [--no-wait] [--only speed|accuracy] [--acc-train N] [--acc-val M]
+     [--acc-epochs E] [--acc-crop C] [--acc-resize R] [--acc-batch B]
      --quick (what the test suite runs): make_images.QUICK's 40 images, one
      round, no wait for a quiet machine; every part runs, its figures mean
-     nothing.
+     nothing ((e): 1 epoch of 3 batches of 16 at crop 32 each side).
 """
 import argparse
 import json
@@ -313,6 +346,161 @@ def tv_images(root):
     return sum(len(f) for _, _, f in os.walk(os.path.join(root, "train")))
 
 
+# ---- (e) accuracy: the ResNet example both ways ---------------------------------------------------------
+
+EXAMPLES = os.path.join(HERE, "..", "python", "examples")
+RESNET = os.path.join(EXAMPLES, "image_resnet.py")
+ACC_SEED, ACC_LR, ACC_WORKERS = 1, 0.05, 2  # image_resnet.py's torch.manual_seed and --lr default
+ACC_SCALE, ACC_RATIO = (0.08, 1.0), (3 / 4, 4 / 3)  # torchvision's RandomResizedCrop defaults
+
+
+def image_resnet():
+    """python/examples/image_resnet.py as a module (build, train_epoch, test_epoch, DevicePrep)."""
+    sys.path.insert(0, EXAMPLES)
+    import image_resnet as m
+    return m
+
+
+def acc_dataloader(root, b, threads):
+    """The DataLoader side: [(test loss, test accuracy)] per epoch and the wall
+    seconds of its epochs (train and test)."""
+    import torch
+    from torch.utils.data import DataLoader
+    from torchvision import datasets, transforms
+
+    ir = image_resnet()
+    torch.set_num_threads(threads)  # what a fresh process gets, as the zeus-pipe trainer does
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    train_tf = transforms.Compose([transforms.RandomResizedCrop(b["crop"], scale=ACC_SCALE, ratio=ACC_RATIO),
+                                   transforms.RandomHorizontalFlip(), transforms.PILToTensor()])
+    test_tf = transforms.Compose([transforms.Resize(b["resize"]), transforms.CenterCrop(b["crop"]),
+                                  transforms.PILToTensor()])
+    train_ds = datasets.ImageFolder(os.path.join(root, "train"), transform=train_tf)
+    test_ds = datasets.ImageFolder(os.path.join(root, "val"), transform=test_tf)
+    train = DataLoader(train_ds, batch_size=b["batch"], shuffle=True, num_workers=ACC_WORKERS,
+                       persistent_workers=True, generator=torch.Generator().manual_seed(ACC_SEED))
+    test = DataLoader(test_ds, batch_size=b["batch"], num_workers=ACC_WORKERS, persistent_workers=True)
+    torch.manual_seed(ACC_SEED)  # as image_resnet.main: the same initial weights
+    model, opt, sched = ir.build(len(train_ds.classes), b["epochs"], ACC_LR, device)
+    prep = ir.DevicePrep(device, MEAN, STD, 0, seed=ACC_SEED)  # normalises (train=False: no crop, no flip)
+    got, t0 = [], time.perf_counter()
+    for epoch in range(b["epochs"]):
+        ir.train_epoch(model, opt, sched, train, prep, train=False)
+        got.append(ir.test_epoch(model, test, prep))
+        print("image_bench: (e) DataLoader epoch %d: test accuracy %.4f" % (epoch + 1, got[-1][1]), flush=True)
+    wall = time.perf_counter() - t0
+    del train, test  # joins the workers
+    return got, wall
+
+
+def acc_zeus(bin_dir, work, root, b):
+    """The zeus-pipe side: `warm`, then `up` of a config written into `work`
+    running image_resnet.py --no-augment; [(test loss, test accuracy)] per
+    epoch from its metrics.jsonl, and the wall seconds of warm and of up."""
+    cfg = os.path.join(work, "accuracy.yaml")
+    q = json.dumps  # double-quoted YAML scalars for paths
+    with open(cfg, "w") as f:
+        f.write("""# image_bench.py part (e): the ResNet example with the pipeline's recipe
+run: {name: accuracy}
+seed: %d
+dataset:
+  source: image_folder
+  path: %s
+  image: {train: train, test: val, resize: %d, crop: %d}
+  mean: %s
+  std: %s
+  dtype: uint8
+  augment:
+    resized_crop: true
+    scale: [%r, %r]
+    ratio: [%r, %r]
+    hflip: true
+    crop_padding: 0
+cache:
+  enabled: true
+  path: %s
+loader:
+  workers: %d
+prefetch:
+  batch_size: %d
+  shuffle: true
+trainer:
+  epochs: %d
+  command: [%s, %s, --no-augment, --lr, %r]
+""" % (ACC_SEED, q(root), b["resize"], b["crop"], MEAN, STD, ACC_SCALE[0], ACC_SCALE[1], ACC_RATIO[0],
+       ACC_RATIO[1], q(os.path.join(work, "accuracy-cache")), ACC_WORKERS, b["batch"], b["epochs"],
+       q(sys.executable), q(os.path.abspath(RESNET)), ACC_LR))
+    zp = os.path.join(bin_dir, "zeus-pipe")
+    walls = []
+    for cmd in ([zp, "warm", cfg], [zp, "up", cfg]):
+        t0 = time.perf_counter()
+        p = subprocess.run(cmd, cwd=work, capture_output=True, text=True)
+        walls.append(time.perf_counter() - t0)
+        if p.returncode:
+            sys.exit("image_bench: %s failed (%d):\n%s%s" % (" ".join(cmd), p.returncode, p.stdout[-2000:],
+                                                             p.stderr[-3000:]))
+    run = os.path.join(work, "runs", "accuracy")
+    got = {r["epoch"]: (r["loss"], r["accuracy"]) for r in records(os.path.join(run, "metrics.jsonl"))
+           if r.get("event") == "test_epoch"}
+    if sorted(got) != list(range(b["epochs"])):
+        sys.exit("image_bench: %s: test_epoch records for epochs %s, not 0..%d" % (run, sorted(got), b["epochs"] - 1))
+    ends = [r for r in records(os.path.join(run, "metrics.jsonl"))
+            if r.get("event") == "epoch_end" and r["split"] == "train"]
+    bad = [r["epoch"] for r in ends if not r["samples"] == r["distinct"] == r["expected_samples"]]
+    if bad or len(ends) != b["epochs"]:
+        sys.exit("image_bench: %s: %d train epochs recorded, epochs %s incomplete" % (run, len(ends), bad))
+    for e in sorted(got):
+        print("image_bench: (e) zeus-pipe epoch %d: test accuracy %.4f" % (e + 1, got[e][1]), flush=True)
+    return [got[e] for e in sorted(got)], walls[0], walls[1]
+
+
+def accuracy(bin_dir, b, threads):
+    """Part (e): generates its folder, trains both sides, prints the table."""
+    root = b["root"]
+    n, size = make_images.make(root, b["train"], b["val"])
+    print("image_bench: (e) %s: %d images, %.0f KB average" % (root, n, size / n / 1024), flush=True)
+    with tempfile.TemporaryDirectory(prefix="zp-image-acc-", dir=os.path.join(HERE, "out")) as d:
+        tv, tv_wall = acc_dataloader(root, b, threads)
+        zp, warm_wall, up_wall = acc_zeus(bin_dir, d, root, b)
+    import torch
+    device = "GPU (%s)" % torch.cuda.get_device_name() if torch.cuda.is_available() else \
+        "CPU, %d torch thread%s" % (threads, "s" * (threads != 1))
+    print()
+    print("(e) accuracy, ResNet-18 from scratch on %s: %d train / %d val images, %d classes; train RandomResizedCrop "
+          "%d (scale 0.08-1, ratio 3/4-4/3) + flip, test resize %d + center crop %d; %d epoch%s, batch %d, "
+          "SGD lr %g cosine, seed %d; 2 workers / loaders each side"
+          % (device, b["train"], b["val"], len(make_images.CLASSES), b["crop"], b["resize"], b["crop"],
+             b["epochs"], "s" * (b["epochs"] != 1), b["batch"], ACC_LR, ACC_SEED))
+    print("    different random crops each side (different generators): they agree within noise, not bit for bit")
+    print()
+    print("%-8s %15s %10s   %19s %10s" % ("epoch", "DataLoader: acc", "test loss", "zeus-pipe warm: acc",
+                                            "test loss"))
+    for e, (a, z) in enumerate(zip(tv, zp)):
+        print("%-8d %15.4f %10.3f   %19.4f %10.3f" % (e + 1, a[1], a[0], z[1], z[0]))
+    a, z = tv[-1][1], zp[-1][1]
+    se = max(a * (1 - a), z * (1 - z)) ** 0.5 / max(b["val"], 1) ** 0.5
+    print("%-8s %15.4f %10s   %19.4f %10s   difference %+.4f (test-set standard error %.4f each)"
+          % ("final", a, "", z, "", z - a, se))
+    print("%-8s %15.1f %10s   %19.1f %10s   (zeus-pipe: `up`; its `warm` took %.1f s more)"
+          % ("wall s", tv_wall, "", up_wall, "", warm_wall))
+
+
+def acc_budget(a, quick, gpu):
+    """Part (e)'s budget from the options: each unset one defaults by mode."""
+    d = dict(train=make_images.QUICK[0], val=make_images.QUICK[1], crop=32, epochs=1, batch=16) if quick else \
+        dict(train=5000, val=500, crop=112, epochs=6, batch=64) if gpu else \
+        dict(train=2000, val=500, crop=64, epochs=4, batch=64)
+    b = {k: getattr(a, "acc_" + k) if getattr(a, "acc_" + k) is not None else v for k, v in d.items()}
+    b["resize"] = a.acc_resize or b["crop"] * 9 // 8
+    if (b["train"], b["val"]) == make_images.QUICK:
+        b["root"] = make_images.quick_folder(HERE)
+    elif (b["train"], b["val"]) == (5000, 500):
+        b["root"] = os.path.join(HERE, "out", "images")
+    else:
+        b["root"] = os.path.join(HERE, "out", "images-%dx%d" % (b["train"], b["val"]))
+    return b
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("bin_dir", nargs="?", default="build", help="build folder with zeus-pipe and zp-bench-jpeg")
@@ -322,12 +510,37 @@ def main():
     ap.add_argument("--train", type=int, default=5000, help="train images to generate (default 5000)")
     ap.add_argument("--val", type=int, default=500, help="val images to generate (default 500)")
     ap.add_argument("--no-wait", action="store_true", help="measure without waiting for a quiet machine")
+    ap.add_argument("--only", choices=("speed", "accuracy"), help="parts (a)-(d) only, or (e) only")
+    g = ap.add_argument_group("(e) accuracy (defaults: CPU / GPU; --quick: 40 and 10 images, crop 32, 1 "
+                              "epoch, batch 16)")
+    g.add_argument("--acc-train", type=int, help="train images of its folder (default 2000 / 5000)")
+    g.add_argument("--acc-val", type=int, help="val images of its folder (default 500)")
+    g.add_argument("--acc-epochs", type=int, help="epochs each side (default 4 / 6)")
+    g.add_argument("--acc-crop", type=int, help="crop size (default 64 / 112)")
+    g.add_argument("--acc-resize", type=int, help="test split's shorter side before the crop (default crop*9/8)")
+    g.add_argument("--acc-batch", type=int, help="batch size (default 64)")
     a = ap.parse_args()
     skip_without_torch(a.quick, "image_bench")
     bin_dir = os.path.abspath(a.bin_dir)
-    for b in ("zeus-pipe", "zp-bench-jpeg"):
+    for b in ("zeus-pipe",) if a.only == "accuracy" else ("zeus-pipe", "zp-bench-jpeg"):
         if not os.access(os.path.join(bin_dir, b), os.X_OK):
             sys.exit("image_bench: %s/%s is missing: build first (cmake --build %s)" % (bin_dir, b, a.bin_dir))
+    try:  # torch's own thread count, before (c) and (d) set 1: what (e)'s DataLoader side gets back
+        import torch
+        threads, gpu = torch.get_num_threads(), torch.cuda.is_available()
+    except ImportError:  # a full run fails where it needs torch
+        threads, gpu = 1, False
+    os.makedirs(os.path.join(HERE, "out"), exist_ok=True)
+    if a.only != "accuracy":
+        speed(a, bin_dir)
+    if a.only != "speed":
+        if a.only is None:
+            print()
+        accuracy(bin_dir, acc_budget(a, a.quick, gpu), threads)
+
+
+def speed(a, bin_dir):
+    """Parts (a)-(d): generates the folder, measures, prints."""
     train, val = make_images.QUICK if a.quick else (a.train, a.val)
     reps = a.repeats or (1 if a.quick else 3)
     root = os.path.abspath(a.images or (make_images.quick_folder(HERE) if a.quick else
@@ -335,7 +548,6 @@ def main():
                                                      "images-%dx%d" % (train, val))))
     n, size = make_images.make(root, train, val)
     print("image_bench: %s: %d images, %.0f KB average" % (root, n, size / n / 1024), flush=True)
-    os.makedirs(os.path.join(HERE, "out"), exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="zp-image-bench-", dir=os.path.join(HERE, "out")) as d:
         got, runs, parts, cpu, sizes = measure_all(bin_dir, root, reps, d, not (a.quick or a.no_wait))
     best = {k: max(v)[0] for k, v in got.items()}

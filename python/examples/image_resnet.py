@@ -3,7 +3,7 @@
 with `zeus-pipe up configs/images-resnet.yaml`, which starts it as the trainer
 (trainer.command) with ZP_RUN and ZP_RANK set.
 
-    image_resnet.py [--epochs E] [--lr LR] [--pad P]
+    image_resnet.py [--epochs E] [--lr LR] [--pad P] [--no-augment]
 
 The batches come as uint8 N,3,H,W (the config's dataset.dtype: a quarter of
 the bytes of float32 through the loaders, the cache and the ring). On the GPU
@@ -11,12 +11,17 @@ when there is one, else on the CPU, each train batch is augmented (a random
 crop from the sample padded by P pixels, a random horizontal flip, drawn per
 sample) and normalised with the config's dataset.mean and dataset.std (on a
 GPU the zeus_pipe package normalises as it copies: attach(device="cuda"));
-test batches are only normalised. The classes are the run's (the train folder's
-class folders). E defaults to the run's trainer.epochs.
+test batches are only normalised; --no-augment leaves the train batches' crop
+and flip to the config (dataset.augment.resized_crop and hflip, made by the
+pipeline) and only normalises them too. The classes are the run's (the train
+folder's class folders). E defaults to the run's trainer.epochs.
 
 Logs per epoch train_epoch {loss, accuracy} and test_epoch {loss, accuracy}
-into the run's metrics.jsonl and prints them."""
+into the run's metrics.jsonl and prints them. build(), train_epoch() and
+test_epoch() are the model and loops, for bench/image_bench.py to train the
+same model from a DataLoader."""
 import argparse
+import contextlib
 import os
 import sys
 
@@ -83,11 +88,62 @@ class DevicePrep:
         return x, y.to(self.device)
 
 
+def build(classes, epochs, lr, device):
+    """(model, optimizer, scheduler): ResNet-18, SGD with momentum, cosine
+    over `epochs`. The weights draw from torch's global generator: seed it
+    first (main: torch.manual_seed(1))."""
+    model = torchvision.models.resnet18(num_classes=classes).to(device)
+    opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9, weight_decay=5e-4)
+    sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, epochs)
+    return model, opt, sched
+
+
+def train_epoch(model, opt, sched, batches, prep, train=True, region=None):
+    """One pass of SGD over `batches` ((x, y) pairs, prep(x, y, train)
+    before the forward pass), then a scheduler step; returns (loss,
+    accuracy). region(name): a context manager around each part (zp.region)."""
+    region = region or (lambda name: contextlib.nullcontext())
+    model.train()
+    loss_sum = correct = n = 0
+    for x, y in batches:
+        with region("transform"):
+            x, y = prep(x, y, train=train)
+        with region("forward"):
+            out = model(x)
+            loss = F.cross_entropy(out, y)
+        with region("backward"):
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        loss_sum += loss.item() * len(y)
+        correct += (out.argmax(1) == y).sum().item()
+        n += len(y)
+    sched.step()
+    return loss_sum / max(n, 1), correct / max(n, 1)
+
+
+def test_epoch(model, batches, prep):
+    """(loss, accuracy) of the model over `batches`, prep(x, y, False) each."""
+    model.eval()
+    loss_sum = correct = m = 0
+    with torch.no_grad():
+        for x, y in batches:
+            x, y = prep(x, y, train=False)
+            out = model(x)
+            loss_sum += F.cross_entropy(out, y, reduction="sum").item()
+            correct += (out.argmax(1) == y).sum().item()
+            m += len(y)
+    m = max(m, 1)
+    return loss_sum / m, correct / m
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--epochs", type=int, default=None, help="default: the run's trainer.epochs")
     ap.add_argument("--lr", type=float, default=0.05)
     ap.add_argument("--pad", type=int, default=None, help="random-crop padding (default: crop / 8)")
+    ap.add_argument("--no-augment", action="store_true",
+                    help="no random crop or flip here: the config's dataset.augment makes them")
     args = ap.parse_args()
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     torch.manual_seed(1)
@@ -99,43 +155,17 @@ def main():
         epochs = args.epochs or run["epochs"]
         pad = args.pad if args.pad is not None else run["crop"] // 8
         prep = DevicePrep(device, run["mean"], run["std"], pad, seed=1)
-        model = torchvision.models.resnet18(num_classes=run["classes"]).to(device)
-        opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9, weight_decay=5e-4)
-        sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, epochs)
+        model, opt, sched = build(run["classes"], epochs, args.lr, device)
         print("image_resnet: resnet18, %d classes, epochs %d, on %s" % (run["classes"], epochs, device),
               flush=True)
         for epoch in range(epochs):
-            model.train()
-            loss_sum = correct = n = 0
-            for x, y in zp.train:
-                with zp.region("transform"):
-                    x, y = prep(x, y, train=True)
-                with zp.region("forward"):
-                    out = model(x)
-                    loss = F.cross_entropy(out, y)
-                with zp.region("backward"):
-                    opt.zero_grad()
-                    loss.backward()
-                    opt.step()
-                loss_sum += loss.item() * len(y)
-                correct += (out.argmax(1) == y).sum().item()
-                n += len(y)
-            sched.step()
-            train_loss = loss_sum / max(n, 1)
-            zp.log("train_epoch", epoch=epoch, loss=train_loss, accuracy=correct / max(n, 1))
-            model.eval()
-            loss_sum = correct = m = 0
-            with torch.no_grad():
-                for x, y in zp.test:
-                    x, y = prep(x, y, train=False)
-                    out = model(x)
-                    loss_sum += F.cross_entropy(out, y, reduction="sum").item()
-                    correct += (out.argmax(1) == y).sum().item()
-                    m += len(y)
-            m = max(m, 1)
-            zp.log("test_epoch", epoch=epoch, loss=loss_sum / m, accuracy=correct / m)
+            train_loss, train_acc = train_epoch(model, opt, sched, zp.train, prep, train=not args.no_augment,
+                                                region=zp.region)
+            zp.log("train_epoch", epoch=epoch, loss=train_loss, accuracy=train_acc)
+            test_loss, test_acc = test_epoch(model, zp.test, prep)
+            zp.log("test_epoch", epoch=epoch, loss=test_loss, accuracy=test_acc)
             print("epoch %d: train loss %.4f, test loss %.4f, test accuracy %.4f"
-                  % (epoch + 1, train_loss, loss_sum / m, correct / m), flush=True)
+                  % (epoch + 1, train_loss, test_loss, test_acc), flush=True)
 
 
 if __name__ == "__main__":
