@@ -114,6 +114,32 @@ static void a_result_held_before_the_slot_is_copied_in_when_it_comes(void **stat
     zp_batch_destroy(&bt);
 }
 
+static void a_held_result_without_crops_marks_them_unknown(void **state)
+{
+    (void)state;
+    zp_batch_t *bt = started();
+    int32_t labels[BS] = {10, 11, 12, 13};
+    uint8_t data[BS * SB] = {0};
+    zp_frames_t f;
+    zp_frames_init(&f);
+    f.n = 4; /* a sender of no crops */
+    for (int i = 0; i < 2; i++)
+        zmq_msg_init(&f.part[i]);
+    zmq_msg_init_size(&f.part[2], sizeof labels);
+    zmq_msg_init_size(&f.part[3], sizeof data);
+    memcpy(zmq_msg_data(&f.part[2]), labels, sizeof labels);
+    memcpy(zmq_msg_data(&f.part[3]), data, sizeof data);
+    zp_msg_t m = {.type = ZP_MSG_RESULT, .offset = 0, .n = BS, .nframes = 4};
+    assert_int_equal(zp_batch_hold(bt, &m, &f), 0);
+    zp_frames_free(&f);
+    zp_slot_view_t v = slot();
+    zp_batch_copy_held(bt, &v);
+    assert_true(zp_batch_complete(bt));
+    for (int i = 0; i < BS; i++)
+        assert_int_equal(s_crops[i].x, -1);
+    zp_batch_destroy(&bt);
+}
+
 static void an_abandoned_batch_closes_what_it_held_and_is_unused(void **state)
 {
     (void)state;
@@ -172,6 +198,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(samples_land_at_their_positions_and_a_duplicate_keeps_the_first_copy),
         cmocka_unit_test(a_result_held_before_the_slot_is_copied_in_when_it_comes),
+        cmocka_unit_test(a_held_result_without_crops_marks_them_unknown),
         cmocka_unit_test(skipped_samples_are_compacted_away),
         cmocka_unit_test(an_abandoned_batch_closes_what_it_held_and_is_unused),
     };

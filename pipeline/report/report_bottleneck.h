@@ -30,7 +30,8 @@ typedef struct {
  * what was measured and where to look. A busy prefetch is advised more
  * prefetch.readers, not a deeper ring: a busy stage is not sped up by more
  * room. tests/integration/test_report.py follows the loader and the prefetch
- * advice on reproducible runs and checks the trainer waits no longer.
+ * advice on reproducible runs: the trainer waits a quarter less at least
+ * (loaders), and no longer beyond the machine's noise (readers).
  * Writes the stage's name ("trainer", "loader", "cache", "prefetch" or
  * "unknown") to `stage` and one sentence of advice to `buf`; returns 3 for
  * the trainer, 0..2 for a data stage, -1 for none. */

@@ -15,26 +15,27 @@
 #include <sys/stat.h>
 #include <sys/sysinfo.h>
 #include <xxhash.h>
-#if defined(__x86_64__) || defined(__i386__)
-/* libxxhash's x86 build picks the widest vector unit at run time for a hit's
- * checksum (AVX2 or AVX-512: 85 ns for 3 KiB, against 180 ns for its default
- * SSE2). It returns with the vector registers' upper halves in use, and SSE
- * code after it pays for that on every instruction until they are cleared:
- * the crop's resample ran 2.5 times slower after a whole image's checksum. */
+#if defined(ZP_HAVE_XXH_DISPATCH) && (defined(__x86_64__) || defined(__i386__))
+/* A value's checksum (every cache hit's, CMakeLists.txt's ZP_HAVE_XXH_DISPATCH):
+ * libxxhash's x86 build picks the widest vector unit at run time (AVX2 or
+ * AVX-512: 85 ns for 3 KiB, against 180 ns for its default SSE2). It returns
+ * with the vector registers' upper halves in use, and SSE code after it pays
+ * for that on every instruction until they are cleared: the crop's resample
+ * ran 2.5 times slower after a whole image's checksum. */
 #define XXH_DISPATCH_DISABLE_REPLACE
 #include <xxh_x86dispatch.h>
 
 __attribute__((target("avx"))) static void clear_upper(void) { __builtin_ia32_vzeroupper(); }
 
-static uint64_t hit_sum(const void *data, size_t bytes, uint64_t seed)
+static uint64_t value_sum(const void *data, size_t bytes, uint64_t seed)
 {
     uint64_t h = XXH3_64bits_withSeed_dispatch(data, bytes, seed);
-    if (__builtin_cpu_supports("avx"))
+    if (__builtin_cpu_supports("avx")) /* also checks that the OS keeps AVX state */
         clear_upper();
     return h;
 }
 #else
-static uint64_t hit_sum(const void *data, size_t bytes, uint64_t seed)
+static uint64_t value_sum(const void *data, size_t bytes, uint64_t seed)
 {
     return XXH3_64bits_withSeed(data, bytes, seed);
 }
@@ -407,7 +408,7 @@ int zp_cachedb_check_whole(const MDB_val *v, const zp_dataset_meta_t *m, int64_t
 
 uint64_t zp_cachedb_sum(const uint8_t *hdr, const void *payload, size_t bytes)
 {
-    return hit_sum(payload, bytes, XXH3_64bits(hdr, 32));
+    return value_sum(payload, bytes, XXH3_64bits(hdr, 32));
 }
 
 int zp_cachedb_check_value(const MDB_val *v, const zp_dataset_meta_t *m, uint32_t index, int32_t *label,

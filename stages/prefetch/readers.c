@@ -107,8 +107,9 @@ static void lmdb_failed(zp_copy_job_t *job, const char *what, int rc)
 
 /* Starts the thread's read transaction: renews its handle, or begins one.
  * The calling thread's (`adopt`) may adopt a map another process grew, as no
- * helper holds a transaction then; a helper's start fails instead, and its
- * share is fetched from the loaders. */
+ * helper holds a transaction then; a start that may not adopt fails with
+ * MDB_MAP_RESIZED instead, its share is fetched from the loaders, and the
+ * next job's first start adopts the map. */
 static int txn_start(space_t *sp, zp_cachedb_t *db, int adopt)
 {
     if (sp->txn) {
@@ -131,7 +132,7 @@ static int txn_start(space_t *sp, zp_cachedb_t *db, int adopt)
 static void lookup(zp_copy_job_t *job, space_t *sp, int64_t lo, int64_t hi, int adopt)
 {
     int rc = txn_start(sp, job->db, adopt);
-    if (rc)
+    if (rc && rc != MDB_MAP_RESIZED) /* grown since the job began: the next job adopts it */
         lmdb_failed(job, "cannot begin a read transaction", rc);
     for (int64_t j = lo; j < hi; j++) {
         uint8_t kb[4];
@@ -217,10 +218,15 @@ static void *helper(void *p)
             r->space[a->id].txn = NULL;
             return NULL;
         }
+        /* the job's, read once: the caller sets the next job's as soon as
+         * the last helper has posted done, which may be before this one's
+         * count is compared */
+        zp_copy_job_t *job = r->job;
+        int active = r->active;
         int64_t lo, hi;
-        share(r->job, a->id, r->active, &lo, &hi);
-        timed_copy(r, r->job, a->id, lo, hi, 0);
-        if (__atomic_add_fetch(&r->finished, 1, __ATOMIC_ACQ_REL) == r->active - 1)
+        share(job, a->id, active, &lo, &hi);
+        timed_copy(r, job, a->id, lo, hi, 0);
+        if (__atomic_add_fetch(&r->finished, 1, __ATOMIC_ACQ_REL) == active - 1)
             sem_post(&r->done);
     }
 }

@@ -1,9 +1,10 @@
 /* readers.h — reading a batch's cache hits into its ring slot with a few
- * threads. The batch's keys, sorted, are split across the pool, the calling
- * thread included: each thread looks up its share in a read transaction of
- * its own (open until its share is copied, so the pointers stay valid), then
- * checks, copies and checksums each value — the lookups and the memory-bound
- * copy both run in parallel.
+ * threads. The batch's keys, sorted, are split across as many threads as the
+ * job is worth (the calling thread included; see threads_for in readers.c:
+ * all of them for crops and decodes, one per 512 KiB of samples): each looks
+ * up its share in a read transaction of its own (open until its share is
+ * copied, so the pointers stay valid), then checks, copies and checksums each
+ * value.
  *
  * With the crop at assembly (pipeline/runtime/augment.h zp_augment_whole) a train
  * value is a whole image: its copy is the augmentation. A reader checks it,

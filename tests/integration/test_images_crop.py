@@ -335,14 +335,14 @@ dataset:
   augment: {{resized_crop: true, hflip: true}}
 cache: {{enabled: {cache}, path: {cache_path}}}
 loader: {{workers: {loaders}, task_size: 4}}
-prefetch: {{batch_size: 4, shuffle: false, readers: {readers}}}
+prefetch: {{batch_size: 8, shuffle: false, readers: {readers}}}
 trainer: {{backend: null, epochs: 2, debug: {{log_batches: true}}}}
 """ % (SEED, CROP, SIDE)
 
 
 def logged_crops(w, name, cache, loaders, readers):
     """{(epoch, index): (x, y, w, h, flip, image_w, image_h)} from a run's
-    batches.log (no shuffle: batch b's sample k is index 4b + k)."""
+    batches.log (no shuffle: batch b's sample k is index 8b + k)."""
     cfg = w.write(name + ".yaml", LOGGED.format(name=name, root=os.path.join(w.path, "img"), cache=cache,
                                                 cache_path=os.path.join(w.path, "cache-raw"),
                                                 loaders=loaders, readers=readers))
@@ -354,7 +354,7 @@ def logged_crops(w, name, cache, loaders, readers):
         zp.check(len(f) > 6 and f[5] == "crops", "%s: no crops in %r" % (name, line))
         for k, c in enumerate(f[6:]):
             zp.check(c != "-", "%s: an unknown crop in %r" % (name, line))
-            got[int(f[0]), 4 * int(f[1]) + k] = tuple(map(int, c.split(",")))
+            got[int(f[0]), 8 * int(f[1]) + k] = tuple(map(int, c.split(",")))
     return got
 
 
