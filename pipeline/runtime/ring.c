@@ -40,11 +40,13 @@ int zp_ring_layout(zp_ring_layout_t *l, int64_t batch_size, size_t sample_bytes)
     memset(l, 0, sizeof *l);
     if (batch_size < 1 || batch_size > ZP_MAX_BATCH)
         return ZP_EINVAL;
-    size_t b = (size_t)batch_size, data, crops;
+    size_t b = (size_t)batch_size, data, end, crops;
     size_t col = round_up(b * 4, 64); /* b <= 2^20: no overflow */
     if (__builtin_mul_overflow(b, sample_bytes, &data) ||
-        __builtin_add_overflow(2 * col, data, &crops) || !(crops = round_up(crops, 64)) ||
-        __builtin_add_overflow(crops, b * sizeof(zp_crop_t), &l->bytes))
+        __builtin_add_overflow(2 * col, data, &end))
+        return ZP_EINVAL;
+    crops = round_up(end, 64); /* 0 when it does not fit */
+    if (!crops || __builtin_add_overflow(crops, b * sizeof(zp_crop_t), &l->bytes))
         return ZP_EINVAL;
     l->indices = 0;
     l->labels = col;
