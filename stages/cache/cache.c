@@ -527,7 +527,9 @@ static void open_monitor(cache_t *c)
 }
 
 /* Stops the monitor and reads what it still holds (an unread event is memory
- * libzmq never frees), before the work socket closes. */
+ * libzmq never frees), before the work socket closes. An event sent as the
+ * monitor stopped (loaders dying with the run) may still be on its way: the
+ * reading goes on until none has come for 10 ms, 100 ms at most. */
 static void close_monitor(cache_t *c)
 {
     if (!c->monitor)
@@ -535,8 +537,10 @@ static void close_monitor(cache_t *c)
     zmq_socket_monitor(c->work, NULL, 0);
     zmq_msg_t m;
     zmq_msg_init(&m);
-    for (int i = 0; i < 1000 && zmq_msg_recv(&m, c->monitor, ZMQ_DONTWAIT) >= 0; i++)
-        ;
+    zmq_pollitem_t it = {c->monitor, 0, ZMQ_POLLIN, 0};
+    for (int waits = 0; waits < 10 && zmq_poll(&it, 1, 10) > 0; waits++)
+        for (int i = 0; i < 1000 && zmq_msg_recv(&m, c->monitor, ZMQ_DONTWAIT) >= 0; i++)
+            ;
     zmq_msg_close(&m);
     zp_sock_destroy(&c->monitor);
 }
