@@ -398,3 +398,21 @@ int zp_sup_gone(zp_sup_t *s, char *why, size_t len)
                  "exited while this rank trains; its output says why", s->slurm.node, (int)s->plane_pid);
     return 1;
 }
+
+void zp_sup_wait_ranks(const zp_sup_t *s, int ms, volatile sig_atomic_t *stop)
+{
+    if (s->slurm.world < 2 || s->slurm.rank != 0)
+        return;
+    int64_t until = zp_now_ns() + (int64_t)ms * 1000000;
+    char path[PATH_MAX + 64];
+    for (int r = 1; r < s->slurm.world; r++) {
+        snprintf(path, sizeof path, "%s/rank-%d/supervisor.pid", s->run_dir, r);
+        while (access(path, F_OK) == 0 && !*stop && zp_now_ns() < until)
+            usleep(20000);
+        if (access(path, F_OK) == 0 && !*stop) {
+            fprintf(stderr, "zeus-pipe: rank %d has not ended %d s after this rank did; the run's "
+                    "logs may lack its stages' last records\n", r, ms / 1000);
+            return;
+        }
+    }
+}

@@ -330,7 +330,7 @@ static void say_stopped(zp_sup_t *s, const char *why)
 
 static int supervise(zp_sup_t *s)
 {
-    int status = -1, trainer_done = 0, quick = 0;
+    int status = -1, trainer_done = 0, quick = 0, trained = 0;
     char why[PATH_MAX + 200], stopped[PATH_MAX + 300] = "";
     while (status < 0) {
         zmq_pollitem_t it = {s->control, 0, ZMQ_POLLIN, 0};
@@ -359,7 +359,7 @@ static int supervise(zp_sup_t *s)
             snprintf(stopped, sizeof stopped, "the run failed: %s", why);
             status = 1;
         } else if (s->attach ? attach_done(s) : trainer_done >= s->trainers) {
-            status = 0;
+            status = 0, trained = 1;
         } else if (parent_gone(s)) {
             status = 1, quick = 1;
         } else if (zp_sup_gone(s, why, sizeof why)) {
@@ -380,6 +380,8 @@ static int supervise(zp_sup_t *s)
     if (stopped[0])
         say_stopped(s, stopped);
     zp_procs_stop(&s->procs, 0, quick ? 1000 : 3000);
+    if (trained) /* the other ranks end as well: their last records reach the logger */
+        zp_sup_wait_ranks(s, 10000, &g_signal);
     zp_procs_stop(&s->procs, 1, quick ? 800 : 5000);
     return status;
 }

@@ -43,6 +43,7 @@
 
 #include <limits.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -507,5 +508,11 @@ int zp_sup_gone(zp_sup_t *s, char *why, size_t len);
  * (rewritten whole and renamed), for rank 0 and the node's other tasks to
  * stop on; nothing before rank 0's run exists */
 void zp_sup_node_down(zp_sup_t *s, const char *why);
+/* Rank 0 of a run that ended well, its own stages stopped and its logger
+ * not yet: waits until every other rank's supervisor has stopped its stages
+ * and cleaned up (RUN/rank-<r>/supervisor.pid removed), at most `ms`, or a
+ * signal (*stop set). Their stages' last records (the final stats) go to
+ * this rank's logger, which would otherwise stop before they came. */
+void zp_sup_wait_ranks(const zp_sup_t *s, int ms, volatile sig_atomic_t *stop);
 
 #endif

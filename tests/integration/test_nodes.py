@@ -8,9 +8,11 @@ not cross the links (the veth counters: what crosses is events and sums). A
 node's cache built from another dataset is refused naming the node, and a
 node whose data plane dies stops the job naming the node: its leader says so
 in its node rendezvous, where rank 0 and the node's other tasks read it."""
+import json
 import os
 import signal
 import sys
+import time
 import zp
 from netns import Nodes
 from test_ranks import CONFIG, same_training
@@ -127,6 +129,55 @@ def each_node_warms_its_own_cache_and_the_run_loads_nothing():
             zp.check(len(ends) == 2 and all(e["samples"] == e["distinct"] == n for e in ends), ends)
 
 
+def records_of(run_dir):
+    """{(stage, instance): 1 when its final stats record is in, else 0}."""
+    seen = {}
+    try:
+        with open(os.path.join(run_dir, "stats.jsonl")) as f:
+            for line in f:
+                if line.endswith("\n"):
+                    r = json.loads(line)
+                    key = (r["stage"], r["instance"])
+                    seen[key] = seen.get(key, 0) | r.get("final", 0)
+    except FileNotFoundError:
+        pass
+    return seen
+
+
+def wait_for(what, pred, timeout=120):
+    until = time.time() + timeout
+    while not pred():
+        zp.check(time.time() < until, "gave up waiting for " + what)
+        time.sleep(0.05)
+
+
+def a_rank_ending_after_rank_0_still_has_its_last_records_logged():
+    # Rank 0's logger takes every rank's events. Rank 1's supervisor is
+    # stopped (SIGSTOP) while its stages run, and let go 4 s after rank 0's
+    # trainer ended: rank 0 would have stopped its logger by then, and rank
+    # 1's stages' final records (their whole-life totals) would be lost.
+    with zp.Workdir() as w, Nodes(2) as nodes:
+        cfg = config(w, "late", 32)
+        over = ("trainer.epochs=40",)
+        r0 = task(w, nodes, 0, 2, 0, 0, cfg, *over)
+        r1 = task(w, nodes, 1, 2, 1, 0, cfg, *over)
+        run = w.run_dir("late")
+        rank1 = [("loader", 256), ("loader", 257), ("cache", 1), ("prefetch", 1), ("trainer", 1)]
+        wait_for("rank 1's stages' first records", lambda: all(k in records_of(run) for k in rank1))
+        with open(os.path.join(run, "rank-1", "supervisor.pid")) as f:
+            sup1 = int(f.read())
+        os.kill(sup1, signal.SIGSTOP)
+        try:
+            wait_for("trainer[0]'s final record", lambda: records_of(run).get(("trainer", 0)))
+            time.sleep(4)
+        finally:
+            os.kill(sup1, signal.SIGCONT)
+        (rc0, err0), (rc1, err1) = finish(r0), finish(r1)
+        zp.check(rc0 == 0 and rc1 == 0, "rank 0 exit %s:\n%s\nrank 1 exit %s:\n%s" % (rc0, err0, rc1, err1))
+        seen = records_of(run)
+        zp.check(all(seen.get(k) for k in rank1), "rank 1's final records: %r" % {k: seen.get(k) for k in rank1})
+
+
 def each_node_retires_its_idle_loaders():
     with zp.Workdir() as w, Nodes(2) as nodes:
         cfg = config(w, "scaled", 32)
@@ -219,6 +270,7 @@ if __name__ == "__main__":
     zp.main([two_nodes_train_as_one_and_each_keeps_its_own_plane,
              no_sample_crosses_a_link,
              each_node_warms_its_own_cache_and_the_run_loads_nothing,
+             a_rank_ending_after_rank_0_still_has_its_last_records_logged,
              each_node_retires_its_idle_loaders,
              a_nodes_cache_of_another_dataset_is_refused_naming_the_node,
              a_node_whose_data_plane_dies_stops_naming_the_node])
