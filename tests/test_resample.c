@@ -115,12 +115,67 @@ static void whole_image_draws_fit_repeat_and_change_by_epoch(void **state)
     assert_true(d.box_y == 0 && d.box_h == 10 && d.box_w == 13 && d.box_x == 43 && d.flip == 0);
 }
 
+/* The filter written plainly, in double: one output channel value of the
+ * box (bx, by, bw, bh) at output pixel (ox, oy) of ow x oh. */
+static double reference(const uint8_t *src, int sw, int sh, const double b[4], int ow, int oh, int ox,
+                        int oy, int c)
+{
+    double sx = b[2] / ow, sy = b[3] / oh, fx = sx < 1 ? 1 : sx, fy = sy < 1 ? 1 : sy;
+    double cx = b[0] + (ox + 0.5) * sx, cy = b[1] + (oy + 0.5) * sy, sum = 0, wsum = 0;
+    for (int y = (int)fmax(0, floor(cy - fy)); y < sh && y < cy + fy + 1; y++)
+        for (int x = (int)fmax(0, floor(cx - fx)); x < sw && x < cx + fx + 1; x++) {
+            double wx = 1 - fabs((x + 0.5 - cx) / fx), wy = 1 - fabs((y + 0.5 - cy) / fy);
+            if (wx > 0 && wy > 0)
+                sum += wx * wy * src[(y * sw + x) * 3 + c], wsum += wx * wy;
+        }
+    return sum / wsum;
+}
+
+static void every_scale_and_layout_matches_the_filter_written_plainly(void **state)
+{
+    (void)state;
+    int sw = 97, sh = 83;
+    uint8_t *src = malloc((size_t)sw * sh * 3);
+    for (int i = 0; i < sw * sh * 3; i++) /* smooth and sharp parts */
+        src[i] = (uint8_t)(i % 3 == 0 ? (i / 3 % sw) * 2 : i % 3 == 1 ? (i / 3 / sw) * 3 : i * 37 % 251);
+    zp_resample_t rs = {0};
+    /* enlarging (2 taps), shrinking by 1.3 (3-4), 2.5 (5-6), 4.5 (9-10); one box at the border */
+    double boxes[][4] = {{10, 7, 20, 15}, {3, 2.5, 52, 39}, {0, 0, 97, 83}, {1, 1, 90, 80}};
+    int sizes[][2] = {{40, 30}, {40, 30}, {39, 33}, {20, 17}};
+    float lut[3 * 256];
+    for (int i = 0; i < 3 * 256; i++)
+        lut[i] = (float)(i % 256) + 1000.0f * (float)(i / 256);
+    for (int k = 0; k < 4; k++) {
+        int ow = sizes[k][0], oh = sizes[k][1];
+        size_t n = (size_t)ow * oh * 3;
+        uint8_t *hwc = malloc(n), *chw = malloc(n);
+        float *f = malloc(n * sizeof *f);
+        assert_int_equal(zp_resample(&rs, src, sw, sh, boxes[k], ow, oh, 0, ZP_RS_HWC_U8, NULL, hwc), 0);
+        assert_int_equal(zp_resample(&rs, src, sw, sh, boxes[k], ow, oh, 1, ZP_RS_CHW_U8, NULL, chw), 0);
+        assert_int_equal(zp_resample(&rs, src, sw, sh, boxes[k], ow, oh, 0, ZP_RS_CHW_F32, lut, f), 0);
+        for (int y = 0; y < oh; y++)
+            for (int x = 0; x < ow; x++)
+                for (int c = 0; c < 3; c++) {
+                    double want = reference(src, sw, sh, boxes[k], ow, oh, x, y, c);
+                    int got = hwc[(y * ow + x) * 3 + c];
+                    if (fabs(got - want) > 0.51)
+                        fail_msg("box %d pixel %d,%d channel %d: %d, the filter gives %.3f", k, x, y, c, got, want);
+                    assert_int_equal(chw[(size_t)c * ow * oh + y * ow + (ow - 1 - x)], got);
+                    assert_true(f[(size_t)c * ow * oh + y * ow + x] == (float)(got + 1000 * c));
+                }
+        free(hwc), free(chw), free(f);
+    }
+    zp_resample_free(&rs);
+    free(src);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(a_box_of_its_own_size_is_copied_as_is),
         cmocka_unit_test(a_flat_image_stays_flat_at_any_scale_and_layout),
         cmocka_unit_test(the_flip_mirrors_each_row_and_chw_splits_the_channels),
+        cmocka_unit_test(every_scale_and_layout_matches_the_filter_written_plainly),
         cmocka_unit_test(the_cached_size_brings_the_longer_side_down_never_up),
         cmocka_unit_test(whole_image_draws_fit_repeat_and_change_by_epoch),
     };
