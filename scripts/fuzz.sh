@@ -31,7 +31,7 @@ for src in $runtime schemas/msg.c schemas/records.c; do
         $(pkg-config --cflags lmdb libxxhash) -c -o "$out/obj/$(echo "$src" | tr / _).o" "$src"
 done
 rm -f "$out/libzp-fuzz.a" && ar rcs "$out/libzp-fuzz.a" "$out"/obj/*.o
-rlibs="$out/libzp-fuzz.a $(pkg-config --libs lmdb libxxhash libturbojpeg libpng zlib) $libs -lpthread"
+rlibs="$out/libzp-fuzz.a $(pkg-config --libs lmdb libxxhash libturbojpeg libjpeg libpng zlib) $libs -lpthread"
 readers="events jsonl dataset ckpt cache"
 for t in $readers; do
     clang $flags -o "$out/fuzz_$t" "tests/fuzz/fuzz_$t.c" $rlibs

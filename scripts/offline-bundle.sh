@@ -12,7 +12,7 @@
 set -eu
 cd "$(dirname "$0")/.."
 PKGS="libzmq3-dev liblmdb-dev libyaml-dev libmsgpack-dev libopenblas-dev libxxhash-dev
-libcmocka-dev zlib1g-dev libturbojpeg0-dev libpng-dev libprotobuf-c-dev protobuf-c-compiler"
+libcmocka-dev zlib1g-dev libturbojpeg0-dev libjpeg62-turbo-dev libpng-dev libprotobuf-c-dev protobuf-c-compiler"
 
 if [ "${1:-}" = "--unpack" ]; then
     dir=${2:?usage: offline-bundle.sh --unpack DIR PREFIX}

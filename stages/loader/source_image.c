@@ -15,15 +15,17 @@
  * cache on, that whole image is made first and kept for the loader to send
  * (base.whole); with it off, the box is mapped onto the file's own pixels and
  * a JPEG is decoded at the smallest DCT scale that still covers the box at
- * the crop size. */
+ * the crop size, only the part of it that the resize reads (jpeg_region.h). */
 #define _GNU_SOURCE
 #include "stages/loader/source.h"
 #include "pipeline/runtime/imagelist.h"
 #include "pipeline/runtime/augment.h"
 #include "pipeline/runtime/resample.h"
+#include "pipeline/runtime/jpeg_region.h"
 #include "pipeline/runtime/log.h"
 
 #include <errno.h>
+#include <math.h>
 #include <png.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,6 +46,7 @@ typedef struct {
     int64_t side;       /* dataset.image.cache_side */
     zp_rrc_t rrc;
     zp_resample_t rs;
+    zp_jpeg_region_t *region; /* cache off: the box of a JPEG decoded alone; NULL until needed */
     uint8_t *img;       /* the whole image as cached; owned */
     size_t img_cap;
 } image_source_t;
@@ -275,25 +278,52 @@ static int resize_center(image_source_t *s, const char *path, size_t size, int p
 }
 
 /* The file decoded into s->rgb (w x h) at the smallest size that is at least
- * the whole image as cached (s->keep) or else covers the box of `d` (drawn on
- * the cw x ch cached size) at the crop size. */
+ * the whole image as cached. */
 static int decode_for_box(image_source_t *s, const char *path, size_t size, int png, int sw,
-                          int sh, int cs, int cw, int ch, const zp_aug_draw_t *d, int *w, int *h,
-                          char *err, size_t len)
+                          int sh, int cs, int cw, int ch, int *w, int *h, char *err, size_t len)
 {
     if (png) {
         *w = sw, *h = sh;
         return 0; /* decoded whole already */
     }
-    double need_w = cw, need_h = ch;
-    if (!s->keep) {
-        need_w = (double)s->crop * cw / d->box_w;
-        need_h = (double)s->crop * ch / d->box_h;
+    return decode_jpeg_at(s, path, size, sw, sh, cs, scale_covering(sw, sh, cw, ch), w, h, err, len);
+}
+
+/* Cache off: the box of `d` (drawn on the cw x ch cached size) mapped onto
+ * the file's own pixels, at the smallest DCT scale that still covers it at
+ * the crop size, resized to the crop. Of a JPEG that ends as one must, only
+ * the part the resize reads is decoded (jpeg_region.h: the same pixels);
+ * any other file, or one the region decode refuses, is decoded whole. */
+static int crop_file(image_source_t *s, const char *path, size_t size, int png, int sw, int sh,
+                     int cs, int cw, int ch, const zp_aug_draw_t *d, uint8_t *pixels, char *err,
+                     size_t len)
+{
+    tjscalingfactor f = {1, 1};
+    if (!png) {
+        double need_w = (double)s->crop * cw / d->box_w, need_h = (double)s->crop * ch / d->box_h;
+        f = scale_covering(sw, sh, need_w > sw ? sw : need_w, need_h > sh ? sh : need_h);
     }
-    need_w = need_w > sw ? sw : need_w;
-    need_h = need_h > sh ? sh : need_h;
-    return decode_jpeg_at(s, path, size, sw, sh, cs, scale_covering(sw, sh, need_w, need_h), w, h,
-                          err, len);
+    int w = TJSCALED(sw, f), h = TJSCALED(sh, f), rc = ZP_EDATA;
+    double fx = (double)w / cw, fy = (double)h / ch;
+    double box[4] = {d->box_x * fx, d->box_y * fy, d->box_w * fx, d->box_h * fy};
+    int ends = size > 2 && s->file[size - 2] == 0xff && s->file[size - 1] == 0xd9; /* EOI */
+    if (!png && ends && (s->region || (s->region = zp_jpeg_region_open()))) {
+        /* the columns and rows the resize reads: the box and the filter's reach */
+        double ax = box[2] / s->crop < 1 ? 1 : box[2] / s->crop, ay = box[3] / s->crop < 1 ? 1 : box[3] / s->crop;
+        int x0 = (int)floor(box[0] - ax), x1 = (int)ceil(box[0] + box[2] + ax) + 1;
+        int y0 = (int)floor(box[1] - ay), y1 = (int)ceil(box[1] + box[3] + ay) + 1;
+        int rx, ry;
+        rc = zp_jpeg_region(s->region, s->file, size, f.num, f.denom, x0 < 0 ? 0 : x0, y0 < 0 ? 0 : y0,
+                            x1 > w ? w : x1, y1 > h ? h : y1, &s->rgb, &s->rgb_cap, &rx, &ry, &w, &h);
+        if (rc == ZP_ENOMEM)
+            return rc;
+        if (!rc)
+            box[0] -= rx, box[1] -= ry;
+    }
+    if (rc && !png && (rc = decode_jpeg_at(s, path, size, sw, sh, cs, f, &w, &h, err, len)))
+        return rc;
+    return zp_resample(&s->rs, s->rgb, w, h, box, s->crop, s->crop, d->flip, ZP_RS_CHW_U8, NULL,
+                       pixels);
 }
 
 /* A train sample cropped at assembly (see the top of the file). */
@@ -309,15 +339,11 @@ static int crop_whole(image_source_t *s, const char *path, size_t size, int png,
     zp_aug_draw_t d;
     zp_augment_rrc_draw(&s->rrc, s->base.epoch, index, ch, cw, &d);
     s->base.crop = zp_augment_crop_of(&d, cw, ch);
-    if ((rc = decode_for_box(s, path, size, png, sw, sh, cs, cw, ch, &d, &w, &h, err, len)))
+    if (!s->keep)
+        return crop_file(s, path, size, png, sw, sh, cs, cw, ch, &d, pixels, err, len);
+    if ((rc = decode_for_box(s, path, size, png, sw, sh, cs, cw, ch, &w, &h, err, len)))
         return rc;
     double box[4] = {d.box_x, d.box_y, d.box_w, d.box_h};
-    if (!s->keep) { /* the box on the decoded pixels */
-        double fx = (double)w / cw, fy = (double)h / ch;
-        box[0] *= fx, box[1] *= fy, box[2] *= fx, box[3] *= fy;
-        return zp_resample(&s->rs, s->rgb, w, h, box, s->crop, s->crop, d.flip, ZP_RS_CHW_U8,
-                           NULL, pixels);
-    }
     const uint8_t *img = s->rgb;
     if (w != cw || h != ch) {
         double all[4] = {0, 0, w, h};
@@ -368,6 +394,7 @@ static void image_destroy(zp_source_t *src)
         zp_imagelist_free(&s->own[i]);
     if (s->tj)
         tjDestroy(s->tj);
+    zp_jpeg_region_close(s->region);
     free(s->file), free(s->rgb), free(s->scaled), free(s->img);
     zp_resample_free(&s->rs);
     free(s);

@@ -1,0 +1,33 @@
+/* jpeg_region.h — a box of a JPEG decoded alone: libjpeg-turbo decodes only
+ * the iMCU columns that hold it (jpeg_crop_scanline), skips the rows above it
+ * without their inverse DCT (jpeg_skip_scanlines) and stops after its last
+ * row. For a random-resized crop of half the image that is about a third
+ * less work than decoding the whole file.
+ *
+ * The pixels of the box are those a whole decode gives (the same DCT, the
+ * same upsampling): the region is decoded with 2 more pixels on every side,
+ * where libjpeg's upsampling of a region's outermost pixels differs. Any
+ * error, a premature end of the data included, is ZP_EDATA with no reason:
+ * the caller decodes the whole file, which names the fault. */
+#ifndef ZP_JPEG_REGION_H
+#define ZP_JPEG_REGION_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct zp_jpeg_region zp_jpeg_region_t;
+
+/* A decoder, reused from one file to the next; NULL when out of memory. */
+zp_jpeg_region_t *zp_jpeg_region_open(void);
+void zp_jpeg_region_close(zp_jpeg_region_t *j);
+
+/* Columns [x0, x1) and rows [y0, y1) of the JPEG `file` (size bytes) at DCT
+ * scale num/denom, as RGB (grayscale too; not CMYK), into *buf (grown with
+ * realloc as needed, *cap its size): rows of *rw x 3 bytes, *rh of them, the
+ * first pixel being (*rx, *ry) of the scaled image, the box inside. 0,
+ * ZP_ENOMEM, or ZP_EDATA (see above). */
+int zp_jpeg_region(zp_jpeg_region_t *j, const uint8_t *file, size_t size, int num, int denom, int x0,
+                   int y0, int x1, int y1, uint8_t **buf, size_t *cap, int *rx, int *ry, int *rw,
+                   int *rh);
+
+#endif
