@@ -169,6 +169,37 @@ static void every_scale_and_layout_matches_the_filter_written_plainly(void **sta
     free(src);
 }
 
+static void the_pixels_a_resize_reads_are_enough_for_it(void **state)
+{
+    (void)state;
+    int sw = 97, sh = 83;
+    uint8_t *src = picture(sw, sh), *part = malloc((size_t)sw * sh * 3);
+    uint8_t a[40 * 30 * 3], b[40 * 30 * 3];
+    zp_resample_t rs = {0};
+    double boxes[][4] = {{10.25, 7.5, 20, 15}, {3, 2.5, 52.7, 39}, {0, 0, 97, 83}, {30.4, 20.1, 66.6, 62.9}};
+    int sizes[][2] = {{40, 30}, {17, 11}, {40, 30}, {25, 30}};
+    int differ = 0, total = 0;
+    for (int k = 0; k < 4; k++) {
+        int ow = sizes[k][0], oh = sizes[k][1], x0, y0, x1, y1;
+        zp_resample_reach(boxes[k], ow, oh, sw, sh, &x0, &y0, &x1, &y1);
+        assert_true(0 <= x0 && x0 <= boxes[k][0] && boxes[k][0] + boxes[k][2] <= x1 && x1 <= sw);
+        assert_true(0 <= y0 && y0 <= boxes[k][1] && boxes[k][1] + boxes[k][3] <= y1 && y1 <= sh);
+        for (int y = y0; y < y1; y++) /* only those pixels, in an image of their own */
+            memcpy(part + (size_t)(y - y0) * (x1 - x0) * 3, src + ((size_t)y * sw + x0) * 3,
+                   (size_t)(x1 - x0) * 3);
+        double moved[4] = {boxes[k][0] - x0, boxes[k][1] - y0, boxes[k][2], boxes[k][3]};
+        assert_int_equal(zp_resample(&rs, src, sw, sh, boxes[k], ow, oh, 0, ZP_RS_HWC_U8, NULL, a), 0);
+        assert_int_equal(zp_resample(&rs, part, x1 - x0, y1 - y0, moved, ow, oh, 0, ZP_RS_HWC_U8, NULL, b), 0);
+        for (int i = 0; i < ow * oh * 3; i++) { /* the same but for float rounding */
+            assert_true(abs(a[i] - b[i]) <= 1);
+            differ += a[i] != b[i], total++;
+        }
+    }
+    assert_true(differ * 100 < total);
+    zp_resample_free(&rs);
+    free(src), free(part);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -176,6 +207,7 @@ int main(void)
         cmocka_unit_test(a_flat_image_stays_flat_at_any_scale_and_layout),
         cmocka_unit_test(the_flip_mirrors_each_row_and_chw_splits_the_channels),
         cmocka_unit_test(every_scale_and_layout_matches_the_filter_written_plainly),
+        cmocka_unit_test(the_pixels_a_resize_reads_are_enough_for_it),
         cmocka_unit_test(the_cached_size_brings_the_longer_side_down_never_up),
         cmocka_unit_test(whole_image_draws_fit_repeat_and_change_by_epoch),
     };

@@ -193,6 +193,19 @@ int zp_resample(zp_resample_t *r, const uint8_t *src, int sw, int sh, const doub
     return 0;
 }
 
+void zp_resample_reach(const double box[4], int ow, int oh, int sw, int sh, int *x0, int *y0, int *x1,
+                       int *y1)
+{
+    /* axis_fill's taps: from (int)(center - support + 0.5) to (int)(center + support + 0.5) */
+    double ax = box[2] / ow < 1 ? 1 : box[2] / ow, ay = box[3] / oh < 1 ? 1 : box[3] / oh;
+    double l = floor(box[0] - ax), t = floor(box[1] - ay);
+    double r = ceil(box[0] + box[2] + ax) + 1, b = ceil(box[1] + box[3] + ay) + 1;
+    *x0 = l < 0 ? 0 : l > sw - 1 ? sw - 1 : (int)l;
+    *y0 = t < 0 ? 0 : t > sh - 1 ? sh - 1 : (int)t;
+    *x1 = r > sw ? sw : r < *x0 + 1 ? *x0 + 1 : (int)r;
+    *y1 = b > sh ? sh : b < *y0 + 1 ? *y0 + 1 : (int)b;
+}
+
 void zp_resample_free(zp_resample_t *r)
 {
     free(r->buf);

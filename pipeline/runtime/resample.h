@@ -36,6 +36,14 @@ typedef struct {
 int zp_resample(zp_resample_t *r, const uint8_t *src, int sw, int sh, const double box[4], int ow,
                 int oh, int flip, int layout, const float *lut, void *dst);
 
+/* The source pixels that the resize of `box` to ow x oh reads, within an
+ * sw x sh image: columns [*x0, *x1) and rows [*y0, *y1) (the box and the
+ * filter's reach). A resize of the same box given only those pixels (the box
+ * moved by -x0, -y0) gives the same output, but for float rounding (1 at
+ * most, rarely). */
+void zp_resample_reach(const double box[4], int ow, int oh, int sw, int sh, int *x0, int *y0, int *x1,
+                       int *y1);
+
 void zp_resample_free(zp_resample_t *r);
 
 #endif

@@ -25,7 +25,6 @@
 #include "pipeline/runtime/log.h"
 
 #include <errno.h>
-#include <math.h>
 #include <png.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -308,13 +307,10 @@ static int crop_file(image_source_t *s, const char *path, size_t size, int png, 
     double box[4] = {d->box_x * fx, d->box_y * fy, d->box_w * fx, d->box_h * fy};
     int ends = size > 2 && s->file[size - 2] == 0xff && s->file[size - 1] == 0xd9; /* EOI */
     if (!png && ends && (s->region || (s->region = zp_jpeg_region_open()))) {
-        /* the columns and rows the resize reads: the box and the filter's reach */
-        double ax = box[2] / s->crop < 1 ? 1 : box[2] / s->crop, ay = box[3] / s->crop < 1 ? 1 : box[3] / s->crop;
-        int x0 = (int)floor(box[0] - ax), x1 = (int)ceil(box[0] + box[2] + ax) + 1;
-        int y0 = (int)floor(box[1] - ay), y1 = (int)ceil(box[1] + box[3] + ay) + 1;
-        int rx, ry;
-        rc = zp_jpeg_region(s->region, s->file, size, f.num, f.denom, x0 < 0 ? 0 : x0, y0 < 0 ? 0 : y0,
-                            x1 > w ? w : x1, y1 > h ? h : y1, &s->rgb, &s->rgb_cap, &rx, &ry, &w, &h);
+        int x0, y0, x1, y1, rx, ry;
+        zp_resample_reach(box, s->crop, s->crop, w, h, &x0, &y0, &x1, &y1);
+        rc = zp_jpeg_region(s->region, s->file, size, f.num, f.denom, x0, y0, x1, y1, &s->rgb,
+                            &s->rgb_cap, &rx, &ry, &w, &h);
         if (rc == ZP_ENOMEM)
             return rc;
         if (!rc)

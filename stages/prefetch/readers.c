@@ -4,6 +4,7 @@
 #include "stages/prefetch/readers.h"
 #include "pipeline/runtime/cachedb.h"
 #include "pipeline/runtime/log.h"
+#include "pipeline/runtime/jpeg_region.h"
 #include "pipeline/runtime/resample.h"
 
 #include <errno.h>
@@ -20,8 +21,9 @@
 /* A thread's read transaction and work space for whole images; owned by the pool. */
 typedef struct {
     zp_resample_t rs;
-    tjhandle tj;  /* made at the first JPEG */
-    uint8_t *rgb; /* a decoded JPEG */
+    tjhandle tj;  /* made at the first JPEG: its header */
+    zp_jpeg_region_t *jr; /* ... and the part of it that the crop reads */
+    uint8_t *rgb; /* a decoded part of a JPEG */
     size_t cap;
     MDB_txn *txn; /* the thread's read transaction, reset between jobs; NULL until the first */
 } space_t;
@@ -46,28 +48,30 @@ struct zp_readers {
     int stop;     /* atomic */
 };
 
-/* The pixels of a checked JPEG image, decoded into the thread's space. NULL
- * with *why when it does not decode to the size its header says. */
-static const uint8_t *decode(space_t *sp, const zp_cache_whole_t *img, const char **why)
+/* The pixels that the resize of `box` (to side x side) reads of a checked
+ * JPEG image, decoded into the thread's space: only that part of the image
+ * (jpeg_region.h), in a region of *rw x *rh pixels at (*rx, *ry). NULL with
+ * *why when it does not decode to the size its header says. */
+static const uint8_t *decode(space_t *sp, const zp_cache_whole_t *img, const double box[4], int side,
+                             int *rx, int *ry, int *rw, int *rh, const char **why)
 {
-    int w, h, sub, cs;
-    size_t need = (size_t)img->w * img->h * 3;
-    if (need > sp->cap) {
-        uint8_t *p = realloc(sp->rgb, need);
-        if (!p)
-            return *why = "out of memory decoding a JPEG", NULL;
-        sp->rgb = p, sp->cap = need;
-    }
+    int w, h, sub, cs, x0, y0, x1, y1;
     if (!sp->tj && !(sp->tj = tjInitDecompress()))
         return *why = "out of memory decoding a JPEG", NULL;
-    if (tjDecompressHeader3(sp->tj, img->payload, img->bytes, &w, &h, &sub, &cs) ||
-        w != img->w || h != img->h ||
-        tjDecompress2(sp->tj, img->payload, img->bytes, sp->rgb, w, 0, h, TJPF_RGB,
-                      TJFLAG_ACCURATEDCT)) {
-        tjDestroy(sp->tj); /* a failed decode leaves its state behind */
+    if (!sp->jr && !(sp->jr = zp_jpeg_region_open()))
+        return *why = "out of memory decoding a JPEG", NULL;
+    if (tjDecompressHeader3(sp->tj, img->payload, img->bytes, &w, &h, &sub, &cs)) {
+        tjDestroy(sp->tj); /* a failed call leaves its state behind */
         sp->tj = NULL;
-        return *why = "JPEG does not decode to the size its header says", NULL;
+        return *why = "JPEG does not decode", NULL;
     }
+    if (w != img->w || h != img->h)
+        return *why = "JPEG does not decode to the size its header says", NULL;
+    zp_resample_reach(box, side, side, w, h, &x0, &y0, &x1, &y1);
+    int rc = zp_jpeg_region(sp->jr, img->payload, img->bytes, 1, 1, x0, y0, x1, y1, &sp->rgb, &sp->cap,
+                            rx, ry, rw, rh);
+    if (rc)
+        return *why = rc == ZP_ENOMEM ? "out of memory decoding a JPEG" : "JPEG does not decode", NULL;
     return sp->rgb;
 }
 
@@ -80,16 +84,17 @@ static int crop_whole(const zp_copy_job_t *job, space_t *sp, int64_t j, uint32_t
     int32_t l;
     if (zp_cachedb_check_whole(&job->vals[j], job->meta, job->side, index, &l, &img, &job->why[j]))
         return ZP_HIT_CORRUPT;
-    const uint8_t *rgb = img.layout == ZP_CACHE_JPEG ? decode(sp, &img, &job->why[j]) : img.payload;
-    if (!rgb)
-        return ZP_HIT_CORRUPT;
     zp_aug_draw_t d;
     zp_augment_rrc_draw(job->rrc, job->epoch, index, img.h, img.w, &d);
     double box[4] = {d.box_x, d.box_y, d.box_w, d.box_h};
+    int side = (int)job->meta->shape[1], x = 0, y = 0, w = img.w, h = img.h;
+    const uint8_t *rgb = img.payload;
+    if (img.layout == ZP_CACHE_JPEG && !(rgb = decode(sp, &img, box, side, &x, &y, &w, &h, &job->why[j])))
+        return ZP_HIT_CORRUPT;
+    box[0] -= x, box[1] -= y;
     job->crops[pos] = zp_augment_crop_of(&d, img.w, img.h);
-    int side = (int)job->meta->shape[1];
-    if (zp_resample(&sp->rs, rgb, img.w, img.h, box, side, side, d.flip,
-                    job->lut ? ZP_RS_CHW_F32 : ZP_RS_CHW_U8, job->lut, dst)) {
+    if (zp_resample(&sp->rs, rgb, w, h, box, side, side, d.flip, job->lut ? ZP_RS_CHW_F32 : ZP_RS_CHW_U8,
+                    job->lut, dst)) {
         job->why[j] = "out of memory resizing the crop";
         return ZP_HIT_CORRUPT;
     }
@@ -312,6 +317,7 @@ void zp_readers_destroy(zp_readers_t **rp)
         free(r->space[i].rgb);
         if (r->space[i].tj)
             tjDestroy(r->space[i].tj);
+        zp_jpeg_region_close(r->space[i].jr);
     }
     free(r);
     *rp = NULL;
