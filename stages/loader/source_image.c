@@ -278,8 +278,8 @@ static int resize_center(image_source_t *s, const char *path, size_t size, int p
 
 /* The file decoded into s->rgb (w x h) at the smallest size that is at least
  * the whole image as cached. */
-static int decode_for_box(image_source_t *s, const char *path, size_t size, int png, int sw,
-                          int sh, int cs, int cw, int ch, int *w, int *h, char *err, size_t len)
+static int decode_for_cache(image_source_t *s, const char *path, size_t size, int png, int sw,
+                            int sh, int cs, int cw, int ch, int *w, int *h, char *err, size_t len)
 {
     if (png) {
         *w = sw, *h = sh;
@@ -337,7 +337,7 @@ static int crop_whole(image_source_t *s, const char *path, size_t size, int png,
     s->base.crop = zp_augment_crop_of(&d, cw, ch);
     if (!s->keep)
         return crop_file(s, path, size, png, sw, sh, cs, cw, ch, &d, pixels, err, len);
-    if ((rc = decode_for_box(s, path, size, png, sw, sh, cs, cw, ch, &w, &h, err, len)))
+    if ((rc = decode_for_cache(s, path, size, png, sw, sh, cs, cw, ch, &w, &h, err, len)))
         return rc;
     double box[4] = {d.box_x, d.box_y, d.box_w, d.box_h};
     const uint8_t *img = s->rgb;
