@@ -93,6 +93,14 @@
       "python: keyword arguments of the callable, for both splits")                               \
     X("dataset.python.splits", JSON, py_splits, "{}", 0, 0,                                        \
       "python: more keyword arguments per split, {train: {...}, test: {...}} (no test: none)")   \
+    X("dataset.python.augment.train", STR, py_augment_train, "", 0, 0,                             \
+      "python: module:callable applied to every train item after the cache, each epoch, seeded "  \
+      "per sample (a torchvision Compose, a function): the random part (\"\": none)")              \
+    X("dataset.python.augment.test", STR, py_augment_test, "", 0, 0,                               \
+      "python: the same for the test split (a center crop to the train crop's size, say)")        \
+    X("dataset.python.random", ENUM, py_random, "refuse", "refuse|cache_first_draw", 0,          \
+      "python: a __getitem__ that draws random numbers, with the cache on: refuse (the cache "    \
+      "would keep its first draw), or cache_first_draw (keep it, on purpose)")                     \
     X("dataset.python.fields", STRS, py_fields, "[]", 0, 0,                                        \
       "python: names of a tuple item's fields in order ([]: image, label for a pair, else "      \
       "f0, f1, ...); a dict item names its own")                                                  \

@@ -356,6 +356,9 @@ static void every_key_of_a_full_file_is_parsed(void **state)
     assert_string_equal(c.py_splits, "{\"train\": {\"split\": \"train\"}, \"test\": {\"split\": \"val\"}}");
     assert_int_equal(c.py_path.n, 2);
     assert_string_equal(c.py_interp, "/opt/venv/bin/python");
+    assert_string_equal(c.py_augment_train, "pets.aug:train_step");
+    assert_string_equal(c.py_augment_test, "pets.aug:center");
+    assert_int_equal(c.py_random, ZP_PY_RANDOM_CACHE_FIRST_DRAW);
 }
 
 static void python_source_needs_module_colon_callable_and_a_mapping_of_args(void **state)

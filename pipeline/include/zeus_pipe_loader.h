@@ -27,7 +27,7 @@
 extern "C" {
 #endif
 
-#define ZP_LOADER_API_VERSION 1
+#define ZP_LOADER_API_VERSION 2
 
 /* Writes sample `index` of `split` — the task's `epoch`, for code that draws
  * random numbers — into record[0..bytes): its fields as the run's dataset
@@ -37,6 +37,23 @@ extern "C" {
  * number to stop this loader (err says why). */
 typedef int (*zp_loader_get_fn)(void *ctx, int split, uint32_t index, uint64_t epoch,
                                 void *record, size_t bytes, char *err, size_t errlen);
+
+/* The same, for a run whose Dataset has an augment step after the cache
+ * (dataset.python.augment.*; RUN/dataset/meta's `augment` and `cached`
+ * lines). On a split with a step `keep` is not NULL and the record to build
+ * the sample from is one of the cache's (the `cached` fields):
+ *   - `cached` not NULL: the record the cache holds for this sample, owned by
+ *     the library and valid until `get` returns (read-only: it may lie in the
+ *     cache's map); no __getitem__ is needed;
+ *   - `cached` NULL: the caller makes it (its __getitem__) into keep[0..the
+ *     cached record's bytes), which the library sends to the cache.
+ * Then it applies the step, seeded from (seed, split, epoch, index), and
+ * writes the sample into record[0..bytes) (the `fields` of the meta). On a
+ * split without a step `cached` and `keep` are NULL: as zp_loader_get_fn.
+ * (Since loader API version 2.) */
+typedef int (*zp_loader_get2_fn)(void *ctx, int split, uint32_t index, uint64_t epoch,
+                                 const void *cached, void *keep, void *record, size_t bytes,
+                                 char *err, size_t errlen);
 
 /* ZP_LOADER_API_VERSION of the library loaded. */
 int zp_loader_api_version(void);
@@ -49,6 +66,11 @@ int zp_loader_api_version(void);
  * config error that a restart cannot mend (refused, the run is not a
  * `dataset.source: python` one), 128 + N stopped by signal N. */
 int zp_loader_serve(int argc, char **argv, zp_loader_get_fn get, void *ctx);
+
+/* zp_loader_serve with a zp_loader_get2_fn: the loader of a run with an
+ * augment step (zp_loader_serve refuses such a run). Since loader API
+ * version 2. */
+int zp_loader_serve2(int argc, char **argv, zp_loader_get2_fn get, void *ctx);
 
 #ifdef __cplusplus
 }

@@ -226,14 +226,16 @@ void zp_cachedb_fingerprint(const zp_config_t *cfg, const zp_dataset_meta_t *m, 
              u8 ? "uint8" : "float32");
     size_t n = strlen(buf);
     if (cfg->dataset_source == ZP_SOURCE_PYTHON) {
-        /* what __getitem__ returns depends on the code, its arguments and the fields */
+        /* what __getitem__ returns depends on the code, its arguments and the fields;
+         * an augment step runs after the cache and is not part of what it keeps */
+        zp_dataset_meta_t kept = zp_dataset_cached_meta(m, split);
         n += (size_t)snprintf(buf + n, len - n, "source: python %s version=\"%s\" source "
                               "sha256=%s\nargs: %s\nsplits: %s\n", cfg->py_class, cfg->py_version,
                               m->source_hash, cfg->py_args, cfg->py_splits);
-        if (n < len && zp_fields_format(&m->fields, buf + n, len - n) >= 0)
+        if (n < len && zp_fields_format(&kept.fields, buf + n, len - n) >= 0)
             n = strlen(buf);
         snprintf(buf + n, len - n, "samples: %lld records of %zu bytes\n", (long long)m->n[split],
-                 m->sample_bytes);
+                 kept.sample_bytes);
         return;
     }
     if (cfg->dataset_source == ZP_SOURCE_IDX) {
@@ -489,6 +491,12 @@ uint64_t zp_cachedb_fingerprint_hash(const zp_config_t *cfg, const zp_dataset_me
         snprintf(w, sizeof w, "crop at assembly: seed=%lld hflip=%d scale %.17g %.17g ratio %.17g "
                  "%.17g", (long long)cfg->seed, cfg->aug_hflip, cfg->aug_scale.v[0],
                  cfg->aug_scale.v[1], cfg->aug_ratio.v[0], cfg->aug_ratio.v[1]);
+        h = XXH3_64bits_withSeed(w, strlen(w), h);
+    }
+    if (cfg->py_augment_train[0] || cfg->py_augment_test[0]) { /* part of what loaders send */
+        char w[600];
+        snprintf(w, sizeof w, "python augment: train=%s test=%s", cfg->py_augment_train,
+                 cfg->py_augment_test);
         h = XXH3_64bits_withSeed(w, strlen(w), h);
     }
     if (cfg->aug_where != ZP_AUG_IN_LOADER)

@@ -37,6 +37,7 @@ enum { ZP_BACKEND_CPU, ZP_BACKEND_NULL, ZP_BACKEND_CUDA, ZP_BACKEND_AUTO };
 enum { ZP_MISMATCH_ERROR, ZP_MISMATCH_REBUILD };
 enum { ZP_KEEP_LAST, ZP_KEEP_BEST, ZP_KEEP_ALL };
 enum { ZP_ON_ERROR_STOP, ZP_ON_ERROR_SKIP };
+enum { ZP_PY_RANDOM_REFUSE, ZP_PY_RANDOM_CACHE_FIRST_DRAW };
 enum { ZP_TRANSPORT_IPC, ZP_TRANSPORT_TCP };
 enum { ZP_SCHED_NONE, ZP_SCHED_STEP, ZP_SCHED_COSINE };
 enum { ZP_OPTIM_SGD, ZP_OPTIM_ADAMW };
@@ -61,6 +62,8 @@ typedef struct {
     int64_t synth_train, synth_test, synth_classes, synth_cost_us, synth_corrupt;
     char image_train[256], image_test[256];
     char py_class[256], py_normalize[32], py_version[64], py_interp[256];
+    char py_augment_train[256], py_augment_test[256]; /* module:callable, "" none */
+    int py_random; /* ZP_PY_RANDOM_* */
     char py_args[2048], py_splits[2048]; /* JSON objects */
     zp_strs_t py_path, py_fields;
     int64_t image_resize, image_crop, image_cache_side;

@@ -53,12 +53,26 @@ static int check_sample_size(const zp_config_t *cfg, rule_t *r)
 
 /* dataset.source: python: a callable named as module:callable, and no
  * augmentation in the loaders (they do not know a Dataset's fields). */
+/* A module:callable name (empty only where `empty_ok`). */
+static int is_callable_name(const char *s, int empty_ok)
+{
+    const char *colon = strchr(s, ':');
+    if (!s[0])
+        return empty_ok;
+    return colon && colon != s && colon[1] && !strchr(colon + 1, ':');
+}
+
 static int check_python(const zp_config_t *cfg, rule_t *r)
 {
-    const char *colon = strchr(cfg->py_class, ':');
-    if (!colon || colon == cfg->py_class || !colon[1] || strchr(colon + 1, ':'))
+    if (!is_callable_name(cfg->py_class, 0))
         return fault(r, "dataset.python.class", "needs module:callable, like my_data:SlowPets "
                      "(got '%s')", cfg->py_class);
+    if (!is_callable_name(cfg->py_augment_train, 1))
+        return fault(r, "dataset.python.augment.train", "needs module:callable, like "
+                     "my_data:train_augment (got '%s')", cfg->py_augment_train);
+    if (!is_callable_name(cfg->py_augment_test, 1))
+        return fault(r, "dataset.python.augment.test", "needs module:callable, like "
+                     "my_data:test_augment (got '%s')", cfg->py_augment_test);
     if (cfg->aug_where == ZP_AUG_IN_LOADER)
         return fault(r, "dataset.augment.where", "loader does not apply to dataset.source: "
                      "python: augment in your Dataset with the cache off, or in the training loop");

@@ -424,6 +424,14 @@ int zp_dataset_write(const zp_dataset_t *ds, const char *run_dir, char *err, siz
     n += f < 0 ? 0 : f;
     if (f >= 0 && m->source_hash[0])
         n += snprintf(text + n, sizeof text - (size_t)n, "source_hash %s\n", m->source_hash);
+    if (f >= 0 && m->cached.n && (size_t)n < sizeof text) { /* a Python augment step */
+        n += snprintf(text + n, sizeof text - (size_t)n, "augment %d %d\ncached\n", m->augment[0],
+                      m->augment[1]);
+        f = (size_t)n < sizeof text ? zp_fields_format(&m->cached, text + n, sizeof text - (size_t)n) : -1;
+        n += f < 0 ? 0 : f;
+        if (f >= 0 && m->item_types[0] && (size_t)n < sizeof text)
+            n += snprintf(text + n, sizeof text - (size_t)n, "item_types %s\n", m->item_types);
+    }
     if (f < 0 || (size_t)n >= sizeof text) {
         snprintf(err, len, "%s/dataset/meta: the description is too long", run_dir);
         return ZP_EDATA;
@@ -484,7 +492,28 @@ static int parse_fields(const char *text, zp_dataset_meta_t *m)
     const char *h = strstr(text, "\nsource_hash ");
     if (h && sscanf(h, "\nsource_hash %71s", m->source_hash) != 1)
         return ZP_EDATA;
-    return 0;
+    const char *a = strstr(text, "\naugment "), *c = strstr(text, "\ncached\n");
+    if (!a && !c)
+        return 0;
+    if (!a || !c || sscanf(a, "\naugment %d %d", &m->augment[0], &m->augment[1]) != 2 ||
+        (m->augment[0] | m->augment[1]) & ~1)
+        return ZP_EDATA;
+    const char *t = strstr(text, "\nitem_types ");
+    if (t)
+        snprintf(m->item_types, sizeof m->item_types, "%.*s", (int)strcspn(t + 12, "\n"), t + 12);
+    return zp_fields_parse(&m->cached, c + 7, ZP_MAX_ELEMS, err, sizeof err) ? ZP_EDATA : 0;
+}
+
+zp_dataset_meta_t zp_dataset_cached_meta(const zp_dataset_meta_t *m, int split)
+{
+    zp_dataset_meta_t c = *m;
+    if (!m->cached.n || !m->augment[split])
+        return c;
+    c.fields = m->cached;
+    c.sample_bytes = m->cached.record_bytes;
+    c.elems = c.shape[2] = (int64_t)c.sample_bytes;
+    c.shape[0] = c.shape[1] = 1;
+    return c;
 }
 
 /* The meta file's fields; 0 or ZP_EDATA. */

@@ -28,6 +28,16 @@ typedef struct {
      * 0, or ZP_LABEL_SKIPPED). */
     zp_fields_t fields;
     char source_hash[72]; /* python: SHA-256 of the callable's source file (the probe's); else "" */
+    /* dataset.source python with an augment step (dataset.python.augment.*):
+     * augment[s] is 1 where split s runs it, in the loaders, after the cache.
+     * Then `fields` are what the step returns (the ring's and the wire's
+     * records) and `cached` what __getitem__ returns (the cache's records,
+     * zp_dataset_cached_meta); cached.n is 0 where no split augments. */
+    int augment[ZP_SPLITS];
+    zp_fields_t cached;
+    /* what __getitem__ returned each cached field as (the probe's words:
+     * ndarray, tensor, int, float), for the step to get them back so */
+    char item_types[160];
     /* The probe's labels and files when the stage has them (zp_dataset_read:
      * owned by the stage, valid for its life); NULL: a source reads them from
      * the dataset itself. In no fingerprint. */
@@ -104,6 +114,11 @@ void zp_dataset_file(const zp_config_t *cfg, const char *name, char *buf, size_t
 
 /* 0 when the samples are the built-in sources' (image, label), which the
  * built-in trainer takes; else ZP_ECONFIG with a sentence in err. */
+/* The meta of the records the cache keeps for `split`: m itself, or where
+ * the split has a Python augment step a copy of m whose fields are
+ * m->cached (records of cached.record_bytes, carried as uint8). */
+zp_dataset_meta_t zp_dataset_cached_meta(const zp_dataset_meta_t *m, int split);
+
 int zp_dataset_builtin_fields(const zp_dataset_meta_t *m, char *err, size_t errlen);
 
 /* Normalisation of uint8 pixels, a table of channels x 256 floats:

@@ -143,7 +143,12 @@ char *zp_python_spec(const zp_config_t *cfg, char *err, size_t len)
         fputs(i ? ", " : "", f);
         zp_json_str(f, cfg->py_fields.v[i]);
     }
-    fprintf(f, "], \"seed\": %lld, \"version\": ", (long long)cfg->seed);
+    fputs("], \"augment\": {\"train\": ", f);
+    zp_json_str(f, cfg->py_augment_train);
+    fputs(", \"test\": ", f);
+    zp_json_str(f, cfg->py_augment_test);
+    fprintf(f, "}, \"cache\": %s, \"seed\": %lld, \"version\": ",
+            cfg->cache_enabled ? "true" : "false", (long long)cfg->seed);
     zp_json_str(f, cfg->py_version);
     fputs(", \"config\": ", f);
     zp_json_str(f, cfg->file);
@@ -243,6 +248,16 @@ static int read_answer(const zp_config_t *cfg, const char *text, zp_dataset_t *d
                  rc == -ENOENT ? "no fields in the probe's answer" : why);
         return ZP_ECONFIG;
     }
+    const char *a = strstr(at, "\naugment "), *c = strstr(at, "\ncached\n");
+    if (a && (sscanf(a, "\naugment %d %d", &m->augment[0], &m->augment[1]) != 2 || !c ||
+              (rc = zp_fields_parse(&m->cached, c + 7, ZP_MAX_ELEMS, why, sizeof why)))) {
+        snprintf(err, len, "%s: dataset.python.augment: %s", cfg->file,
+                 rc ? why : "the probe's answer has no cached fields");
+        return ZP_ECONFIG;
+    }
+    const char *t = strstr(at, "\nitem_types ");
+    if (t)
+        snprintf(m->item_types, sizeof m->item_types, "%.*s", (int)strcspn(t + 12, "\n"), t + 12);
     m->n[0] = n[0], m->n[1] = n[1];
     m->dtype = ZP_DTYPE_U8;
     m->shape[0] = m->shape[1] = 1;
@@ -251,6 +266,25 @@ static int read_answer(const zp_config_t *cfg, const char *text, zp_dataset_t *d
     m->sample_bytes = m->fields.record_bytes;
     m->classes = 1;
     return 0;
+}
+
+/* A __getitem__ that draws random numbers, with the cache on: refused
+ * (ZP_ECONFIG), unless dataset.python.random says to keep the first draw. */
+static int refuse_random(const zp_config_t *cfg, const char *text, char *err, size_t len)
+{
+    const char *r = strstr(text, "\nrandom ");
+    int differ = 0, tried = 0;
+    if (!r || sscanf(r, "\nrandom %d %d", &differ, &tried) != 2 || !differ ||
+        !cfg->cache_enabled || cfg->py_random == ZP_PY_RANDOM_CACHE_FIRST_DRAW)
+        return 0;
+    snprintf(err, len, "%s: dataset.python.class %s: __getitem__ draws random numbers (%d of %d "
+             "items differed under two epochs' seeds), and the cache would keep each sample's "
+             "first draw for every later epoch: move the random part into "
+             "dataset.python.augment.train (module:callable, run after the cache on every "
+             "sample of every epoch), or set cache.enabled: false (dataset.python.random: "
+             "cache_first_draw keeps the first draw on purpose)",
+             cfg->file, cfg->py_class, differ, tried);
+    return ZP_ECONFIG;
 }
 
 int zp_python_probe(const zp_config_t *cfg, zp_dataset_t *ds, char *err, size_t len)
@@ -282,6 +316,8 @@ int zp_python_probe(const zp_config_t *cfg, zp_dataset_t *ds, char *err, size_t 
         rc = ZP_ECONFIG;
     } else {
         rc = read_answer(cfg, out, ds, err, len);
+        if (!rc)
+            rc = refuse_random(cfg, out, err, len);
     }
     if (rc)
         free(spec);

@@ -69,6 +69,43 @@ def spec_name(obj):
     return "%s.%s" % (getattr(obj, "__module__", "?"), getattr(obj, "__qualname__", repr(obj)))
 
 
+def augment_of(spec, split):
+    """The augment step of a split (dataset.python.augment.SPLIT: the object
+    that module:callable names, called with each item after the cache), or
+    None."""
+    name = (spec.get("augment") or {}).get(split) or ""
+    if not name:
+        return None
+    obj = callable_of(dict(spec, **{"class": name}))
+    if not callable(obj):
+        raise FieldError("dataset.python.augment.%s: %s is a %s, not a callable"
+                         % (split, name, type(obj).__name__))
+    return obj
+
+
+def names_for(names, count):
+    """dataset.python.fields for a tuple of `count` fields: they name the
+    delivered sample's, and __getitem__'s too where an augment step leaves
+    their number as it is (else __getitem__'s are named by default)."""
+    return names if names and len(names) == count else None
+
+
+def item_types(item, names):
+    """What each field of an item is (ndarray, tensor, int or float), so that
+    a record read back from the cache is given to the augment step as
+    __getitem__ returned it."""
+    torch = sys.modules.get("torch")
+    out = []
+    for _, v in _named(item, names)[1]:
+        if torch is not None and isinstance(v, torch.Tensor):
+            out.append("tensor")
+        elif isinstance(v, (int, float)) and not isinstance(v, bool):
+            out.append(type(v).__name__)
+        else:
+            out.append("ndarray")
+    return out
+
+
 def build(spec, split):
     """The split's Dataset: the callable with args and the split's kwargs;
     None for a test split the config does not name (when it names splits)."""
@@ -210,9 +247,37 @@ class Layout:
                 return False
         return True
 
+    def record(self, item, names, index, split):
+        """The item packed into a record, as bytes (for comparing two draws)."""
+        buf = (ctypes.c_char * self.record_bytes)()
+        self.pack(item, names, ctypes.addressof(buf), index, split)
+        return bytes(buf)
+
+    def unpack(self, record, types):
+        """The item a record at address `record` holds, each field as `types`
+        says (item_types), in fresh memory of its own: a tuple, or a dict."""
+        torch = sys.modules.get("torch") if "tensor" in types else None
+        values = []
+        for (name, dtype, shape, at, nbytes), kind in zip(self.fields, types):
+            arr = np.empty(shape, np.int16 if dtype == "bfloat16" else dtype)
+            _memmove(arr.ctypes.data, record + at, nbytes)
+            if kind == "int":
+                values.append(int(arr))
+            elif kind == "float":
+                values.append(float(arr))
+            elif kind == "tensor" and torch is not None:
+                t = torch.from_numpy(arr)
+                values.append(t.view(torch.bfloat16) if dtype == "bfloat16" else t)
+            else:
+                values.append(arr)
+        if self.kind == "dict":
+            return {f[0]: v for f, v in zip(self.fields, values)}
+        return tuple(values)
+
     @classmethod
     def parse(cls, text):
-        """The Layout of the "fields" lines of a RUN/dataset/meta."""
+        """The Layout of the "fields" lines of a RUN/dataset/meta (with
+        text from its "cached" line on: the cache's records)."""
         lines = text.splitlines()
         for i, line in enumerate(lines):
             if line.startswith("fields "):

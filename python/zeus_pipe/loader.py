@@ -3,11 +3,15 @@
 and `zeus-pipe loader --connect` in place of `zeus-pipe stage loader`, with
 the same arguments.
 
-The loader protocol is libzeuspipe.so's (zp_loader_serve,
+The loader protocol is libzeuspipe.so's (zp_loader_serve2,
 pipeline/include/zeus_pipe_loader.h): credit, tasks, heartbeats, SAMPLES,
 retirement and refusal all happen there, and it calls back here for each
 sample: seed the generators from (seed, split, epoch, index), call
-__getitem__, pack the item's fields into the sample's record. A
+__getitem__, pack the item's fields into the sample's record. With an
+augment step on the split (dataset.python.augment.SPLIT), the item is the
+cache's record when it holds one (no __getitem__ on warm epochs), else
+__getitem__'s, packed as the cache keeps it; the step, seeded again from
+the same sample seed, makes the sample from it every epoch. A
 __getitem__ that raises is reported with the index and the exception
 (loader.on_error decides); one that never returns stops the heartbeats,
 and the run gives its task to another loader."""
@@ -19,9 +23,10 @@ import traceback
 from . import _dataset
 from ._lib import ZeusPipeError, load
 
+# zp_loader_get2_fn (pipeline/include/zeus_pipe_loader.h)
 GET = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_int, ctypes.c_uint32,
-                       ctypes.c_uint64, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p,
-                       ctypes.c_size_t)
+                       ctypes.c_uint64, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
+                       ctypes.c_size_t, ctypes.c_void_p, ctypes.c_size_t)
 
 
 def _say(err, errlen, text):
@@ -34,18 +39,37 @@ class Loader:
         desc = os.path.join(run, "dataset")
         self.spec = _dataset.load_spec(os.path.join(desc, "python.json"))
         with open(os.path.join(desc, "meta")) as f:
-            self.layout = _dataset.Layout.parse(f.read())
+            meta = f.read()
+        self.layout = _dataset.Layout.parse(meta)
+        cached = meta.find("\ncached\n")  # an augment step: the cache's records, before it
+        self.cached = _dataset.Layout.parse(meta[cached:]) if cached >= 0 else None
+        types = [line for line in meta.splitlines() if line.startswith("item_types ")]
+        self.types = types[0].split()[1:] if types else []
         self.names = self.spec.get("fields") or None
         self.seed = int(self.spec.get("seed", 0))
         self.splits = [_dataset.build(self.spec, s) for s in _dataset.SPLITS]
+        self.steps = [_dataset.augment_of(self.spec, s) for s in _dataset.SPLITS]
+        if self.cached is not None:  # as the probe named them
+            self.cached_names = _dataset.names_for(self.names, len(self.cached.fields))
+            self.names = _dataset.names_for(self.names, len(self.layout.fields))
         self.get = GET(self._get)  # kept: the library calls it until serve returns
 
-    def _get(self, ctx, split, index, epoch, record, nbytes, err, errlen):
+    def _get(self, ctx, split, index, epoch, cached, keep, record, nbytes, err, errlen):
         name = _dataset.SPLITS[split]
         try:
-            _dataset.seed_all(_dataset.sample_seed(self.seed, split, epoch, index))
-            item = self.splits[split][index]
-            self.layout.pack(item, self.names, record, index, name)
+            seed = _dataset.sample_seed(self.seed, split, epoch, index)
+            if not keep:
+                _dataset.seed_all(seed)
+                item = self.splits[split][index]
+                self.layout.pack(item, self.names, record, index, name)
+                return 0
+            if not cached:  # a miss: __getitem__, packed as the cache keeps it
+                _dataset.seed_all(seed)
+                self.cached.pack(self.splits[split][index], self.cached_names, keep, index, name)
+                cached = keep
+            item = self.cached.unpack(cached, self.types)
+            _dataset.seed_all(seed)
+            self.layout.pack(self.steps[split](item), self.names, record, index, name)
             return 0
         except _dataset.FieldError as e:
             _say(err, errlen, str(e))
@@ -70,9 +94,9 @@ def main(argv):
     run = argv[argv.index("--run") + 1]
     try:
         lib = load()
-        lib.zp_loader_serve.restype = ctypes.c_int
-        lib.zp_loader_serve.argtypes = [ctypes.c_int, ctypes.POINTER(ctypes.c_char_p), GET,
-                                        ctypes.c_void_p]
+        lib.zp_loader_serve2.restype = ctypes.c_int
+        lib.zp_loader_serve2.argtypes = [ctypes.c_int, ctypes.POINTER(ctypes.c_char_p), GET,
+                                         ctypes.c_void_p]
         loader = Loader(run)
     except ZeusPipeError as e:
         print("zeus_pipe.loader: %s" % e, file=sys.stderr)
@@ -83,7 +107,7 @@ def main(argv):
               file=sys.stderr)
         return 2
     args = [a.encode() for a in argv[1:]]
-    status = lib.zp_loader_serve(len(args), (ctypes.c_char_p * len(args))(*args), loader.get, None)
+    status = lib.zp_loader_serve2(len(args), (ctypes.c_char_p * len(args))(*args), loader.get, None)
     sys.stdout.flush()
     return status
 

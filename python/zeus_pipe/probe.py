@@ -1,13 +1,24 @@
 """python -m zeus_pipe.probe SPEC — the probe of a `dataset.source: python`
 Dataset, run once by the supervisor before any stage starts
 (pipeline/runtime/python.c): imports the callable, builds each split, takes its
-len() and item 0, and prints what the run's description needs:
+len() and item 0 (and, with an augment step, what the step makes of item 0),
+and prints what the run's description needs:
 
     zeus-pipe probe 1
     n TRAIN TEST
     source_hash SHA256
-    fields K tuple|dict
+    random DIFFERED TRIED
+    fields K tuple|dict            the delivered sample's fields
     field NAME DTYPE NDIM D0 D1 ...
+    augment TRAIN TEST             with dataset.python.augment.*: the splits
+    cached                         that run a step, then the fields the cache
+    fields K tuple|dict            keeps (what __getitem__ returns) and what
+    field NAME DTYPE NDIM D0 ...   type each field was returned as
+    item_types ndarray|tensor|int|float ...
+
+`random`: with the cache on, a few items are drawn twice, under the sample
+seeds of epochs 0 and 1; DIFFERED of TRIED came out different, which means
+__getitem__ draws random numbers and the cache would freeze its first draw.
 
 Exit status 0; 2 when the Dataset cannot be imported, built or read, or its
 items are not fields zeus-pipe carries (the traceback's end on stderr)."""
@@ -15,13 +26,34 @@ import json
 import sys
 import traceback
 
-from ._dataset import FieldError, Layout, build, callable_of, seed_all, sample_seed, source_hash
+from ._dataset import (SPLITS, FieldError, Layout, augment_of, build, callable_of, item_types,
+                       names_for, seed_all, sample_seed, source_hash)
+
+
+def draws_differ(spec, ds, split, n, layout, names):
+    """(differed, tried): of up to three items drawn under two epochs' seeds."""
+    seed, picks = spec.get("seed", 0), sorted({0, n // 2, n - 1})
+    differed = 0
+    for i in picks:
+        records = []
+        for epoch in (0, 1):
+            seed_all(sample_seed(seed, split, epoch, i))
+            records.append(layout.record(ds[i], names, i, split))
+        differed += records[0] != records[1]
+    return differed, len(picks)
+
+
+def same(what, first, here, hint=""):
+    if first is not None and here.describe() != first.describe():
+        raise FieldError("the test split's %s other fields than the train split's%s:\n"
+                         "train: %stest: %s" % (what, hint, first.describe(), here.describe()))
 
 
 def probe(spec):
-    n, layout = {}, None
+    n, cached, delivered, types, random = {}, None, None, None, [0, 0]
     names = spec.get("fields") or None
-    for split in ("train", "test"):
+    steps = [augment_of(spec, split) for split in SPLITS]
+    for split, step in zip(SPLITS, steps):
         ds = build(spec, split)
         if ds is None:
             n[split] = 0
@@ -34,15 +66,42 @@ def probe(spec):
             raise FieldError("the %s split has no samples (len() is 0): give it samples, or no "
                              "test split (dataset.python.splits without test)" % split)
         seed_all(sample_seed(spec.get("seed", 0), split, 0, 0))
-        here = Layout.of(ds[0], names)
-        if layout is None:
-            layout = here
-        elif here.describe() != layout.describe():
-            raise FieldError("the test split's item 0 has other fields than the train split's:\n"
-                             "train: %stest: %s" % (layout.describe(), here.describe()))
+        item = ds[0]
+        mine = names if not any(steps) else names_for(names, _count(item))
+        here = Layout.of(item, mine)
+        same("items have", cached, here)
+        cached, cached_names, types = here, mine, types or item_types(item, mine)
+        if step is not None:  # as the loaders do: on the item as the cache gives it back
+            item = here.unpack(here_record(here, item, mine, split), types)
+            seed_all(sample_seed(spec.get("seed", 0), split, 0, 0))
+            item = step(item)
+            here = Layout.of(item, names_for(names, _count(item)) if names else None)
+        same("delivered samples have", delivered, here,
+             " (give dataset.python.augment.test a step that makes samples of the train "
+             "step's fields and shapes, a center crop to the same size say)" if any(steps) else "")
+        delivered = here
+        if spec.get("cache", True):
+            d, t = draws_differ(spec, ds, split, n[split], cached, cached_names)
+            random[0] += d
+            random[1] += t
     out = ["zeus-pipe probe 1", "n %d %d" % (n["train"], n["test"]),
-           "source_hash %s" % source_hash(callable_of(spec))]
-    return "\n".join(out) + "\n" + layout.describe()
+           "source_hash %s" % source_hash(callable_of(spec)), "random %d %d" % tuple(random)]
+    text = "\n".join(out) + "\n" + delivered.describe()
+    if any(steps):
+        text += "augment %d %d\ncached\n%sitem_types %s\n" % (
+            steps[0] is not None, steps[1] is not None, cached.describe(), " ".join(types))
+    return text
+
+
+def _count(item):
+    return len(item) if isinstance(item, (tuple, list)) else 0
+
+
+def here_record(layout, item, names, split):
+    """item packed into a record that stays alive (an address for unpack)."""
+    import ctypes
+    here_record.buf = ctypes.create_string_buffer(layout.record(item, names, 0, split))
+    return ctypes.addressof(here_record.buf)
 
 
 def main(argv):

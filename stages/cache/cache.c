@@ -403,7 +403,9 @@ static int on_loader_result(void *ctx, const zp_msg_t *m, zp_frames_t *f)
     return l && l->refused ? 0 : on_result(c, m, f, l);
 }
 
-/* VALUES: the whole images of a task this loader holds, kept for later epochs. */
+/* VALUES: the cache values of a task this loader holds, kept for later
+ * epochs: whole images (the crop at assembly), or the records __getitem__
+ * returned before a Python augment step. */
 static int on_values(void *ctx, const zp_msg_t *m, zp_frames_t *f)
 {
     cache_t *c = ctx;
@@ -414,7 +416,7 @@ static int on_values(void *ctx, const zp_msg_t *m, zp_frames_t *f)
         return 0;
     }
     if (zp_store_put_values(c->store, (int)m->split, m->n, m->frame[1], m->frame_size[1]))
-        zp_inbox_drop(&c->work_in, "VALUES with a malformed whole image");
+        zp_inbox_drop(&c->work_in, "VALUES with a malformed value");
     return 0;
 }
 

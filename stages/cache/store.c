@@ -20,6 +20,7 @@ struct zp_store {
     int on; /* caching; off after the map filled or an LMDB error */
     int64_t written;
     int64_t next_reader_check; /* ns */
+    zp_dataset_meta_t kept[ZP_SPLITS]; /* what each split's values hold (zp_dataset_cached_meta) */
 };
 
 int zp_store_create(zp_store_t **out, zp_stage_t *st)
@@ -29,6 +30,8 @@ int zp_store_create(zp_store_t **out, zp_stage_t *st)
     if (!s)
         return ZP_ENOMEM;
     s->st = st;
+    for (int split = 0; split < ZP_SPLITS; split++)
+        s->kept[split] = zp_dataset_cached_meta(&st->meta, split);
     char err[512];
     int rc = zp_cachedb_open(&s->db, &st->cfg, &st->meta, 0, err, sizeof err);
     if (rc) {
@@ -142,10 +145,18 @@ static int reserve(zp_store_t *s, int split, uint32_t index, size_t size, MDB_va
     return -1;
 }
 
+/* 1 when a split's cache values come in VALUES, not as the samples sent on:
+ * whole images (the crop at assembly), or records of __getitem__ before a
+ * Python augment step. */
+static int kept_apart(const zp_store_t *s, int split)
+{
+    return (split == ZP_SPLIT_TRAIN && zp_augment_whole(&s->st->cfg)) || s->st->meta.augment[split];
+}
+
 void zp_store_put(zp_store_t *s, int split, uint64_t n, const uint8_t *indices,
                   const uint8_t *labels, const uint8_t *data)
 {
-    if (!s || !s->on || (split == ZP_SPLIT_TRAIN && zp_augment_whole(&s->st->cfg)))
+    if (!s || !s->on || kept_apart(s, split))
         return;
     size_t bytes = s->st->meta.sample_bytes;
     make_room(s, n * (bytes + ZP_CACHE_HDR + 64));
@@ -187,10 +198,13 @@ static int walk_values(zp_store_t *s, int split, uint64_t n, const uint8_t *fram
         MDB_val v = {ZP_CACHE_HDR + (size_t)len, (void *)(frame + at)}, w;
         int32_t label;
         zp_cache_whole_t img;
+        const uint8_t *payload;
         const char *why;
         if (!put && (index >= s->st->meta.n[split] ||
-                     zp_cachedb_check_whole(&v, &s->st->meta, s->st->cfg.image_cache_side, index,
-                                          &label, &img, &why)))
+                     (s->st->meta.augment[split]
+                          ? zp_cachedb_check_value(&v, &s->kept[split], index, &label, &payload, &why)
+                          : zp_cachedb_check_whole(&v, &s->st->meta, s->st->cfg.image_cache_side,
+                                                   index, &label, &img, &why))))
             return -1;
         if (put && (reserve(s, split, index, v.mv_size, &w) == 0))
             memcpy(w.mv_data, v.mv_data, v.mv_size);
@@ -203,7 +217,7 @@ static int walk_values(zp_store_t *s, int split, uint64_t n, const uint8_t *fram
 
 int zp_store_put_values(zp_store_t *s, int split, uint64_t n, const uint8_t *frame, size_t size)
 {
-    if (!s || !s->on || split != ZP_SPLIT_TRAIN || !zp_augment_whole(&s->st->cfg))
+    if (!s || !s->on || !kept_apart(s, split))
         return 0;
     if (walk_values(s, split, n, frame, size, 0))
         return ZP_EDATA;
@@ -221,8 +235,8 @@ int zp_store_put_values(zp_store_t *s, int split, uint64_t n, const uint8_t *fra
 int zp_store_get(zp_store_t *s, int split, uint64_t n, const uint8_t *indices, int32_t *labels,
                  uint8_t *data)
 {
-    if (!s || !s->on || (split == ZP_SPLIT_TRAIN && zp_augment_whole(&s->st->cfg)))
-        return 0; /* whole images: the loaders crop them (the readers do for hits) */
+    if (!s || !s->on || kept_apart(s, split))
+        return 0; /* whole images or records before an augment step: loaders finish them */
     MDB_txn *txn = s->txn; /* one transaction a thread: the pending one, if any */
     if (!txn && zp_cachedb_read_begin(&s->db, &txn))
         return 0;

@@ -18,14 +18,16 @@ int zp_store_create(zp_store_t **out, zp_stage_t *st);
 void zp_store_destroy(zp_store_t **s);
 
 /* Puts n samples (frames as SAMPLES carries them; may be unaligned),
- * replacing what a key held; the train split's samples are not kept when the
- * cache keeps whole images (VALUES carries them). Never fails the caller: LMDB errors turn caching
- * off with a warning. */
+ * replacing what a key held; a split's samples are not kept where its values
+ * come apart, in VALUES: the train split's whole images (the crop at
+ * assembly), a split's records before a Python augment step. Never fails the
+ * caller: LMDB errors turn caching off with a warning. */
 void zp_store_put(zp_store_t *s, int split, uint64_t n, const uint8_t *indices,
                   const uint8_t *labels, const uint8_t *data);
 /* Puts the n cache values of a VALUES message (back to back in `frame` of
- * `size` bytes, may be unaligned): whole train images. Each is checked as a
- * hit would be (zp_cachedb_check_whole) before any is put: ZP_EDATA when one
+ * `size` bytes, may be unaligned): whole train images, or records before a
+ * Python augment step. Each is checked as a hit would be
+ * (zp_cachedb_check_whole, zp_cachedb_check_value) before any is put: ZP_EDATA when one
  * is malformed (nothing kept; the caller counts and logs it). LMDB errors
  * turn caching off with a warning, as zp_store_put. Else 0. */
 int zp_store_put_values(zp_store_t *s, int split, uint64_t n, const uint8_t *frame, size_t size);

@@ -68,6 +68,15 @@ typedef struct {
     /* The crop at assembly, cache on or off: each train sample's crop
      * (zp_crop_t) goes with the SAMPLES, for batches.log */
     int crops;
+    /* A split with a Python augment step: the records the cache holds are
+     * read here (LMDB, read-only, one transaction a task) and augmented; the
+     * ones made by __getitem__ go to the cache in a VALUES. */
+    zp_cachedb_t db;
+    int db_state;   /* 0: not opened yet, 1: open, -1: not usable (every sample is made) */
+    MDB_txn *txn;   /* the task's, NULL: none */
+    zp_dataset_meta_t kept[ZP_SPLITS]; /* what each split's cache values hold */
+    uint8_t *keep;  /* one record as __getitem__ made it; owned */
+    int64_t corrupt;
 } loader_t;
 
 static int grow(uint8_t **buf, size_t *cap, size_t need)
@@ -104,6 +113,62 @@ static int keep_whole(loader_t *l, uint32_t index, int32_t label)
     uint8_t *v = l->vals + l->vals_len;
     memcpy(v + ZP_CACHE_HDR, payload, bytes);
     zp_cachedb_whole_header(v, layout, index, label, h, w, v + ZP_CACHE_HDR, bytes);
+    l->vals_len += ZP_CACHE_HDR + bytes;
+    l->nvals++;
+    return 0;
+}
+
+/* The task's read transaction on the cache, for a split with a Python
+ * augment step; NULL when the cache is off or cannot be read here (a remote
+ * loader's host has none): its samples are then all made. */
+static MDB_txn *cache_txn(loader_t *l)
+{
+    char err[400];
+    if (!l->st->cfg.cache_enabled || l->db_state < 0)
+        return NULL;
+    if (!l->db_state && zp_cachedb_open(&l->db, &l->st->cfg, &l->st->meta, 1, err, sizeof err)) {
+        zp_warn("cannot read the cache here, every sample will be made by __getitem__: %s", err);
+        l->db_state = -1;
+        return NULL;
+    }
+    l->db_state = 1;
+    MDB_txn *txn = NULL;
+    int rc = zp_cachedb_read_begin(&l->db, &txn);
+    if (rc)
+        zp_warn_limited(&l->corrupt, "%s: cannot begin a read: %s", l->db.path, mdb_strerror(rc));
+    return rc ? NULL : txn;
+}
+
+/* The record the cache holds for sample `index` of `split`, checked; NULL
+ * when absent or corrupt (the loader makes it again, and the cache keeps the
+ * new one). Valid until the transaction ends. */
+static const uint8_t *cached_record(loader_t *l, int split, uint32_t index)
+{
+    uint8_t kb[4];
+    zp_cachedb_key(index, kb);
+    MDB_val k = {4, kb}, v;
+    const uint8_t *payload;
+    const char *why;
+    int32_t label;
+    if (!l->txn || mdb_get(l->txn, l->db.dbi[split], &k, &v))
+        return NULL;
+    if (zp_cachedb_check_value(&v, &l->kept[split], index, &label, &payload, &why)) {
+        zp_warn_limited(&l->corrupt, "%s sample %u: the cached record is corrupt (%s): made again",
+                        zp_dataset_split_name(split), index, why);
+        return NULL;
+    }
+    return payload;
+}
+
+/* Appends the record __getitem__ made for `index` (l->keep) as a cache value. */
+static int keep_record(loader_t *l, int split, uint32_t index)
+{
+    size_t bytes = l->kept[split].sample_bytes;
+    if (grow(&l->vals, &l->vals_cap, l->vals_len + ZP_CACHE_HDR + bytes))
+        return ZP_ENOMEM;
+    uint8_t *v = l->vals + l->vals_len;
+    memcpy(v + ZP_CACHE_HDR, l->keep, bytes);
+    zp_cachedb_header(v, &l->kept[split], index, 0, v + ZP_CACHE_HDR, bytes);
     l->vals_len += ZP_CACHE_HDR + bytes;
     l->nvals++;
     return 0;
@@ -256,6 +321,8 @@ static int load_samples(loader_t *l, const zp_msg_t *t, zmq_msg_t *parts, char *
     l->src->epoch = t->present & ZP_B(epoch) ? t->epoch : 0;
     l->vals_len = 0, l->nvals = 0;
     int keep = l->keep_whole && t->split == ZP_SPLIT_TRAIN;
+    int apart = l->st->meta.augment[t->split]; /* a Python augment step after the cache */
+    int keep_made = apart && l->st->cfg.cache_enabled;
     for (size_t i0 = 0; i0 < n; i0 += l->chunk) {
         size_t m = n - i0 < l->chunk ? n - i0 : l->chunk;
         int64_t t0 = zp_now_ns();
@@ -271,6 +338,11 @@ static int load_samples(loader_t *l, const zp_msg_t *t, zmq_msg_t *parts, char *
             if (beat(l))
                 return ZP_EZMQ;
             uint8_t *px = raw ? out + i * elems : l->pixels + (i - i0) * elems;
+            if (apart) {
+                l->src->cached = cached_record(l, (int)t->split, ix);
+                l->src->keep = l->keep;
+                l->src->kept = 0;
+            }
             int rc = l->src->get(l->src, (int)t->split, ix, px, &label, err, len);
             if (!rc)
                 rc = zp_dataset_label_check(&l->st->meta, zp_dataset_split_name((int)t->split), ix, label, err, len);
@@ -280,7 +352,8 @@ static int load_samples(loader_t *l, const zp_msg_t *t, zmq_msg_t *parts, char *
                 label = ZP_LABEL_SKIPPED;
             } else if (rc) {
                 return rc;
-            } else if (keep && l->src->whole && keep_whole(l, ix, label)) {
+            } else if ((keep && l->src->whole && keep_whole(l, ix, label)) ||
+                       (keep_made && l->src->kept && keep_record(l, (int)t->split, ix))) {
                 snprintf(err, len, "loader out of memory");
                 return ZP_ENOMEM;
             }
@@ -318,7 +391,12 @@ static int run_task(void *ctx, const zp_msg_t *t, zp_frames_t *f)
     for (int i = 0; i < 4; i++)
         zmq_msg_init(&parts[i]);
     char err[300];
+    l->txn = l->st->meta.augment[t->split] ? cache_txn(l) : NULL;
     int rc = load_samples(l, t, parts + 1, err, sizeof err);
+    if (l->txn) /* the cached records it pointed to were copied or augmented */
+        mdb_txn_abort(l->txn);
+    l->txn = NULL;
+    l->src->cached = NULL, l->src->keep = NULL;
     if (rc) {
         zp_error("task %llu: %s", (unsigned long long)t->id, err);
         send_fail(l, t->id, err);
@@ -437,6 +515,13 @@ int zp_loader_run(zp_stage_t *st, zp_source_t *src)
     zp_info("ready: %lld train and %lld test samples of %zu bytes", (long long)st->meta.n[0],
             (long long)st->meta.n[1], st->meta.sample_bytes);
     l.fp = zp_cachedb_fingerprint_hash(&st->cfg, &st->meta);
+    for (int split = 0; split < ZP_SPLITS; split++)
+        l.kept[split] = zp_dataset_cached_meta(&st->meta, split);
+    if (st->meta.cached.n && !(l.keep = malloc(st->meta.cached.record_bytes))) {
+        zp_error("out of memory");
+        rc = 1;
+        goto out;
+    }
     l.keep_whole = zp_augment_whole(&st->cfg) && st->cfg.cache_enabled;
     l.crops = zp_augment_whole(&st->cfg);
     if (l.keep_whole && st->cfg.cache_encoding == ZP_ENC_JPEG && !(l.tjc = tjInitCompress())) {
@@ -456,6 +541,9 @@ out:
     free(l.scratch);
     free(l.vals);
     free(l.jpg);
+    free(l.keep);
+    if (l.db_state > 0)
+        zp_cachedb_close(&l.db);
     if (l.tjc)
         tjDestroy(l.tjc);
     zp_augment_free(&l.aug);

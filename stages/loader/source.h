@@ -28,6 +28,15 @@ struct zp_source {
     /* The random-resized crop the last get() cut its sample with (a train
      * sample cropped at assembly, cache on or off); crop.x = -1 when none. */
     zp_crop_t crop;
+    /* A split with a Python augment step (meta->augment): before get() the
+     * loader sets `cached` to the record the cache holds for the sample
+     * (owned by the loader, valid during the call) or NULL, and `keep` to a
+     * buffer of the cached record's bytes; get() sets `kept` when it made the
+     * record into `keep` (a miss: the loader sends it to the cache). Else
+     * `cached` and `keep` are NULL. */
+    const uint8_t *cached;
+    uint8_t *keep;
+    int kept;
 };
 
 /* Both open whole splits up front; errors name the file. */

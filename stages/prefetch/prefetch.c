@@ -136,8 +136,14 @@ static int start_batch(prefetch_t *p)
     zp_batch_start(bt, p->next_fetch++, idx, n);
     if (p->cache_on)
         p->st->stats.lookups += n;
+    /* a split with a Python augment step: every sample goes to a loader, which
+     * reads a cached one from LMDB itself (a hit, counted here) and augments it */
+    int apart = p->st->meta.augment[p->split];
     for (int64_t i = 0; i < n; i++) {
-        bt->cached[i] = (uint8_t)is_present(p, idx[i]);
+        int present = is_present(p, idx[i]);
+        bt->cached[i] = (uint8_t)(present && !apart);
+        if (present && apart)
+            p->hits++, p->misses--, p->st->stats.hits++;
         if (!bt->cached[i]) {
             p->scratch[bt->fetch.n] = idx[i];
             bt->fetch.pos[bt->fetch.n++] = (uint32_t)i;

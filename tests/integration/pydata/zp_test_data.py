@@ -3,6 +3,7 @@
 import os
 import random
 import time
+import sys
 
 import numpy as np
 
@@ -85,3 +86,62 @@ class Waiting:
     def __getitem__(self, i):
         time.sleep(self.wait)
         return np.full((1, 8, 8), i % 256, np.uint8), i % 4
+
+
+class Noisy:
+    """(image uint8 3x8x8, label): the image is index % 256 plus a draw of
+    NumPy's global generator in 0..2, inside __getitem__ (a random transform
+    where the cache would freeze it)."""
+
+    def __init__(self, n=100, split="train"):
+        self.n = n
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, i):
+        return np.full((3, 8, 8), i % 250 + np.random.randint(0, 3), np.uint8), i % 5
+
+
+class Pictures:
+    """The workshop's shape in miniature: __getitem__ is the deterministic
+    part (an image uint8 3x16x16 whose pixel c, y, x is (index + 16 y + x + c)
+    % 256, and label index % 5); crop8 below is the random part. With
+    `calls` a folder, each loader process counts its __getitem__ calls in a
+    file of its own there."""
+
+    def __init__(self, n=300, calls="", split="train"):
+        self.n, self.calls, self.mine = n, calls, None
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, i):
+        if self.calls and os.path.basename(sys.argv[0]) == "loader.py":  # not the probe
+            if self.mine is None:
+                self.mine = open(os.path.join(self.calls, "%d" % os.getpid()), "a", buffering=1)
+            self.mine.write("%d\n" % i)
+        return picture(i), i % 5
+
+
+def picture(i):
+    c, y, x = np.meshgrid(np.arange(3), np.arange(16), np.arange(16), indexing="ij")
+    return ((i + 16 * y + x + c) % 256).astype(np.uint8)
+
+
+def crop8(item):
+    """A random 8x8 crop and flip of Pictures' image, drawn from NumPy's
+    global generator (seeded per sample by the loader); the draw goes with
+    the sample, for the test to check."""
+    image, label = item
+    y, x, flip = np.random.randint(0, 9), np.random.randint(0, 9), np.random.randint(0, 2)
+    out = image[:, y:y + 8, x:x + 8]
+    if flip:
+        out = out[:, :, ::-1]
+    return np.ascontiguousarray(out), label, np.array([y, x, flip], np.int64)
+
+
+def center8(item):
+    """The test split's step: the center 8x8, no flip."""
+    image, label = item
+    return np.ascontiguousarray(image[:, 4:12, 4:12]), label, np.array([4, 4, 0], np.int64)
