@@ -110,13 +110,15 @@ class Pictures:
     `calls` a folder, each loader process counts its __getitem__ calls in a
     file of its own there."""
 
-    def __init__(self, n=300, calls="", split="train"):
-        self.n, self.calls, self.mine = n, calls, None
+    def __init__(self, n=300, calls="", split="train", cost_ms=0):
+        self.n, self.calls, self.mine, self.cost = n, calls, None, cost_ms / 1000
 
     def __len__(self):
         return self.n
 
     def __getitem__(self, i):
+        if self.cost:
+            time.sleep(self.cost)
         if self.calls and os.path.basename(sys.argv[0]) == "loader.py":  # not the probe
             if self.mine is None:
                 self.mine = open(os.path.join(self.calls, "%d" % os.getpid()), "a", buffering=1)

@@ -1,0 +1,216 @@
+"""Cache the decode, not the draw: a Python Dataset's random part runs after
+the cache. A __getitem__ that draws random numbers with the cache on is
+refused before any stage starts (or kept on purpose with
+dataset.python.random: cache_first_draw); an augment step
+(dataset.python.augment.train/test) runs in the Python loaders on every
+sample of every epoch, cold and warm, seeded from (seed, split, epoch,
+index): fresh draws each epoch, the same draws whatever the number of
+loaders or a loader SIGKILLed mid-epoch, and no __getitem__ call once the
+cache holds a sample. Exits 77 (skipped) where /usr/bin/python3 has no numpy."""
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import zp
+
+PYTHON = sys.executable
+PACKAGE = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "python"))
+DATA = os.path.abspath(os.path.join(os.path.dirname(__file__), "pydata"))
+sys.path.insert(0, PACKAGE)
+sys.path.insert(0, DATA)
+
+CONFIG = """
+run: {{name: {name}}}
+seed: 5
+dataset:
+  source: python
+  python:
+    class: zp_test_data:{cls}
+    path: [{data}]
+    args: {args}
+    splits: {{train: {{}}, test: {{n: 70}}}}
+    fields: [image, label, draw]
+    augment: {augment}
+    interpreter: {python}
+loader: {{workers: {workers}, task_size: 16, heartbeat_ms: 200, liveness: 3}}
+prefetch: {{batch_size: 32, depth: 2}}
+cache: {{enabled: {cache}, path: {cache_path}}}
+trainer:
+  epochs: {epochs}
+  command: [{python}, consumer.py, {out}]
+"""
+
+# Every sample's draw (y, x, flip) and a digest of its pixels, per split and epoch.
+CONSUMER = """
+import hashlib, json, sys, zeus_pipe
+seen = []
+with zeus_pipe.attach(raw=True) as zp:
+    for epoch in range(int(sys.argv[2])):
+        for name, src in (("train", zp.train), ("test", zp.test)):
+            for b in src:
+                image, label, draw = (b[k] for k in ("image", "label", "draw")) if isinstance(b, dict) else b
+                for k, i in enumerate(zp.indices.tolist()):
+                    seen.append((name, epoch, i, draw[k].tolist(),
+                                 hashlib.sha1(image[k].contiguous().numpy().tobytes()).hexdigest(),
+                                 int(label[k])))
+json.dump(seen, open(sys.argv[1], "w"))
+"""
+
+
+def env():
+    return dict(os.environ, PYTHONPATH=PACKAGE, **zp.sanitizer_env())
+
+
+def config(w, name, cls="Pictures", args=None, augment=None, workers=2, cache="true",
+           epochs=3, cache_path="cache"):
+    calls = os.path.join(w.path, name + ".calls")
+    os.makedirs(calls, exist_ok=True)
+    out = os.path.join(w.path, name + ".json")
+    return w.write(name + ".yaml", CONFIG.format(
+        name=name, cls=cls, data=DATA, args=args or "{n: 300, calls: %s}" % calls,
+        augment=augment or "{train: 'zp_test_data:crop8', test: 'zp_test_data:center8'}",
+        python=PYTHON, workers=workers, cache=cache, cache_path=cache_path, epochs=epochs,
+        out="%s, %d" % (out, epochs)))
+
+
+def up(w, cfg, *over, timeout=240):
+    p = w.start("up", cfg, *over, env=env())
+    out, err = p.communicate(timeout=timeout)
+    return p.returncode, out, err
+
+
+def getitem_calls(w, name):
+    folder = os.path.join(w.path, name + ".calls")
+    calls = []
+    for f in os.listdir(folder):
+        calls += [int(x) for x in zp.text(os.path.join(folder, f)).split()]
+    return calls
+
+
+def expected(split, epoch, index):
+    """The draw and pixels the step makes of sample `index`, drawn here."""
+    import zp_test_data as d
+    from zeus_pipe._dataset import sample_seed, seed_all
+    seed_all(sample_seed(5, split, epoch, index))
+    image, label, draw = (d.crop8 if split == "train" else d.center8)((d.picture(index), index % 5))
+    return draw.tolist(), hashlib.sha1(image.tobytes()).hexdigest(), label
+
+
+def check_seen(w, name, n, epochs):
+    """Every sample once per epoch, each its seeded draw; the train draws by sample."""
+    seen = json.load(open(os.path.join(w.path, name + ".json")))
+    draws = {}
+    for split, count in (("train", n), ("test", 70)):
+        for epoch in range(epochs):
+            got = sorted(s[2] for s in seen if s[0] == split and s[1] == epoch)
+            zp.check(got == list(range(count)), "%s epoch %d: %d samples, %d distinct, want %d"
+                     % (split, epoch, len(got), len(set(got)), count))
+    for split, epoch, i, draw, digest, label in seen:
+        want = expected(split, epoch, i)
+        zp.check((draw, digest, label) == want, "%s epoch %d sample %d: draw %r, want %r (pixels "
+                 "%s)" % (split, epoch, i, draw, want[0], "same" if digest == want[1] else "differ"))
+        if split == "train":
+            draws[(epoch, i)] = tuple(draw)
+    return draws
+
+
+def a_random_getitem_with_the_cache_on_is_refused_before_any_stage_starts():
+    with zp.Workdir() as w:
+        w.write("consumer.py", "import zeus_pipe\nwith zeus_pipe.attach() as zp:\n"
+                "    [b for b in zp.train]; [b for b in zp.test]\n")
+        text = ("run: {name: noisy}\ndataset:\n  source: python\n  python:\n"
+                "    class: zp_test_data:Noisy\n    path: [%s]\n    interpreter: %s\n"
+                "cache: {enabled: true}\ntrainer: {epochs: 1, command: [%s, consumer.py]}\n"
+                % (DATA, PYTHON, PYTHON))
+        cfg = w.write("noisy.yaml", text)
+        for cmd in ("up", "warm"):
+            p = w.start(cmd, cfg, env=env())
+            out, err = p.communicate(timeout=120)
+            zp.check(p.returncode == 2, "%s: exit %d, want 2:\n%s" % (cmd, p.returncode, err[-2000:]))
+            for want in ("noisy.yaml: dataset.python.class zp_test_data:Noisy: __getitem__ draws "
+                         "random numbers", "would keep each sample's first draw",
+                         "dataset.python.augment.train", "cache.enabled: false",
+                         "dataset.python.random: cache_first_draw"):
+                zp.check(want in err, "%s: no %r in:\n%s" % (cmd, want, err[-2000:]))
+            zp.check(not os.path.exists(os.path.join(w.run_dir("noisy"), "logs")),
+                     "%s: a stage started" % cmd)
+        rc, out, err = up(w, cfg, "dataset.python.random=cache_first_draw")
+        zp.check(rc == 0, "cache_first_draw: exit %d:\n%s" % (rc, err[-2000:]))
+        rc, out, err = up(w, cfg, "cache.enabled=false")
+        zp.check(rc == 0, "cache off: exit %d:\n%s" % (rc, err[-2000:]))
+        # a deterministic __getitem__ with the cache on is not refused
+        rc, out, err = up(w, config(w, "plain", epochs=1))
+        zp.check(rc == 0, "deterministic: exit %d:\n%s" % (rc, err[-2000:]))
+
+
+def the_step_draws_afresh_each_epoch_from_the_cache_the_same_with_1_and_3_loaders():
+    with zp.Workdir() as w:
+        w.write("consumer.py", CONSUMER)
+        runs = {}
+        for name, workers in (("one", 1), ("three", 3)):
+            rc, out, err = up(w, config(w, name, workers=workers, cache_path=name + "-cache"))
+            zp.check(rc == 0, "%s: exit %d:\n%s" % (name, rc, err[-3000:]))
+            runs[name] = check_seen(w, name, 300, 3)
+            calls = getitem_calls(w, name)
+            zp.check(sorted(calls) == sorted(list(range(300)) + list(range(70))),
+                     "%s: %d __getitem__ calls over 3 epochs, want 370 (one per sample, none "
+                     "warm)" % (name, len(calls)))
+            meta = zp.text(os.path.join(w.run_dir(name), "dataset", "meta"))
+            zp.check("fields 3 tuple\nfield image uint8 3 3 8 8\n" in meta and
+                     "augment 1 1\ncached\nfields 2 tuple\nfield image uint8 3 3 16 16\n" in meta,
+                     "%s: meta:\n%s" % (name, meta))
+            cache = [m for m in zp.metrics(w.run_dir(name)) if m.get("event") == "cache"
+                     and m["split"] == "train"]
+            zp.check([(c["hits"], c["misses"]) for c in cache] == [(0, 300), (300, 0), (300, 0)],
+                     "%s: the train split's cache records: %r" % (name, cache))
+        zp.check(runs["one"] == runs["three"], "the draws differ between 1 and 3 loaders")
+        fresh = sum(runs["one"][(0, i)] != runs["one"][(1, i)] for i in range(300))
+        # 81 crops x 2 flips: two epochs' draws of a sample agree by chance 1 time in 162
+        zp.check(fresh >= 290, "only %d of 300 samples drew another crop in epoch 2" % fresh)
+        # the same config again (runs/one-2), on the warm cache: no __getitem__, same draws
+        rc, out, err = up(w, os.path.join(w.path, "one.yaml"))
+        zp.check(rc == 0, "again: exit %d:\n%s" % (rc, err[-3000:]))
+        zp.check(len(getitem_calls(w, "one")) == 370, "the warm run called __getitem__ %d times"
+                 % (len(getitem_calls(w, "one")) - 370))
+        zp.check(check_seen(w, "one", 300, 3) == runs["one"], "the warm run drew otherwise")
+
+
+def a_loader_killed_mid_epoch_changes_no_sample_and_no_draw():
+    with zp.Workdir() as w:
+        w.write("consumer.py", CONSUMER)
+        cfg = config(w, "kill", workers=3, args="{n: 600, cost_ms: 4, calls: %s}"
+                     % os.path.join(w.path, "kill.calls"))
+        p = w.start("up", cfg, env=env())
+        run = w.run_dir("kill")
+        killed, end = 0, time.time() + 90
+        while p.poll() is None and time.time() < end and killed < 4:
+            time.sleep(0.5)
+            pids = subprocess.run(["pgrep", "-f", "zeus_pipe.loader --run %s" % run],
+                                  capture_output=True, text=True).stdout.split()
+            if pids:
+                os.kill(int(pids[killed % len(pids)]), signal.SIGKILL)
+                killed += 1
+        out, err = p.communicate(timeout=240)
+        zp.check(p.returncode == 0, "up exited %d after %d kills:\n%s" % (p.returncode, killed,
+                                                                          err[-3000:]))
+        zp.check(killed >= 1, "no loader was killed")
+        check_seen(w, "kill", 600, 3)
+
+
+def main():
+    try:
+        subprocess.run([PYTHON, "-c", "import numpy, torch"], check=True, capture_output=True)
+    except (subprocess.CalledProcessError, OSError):
+        print("SKIP: %s has no numpy or torch" % PYTHON)
+        return 77
+    return zp.main([a_random_getitem_with_the_cache_on_is_refused_before_any_stage_starts,
+                    the_step_draws_afresh_each_epoch_from_the_cache_the_same_with_1_and_3_loaders,
+                    a_loader_killed_mid_epoch_changes_no_sample_and_no_draw])
+
+
+if __name__ == "__main__":
+    sys.exit(main())
