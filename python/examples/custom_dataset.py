@@ -91,6 +91,93 @@ class SlowImages:
         return np.ascontiguousarray(x), label
 
 
+MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
+
+
+class Photos:
+    """A folder of photos (ROOT/SPLIT/CLASS/*.jpg, as torchvision's
+    ImageFolder reads it) with the random part of the usual recipe taken out
+    of __getitem__: it decodes a JPEG and resizes it to a fixed square
+    (shorter side to `size`, centre crop), the deterministic part, which the
+    cache keeps; train_augment and test_augment below are the random part,
+    run after the cache on every sample of every epoch. Items: (image uint8
+    tensor 3 x size x size, label)."""
+
+    def __init__(self, root, split="train", size=128, per_class=200):
+        if not os.path.exists(os.path.join(root, "done")):  # a generated folder, made once
+            _make_images(root, per_class, size=400)
+        folder = os.path.join(root, split)
+        classes = sorted(os.listdir(folder))
+        self.files = [(os.path.join(folder, c, f), i) for i, c in enumerate(classes)
+                      for f in sorted(os.listdir(os.path.join(folder, c)))]
+        self.size = size
+
+    def __len__(self):
+        return len(self.files)
+
+    def __getitem__(self, i):
+        import torch
+        from PIL import Image
+        path, label = self.files[i]
+        with Image.open(path) as img:
+            img = img.convert("RGB")
+            w, h = img.size
+            s = self.size / min(w, h)
+            img = img.resize((max(self.size, round(w * s)), max(self.size, round(h * s))),
+                             Image.BILINEAR)
+            left, top = (img.size[0] - self.size) // 2, (img.size[1] - self.size) // 2
+            img = img.crop((left, top, left + self.size, top + self.size))
+        x = torch.from_numpy(np.asarray(img).copy()).permute(2, 0, 1).contiguous()
+        return x, label
+
+
+_STEPS = {}
+
+
+def _steps(split, crop=96):
+    """torchvision's transforms for the step of a split, built on first use
+    (the loaders import this module; torchvision only where a step runs)."""
+    if split not in _STEPS:
+        import torch
+        import torchvision.transforms as T
+        first = ([T.RandomResizedCrop(crop, antialias=True), T.RandomHorizontalFlip()]
+                 if split == "train" else [T.CenterCrop(crop)])
+        _STEPS[split] = T.Compose(first + [T.ConvertImageDtype(torch.float32),
+                                           T.Normalize(MEAN, STD)])
+    return _STEPS[split]
+
+
+def train_augment(item):
+    """dataset.python.augment.train: a random-resized crop to 96 px and a
+    random flip of the cached image (torch's generator, seeded per sample by
+    the loader), then float32 normalised. (image float32 3x96x96, label)."""
+    image, label = item
+    return _steps("train")(image), label
+
+
+def test_augment(item):
+    """dataset.python.augment.test: the centre 96 px, float32 normalised."""
+    image, label = item
+    return _steps("test")(image), label
+
+
+class WorkshopPhotos(Photos):
+    """The same photos as most training scripts read them, the random part
+    inside __getitem__: decode, RandomResizedCrop(96) of the whole image, flip,
+    ToTensor, Normalize. For DataLoader (bench/augment_bench.py's peer); with
+    zeus-pipe's cache on it is refused (the cache would keep one draw)."""
+
+    def __getitem__(self, i):
+        import torchvision.transforms as T
+        from PIL import Image
+        if not hasattr(self, "tf"):
+            self.tf = T.Compose([T.RandomResizedCrop(96), T.RandomHorizontalFlip(), T.ToTensor(),
+                                 T.Normalize(MEAN, STD)])
+        path, label = self.files[i]
+        with Image.open(path) as img:
+            return self.tf(img.convert("RGB")), label
+
+
 def _make_h5(path, n, size):
     """x: smooth random fields; y: x blurred and brightened, the target image."""
     import h5py
@@ -193,7 +280,8 @@ def main():
     import zeus_pipe
     overrides = dict(o.split("=", 1) for o in args.overrides)
     with zeus_pipe.attach(config=args.config, overrides=overrides or None) as zp:
-        task = args.task or ("images" if zp.fields[0][1] == "uint8" else "regression")
+        # a class label (an int) beside the image: a classifier; else a regression
+        task = args.task or ("images" if zp.fields[-1][1] == "int64" else "regression")
         train(zp, task, args.epochs or zp.epochs or 10, args.lr)
 
 

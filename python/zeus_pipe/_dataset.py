@@ -256,7 +256,7 @@ class Layout:
     def unpack(self, record, types):
         """The item a record at address `record` holds, each field as `types`
         says (item_types), in fresh memory of its own: a tuple, or a dict."""
-        torch = sys.modules.get("torch") if "tensor" in types else None
+        torch = importlib.import_module("torch") if "tensor" in types else None
         values = []
         for (name, dtype, shape, at, nbytes), kind in zip(self.fields, types):
             arr = np.empty(shape, np.int16 if dtype == "bfloat16" else dtype)
