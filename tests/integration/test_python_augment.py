@@ -201,6 +201,64 @@ def a_loader_killed_mid_epoch_changes_no_sample_and_no_draw():
         check_seen(w, "kill", 600, 3)
 
 
+# Every train sample's pixels, digested, per epoch.
+PHOTO_CONSUMER = """
+import hashlib, json, sys, zeus_pipe
+seen = {}
+with zeus_pipe.attach() as zp:
+    for epoch in range(3):
+        for x, y in zp.train:
+            assert x.dtype.is_floating_point and tuple(x.shape[1:]) == (3, 32, 32), x.shape
+            for k, i in enumerate(zp.indices.tolist()):
+                seen["%d/%d" % (epoch, i)] = hashlib.sha1(x[k].numpy().tobytes()).hexdigest()
+        n = sum(len(y) for x, y in zp.test)
+json.dump(seen, open(sys.argv[1], "w"))
+"""
+
+
+def the_workshop_dataset_with_torchvisions_crop_after_the_cache():
+    """Photos (PIL decode + resize in __getitem__) and torchvision's
+    RandomResizedCrop + flip as the train step: a fresh crop of (nearly)
+    every image each epoch, the same crops with 1 and 3 loaders, and no
+    __getitem__ once an image is cached."""
+    try:
+        subprocess.run([PYTHON, "-c", "import torchvision, PIL"], check=True, capture_output=True)
+    except subprocess.CalledProcessError:
+        print("(no torchvision or PIL in %s: the workshop Dataset is not run)" % PYTHON)
+        return
+    examples = os.path.join(os.path.dirname(PACKAGE), "python", "examples")
+    with zp.Workdir() as w:
+        w.write("consumer.py", PHOTO_CONSUMER)
+        seen = {}
+        for name, workers in (("one", 1), ("three", 3)):
+            calls = os.path.join(w.path, name + ".calls")
+            os.makedirs(calls)
+            cfg = w.write(name + ".yaml", (
+                "run: {name: %s}\nseed: 3\ndataset:\n  source: python\n  python:\n"
+                "    class: zp_test_data:counted_photos\n    path: [%s, %s]\n"
+                "    args: {root: %s, calls: %s}\n    splits: {train: {}, test: {split: val}}\n"
+                "    augment: {train: 'zp_test_data:photo_crop32', test: 'zp_test_data:photo_center32'}\n"
+                "    interpreter: %s\nloader: {workers: %d}\nprefetch: {batch_size: 16}\n"
+                "cache: {enabled: true, path: %s-cache}\n"
+                "trainer: {epochs: 3, command: [%s, consumer.py, %s.json]}\n")
+                % (name, DATA, examples, os.path.join(w.path, "photos"), calls, PYTHON, workers,
+                   name, PYTHON, name))
+            rc, out, err = up(w, cfg)
+            zp.check(rc == 0, "%s: exit %d:\n%s" % (name, rc, err[-3000:]))
+            seen[name] = json.load(open(os.path.join(w.path, name + ".json")))
+            zp.check(len(seen[name]) == 3 * 60, "%s: %d train samples seen, want 180"
+                     % (name, len(seen[name])))
+            n = sum(len(zp.text(os.path.join(calls, f)).split()) for f in os.listdir(calls))
+            zp.check(n == 60 + 15, "%s: %d __getitem__ calls over 3 epochs, want 75 (each image "
+                     "once, none warm)" % (name, n))
+        zp.check(seen["one"] == seen["three"], "the crops differ between 1 and 3 loaders")
+        for a, b in ((0, 1), (1, 2)):
+            same = sum(seen["one"]["%d/%d" % (a, i)] == seen["one"]["%d/%d" % (b, i)]
+                       for i in range(60))
+            zp.check(same <= 2, "%d of 60 images had epoch %d's crop again in epoch %d"
+                     % (same, a + 1, b + 1))
+
+
 def main():
     try:
         subprocess.run([PYTHON, "-c", "import numpy, torch"], check=True, capture_output=True)
@@ -209,7 +267,8 @@ def main():
         return 77
     return zp.main([a_random_getitem_with_the_cache_on_is_refused_before_any_stage_starts,
                     the_step_draws_afresh_each_epoch_from_the_cache_the_same_with_1_and_3_loaders,
-                    a_loader_killed_mid_epoch_changes_no_sample_and_no_draw])
+                    a_loader_killed_mid_epoch_changes_no_sample_and_no_draw,
+                    the_workshop_dataset_with_torchvisions_crop_after_the_cache])
 
 
 if __name__ == "__main__":

@@ -147,3 +147,36 @@ def center8(item):
     """The test split's step: the center 8x8, no flip."""
     image, label = item
     return np.ascontiguousarray(image[:, 4:12, 4:12]), label, np.array([4, 4, 0], np.int64)
+
+
+def counted_photos(root, calls, split="train", size=48):
+    """python/examples/custom_dataset.py's Photos (decode + resize, cached),
+    each loader process counting its __getitem__ calls in a file of `calls`."""
+    from custom_dataset import Photos
+
+    class Counted(Photos):
+        def __getitem__(self, i):
+            if os.path.basename(sys.argv[0]) == "loader.py":
+                with open(os.path.join(calls, "%d" % os.getpid()), "a") as f:
+                    f.write("%d\n" % i)
+            return Photos.__getitem__(self, i)
+
+    return Counted(root, split, size=size, per_class=20)
+
+
+def photo_crop32(item):
+    """The workshop's random part with torchvision: RandomResizedCrop(32) and a
+    random flip of the cached uint8 tensor, float32 normalised."""
+    import torch
+    import torchvision.transforms as T
+    image, label = item
+    tf = T.Compose([T.RandomResizedCrop(32, antialias=True), T.RandomHorizontalFlip(),
+                    T.ConvertImageDtype(torch.float32), T.Normalize((0.5,) * 3, (0.25,) * 3)])
+    return tf(image), label
+
+
+def photo_center32(item):
+    import torch
+    import torchvision.transforms as T
+    image, label = item
+    return T.ConvertImageDtype(torch.float32)(T.CenterCrop(32)(image)), label
