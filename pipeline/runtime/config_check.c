@@ -75,7 +75,15 @@ static int check_python(const zp_config_t *cfg, rule_t *r)
                      "my_data:test_augment (got '%s')", cfg->py_augment_test);
     if (cfg->aug_where == ZP_AUG_IN_LOADER)
         return fault(r, "dataset.augment.where", "loader does not apply to dataset.source: "
-                     "python: augment in your Dataset with the cache off, or in the training loop");
+                     "python: name your random transforms in dataset.python.augment.train "
+                     "(module:callable, run by the loaders after the cache)");
+    const char *builtin = cfg->aug_resized_crop ? "dataset.augment.resized_crop"
+                          : cfg->aug_hflip      ? "dataset.augment.hflip"
+                          : cfg->aug_padding    ? "dataset.augment.crop_padding" : NULL;
+    if (builtin) /* before any stage starts, not at attach() */
+        return fault(r, builtin, "applies to the built-in sources' images; a Python Dataset's "
+                     "random transforms go in dataset.python.augment.train (module:callable, "
+                     "run by the loaders after the cache on every sample of every epoch)");
     return 0;
 }
 

@@ -1,8 +1,13 @@
-"""custom_dataset.py — your own map-style Dataset through zeus-pipe, two ways:
+"""custom_dataset.py — your own map-style Dataset through zeus-pipe:
 
   SlowImages    a folder of JPEGs decoded and transformed in a deliberately
                 slow __getitem__ (PIL decode, resize, a per-pixel Python
                 transform): an (image uint8 3xSxS, label) classification set
+  Photos        a folder of photos decoded and resized in __getitem__ (what
+                the cache keeps), with train_augment (torchvision's
+                RandomResizedCrop + flip) run after the cache, every epoch:
+                configs/photos-augment.yaml; WorkshopPhotos is the same with
+                the random part inside __getitem__, as DataLoader reads it
   H5Regression  an HDF5 file (h5py) of input images and target images: an
                 (x float32 1xSxS, y float32 1xSxS) regression set
 
@@ -104,13 +109,13 @@ class Photos:
     tensor 3 x size x size, label)."""
 
     def __init__(self, root, split="train", size=128, per_class=200):
-        if not os.path.exists(os.path.join(root, "done")):  # a generated folder, made once
+        if not os.path.isdir(os.path.join(root, split)):  # none: a generated folder, made once
             _make_images(root, per_class, size=400)
         folder = os.path.join(root, split)
         classes = sorted(os.listdir(folder))
         self.files = [(os.path.join(folder, c, f), i) for i, c in enumerate(classes)
                       for f in sorted(os.listdir(os.path.join(folder, c)))]
-        self.size = size
+        self.size, self.split = size, split
 
     def __len__(self):
         return len(self.files)
@@ -137,28 +142,28 @@ _STEPS = {}
 def _steps(split, crop=96):
     """torchvision's transforms for the step of a split, built on first use
     (the loaders import this module; torchvision only where a step runs)."""
-    if split not in _STEPS:
+    if (split, crop) not in _STEPS:
         import torch
         import torchvision.transforms as T
         first = ([T.RandomResizedCrop(crop, antialias=True), T.RandomHorizontalFlip()]
                  if split == "train" else [T.CenterCrop(crop)])
-        _STEPS[split] = T.Compose(first + [T.ConvertImageDtype(torch.float32),
-                                           T.Normalize(MEAN, STD)])
-    return _STEPS[split]
+        _STEPS[split, crop] = T.Compose(first + [T.ConvertImageDtype(torch.float32),
+                                                 T.Normalize(MEAN, STD)])
+    return _STEPS[split, crop]
 
 
-def train_augment(item):
+def train_augment(item, crop=96):
     """dataset.python.augment.train: a random-resized crop to 96 px and a
     random flip of the cached image (torch's generator, seeded per sample by
     the loader), then float32 normalised. (image float32 3x96x96, label)."""
     image, label = item
-    return _steps("train")(image), label
+    return _steps("train", crop)(image), label
 
 
-def test_augment(item):
+def test_augment(item, crop=96):
     """dataset.python.augment.test: the centre 96 px, float32 normalised."""
     image, label = item
-    return _steps("test")(image), label
+    return _steps("test", crop)(image), label
 
 
 class WorkshopPhotos(Photos):
@@ -167,12 +172,18 @@ class WorkshopPhotos(Photos):
     ToTensor, Normalize. For DataLoader (bench/augment_bench.py's peer); with
     zeus-pipe's cache on it is refused (the cache would keep one draw)."""
 
+    def __init__(self, root, split="train", crop=96, per_class=200):
+        Photos.__init__(self, root, split, size=crop * 4 // 3, per_class=per_class)
+        self.crop = crop
+
     def __getitem__(self, i):
         import torchvision.transforms as T
         from PIL import Image
+        if self.split != "train":  # the test split as Photos and test_augment make it
+            return test_augment(Photos.__getitem__(self, i), self.crop)
         if not hasattr(self, "tf"):
-            self.tf = T.Compose([T.RandomResizedCrop(96), T.RandomHorizontalFlip(), T.ToTensor(),
-                                 T.Normalize(MEAN, STD)])
+            self.tf = T.Compose([T.RandomResizedCrop(self.crop), T.RandomHorizontalFlip(),
+                                 T.ToTensor(), T.Normalize(MEAN, STD)])
         path, label = self.files[i]
         with Image.open(path) as img:
             return self.tf(img.convert("RGB")), label
