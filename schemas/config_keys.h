@@ -84,6 +84,12 @@
       "random-resized-crop: lowest and highest width / height of the box")                        \
     X("dataset.augment.hflip", BOOL, aug_hflip, "false", 0, 0,                                    \
       "flip half of the train samples left to right")                                             \
+    X("dataset.augment.field", STR, aug_field, "image", 0, 0,                                     \
+      "python: the uint8 image field (3 x H x W or H x W x 3) the keys above augment, at "       \
+      "assembly from the cached record")                                                          \
+    X("dataset.augment.size", INT, aug_size, "0", 0, 4096,                                        \
+      "python: the side of that field after resized_crop (0: its own height and width); the "    \
+      "test split's is its centre resized to it")                                                 \
     X("dataset.python.class", STR, py_class, "", 0, 0,                                            \
       "python: module:callable returning an object with __len__ and __getitem__ (a Dataset), "    \
       "imported in the loaders")                                                                  \

@@ -10,6 +10,8 @@
 int zp_augment_init(zp_augment_t *a, const zp_config_t *cfg, const zp_dataset_meta_t *meta)
 {
     memset(a, 0, sizeof *a);
+    if (cfg->dataset_source == ZP_SOURCE_PYTHON)
+        return 0; /* a Python Dataset's field is augmented where its sample is made (augment_field.h) */
     int whole = zp_augment_whole(cfg); /* the crop and flip are made with the sample */
     a->padding = (int)cfg->aug_padding;
     a->resized_crop = cfg->aug_resized_crop && !whole;

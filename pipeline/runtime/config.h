@@ -71,6 +71,8 @@ typedef struct {
     int aug_where;
     int64_t aug_padding;
     bool aug_resized_crop, aug_hflip;
+    char aug_field[32];
+    int64_t aug_size;
     zp_floats_t aug_scale, aug_ratio;
     bool cache_enabled;
     char cache_path[256];

@@ -79,11 +79,11 @@ static int check_python(const zp_config_t *cfg, rule_t *r)
                      "(module:callable, run by the loaders after the cache)");
     const char *builtin = cfg->aug_resized_crop ? "dataset.augment.resized_crop"
                           : cfg->aug_hflip      ? "dataset.augment.hflip"
-                          : cfg->aug_padding    ? "dataset.augment.crop_padding" : NULL;
-    if (builtin) /* before any stage starts, not at attach() */
-        return fault(r, builtin, "applies to the built-in sources' images; a Python Dataset's "
-                     "random transforms go in dataset.python.augment.train (module:callable, "
-                     "run by the loaders after the cache on every sample of every epoch)");
+                          : cfg->aug_padding    ? "dataset.augment.crop_padding"
+                          : cfg->aug_size       ? "dataset.augment.size" : NULL;
+    if (builtin && (cfg->py_augment_train[0] || cfg->py_augment_test[0]))
+        return fault(r, builtin, "and dataset.python.augment.* both augment: keep one (the "
+                     "built-in ops at C speed, or your Python step)");
     return 0;
 }
 

@@ -496,7 +496,8 @@ static int parse_fields(const char *text, zp_dataset_meta_t *m)
     if (!a && !c)
         return 0;
     if (!a || !c || sscanf(a, "\naugment %d %d", &m->augment[0], &m->augment[1]) != 2 ||
-        (m->augment[0] | m->augment[1]) & ~1)
+        m->augment[0] < 0 || m->augment[0] > ZP_AUG_STEP_FIELD || m->augment[1] < 0 ||
+        m->augment[1] > ZP_AUG_STEP_FIELD)
         return ZP_EDATA;
     const char *t = strstr(text, "\nitem_types ");
     if (t)

@@ -13,6 +13,9 @@
 
 enum { ZP_SPLIT_TRAIN, ZP_SPLIT_TEST, ZP_SPLITS };
 
+/* A split's step after the cache (zp_dataset_meta_t.augment). */
+enum { ZP_AUG_STEP_NONE, ZP_AUG_STEP_PYTHON, ZP_AUG_STEP_FIELD };
+
 typedef struct {
     int64_t n[ZP_SPLITS]; /* samples per split */
     int64_t shape[3];     /* channels, height, width */
@@ -28,12 +31,14 @@ typedef struct {
      * 0, or ZP_LABEL_SKIPPED). */
     zp_fields_t fields;
     char source_hash[72]; /* python: SHA-256 of the callable's source file (the probe's); else "" */
-    /* dataset.source python with an augment step (dataset.python.augment.*):
-     * augment[s] is 1 where split s runs it, in the loaders, after the cache.
-     * Then `fields` are what the step returns (the ring's and the wire's
-     * records) and `cached` what __getitem__ returns (the cache's records,
-     * zp_dataset_cached_meta); cached.n is 0 where no split augments. */
-    int augment[ZP_SPLITS];
+    /* dataset.source python with an augment step after the cache: augment[s]
+     * says which split s runs, the user's (dataset.python.augment.*, in the
+     * Python loaders) or the built-in ops on a field (augment_field.h, where
+     * the sample is assembled). Then `fields` are what the step makes (the
+     * ring's and the wire's records) and `cached` what __getitem__ returns
+     * (the cache's records, zp_dataset_cached_meta); cached.n is 0 where no
+     * split has a step. */
+    int augment[ZP_SPLITS]; /* ZP_AUG_STEP_* */
     zp_fields_t cached;
     /* what __getitem__ returned each cached field as (the probe's words:
      * ndarray, tensor, int, float), for the step to get them back so */

@@ -2,6 +2,7 @@
  * and the probe of a Python Dataset (python.h). */
 #define _GNU_SOURCE
 #include "pipeline/runtime/python.h"
+#include "pipeline/runtime/augment_field.h"
 #include "pipeline/runtime/json.h"
 #include "pipeline/runtime/log.h"
 
@@ -254,6 +255,17 @@ static int read_answer(const zp_config_t *cfg, const char *text, zp_dataset_t *d
         snprintf(err, len, "%s: dataset.python.augment: %s", cfg->file,
                  rc ? why : "the probe's answer has no cached fields");
         return ZP_ECONFIG;
+    }
+    if (zp_fieldaug_wanted(cfg)) { /* the built-in ops on a field, at assembly */
+        zp_fieldaug_t fa;
+        if (zp_fieldaug_init(&fa, cfg, &m->fields, why, sizeof why)) {
+            snprintf(err, len, "%s: %s", cfg->file, why);
+            return ZP_ECONFIG;
+        }
+        m->cached = m->fields;
+        m->fields = fa.out;
+        for (int s = 0; s < ZP_SPLITS; s++)
+            m->augment[s] = fa.on[s] ? ZP_AUG_STEP_FIELD : 0;
     }
     const char *t = strstr(at, "\nitem_types ");
     if (t)

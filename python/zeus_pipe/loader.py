@@ -11,7 +11,8 @@ __getitem__, pack the item's fields into the sample's record. With an
 augment step on the split (dataset.python.augment.SPLIT), the item is the
 cache's record when it holds one (no __getitem__ on warm epochs), else
 __getitem__'s, packed as the cache keeps it; the step, seeded again from
-the same sample seed, makes the sample from it every epoch. A
+the same sample seed, makes the sample from it every epoch (the built-in
+ops on a field, dataset.augment.*, are made by the library in C). A
 __getitem__ that raises is reported with the index and the exception
 (loader.on_error decides); one that never returns stops the heartbeats,
 and the run gives its task to another loader."""
@@ -66,6 +67,8 @@ class Loader:
             if not cached:  # a miss: __getitem__, packed as the cache keeps it
                 _dataset.seed_all(seed)
                 self.cached.pack(self.splits[split][index], self.cached_names, keep, index, name)
+                if self.steps[split] is None:  # the built-in ops on a field: in C, from keep
+                    return 0
                 cached = keep
             item = self.cached.unpack(cached, self.types)
             _dataset.seed_all(seed)

@@ -11,6 +11,7 @@
 #define _GNU_SOURCE
 #include "stages/loader/loader.h"
 #include "pipeline/runtime/augment.h"
+#include "pipeline/runtime/augment_field.h"
 #include "pipeline/runtime/cachedb.h"
 #include "pipeline/runtime/event.h"
 #include "pipeline/runtime/log.h"
@@ -77,6 +78,8 @@ typedef struct {
     zp_dataset_meta_t kept[ZP_SPLITS]; /* what each split's cache values hold */
     uint8_t *keep;  /* one record as __getitem__ made it; owned */
     int64_t corrupt;
+    zp_fieldaug_t fa; /* the built-in ops on a Python Dataset's field (ZP_AUG_STEP_FIELD) */
+    zp_fieldaug_space_t fsp;
 } loader_t;
 
 static int grow(uint8_t **buf, size_t *cap, size_t need)
@@ -339,11 +342,18 @@ static int load_samples(loader_t *l, const zp_msg_t *t, zmq_msg_t *parts, char *
                 return ZP_EZMQ;
             uint8_t *px = raw ? out + i * elems : l->pixels + (i - i0) * elems;
             if (apart) {
-                l->src->cached = cached_record(l, (int)t->split, ix);
+                l->src->cached = apart == ZP_AUG_STEP_PYTHON ? cached_record(l, (int)t->split, ix)
+                                                             : NULL;
                 l->src->keep = l->keep;
                 l->src->kept = 0;
             }
             int rc = l->src->get(l->src, (int)t->split, ix, px, &label, err, len);
+            if (!rc && apart == ZP_AUG_STEP_FIELD && /* the built-in ops, from the record kept */
+                zp_fieldaug_make(&l->fa, &l->fsp, (int)t->split, l->src->epoch, ix, l->keep, px,
+                                 &l->src->crop)) {
+                snprintf(err, len, "loader out of memory");
+                return ZP_ENOMEM;
+            }
             if (!rc)
                 rc = zp_dataset_label_check(&l->st->meta, zp_dataset_split_name((int)t->split), ix, label, err, len);
             if (rc == ZP_EDATA && l->st->cfg.on_error == ZP_ON_ERROR_SKIP) {
@@ -391,7 +401,7 @@ static int run_task(void *ctx, const zp_msg_t *t, zp_frames_t *f)
     for (int i = 0; i < 4; i++)
         zmq_msg_init(&parts[i]);
     char err[300];
-    l->txn = l->st->meta.augment[t->split] ? cache_txn(l) : NULL;
+    l->txn = l->st->meta.augment[t->split] == ZP_AUG_STEP_PYTHON ? cache_txn(l) : NULL;
     int rc = load_samples(l, t, parts + 1, err, sizeof err);
     if (l->txn) /* the cached records it pointed to were copied or augmented */
         mdb_txn_abort(l->txn);
@@ -522,8 +532,16 @@ int zp_loader_run(zp_stage_t *st, zp_source_t *src)
         rc = 1;
         goto out;
     }
+    char why[300] = "its fields differ from the run's description";
+    if ((st->meta.augment[0] == ZP_AUG_STEP_FIELD || st->meta.augment[1] == ZP_AUG_STEP_FIELD) &&
+        (zp_fieldaug_init(&l.fa, &st->cfg, &st->meta.cached, why, sizeof why) ||
+         l.fa.out.record_bytes != st->meta.sample_bytes)) {
+        zp_error("the run's augmented field is not this loader's: %s", why);
+        rc = 2;
+        goto out;
+    }
     l.keep_whole = zp_augment_whole(&st->cfg) && st->cfg.cache_enabled;
-    l.crops = zp_augment_whole(&st->cfg);
+    l.crops = zp_augment_whole(&st->cfg) || st->meta.augment[ZP_SPLIT_TRAIN] == ZP_AUG_STEP_FIELD;
     if (l.keep_whole && st->cfg.cache_encoding == ZP_ENC_JPEG && !(l.tjc = tjInitCompress())) {
         zp_error("cannot start a JPEG encoder: %s", tjGetErrorStr2(NULL));
         rc = 1;
@@ -542,6 +560,7 @@ out:
     free(l.vals);
     free(l.jpg);
     free(l.keep);
+    zp_fieldaug_space_free(&l.fsp);
     if (l.db_state > 0)
         zp_cachedb_close(&l.db);
     if (l.tjc)

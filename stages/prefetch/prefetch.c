@@ -25,6 +25,7 @@
 #include "stages/prefetch/batch.h"
 #include "stages/prefetch/plan.h"
 #include "stages/prefetch/readers.h"
+#include "pipeline/runtime/augment_field.h"
 #include "stages/prefetch/ringlog.h"
 
 #include <errno.h>
@@ -76,6 +77,8 @@ typedef struct {
     uint64_t abandoned;    /* fetches up to this id were for abandoned batches */
     zp_ringlog_t ringlog;  /* BATCH and FREE, for the run's timeline */
     int whole;             /* the train split's values are whole images (zp_augment_whole) */
+    zp_fieldaug_t fa;      /* the built-in ops on a Python Dataset's field (ZP_AUG_STEP_FIELD) */
+    zp_dataset_meta_t kept[ZP_SPLITS]; /* what each split's values hold */
     zp_rrc_t rrc;          /* their draws */
     float *lut;            /* float32 samples: their normalisation; owned */
 } prefetch_t;
@@ -138,7 +141,7 @@ static int start_batch(prefetch_t *p)
         p->st->stats.lookups += n;
     /* a split with a Python augment step: every sample goes to a loader, which
      * reads a cached one from LMDB itself (a hit, counted here) and augments it */
-    int apart = p->st->meta.augment[p->split];
+    int apart = p->st->meta.augment[p->split] == ZP_AUG_STEP_PYTHON;
     for (int64_t i = 0; i < n; i++) {
         int present = is_present(p, idx[i]);
         bt->cached[i] = (uint8_t)(present && !apart);
@@ -195,7 +198,9 @@ static int read_hits(prefetch_t *p, zp_batch_t *bt)
                          .why = p->why,
                          .rrc = p->whole && p->split == ZP_SPLIT_TRAIN ? &p->rrc : NULL,
                          .epoch = (uint64_t)p->epoch, .side = p->st->cfg.image_cache_side,
-                         .lut = p->lut};
+                         .lut = p->lut, .split = p->split, .kept = &p->kept[p->split],
+                         .field = p->st->meta.augment[p->split] == ZP_AUG_STEP_FIELD ? &p->fa
+                                                                                     : NULL};
     zp_readers_run(p->readers, &job);
     p->st->stats.helper_ns = zp_readers_busy_ns(p->readers); /* stat's readers_busy */
     if (job.lmdb_rc)
@@ -655,6 +660,16 @@ static int open_cache(prefetch_t *p)
     st->stats.helpers = zp_readers_count(p->readers);
     p->whole = zp_augment_whole(&st->cfg);
     zp_augment_rrc_init(&p->rrc, &st->cfg);
+    for (int s = 0; s < ZP_SPLITS; s++)
+        p->kept[s] = zp_dataset_cached_meta(&st->meta, s);
+    if (st->meta.augment[0] == ZP_AUG_STEP_FIELD || st->meta.augment[1] == ZP_AUG_STEP_FIELD) {
+        snprintf(err, sizeof err, "its fields differ from the run's description");
+        if (zp_fieldaug_init(&p->fa, &st->cfg, &st->meta.cached, err, sizeof err) ||
+            p->fa.out.record_bytes != st->meta.sample_bytes) {
+            zp_error("the run's augmented field: %s", err);
+            return ZP_ECONFIG;
+        }
+    }
     if (p->whole && st->meta.dtype == ZP_DTYPE_F32 && !p->lut &&
         !(p->lut = zp_dataset_normalize_lut(&st->cfg, st->meta.shape[0])))
         return ZP_ENOMEM;

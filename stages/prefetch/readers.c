@@ -26,6 +26,7 @@ typedef struct {
     uint8_t *rgb; /* a decoded part of a JPEG */
     size_t cap;
     MDB_txn *txn; /* the thread's read transaction, reset between jobs; NULL until the first */
+    zp_fieldaug_space_t fsp; /* a Python Dataset's field augmented */
 } space_t;
 
 typedef struct {
@@ -99,6 +100,25 @@ static int crop_whole(const zp_copy_job_t *job, space_t *sp, int64_t j, uint32_t
         return ZP_HIT_CORRUPT;
     }
     *label = l;
+    return ZP_HIT_OK;
+}
+
+/* Value j of the job, a record __getitem__ returned: the sample made of it
+ * with the built-in ops on its field (augment_field.h) into the slot at
+ * `dst`. ZP_HIT_OK or ZP_HIT_CORRUPT (why[j] says). */
+static int augment_record(const zp_copy_job_t *job, space_t *sp, int64_t j, uint32_t index,
+                          int64_t pos, int32_t *label, uint8_t *dst)
+{
+    const uint8_t *payload;
+    if (zp_cachedb_check_value(&job->vals[j], job->kept, index, label, &payload, &job->why[j]))
+        return ZP_HIT_CORRUPT;
+    zp_crop_t c;
+    if (zp_fieldaug_make(job->field, &sp->fsp, job->split, job->epoch, index, payload, dst, &c)) {
+        job->why[j] = "out of memory augmenting the field";
+        return ZP_HIT_CORRUPT;
+    }
+    if (job->split == ZP_SPLIT_TRAIN)
+        job->crops[pos] = c;
     return ZP_HIT_OK;
 }
 
@@ -176,6 +196,10 @@ static void copy_range(zp_copy_job_t *job, space_t *sp, int64_t lo, int64_t hi, 
         uint8_t *dst = job->data + (size_t)i * bytes;
         if (job->rrc) {
             job->status[j] = (uint8_t)crop_whole(job, sp, j, index, i, &job->labels[i], dst);
+            continue;
+        }
+        if (job->field) {
+            job->status[j] = (uint8_t)augment_record(job, sp, j, index, i, &job->labels[i], dst);
             continue;
         }
         job->status[j] = ZP_HIT_CORRUPT;
@@ -257,12 +281,13 @@ int zp_readers_create(zp_readers_t **out, int nthreads)
     return 0;
 }
 
-/* The threads a job is worth: every one for whole images (a crop or a decode
- * costs far more than a wake-up); for samples, one per SHARE_BYTES of copy, as
+/* The threads a job is worth: every one for whole images and augmented
+ * fields (a crop or a decode costs far more than a wake-up); for samples, one
+ * per SHARE_BYTES of copy, as
  * waking a helper costs about what copying a few hundred KiB does. */
 static int threads_for(const zp_readers_t *r, const zp_copy_job_t *job)
 {
-    int64_t k = job->rrc ? r->n : job->n * (int64_t)job->meta->sample_bytes / SHARE_BYTES;
+    int64_t k = job->rrc || job->field ? r->n : job->n * (int64_t)job->meta->sample_bytes / SHARE_BYTES;
     if (k > job->n / 2)
         k = job->n / 2; /* two values a thread at least */
     return k < 1 ? 1 : k > r->n ? r->n : (int)k;
@@ -314,6 +339,7 @@ void zp_readers_destroy(zp_readers_t **rp)
         mdb_txn_abort(r->space[0].txn);
     for (int i = 0; i < MAX_THREADS; i++) {
         zp_resample_free(&r->space[i].rs);
+        zp_fieldaug_space_free(&r->space[i].fsp);
         free(r->space[i].rgb);
         if (r->space[i].tj)
             tjDestroy(r->space[i].tj);

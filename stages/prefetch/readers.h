@@ -10,11 +10,14 @@
  * value is a whole image: its copy is the augmentation. A reader checks it,
  * decodes it when it is a JPEG, draws the box and flip of (seed, epoch,
  * index) on it and resizes the box straight into the slot (pipeline/
- * resample.h), normalised on the way for float32 samples. */
+ * resample.h), normalised on the way for float32 samples. A Python
+ * Dataset's record with the built-in ops on a field (augment_field.h) is
+ * checked, and the sample made of it into the slot. */
 #ifndef ZP_READERS_H
 #define ZP_READERS_H
 
 #include "pipeline/runtime/augment.h"
+#include "pipeline/runtime/augment_field.h"
 #include "pipeline/runtime/cachedb.h"
 #include "pipeline/runtime/dataset.h"
 
@@ -40,6 +43,12 @@ typedef struct {
     uint64_t epoch;
     int64_t side;            /* dataset.image.cache_side: the largest image kept */
     const float *lut;        /* float32 samples: zp_dataset_normalize_lut's table; NULL for uint8 */
+    /* A Python Dataset's records with the built-in ops on a field: the ops
+     * and what a value holds (zp_dataset_cached_meta); NULL: none. The
+     * sample is made of the checked record (zp_fieldaug_make). */
+    const zp_fieldaug_t *field;
+    const zp_dataset_meta_t *kept;
+    int split;
     /* out: an LMDB error of a lookup or a transaction's start (0: none; the
      * values it hid are ZP_HIT_ABSENT), and what failed */
     int lmdb_rc;
