@@ -4,6 +4,9 @@
  *
  *   zp-crop-tool draws H W SEED EPOCH N SCALE_LO SCALE_HI RATIO_LO RATIO_HI
  *       prints "index y x h w flip" for samples 0..N-1 (zp_augment_rrc_draw, hflip on)
+ *   zp-crop-tool pdraws H W SEED EPOCH N PADDING
+ *       prints "index dy dx flip" for samples 0..N-1: a padded crop and a flip
+ *       (zp_augment_draw, hflip on, no resized crop)
  *   zp-crop-tool resample IN SW SH X Y W H OW OH FLIP OUT
  *       IN: SW x SH RGB bytes; OUT: OW x OH RGB bytes, the box resized
  *       (zp_resample) and flipped when FLIP is 1
@@ -29,6 +32,19 @@ static int draws(char **a)
         zp_augment_rrc_draw(&r, epoch, (uint32_t)i, h, w, &d);
         printf("%ld %d %d %d %d %d\n", i, (int)d.box_y, (int)d.box_x, (int)d.box_h, (int)d.box_w,
                d.flip);
+    }
+    return 0;
+}
+
+static int pdraws(char **a)
+{
+    zp_augment_t g = {.h = atoi(a[0]), .w = atoi(a[1]), .seed = strtoull(a[2], NULL, 10),
+                      .padding = atoi(a[5]), .hflip = 1};
+    uint64_t epoch = strtoull(a[3], NULL, 10);
+    for (long i = 0, n = atol(a[4]); i < n; i++) {
+        zp_aug_draw_t d;
+        zp_augment_draw(&g, epoch, (uint32_t)i, &d);
+        printf("%ld %d %d %d\n", i, d.dy, d.dx, d.flip);
     }
     return 0;
 }
@@ -59,9 +75,12 @@ int main(int argc, char **argv)
 {
     if (argc == 11 && !strcmp(argv[1], "draws"))
         return draws(argv + 2);
+    if (argc == 8 && !strcmp(argv[1], "pdraws"))
+        return pdraws(argv + 2);
     if (argc == 13 && !strcmp(argv[1], "resample"))
         return resample(argv + 2);
     fprintf(stderr, "usage: zp-crop-tool draws H W SEED EPOCH N SCALE_LO SCALE_HI RATIO_LO RATIO_HI\n"
+                    "       zp-crop-tool pdraws H W SEED EPOCH N PADDING\n"
                     "       zp-crop-tool resample IN SW SH X Y W H OW OH FLIP OUT\n");
     return 2;
 }

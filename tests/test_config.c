@@ -176,11 +176,10 @@ static const struct CMUnitTest bad_files[] = {
          true),
     CASE(augment_scale_with_the_highest_first_is_rejected, "augment_scale_reversed.yaml",
          "5:12: dataset.augment.scale: needs 2 values, lowest first", true),
-    CASE(built_in_augmentation_of_a_python_dataset_is_rejected_before_any_stage,
-         "python_builtin_augment.yaml",
-         "6:19: dataset.augment.resized_crop: applies to the built-in sources' images; a Python "
-         "Dataset's random transforms go in dataset.python.augment.train (module:callable, run by "
-         "the loaders after the cache on every sample of every epoch)", true),
+    CASE(a_python_step_beside_the_built_in_ops_is_rejected_before_any_stage,
+         "python_two_augment_steps.yaml",
+         "7:19: dataset.augment.resized_crop: and dataset.python.augment.* both augment: keep one "
+         "(the built-in ops at C speed, or your Python step)", true),
     CASE(a_python_augment_step_that_names_no_callable_is_rejected,
          "python_augment_not_a_callable.yaml",
          "5:22: dataset.python.augment.train: needs module:callable, like my_data:train_augment "

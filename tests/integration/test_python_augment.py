@@ -259,6 +259,156 @@ def the_workshop_dataset_with_torchvisions_crop_after_the_cache():
                      % (same, a + 1, b + 1))
 
 
+TOOL = os.path.join(os.path.dirname(zp.BIN), "zp-crop-tool")
+
+# Every sample's image field as the program gets it: raw uint8, or normalised
+# float32 by the package (dataset.python.normalize: image).
+FIELD_CONSUMER = """
+import json, sys, zeus_pipe
+raw = sys.argv[2] == "raw"
+seen = []
+with zeus_pipe.attach(raw=raw) as zp:
+    for epoch in range(3):
+        for name, src in (("train", zp.train), ("test", zp.test)):
+            for image, label in src:
+                for k, i in enumerate(zp.indices.tolist()):
+                    seen.append((name, epoch, i, image[k].flatten().tolist(), int(label[k])))
+json.dump(seen, open(sys.argv[1], "w"))
+"""
+
+FIELD_CONFIG = """
+run: {{name: {name}}}
+seed: 7
+dataset:
+  source: python
+  python:
+    class: zp_test_data:Pictures
+    path: [{data}]
+    args: {{n: 200, hwc: {hwc}}}
+    splits: {{train: {{}}, test: {{n: 40}}}}
+    interpreter: {python}
+  augment: {augment}
+  mean: [0.5]
+  std: [0.25]
+loader: {{workers: {workers}, task_size: 16}}
+prefetch: {{batch_size: 32}}
+cache: {{enabled: {cache}, path: {name}-cache}}
+trainer: {{epochs: 3, command: [{python}, consumer.py, {name}.json, {mode}]}}
+"""
+
+
+def tool(*args):
+    p = subprocess.run([TOOL] + [str(a) for a in args], capture_output=True, text=True)
+    zp.check(p.returncode == 0, "zp-crop-tool %s: %s" % (args[:1], p.stderr))
+    return [[int(v) for v in line.split()] for line in p.stdout.splitlines()]
+
+
+def resized(w, image_hwc, box, size, flip):
+    """zp-crop-tool's resize of box (y, x, h, w) of an RGB image to size x size."""
+    import numpy as np
+    src, dst = os.path.join(w.path, "tool.in"), os.path.join(w.path, "tool.out")
+    np.ascontiguousarray(image_hwc).tofile(src)
+    y, x, h, bw = box
+    tool("resample", src, image_hwc.shape[1], image_hwc.shape[0], x, y, bw, h, size, size, flip, dst)
+    return np.fromfile(dst, np.uint8).reshape(size, size, 3)
+
+
+def padded(image_hwc, dy, dx, flip, p):
+    """The padded crop: output (y, x) is input (y + dy - p, x' + dx - p), x'
+    mirrored when flip, black outside."""
+    import numpy as np
+    h, w, _ = image_hwc.shape
+    big = np.zeros((h + 2 * p, w + 2 * p, 3), np.uint8)
+    big[p:p + h, p:p + w] = image_hwc
+    out = big[dy:dy + h, dx:dx + w]
+    return out[:, ::-1] if flip else out
+
+
+def check_field_run(w, name, expect, raw, hwc):
+    import numpy as np
+    import zp_test_data as d
+    seen = json.load(open(os.path.join(w.path, name + ".json")))
+    for split, count in (("train", 200), ("test", 40)):
+        for epoch in range(3):
+            got = sorted(s[2] for s in seen if s[0] == split and s[1] == epoch)
+            zp.check(got == list(range(count)), "%s: %s epoch %d: %d samples, %d distinct"
+                     % (name, split, epoch, len(got), len(set(got))))
+    bad = []
+    for split, epoch, i, pixels, label in seen:
+        want = expect(split, epoch, i, d.picture(i).transpose(1, 2, 0))  # HWC
+        want = want if hwc else want.transpose(2, 0, 1)
+        got = np.array(pixels)
+        ok = np.array_equal(got, want.flatten()) if raw else \
+            np.allclose(got, (want.flatten() / 255.0 - 0.5) / 0.25, atol=1e-5)
+        if not ok or label != i % 5:
+            bad.append((split, epoch, i))
+    zp.check(not bad, "%s: %d of %d samples are not the independent draw, first %r"
+             % (name, len(bad), len(seen), bad[:3]))
+    return seen
+
+
+def the_built_in_crop_of_a_python_field_is_the_independent_draw_for_each_consumer():
+    """dataset.augment.resized_crop + hflip to 8 x 8 on a 3 x 16 x 16 field:
+    every train sample of 3 epochs (cold, then made by the prefetch readers
+    from the cache) is zp-crop-tool's draw of (seed, epoch, index) resized
+    by zp-crop-tool, raw=True and normalised by the package; the test split
+    is the whole image resized."""
+    draws = {e: {r[0]: r[1:] for r in tool("draws", 16, 16, 7, e, 200, 0.08, 1.0, 0.75, 1.3333333)}
+             for e in range(3)}
+
+    def expect(split, epoch, i, image):
+        if split == "test":
+            return resized(w, image, (0, 0, 16, 16), 8, 0)
+        y, x, h, bw, flip = draws[epoch][i]
+        return resized(w, image, (y, x, h, bw), 8, flip)
+
+    with zp.Workdir() as w:
+        w.write("consumer.py", FIELD_CONSUMER)
+        for name, mode in (("rawpx", "raw"), ("norm", "normalised")):
+            cfg = w.write(name + ".yaml", FIELD_CONFIG.format(
+                name=name, data=DATA, hwc="false", python=PYTHON, workers=2, cache="true",
+                mode=mode, augment="{resized_crop: true, hflip: true, size: 8}"))
+            rc, out, err = up(w, cfg)
+            zp.check(rc == 0, "%s: exit %d:\n%s" % (name, rc, err[-3000:]))
+            meta = zp.text(os.path.join(w.run_dir(name), "dataset", "meta"))
+            zp.check("field image uint8 3 3 8 8\n" in meta and "augment 2 2\ncached\n" in meta,
+                     "%s: meta:\n%s" % (name, meta))
+            seen = check_field_run(w, name, expect, mode == "raw", False)
+            cache = [m for m in zp.metrics(w.run_dir(name)) if m.get("event") == "cache"
+                     and m["split"] == "train"]
+            zp.check([(c["hits"], c["misses"]) for c in cache] == [(0, 200), (200, 0), (200, 0)],
+                     "%s: the train split's cache records: %r" % (name, cache))
+        fresh = {}
+        for split, epoch, i, pixels, label in seen:
+            if split == "train":
+                fresh.setdefault(i, []).append(pixels)
+        same = sum(v[0] == v[1] for v in fresh.values())
+        zp.check(same <= 4, "%d of 200 samples had the same crop in epochs 1 and 2" % same)
+
+
+def a_padded_crop_of_an_hwc_field_is_the_same_with_1_and_3_loaders_and_the_cache_off():
+    """crop_padding 3 + hflip on a 16 x 16 x 3 field: the draw of
+    zp_augment_draw (zp-crop-tool pdraws), black outside, for 1 loader with
+    the cache on and 3 loaders with it off."""
+    draws = {e: {r[0]: r[1:] for r in tool("pdraws", 16, 16, 7, e, 200, 3)} for e in range(3)}
+
+    def expect(split, epoch, i, image):
+        if split == "test":
+            return image
+        dy, dx, flip = draws[epoch][i]
+        return padded(image, dy, dx, flip, 3)
+
+    with zp.Workdir() as w:
+        w.write("consumer.py", FIELD_CONSUMER)
+        for name, workers, cache in (("one", 1, "true"), ("three", 3, "false")):
+            cfg = w.write(name + ".yaml", FIELD_CONFIG.format(
+                name=name, data=DATA, hwc="true", python=PYTHON, workers=workers, cache=cache,
+                mode="raw", augment="{crop_padding: 3, hflip: true}"))
+            rc, out, err = up(w, cfg)
+            zp.check(rc == 0, "%s: exit %d:\n%s" % (name, rc, err[-3000:]))
+            check_field_run(w, name, expect, True, True)
+
+
 def main():
     try:
         subprocess.run([PYTHON, "-c", "import numpy, torch"], check=True, capture_output=True)
@@ -268,7 +418,9 @@ def main():
     return zp.main([a_random_getitem_with_the_cache_on_is_refused_before_any_stage_starts,
                     the_step_draws_afresh_each_epoch_from_the_cache_the_same_with_1_and_3_loaders,
                     a_loader_killed_mid_epoch_changes_no_sample_and_no_draw,
-                    the_workshop_dataset_with_torchvisions_crop_after_the_cache])
+                    the_workshop_dataset_with_torchvisions_crop_after_the_cache,
+                    the_built_in_crop_of_a_python_field_is_the_independent_draw_for_each_consumer,
+                    a_padded_crop_of_an_hwc_field_is_the_same_with_1_and_3_loaders_and_the_cache_off])
 
 
 if __name__ == "__main__":

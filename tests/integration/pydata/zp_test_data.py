@@ -106,12 +106,13 @@ class Noisy:
 class Pictures:
     """The workshop's shape in miniature: __getitem__ is the deterministic
     part (an image uint8 3x16x16 whose pixel c, y, x is (index + 16 y + x + c)
-    % 256, and label index % 5); crop8 below is the random part. With
+    % 256, 16x16x3 with hwc, and label index % 5); crop8 below is the random
+    part. With
     `calls` a folder, each loader process counts its __getitem__ calls in a
     file of its own there."""
 
-    def __init__(self, n=300, calls="", split="train", cost_ms=0):
-        self.n, self.calls, self.mine, self.cost = n, calls, None, cost_ms / 1000
+    def __init__(self, n=300, calls="", split="train", cost_ms=0, hwc=False):
+        self.n, self.calls, self.mine, self.cost, self.hwc = n, calls, None, cost_ms / 1000, hwc
 
     def __len__(self):
         return self.n
@@ -123,7 +124,8 @@ class Pictures:
             if self.mine is None:
                 self.mine = open(os.path.join(self.calls, "%d" % os.getpid()), "a", buffering=1)
             self.mine.write("%d\n" % i)
-        return picture(i), i % 5
+        image = picture(i)
+        return (np.ascontiguousarray(image.transpose(1, 2, 0)) if self.hwc else image), i % 5
 
 
 def picture(i):
