@@ -122,12 +122,13 @@ static int keep_whole(loader_t *l, uint32_t index, int32_t label)
 }
 
 /* The task's read transaction on the cache, for a split with a Python
- * augment step; NULL when the cache is off or cannot be read here (a remote
- * loader's host has none): its samples are then all made. */
+ * augment step; NULL when the cache is off, is another host's (a remote
+ * loader: the run's LMDB is not here) or cannot be read: its samples are
+ * then all made. */
 static MDB_txn *cache_txn(loader_t *l)
 {
     char err[400];
-    if (!l->st->cfg.cache_enabled || l->db_state < 0)
+    if (!l->st->cfg.cache_enabled || l->st->connect[0] || l->db_state < 0)
         return NULL;
     if (!l->db_state && zp_cachedb_open(&l->db, &l->st->cfg, &l->st->meta, 1, err, sizeof err)) {
         zp_warn("cannot read the cache here, every sample will be made by __getitem__: %s", err);

@@ -138,6 +138,14 @@ def a_random_getitem_with_the_cache_on_is_refused_before_any_stage_starts():
                 zp.check(want in err, "%s: no %r in:\n%s" % (cmd, want, err[-2000:]))
             zp.check(not os.path.exists(os.path.join(w.run_dir("noisy"), "logs")),
                      "%s: a stage started" % cmd)
+        # a remote loader of that Dataset is refused the same way, before it connects
+        rc, out, err = w.run("keygen", "far")
+        zp.check(rc == 0, err)
+        p = w.start("loader", "--connect", "127.0.0.1:9", "--server-key", "far.pub", "--key",
+                    "far.key", cfg, env=env())
+        out, err = p.communicate(timeout=120)
+        zp.check(p.returncode == 2 and "__getitem__ draws random numbers" in err,
+                 "remote loader: exit %d:\n%s" % (p.returncode, err[-2000:]))
         rc, out, err = up(w, cfg, "dataset.python.random=cache_first_draw")
         zp.check(rc == 0, "cache_first_draw: exit %d:\n%s" % (rc, err[-2000:]))
         rc, out, err = up(w, cfg, "cache.enabled=false")
@@ -266,11 +274,13 @@ TOOL = os.path.join(os.path.dirname(zp.BIN), "zp-crop-tool")
 FIELD_CONSUMER = """
 import json, sys, zeus_pipe
 raw = sys.argv[2] == "raw"
+device = "cuda" if sys.argv[2] == "cuda" else None
 seen = []
-with zeus_pipe.attach(raw=raw) as zp:
+with zeus_pipe.attach(raw=raw, device=device) as zp:
     for epoch in range(3):
         for name, src in (("train", zp.train), ("test", zp.test)):
             for image, label in src:
+                image, label = image.cpu(), label.cpu()
                 for k, i in enumerate(zp.indices.tolist()):
                     seen.append((name, epoch, i, image[k].flatten().tolist(), int(label[k])))
 json.dump(seen, open(sys.argv[1], "w"))
@@ -351,8 +361,8 @@ def the_built_in_crop_of_a_python_field_is_the_independent_draw_for_each_consume
     """dataset.augment.resized_crop + hflip to 8 x 8 on a 3 x 16 x 16 field:
     every train sample of 3 epochs (cold, then made by the prefetch readers
     from the cache) is zp-crop-tool's draw of (seed, epoch, index) resized
-    by zp-crop-tool, raw=True and normalised by the package; the test split
-    is the whole image resized."""
+    by zp-crop-tool, raw=True, normalised by the package on the CPU and, with
+    a GPU, by device="cuda"; the test split is the whole image resized."""
     draws = {e: {r[0]: r[1:] for r in tool("draws", 16, 16, 7, e, 200, 0.08, 1.0, 0.75, 1.3333333)}
              for e in range(3)}
 
@@ -362,9 +372,13 @@ def the_built_in_crop_of_a_python_field_is_the_independent_draw_for_each_consume
         y, x, h, bw, flip = draws[epoch][i]
         return resized(w, image, (y, x, h, bw), 8, flip)
 
+    modes = [("rawpx", "raw"), ("norm", "normalised")]
+    if subprocess.run([PYTHON, "-c", "import torch, sys; sys.exit(not torch.cuda.is_available())"],
+                      capture_output=True).returncode == 0:
+        modes.append(("gpu", "cuda"))  # the field made on the GPU, normalised there
     with zp.Workdir() as w:
         w.write("consumer.py", FIELD_CONSUMER)
-        for name, mode in (("rawpx", "raw"), ("norm", "normalised")):
+        for name, mode in modes:
             cfg = w.write(name + ".yaml", FIELD_CONFIG.format(
                 name=name, data=DATA, hwc="false", python=PYTHON, workers=2, cache="true",
                 mode=mode, augment="{resized_crop: true, hflip: true, size: 8}"))
