@@ -1,6 +1,7 @@
 /* augment_field.c — the built-in augmentation of a Python Dataset's image
  * field (augment_field.h). */
 #include "pipeline/runtime/augment_field.h"
+#include "pipeline/runtime/buf.h"
 #include "pipeline/runtime/dataset.h"
 #include "schemas/errors.h"
 
@@ -82,24 +83,13 @@ int zp_fieldaug_init(zp_fieldaug_t *a, const zp_config_t *cfg, const zp_fields_t
     return remake_fields(a, err, len);
 }
 
-static int grow(uint8_t **buf, size_t *cap, size_t need)
-{
-    if (need <= *cap)
-        return 0;
-    uint8_t *p = realloc(*buf, need);
-    if (!p)
-        return ZP_ENOMEM;
-    *buf = p, *cap = need;
-    return 0;
-}
-
 /* The field of `in` as RGB rows (HWC): itself, or its planes interleaved. */
 static const uint8_t *as_rgb(const zp_fieldaug_t *a, zp_fieldaug_space_t *sp, const uint8_t *src)
 {
     if (!a->chw)
         return src;
     size_t plane = (size_t)a->h * a->w;
-    if (grow(&sp->rgb, &sp->rgb_cap, 3 * plane))
+    if (zp_buf_grow(&sp->rgb, &sp->rgb_cap, 3 * plane))
         return NULL;
     for (size_t p = 0; p < plane; p++)
         for (int c = 0; c < 3; c++)
@@ -158,7 +148,7 @@ int zp_fieldaug_make(const zp_fieldaug_t *a, zp_fieldaug_space_t *sp, int split,
     const uint8_t *rgb = as_rgb(a, sp, in + fi->offset), *box = rgb;
     int resize = d.box_x != 0 || d.box_y != 0 || (int)d.box_w != a->w || (int)d.box_h != a->h ||
                  a->ow != a->w || a->oh != a->h;
-    if (!rgb || grow(&sp->box, &sp->box_cap, 3 * (size_t)a->oh * a->ow))
+    if (!rgb || zp_buf_grow(&sp->box, &sp->box_cap, 3 * (size_t)a->oh * a->ow))
         return ZP_ENOMEM;
     if (resize) {
         double b[4] = {d.box_x, d.box_y, d.box_w, d.box_h};

@@ -3,6 +3,7 @@
  * which samples are present. */
 #define _GNU_SOURCE
 #include "pipeline/runtime/cachedb.h"
+#include "pipeline/runtime/augment_field.h"
 #include "pipeline/runtime/augment.h"
 #include "pipeline/runtime/files.h"
 #include "pipeline/runtime/log.h"
@@ -497,6 +498,15 @@ uint64_t zp_cachedb_fingerprint_hash(const zp_config_t *cfg, const zp_dataset_me
         char w[600];
         snprintf(w, sizeof w, "python augment: train=%s test=%s", cfg->py_augment_train,
                  cfg->py_augment_test);
+        h = XXH3_64bits_withSeed(w, strlen(w), h);
+    }
+    if (zp_fieldaug_wanted(cfg)) { /* loaders make a miss's field with the built-in ops */
+        char w[400];
+        snprintf(w, sizeof w, "field augment: %s size=%lld seed=%lld padding=%lld resized_crop=%d "
+                 "hflip=%d scale %.17g %.17g ratio %.17g %.17g", cfg->aug_field,
+                 (long long)cfg->aug_size, (long long)cfg->seed, (long long)cfg->aug_padding,
+                 cfg->aug_resized_crop, cfg->aug_hflip, cfg->aug_scale.v[0], cfg->aug_scale.v[1],
+                 cfg->aug_ratio.v[0], cfg->aug_ratio.v[1]);
         h = XXH3_64bits_withSeed(w, strlen(w), h);
     }
     if (cfg->aug_where != ZP_AUG_IN_LOADER)

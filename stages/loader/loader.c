@@ -10,6 +10,7 @@
  * retires it: RETIRE, finish what was sent before RETIRED, exit 0. */
 #define _GNU_SOURCE
 #include "stages/loader/loader.h"
+#include "pipeline/runtime/buf.h"
 #include "pipeline/runtime/augment.h"
 #include "pipeline/runtime/augment_field.h"
 #include "pipeline/runtime/cachedb.h"
@@ -82,18 +83,6 @@ typedef struct {
     zp_fieldaug_space_t fsp;
 } loader_t;
 
-static int grow(uint8_t **buf, size_t *cap, size_t need)
-{
-    if (need <= *cap)
-        return 0;
-    size_t n = need + need / 2;
-    uint8_t *p = realloc(*buf, n);
-    if (!p)
-        return ZP_ENOMEM;
-    *buf = p, *cap = n;
-    return 0;
-}
-
 /* Appends the whole image the source just cropped sample `index` from, as
  * the cache value to keep (raw RGB or re-encoded as cache.encoding says). */
 static int keep_whole(loader_t *l, uint32_t index, int32_t label)
@@ -104,14 +93,14 @@ static int keep_whole(loader_t *l, uint32_t index, int32_t label)
     size_t bytes = (size_t)w * h * 3;
     if (l->st->cfg.cache_encoding == ZP_ENC_JPEG) {
         unsigned long jsize = tjBufSize(w, h, TJSAMP_420);
-        if (grow(&l->jpg, &l->jpg_cap, jsize))
+        if (zp_buf_grow(&l->jpg, &l->jpg_cap, jsize))
             return ZP_ENOMEM;
         if (tjCompress2(l->tjc, src->whole, w, 0, h, TJPF_RGB, &l->jpg, &jsize, TJSAMP_420,
                         (int)l->st->cfg.jpeg_quality, TJFLAG_NOREALLOC | TJFLAG_ACCURATEDCT))
             return ZP_ENOMEM;
         payload = l->jpg, bytes = jsize, layout = ZP_CACHE_JPEG;
     }
-    if (grow(&l->vals, &l->vals_cap, l->vals_len + ZP_CACHE_HDR + bytes))
+    if (zp_buf_grow(&l->vals, &l->vals_cap, l->vals_len + ZP_CACHE_HDR + bytes))
         return ZP_ENOMEM;
     uint8_t *v = l->vals + l->vals_len;
     memcpy(v + ZP_CACHE_HDR, payload, bytes);
@@ -168,7 +157,7 @@ static const uint8_t *cached_record(loader_t *l, int split, uint32_t index)
 static int keep_record(loader_t *l, int split, uint32_t index)
 {
     size_t bytes = l->kept[split].sample_bytes;
-    if (grow(&l->vals, &l->vals_cap, l->vals_len + ZP_CACHE_HDR + bytes))
+    if (zp_buf_grow(&l->vals, &l->vals_cap, l->vals_len + ZP_CACHE_HDR + bytes))
         return ZP_ENOMEM;
     uint8_t *v = l->vals + l->vals_len;
     memcpy(v + ZP_CACHE_HDR, l->keep, bytes);

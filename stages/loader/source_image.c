@@ -18,6 +18,7 @@
  * the crop size, only the part of it that the resize reads (jpeg_region.h). */
 #define _GNU_SOURCE
 #include "stages/loader/source.h"
+#include "pipeline/runtime/buf.h"
 #include "pipeline/runtime/imagelist.h"
 #include "pipeline/runtime/augment.h"
 #include "pipeline/runtime/resample.h"
@@ -50,17 +51,6 @@ typedef struct {
     size_t img_cap;
 } image_source_t;
 
-static int grow(uint8_t **buf, size_t *cap, size_t need)
-{
-    if (need <= *cap)
-        return 0;
-    uint8_t *p = realloc(*buf, need);
-    if (!p)
-        return ZP_ENOMEM;
-    *buf = p, *cap = need;
-    return 0;
-}
-
 static int read_file(image_source_t *s, const char *path, size_t *size, char *err, size_t len)
 {
     FILE *f = fopen(path, "rb");
@@ -74,7 +64,7 @@ static int read_file(image_source_t *s, const char *path, size_t *size, char *er
         rc = ZP_EDATA;
     else if (*size == 0 || *size > (256u << 20))
         rc = ZP_EDATA;
-    else if ((rc = grow(&s->file, &s->file_cap, *size)) == 0 && fread(s->file, 1, *size, f) != *size)
+    else if ((rc = zp_buf_grow(&s->file, &s->file_cap, *size)) == 0 && fread(s->file, 1, *size, f) != *size)
         rc = ZP_EDATA;
     fclose(f);
     if (rc)
@@ -112,7 +102,7 @@ static int decode_jpeg_at(image_source_t *s, const char *path, size_t size, int 
     *w = TJSCALED(sw, best), *h = TJSCALED(sh, best);
     int cmyk = cs == TJCS_CMYK || cs == TJCS_YCCK;
     size_t px = (size_t)*w * (size_t)*h;
-    if (grow(&s->rgb, &s->rgb_cap, px * 4))
+    if (zp_buf_grow(&s->rgb, &s->rgb_cap, px * 4))
         return ZP_ENOMEM;
     if (tjDecompress2(s->tj, s->file, size, s->rgb, *w, 0, *h, cmyk ? TJPF_CMYK : TJPF_RGB,
                       TJFLAG_ACCURATEDCT)) {
@@ -163,7 +153,7 @@ static int decode_png(image_source_t *s, const char *path, size_t size, int *w, 
     }
     img.format = PNG_FORMAT_RGB;
     *w = (int)img.width, *h = (int)img.height;
-    if (grow(&s->rgb, &s->rgb_cap, PNG_IMAGE_SIZE(img))) {
+    if (zp_buf_grow(&s->rgb, &s->rgb_cap, PNG_IMAGE_SIZE(img))) {
         png_image_free(&img);
         return ZP_ENOMEM;
     }
@@ -263,7 +253,7 @@ static int resize_center(image_source_t *s, const char *path, size_t size, int p
     int x0 = (dw - s->crop) / 2, y0 = (dh - s->crop) / 2;
     size_t plane = (size_t)s->crop * s->crop;
     if (dw != w || dh != h) {
-        if (grow(&s->scaled, &s->scaled_cap, (size_t)s->crop * 9 * sizeof(uint32_t)))
+        if (zp_buf_grow(&s->scaled, &s->scaled_cap, (size_t)s->crop * 9 * sizeof(uint32_t)))
             return ZP_ENOMEM;
         resize_crop(s->rgb, w, h, dw, dh, x0, y0, s->crop, pixels, (uint32_t *)s->scaled);
     } else {
@@ -343,7 +333,7 @@ static int crop_whole(image_source_t *s, const char *path, size_t size, int png,
     const uint8_t *img = s->rgb;
     if (w != cw || h != ch) {
         double all[4] = {0, 0, w, h};
-        if (grow(&s->img, &s->img_cap, (size_t)cw * ch * 3) ||
+        if (zp_buf_grow(&s->img, &s->img_cap, (size_t)cw * ch * 3) ||
             zp_resample(&s->rs, s->rgb, w, h, all, cw, ch, 0, ZP_RS_HWC_U8, NULL, s->img))
             return ZP_ENOMEM;
         img = s->img;
