@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "pipeline/runtime/augment.h"
+#include "pipeline/runtime/augment_field.h"
 
 #define C 3
 #define H 12
@@ -172,6 +173,108 @@ static void resized_crop_boxes_and_bilinear_samples(void **state)
     zp_augment_free(&a);
 }
 
+/* ---- the built-in ops on a Python Dataset's field (augment_field.h) ---- */
+
+/* A Python config with the overrides, and records of fields (x float32 [2],
+ * img uint8 `shape`, y int64). */
+static int field_setup(zp_fieldaug_t *a, const int64_t shape[3], const char *o1, const char *o2,
+                       char *err, size_t len)
+{
+    char *ov[4] = {"dataset.source=python", "dataset.python.class=m:D", (char *)o1, (char *)o2};
+    zp_config_t cfg;
+    if (zp_config_load(&cfg, NULL, ov, 2 + (o1 != NULL) + (o2 != NULL), err, len))
+        fail_msg("%s", err);
+    zp_fields_t in = {.item = ZP_ITEM_TUPLE};
+    int64_t two = 2;
+    assert_int_equal(zp_fields_add(&in, "x", ZP_FT_F32, 1, &two, 0, 1 << 20, err, len), 0);
+    assert_int_equal(zp_fields_add(&in, "img", ZP_FT_U8, 3, shape, 0, 1 << 20, err, len), 0);
+    assert_int_equal(zp_fields_add(&in, "y", ZP_FT_I64, 0, NULL, 0, 1 << 20, err, len), 0);
+    return zp_fieldaug_init(a, &cfg, &in, err, len);
+}
+
+static void field_ops_refuse_a_field_they_cannot_augment_naming_it(void **state)
+{
+    (void)state;
+    zp_fieldaug_t a;
+    char err[400];
+    const int64_t chw[3] = {3, 8, 8}, gray[3] = {1, 8, 8};
+    assert_int_equal(field_setup(&a, chw, "dataset.augment.hflip=true", NULL, err, sizeof err),
+                     ZP_ECONFIG); /* the default field name, image, is not there */
+    assert_non_null(strstr(err, "no field 'image'"));
+    assert_int_equal(field_setup(&a, gray, "dataset.augment.hflip=true", "dataset.augment.field=img",
+                                 err, sizeof err), ZP_ECONFIG);
+    assert_non_null(strstr(err, "field 'img' is uint8 of 3 dimensions"));
+    assert_int_equal(field_setup(&a, chw, "dataset.augment.field=x", "dataset.augment.hflip=true",
+                                 err, sizeof err), ZP_ECONFIG);
+    assert_non_null(strstr(err, "field 'x' is float32"));
+    assert_int_equal(field_setup(&a, chw, "dataset.augment.field=img", NULL, err, sizeof err), 0);
+    assert_false(a.on[0] || a.on[1]); /* nothing asked: off */
+}
+
+static void field_ops_resize_only_the_field_and_copy_the_others(void **state)
+{
+    (void)state;
+    zp_fieldaug_t a;
+    char err[400];
+    const int64_t chw[3] = {3, 8, 8};
+    assert_int_equal(field_setup(&a, chw, "dataset.augment.field=img",
+                                 "dataset.augment.size=4", err, sizeof err), 0);
+    assert_true(a.on[0] && a.on[1]); /* the test split too: its size changes */
+    assert_int_equal(a.out.f[1].shape[1], 4);
+    assert_int_equal(a.out.f[1].shape[2], 4);
+    assert_int_equal(a.out.record_bytes, 8 + 48 + 8);
+    uint8_t in[8 + 192 + 8] = {0}, out[64];
+    float x[2] = {1.5f, -2};
+    int64_t y = 42;
+    memcpy(in, x, 8);
+    memset(in + 8, 77, 192); /* a flat image stays flat whatever the box */
+    memcpy(in + a.in.f[2].offset, &y, 8);
+    zp_fieldaug_space_t sp = {0};
+    zp_crop_t c;
+    assert_int_equal(zp_fieldaug_make(&a, &sp, ZP_SPLIT_TEST, 0, 3, in, out, &c), 0);
+    assert_memory_equal(out, x, 8);
+    assert_memory_equal(out + a.out.f[2].offset, &y, 8);
+    for (int i = 0; i < 48; i++)
+        assert_int_equal(out[8 + i], 77);
+    assert_true(c.x == 0 && c.y == 0 && c.w == 8 && c.h == 8 && !c.flip); /* the whole, centred */
+    zp_fieldaug_space_free(&sp);
+}
+
+static void field_ops_give_the_same_pixels_channels_first_or_last(void **state)
+{
+    (void)state;
+    zp_fieldaug_t f, l;
+    char err[400];
+    const int64_t chw[3] = {3, 6, 10}, hwc[3] = {6, 10, 3};
+    const char *ops = "dataset.augment.crop_padding=2";
+    assert_int_equal(field_setup(&f, chw, "dataset.augment.field=img", ops, err, sizeof err), 0);
+    assert_int_equal(field_setup(&l, hwc, "dataset.augment.field=img", ops, err, sizeof err), 0);
+    f.drawer.hflip = l.drawer.hflip = 1;
+    uint8_t a[8 + 180 + 8], b[8 + 180 + 8], oa[8 + 180 + 8], ob[8 + 180 + 8];
+    for (int c = 0; c < 3; c++)
+        for (int p = 0; p < 60; p++)
+            a[8 + c * 60 + p] = b[8 + p * 3 + c] = (uint8_t)(1 + c * 60 + p);
+    zp_fieldaug_space_t sp = {0};
+    int shifted = 0;
+    for (uint32_t i = 0; i < 20; i++) {
+        zp_crop_t c1, c2;
+        assert_int_equal(zp_fieldaug_make(&f, &sp, ZP_SPLIT_TRAIN, 1, i, a, oa, &c1), 0);
+        assert_int_equal(zp_fieldaug_make(&l, &sp, ZP_SPLIT_TRAIN, 1, i, b, ob, &c2), 0);
+        assert_memory_equal(&c1, &c2, sizeof c1);
+        for (int c = 0; c < 3; c++)
+            for (int p = 0; p < 60; p++) {
+                uint8_t v = oa[8 + c * 60 + p];
+                assert_int_equal(v, ob[8 + p * 3 + c]);
+                int y = p / 10, x = p % 10, sx = (c1.flip ? 9 - x : x) + c1.x, sy = y + c1.y;
+                int inside = sx >= 0 && sx < 10 && sy >= 0 && sy < 6;
+                assert_int_equal(v, inside ? 1 + c * 60 + sy * 10 + sx : 0); /* black outside */
+            }
+        shifted += c1.x != 0 || c1.y != 0;
+    }
+    assert_true(shifted > 10);
+    zp_fieldaug_space_free(&sp);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -181,6 +284,9 @@ int main(void)
         cmocka_unit_test(padded_crop_shifts_and_fills_with_black),
         cmocka_unit_test(resized_crop_of_the_whole_sample_is_the_sample),
         cmocka_unit_test(resized_crop_boxes_and_bilinear_samples),
+        cmocka_unit_test(field_ops_refuse_a_field_they_cannot_augment_naming_it),
+        cmocka_unit_test(field_ops_resize_only_the_field_and_copy_the_others),
+        cmocka_unit_test(field_ops_give_the_same_pixels_channels_first_or_last),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

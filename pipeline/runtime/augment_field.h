@@ -19,8 +19,10 @@
 
 #include "pipeline/runtime/augment.h"
 #include "pipeline/runtime/config.h"
+#include "pipeline/runtime/dataset.h"
 #include "pipeline/runtime/fields.h"
 #include "pipeline/runtime/resample.h"
+#include "schemas/errors.h"
 
 #include <stddef.h>
 #include <stdint.h>
