@@ -250,7 +250,9 @@ static void field_ops_give_the_same_pixels_channels_first_or_last(void **state)
     assert_int_equal(field_setup(&f, chw, "dataset.augment.field=img", ops, err, sizeof err), 0);
     assert_int_equal(field_setup(&l, hwc, "dataset.augment.field=img", ops, err, sizeof err), 0);
     f.drawer.hflip = l.drawer.hflip = 1;
-    uint8_t a[8 + 180 + 8], b[8 + 180 + 8], oa[8 + 180 + 8], ob[8 + 180 + 8];
+    uint8_t a[200] = {0}, b[200] = {0}, oa[200], ob[200]; /* x 8, the image 180, 4 of padding, y 8 */
+    assert_int_equal(f.in.record_bytes, 200);
+    assert_int_equal(l.out.record_bytes, 200);
     for (int c = 0; c < 3; c++)
         for (int p = 0; p < 60; p++)
             a[8 + c * 60 + p] = b[8 + p * 3 + c] = (uint8_t)(1 + c * 60 + p);
