@@ -4,6 +4,7 @@
  * caught; an environment is created, reopened read-only and scanned in a
  * temporary folder; a cache built from another dataset is refused or rebuilt. */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -61,7 +62,7 @@ static void the_fingerprint_says_what_the_cache_was_built_from(void **state)
     config(&cfg, &m, "seed=7");
     char fp[2048];
     zp_cachedb_fingerprint(&cfg, &m, ZP_SPLIT_TRAIN, fp, sizeof fp);
-    assert_non_null(strstr(fp, "value schema: 3 (float32, XXH3-64 of header and payload)\n"));
+    assert_non_null(strstr(fp, "value schema: 4 (float32, XXH3-64 of header and payload)\n"));
     assert_non_null(strstr(fp, "source: synthetic seed=7 classes=5\n"));
     assert_non_null(strstr(fp, "samples: 4 of 1x2x3\n"));
     assert_non_null(strstr(fp, "transform: normalize(mean=["));
@@ -115,6 +116,8 @@ static void the_fingerprint_number_changes_with_what_loaders_send(void **state)
 
 /* ---- the value layout ----------------------------------------------------------------- */
 
+#define FP 0x0123456789abcdefull /* the value fingerprint these values are written with */
+
 typedef struct {
     uint8_t v[ZP_CACHE_HDR + 6 * 4];
     zp_dataset_meta_t m;
@@ -125,7 +128,7 @@ static void make_value(value_t *x, uint32_t index, int32_t label)
     zp_config_t cfg;
     config(&cfg, &x->m, NULL);
     float px[6] = {0.5f, -1, 2, 3.25f, 0, 1e-3f};
-    zp_cachedb_header(x->v, &x->m, index, label, px, sizeof px);
+    zp_cachedb_header(x->v, &x->m, FP, index, label, px, sizeof px);
     memcpy(x->v + ZP_CACHE_HDR, px, sizeof px);
 }
 
@@ -133,7 +136,7 @@ static int check(value_t *x, uint32_t index, int32_t *label, const char **why)
 {
     MDB_val v = {sizeof x->v, x->v};
     const uint8_t *payload = NULL;
-    return zp_cachedb_check_value(&v, &x->m, index, label, &payload, why);
+    return zp_cachedb_check_value(&v, &x->m, FP, index, label, &payload, why);
 }
 
 static void a_value_header_is_laid_out_as_documented(void **state)
@@ -150,8 +153,10 @@ static void a_value_header_is_laid_out_as_documented(void **state)
     assert_memory_equal(x.v + 8, shape, 12);
     const uint8_t rest[12] = {4, 0, 0, 0, 4, 3, 2, 1, 24, 0, 0, 0}; /* label, index, bytes */
     assert_memory_equal(x.v + 20, rest, 12);
-    uint64_t sum;
-    memcpy(&sum, x.v + 32, 8);
+    uint64_t fp, sum;
+    memcpy(&fp, x.v + 32, 8);
+    assert_true(fp == FP);
+    memcpy(&sum, x.v + 40, 8);
     assert_true(sum == zp_cachedb_sum(x.v, x.v + ZP_CACHE_HDR, 24));
     uint8_t key[4];
     zp_cachedb_key(0x01020304, key);
@@ -161,7 +166,7 @@ static void a_value_header_is_laid_out_as_documented(void **state)
     const uint8_t *payload = NULL;
     const char *why = NULL;
     MDB_val v = {sizeof x.v, x.v};
-    assert_int_equal(zp_cachedb_check_value(&v, &x.m, 0x01020304, &label, &payload, &why), 0);
+    assert_int_equal(zp_cachedb_check_value(&v, &x.m, FP, 0x01020304, &label, &payload, &why), 0);
     assert_int_equal(label, 4);
     assert_ptr_equal(payload, x.v + ZP_CACHE_HDR);
 }
@@ -190,7 +195,7 @@ static void each_fault_has_its_reason(void **state)
     make_value(&x, 9, 2);
     MDB_val shorter = {sizeof x.v - 1, x.v};
     const uint8_t *payload;
-    assert_int_equal(zp_cachedb_check_value(&shorter, &x.m, 9, &label, &payload, &why), ZP_EDATA);
+    assert_int_equal(zp_cachedb_check_value(&shorter, &x.m, FP, 9, &label, &payload, &why), ZP_EDATA);
     assert_string_equal(why, "value has the wrong size");
     assert_int_equal(check(&x, 10, &label, &why), ZP_EDATA);
     assert_string_equal(why, "value belongs to another key");
@@ -212,6 +217,10 @@ static void each_fault_has_its_reason(void **state)
     x.v[ZP_CACHE_HDR + 23] ^= 0x80;
     assert_int_equal(check(&x, 9, &label, &why), ZP_EDATA);
     assert_string_equal(why, "checksum mismatch (header or payload)");
+    make_value(&x, 9, 2); /* a sound value of another fingerprint: foreign, never served */
+    MDB_val v = {sizeof x.v, x.v};
+    assert_int_equal(zp_cachedb_check_value(&v, &x.m, FP + 1, 9, &label, &payload, &why), ZP_EDATA);
+    assert_string_equal(why, ZP_CACHE_FOREIGN);
 }
 
 static void the_header_check_leaves_the_sum_to_the_caller(void **state)
@@ -225,7 +234,7 @@ static void the_header_check_leaves_the_sum_to_the_caller(void **state)
     const uint8_t *payload;
     uint64_t sum;
     const char *why;
-    assert_int_equal(zp_cachedb_check_header(&v, &x.m, 1, &label, &payload, &sum, &why), 0);
+    assert_int_equal(zp_cachedb_check_header(&v, &x.m, FP, 1, &label, &payload, &sum, &why), 0);
     /* ... and the caller's sum over its copy catches it */
     uint8_t copy[24];
     memcpy(copy, payload, sizeof copy);
@@ -281,7 +290,7 @@ static void a_writer_creates_and_a_reader_reopens_the_environment(void **state)
     int32_t label;
     const uint8_t *payload;
     const char *why;
-    assert_int_equal(zp_cachedb_check_value(&v, &m, 3, &label, &payload, &why), 0);
+    assert_int_equal(zp_cachedb_check_value(&v, &m, FP, 3, &label, &payload, &why), 0);
     assert_int_equal(label, 1);
     zp_cachedb_key(2, kb);
     assert_int_equal(mdb_get(txn, r.dbi[ZP_SPLIT_TRAIN], &k, &v), MDB_NOTFOUND);
@@ -348,15 +357,15 @@ static void a_cache_of_another_dataset_is_refused_or_rebuilt(void **state)
     config(&cfg, &m, "seed=1");
     zp_cachedb_t c;
     assert_int_equal(zp_cachedb_open(&c, &cfg, &m, 0, err, sizeof err), 0);
-    assert_int_equal(zp_cachedb_check(&c, &cfg, &m, err, sizeof err), 0); /* recorded */
-    assert_int_equal(zp_cachedb_check(&c, &cfg, &m, err, sizeof err), 0); /* the same */
+    assert_int_equal(zp_cachedb_check(&c, &cfg, &m, NULL, err, sizeof err), 0); /* recorded */
+    assert_int_equal(zp_cachedb_check(&c, &cfg, &m, NULL, err, sizeof err), 0); /* the same */
     put(&c, ZP_SPLIT_TRAIN, 0, "x", 1);
     zp_cachedb_close(&c);
 
     config(&cfg, &m, "seed=2");
     assert_int_equal(zp_cachedb_open(&c, &cfg, &m, 0, err, sizeof err), 0);
     err[0] = 0;
-    assert_int_equal(zp_cachedb_check(&c, &cfg, &m, err, sizeof err), ZP_ECONFIG);
+    assert_int_equal(zp_cachedb_check(&c, &cfg, &m, NULL, err, sizeof err), ZP_ECONFIG);
     assert_non_null(strstr(err, "cache synthetic/train was built from another dataset or transform"));
     assert_non_null(strstr(err, "was \"source: synthetic seed=1 classes=5\", now \"source: "
                                 "synthetic seed=2 classes=5\""));
@@ -368,11 +377,51 @@ static void a_cache_of_another_dataset_is_refused_or_rebuilt(void **state)
     config(&cfg, &m, "seed=2");
     cfg.on_mismatch = ZP_MISMATCH_REBUILD;
     assert_int_equal(zp_cachedb_open(&c, &cfg, &m, 0, err, sizeof err), 0);
-    assert_int_equal(zp_cachedb_check(&c, &cfg, &m, err, sizeof err), 0);
+    assert_int_equal(zp_cachedb_check(&c, &cfg, &m, NULL, err, sizeof err), 0);
     assert_int_equal(zp_cachedb_present(&c, ZP_SPLIT_TRAIN, 4, bits), 0); /* emptied */
     cfg.on_mismatch = ZP_MISMATCH_ERROR; /* the new fingerprint was recorded */
-    assert_int_equal(zp_cachedb_check(&c, &cfg, &m, err, sizeof err), 0);
+    assert_int_equal(zp_cachedb_check(&c, &cfg, &m, NULL, err, sizeof err), 0);
     zp_cachedb_close(&c);
+}
+
+static void writers_of_one_fingerprint_share_the_lock_and_a_rebuild_needs_it_alone(void **state)
+{
+    (void)state;
+    zp_config_t cfg;
+    zp_dataset_meta_t m;
+    config(&cfg, &m, "seed=1");
+    /* two cache stages of the run that recorded the fingerprint (flock: each open is a holder) */
+    int a = zp_cachedb_lock(cfg.cache_path, 0, "zeus-pipe pid 11, run runs/a", err, sizeof err);
+    int b = zp_cachedb_lock(cfg.cache_path, 0, "zeus-pipe pid 12, run runs/b", err, sizeof err);
+    assert_true(a >= 0 && b >= 0);
+    err[0] = 0;
+    assert_int_equal(zp_cachedb_lock(cfg.cache_path, 1, "zeus-pipe pid 13, c.yaml", err, sizeof err),
+                     -EBUSY); /* after trying for 2 s */
+    assert_non_null(strstr(err, "is in use by another run (zeus-pipe pid 12, run runs/b)"));
+    /* the busy check: a split to record is refused naming the holder, one as it is is used */
+    zp_cachedb_t c;
+    assert_int_equal(zp_cachedb_open(&c, &cfg, &m, 0, err, sizeof err), 0);
+    assert_int_equal(zp_cachedb_check(&c, &cfg, &m, "runs/b writes", err, sizeof err), ZP_ECONFIG);
+    assert_non_null(strstr(err, "cache synthetic/train has no fingerprint yet, and runs/b writes: "));
+    assert_non_null(strstr(err, "give this one another cache.path"));
+    assert_int_equal(zp_cachedb_check(&c, &cfg, &m, NULL, err, sizeof err), 0); /* recorded */
+    assert_int_equal(zp_cachedb_check(&c, &cfg, &m, "runs/b writes", err, sizeof err), 0);
+    assert_true(zp_cachedb_holds(&c, &cfg, &m));
+    zp_cachedb_close(&c);
+    config(&cfg, &m, "seed=2"); /* another dataset, to rebuild for, while a and b write */
+    cfg.on_mismatch = ZP_MISMATCH_REBUILD;
+    assert_int_equal(zp_cachedb_open(&c, &cfg, &m, 0, err, sizeof err), 0);
+    assert_false(zp_cachedb_holds(&c, &cfg, &m));
+    assert_int_equal(zp_cachedb_check(&c, &cfg, &m, "runs/b writes", err, sizeof err), ZP_ECONFIG);
+    assert_non_null(strstr(err, "was built from another dataset or transform (was \"source: "
+                                "synthetic seed=1"));
+    zp_cachedb_close(&c);
+    close(a), close(b); /* both ended: the rebuild may go */
+    int x = zp_cachedb_lock(cfg.cache_path, 1, "zeus-pipe pid 13, c.yaml", err, sizeof err);
+    assert_true(x >= 0);
+    assert_int_equal(zp_cachedb_lock(cfg.cache_path, 0, "zeus-pipe pid 14", err, sizeof err), -EBUSY);
+    assert_non_null(strstr(err, "(zeus-pipe pid 13, c.yaml)"));
+    close(x);
 }
 
 int main(void)
@@ -391,6 +440,7 @@ int main(void)
         T(a_cache_path_that_cannot_be_made_is_an_error_naming_it),
         T(present_lists_the_stored_keys_of_a_split),
         T(a_cache_of_another_dataset_is_refused_or_rebuilt),
+        T(writers_of_one_fingerprint_share_the_lock_and_a_rebuild_needs_it_alone),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -26,13 +26,17 @@ static zp_config_t cfg;
 static zp_dataset_meta_t meta;
 static zp_cachedb_admin_stat_t st;
 
-/* A value for sample `index` (1x2x3 float32), as the cache stage writes it. */
-static void make_value(uint8_t v[ZP_CACHE_HDR + 24], uint32_t index)
+/* A value for sample `index` (1x2x3 float32) of the train split, as the
+ * cache stage writes it, carrying fingerprint fp (0: the train split's). */
+static void make_value_fp(uint8_t v[ZP_CACHE_HDR + 24], uint32_t index, uint64_t fp)
 {
     float px[6] = {0.5f, -1, 2, 3.25f, 0, 1e-3f};
-    zp_cachedb_header(v, &meta, index, 1, px, sizeof px);
+    zp_cachedb_header(v, &meta, fp ? fp : zp_cachedb_value_fp(&cfg, &meta, ZP_SPLIT_TRAIN), index,
+                      1, px, sizeof px);
     memcpy(v + ZP_CACHE_HDR, px, sizeof px);
 }
+
+static void make_value(uint8_t v[ZP_CACHE_HDR + 24], uint32_t index) { make_value_fp(v, index, 0); }
 
 static void put(zp_cachedb_t *c, int split, uint32_t index, const uint8_t *val, size_t n)
 {
@@ -45,7 +49,8 @@ static void put(zp_cachedb_t *c, int split, uint32_t index, const uint8_t *val, 
     assert_int_equal(mdb_txn_commit(txn), 0);
 }
 
-/* A synthetic dataset's cache: train holds samples 0, 1 and a corrupt 2; test holds 0. */
+/* A synthetic dataset's cache: train holds samples 0, 1 and a corrupt 2;
+ * test holds 0 and a foreign 1 (a sound value of another fingerprint). */
 static int setup(void **state)
 {
     (void)state;
@@ -61,7 +66,7 @@ static int setup(void **state)
         return -1;
     zp_cachedb_t c;
     if (zp_cachedb_open(&c, &cfg, &meta, 0, err, sizeof err) ||
-        zp_cachedb_check(&c, &cfg, &meta, err, sizeof err))
+        zp_cachedb_check(&c, &cfg, &meta, NULL, err, sizeof err))
         return -1;
     uint8_t v[ZP_CACHE_HDR + 24];
     for (uint32_t i = 0; i < 3; i++) {
@@ -70,8 +75,10 @@ static int setup(void **state)
             v[ZP_CACHE_HDR + 5] ^= 1; /* a flipped payload bit */
         put(&c, ZP_SPLIT_TRAIN, i, v, sizeof v);
     }
-    make_value(v, 0);
+    make_value_fp(v, 0, zp_cachedb_value_fp(&cfg, &meta, ZP_SPLIT_TEST));
     put(&c, ZP_SPLIT_TEST, 0, v, sizeof v);
+    make_value_fp(v, 1, 0x5eed); /* written while another dataset's run had the cache */
+    put(&c, ZP_SPLIT_TEST, 1, v, sizeof v);
     zp_cachedb_close(&c);
     return 0;
 }
@@ -116,7 +123,7 @@ static void stat_lists_each_database_with_entries_and_fingerprint(void **state)
     zp_cachedb_fingerprint(&cfg, &meta, ZP_SPLIT_TRAIN, fp, sizeof fp);
     assert_string_equal(d->fingerprint, fp);
     assert_non_null(find(test));
-    assert_int_equal(find(test)->entries, 1);
+    assert_int_equal(find(test)->entries, 2);
     assert_string_equal(find("meta")->fingerprint, "");
     assert_true(st.used_bytes > 0 && st.used_bytes <= st.map_bytes);
 }
@@ -143,12 +150,14 @@ static void verify_counts_every_value_and_names_the_bad_one(void **state)
     char train[96];
     split_name(ZP_SPLIT_TRAIN, train, sizeof train);
     bad_t b = {0};
-    int64_t values = -1, bad = -1;
-    assert_int_equal(zp_cachedb_admin_verify(cache, record_bad, &b, &values, &bad, err, sizeof err), 0);
-    assert_int_equal(values, 4); /* meta's fingerprints are not values */
-    assert_int_equal(bad, 1);
-    assert_int_equal(b.n, 1);
-    assert_string_equal(b.db, train);
+    int64_t values = -1, bad = -1, foreign = -1;
+    assert_int_equal(zp_cachedb_admin_verify(cache, record_bad, &b, &values, &bad, &foreign, err,
+                                             sizeof err), 0);
+    assert_int_equal(values, 5); /* meta's fingerprints are not values */
+    assert_int_equal(bad, 2);
+    assert_int_equal(foreign, 1); /* test's 1, sound but of another fingerprint */
+    assert_int_equal(b.n, 2);
+    assert_string_equal(b.db, train); /* the databases in name order: test, then train */
     assert_int_equal(b.key, 2);
     assert_non_null(strstr(b.why, "checksum mismatch"));
 }
@@ -160,7 +169,7 @@ static void drop_removes_a_database_and_its_fingerprint(void **state)
     size_t entries = 0;
     split_name(ZP_SPLIT_TEST, test, sizeof test);
     assert_int_equal(zp_cachedb_admin_drop(cache, test, &entries, err, sizeof err), 0);
-    assert_int_equal(entries, 1);
+    assert_int_equal(entries, 2);
     assert_int_equal(zp_cachedb_admin_stat(cache, &st, err, sizeof err), 0);
     assert_null(find(test));
     assert_int_equal(st.n, 2);
@@ -192,19 +201,20 @@ static void drop_refuses_meta_and_an_unknown_database(void **state)
 static void a_folder_without_an_environment_is_enoent(void **state)
 {
     (void)state;
-    int64_t values, bad;
+    int64_t values, bad, foreign;
     size_t entries;
     assert_int_equal(zp_cachedb_admin_stat(dir, &st, err, sizeof err), -ENOENT);
     assert_non_null(strstr(err, ": no LMDB environment there"));
     assert_non_null(strstr(err, dir));
-    assert_int_equal(zp_cachedb_admin_verify(dir, NULL, NULL, &values, &bad, err, sizeof err), -ENOENT);
+    assert_int_equal(zp_cachedb_admin_verify(dir, NULL, NULL, &values, &bad, &foreign, err, sizeof err),
+                     -ENOENT);
     assert_int_equal(zp_cachedb_admin_drop(dir, "x", &entries, err, sizeof err), -ENOENT);
 }
 
 static const char *judge(const uint8_t *key, size_t klen, const uint8_t *val, size_t vlen)
 {
     MDB_val k = {klen, (void *)key}, v = {vlen, (void *)val};
-    return zp_cachedb_admin_check(&k, &v);
+    return zp_cachedb_admin_check(&k, &v, zp_cachedb_value_fp(&cfg, &meta, ZP_SPLIT_TRAIN));
 }
 
 static void a_value_is_judged_on_its_own_bytes(void **state)
@@ -228,6 +238,8 @@ static void a_value_is_judged_on_its_own_bytes(void **state)
     make_value(v, 5);
     v[5] = 9;
     assert_string_equal(judge(k, 4, v, sizeof v), "unknown dtype");
+    make_value_fp(v, 5, 0x5eed);
+    assert_string_equal(judge(k, 4, v, sizeof v), ZP_CACHE_FOREIGN);
 }
 
 int main(void)

@@ -84,12 +84,17 @@ static void print_bad(const char *db, uint32_t key, const char *why, void *arg)
 static int cache_verify(const char *path)
 {
     char err[4200];
-    int64_t values, bad;
+    int64_t values, bad, foreign;
     int shown = 0;
-    int rc = zp_cachedb_admin_verify(path, print_bad, &shown, &values, &bad, err, sizeof err);
+    int rc = zp_cachedb_admin_verify(path, print_bad, &shown, &values, &bad, &foreign, err,
+                                     sizeof err);
     if (rc)
         return failed(rc, err);
-    printf("%s: %lld values checked, %lld bad\n", path, (long long)values, (long long)bad);
+    printf("%s: %lld values checked, %lld bad", path, (long long)values, (long long)bad);
+    if (foreign)
+        printf(" (%lld of them foreign: written for another dataset or transform; a run "
+               "loads them again)", (long long)foreign);
+    printf("\n");
     return bad ? 1 : 0;
 }
 

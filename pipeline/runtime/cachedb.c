@@ -13,7 +13,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <fcntl.h>
+#include <limits.h>
+#include <sys/file.h>
 #include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
 #include <sys/sysinfo.h>
 #include <xxhash.h>
 #if defined(ZP_HAVE_XXH_DISPATCH) && (defined(__x86_64__) || defined(__i386__))
@@ -297,8 +301,19 @@ static void describe_change(const char *old, const char *now, char *buf, size_t 
     snprintf(buf, len, "no difference");
 }
 
+/* The sentence for a split that this run would change while `busy` (the
+ * holder of the writers' lock) writes to it. */
+static int refuse_busy(const zp_cachedb_t *c, int s, const char *what, const char *busy, char *err,
+                       size_t len)
+{
+    snprintf(err, len, "%s: cache %s %s, and %s: a run cannot rebuild or start it for another "
+             "dataset while one writes to it; wait for that run to end, or give this one another "
+             "cache.path", c->path, c->name[s], what, busy);
+    return ZP_ECONFIG;
+}
+
 static int check_split(zp_cachedb_t *c, MDB_txn *txn, const zp_config_t *cfg,
-                       const zp_dataset_meta_t *m, int s, char *err, size_t len)
+                       const zp_dataset_meta_t *m, int s, const char *busy, char *err, size_t len)
 {
     char fp[8192], key[128];
     zp_cachedb_fingerprint(cfg, m, s, fp, sizeof fp);
@@ -317,6 +332,11 @@ static int check_split(zp_cachedb_t *c, MDB_txn *txn, const zp_config_t *cfg,
                      c->path, c->name[s], what);
             return ZP_ECONFIG;
         }
+        if (busy) {
+            char was[700];
+            snprintf(was, sizeof was, "was built from another dataset or transform (%s)", what);
+            return refuse_busy(c, s, was, busy, err, len);
+        }
         fprintf(stderr, "zeus-pipe: %s: rebuilding %s (%s)\n", c->path, c->name[s], what);
         if ((rc = mdb_drop(txn, c->dbi[s], 0)))
             return lmdb_fail(err, len, c->path, "empty the database", rc);
@@ -324,6 +344,8 @@ static int check_split(zp_cachedb_t *c, MDB_txn *txn, const zp_config_t *cfg,
         return 0;
     } else if (rc != MDB_NOTFOUND) {
         return lmdb_fail(err, len, c->path, "read the fingerprint", rc);
+    } else if (busy) {
+        return refuse_busy(c, s, "has no fingerprint yet", busy, err, len);
     }
     v.mv_size = strlen(fp);
     v.mv_data = fp;
@@ -331,15 +353,33 @@ static int check_split(zp_cachedb_t *c, MDB_txn *txn, const zp_config_t *cfg,
     return rc ? lmdb_fail(err, len, c->path, "write the fingerprint", rc) : 0;
 }
 
+int zp_cachedb_holds(zp_cachedb_t *c, const zp_config_t *cfg, const zp_dataset_meta_t *m)
+{
+    MDB_txn *txn;
+    if (zp_cachedb_read_begin(c, &txn))
+        return 0;
+    int same = 1;
+    for (int s = 0; same && s < ZP_SPLITS; s++) {
+        char fp[8192], key[128];
+        zp_cachedb_fingerprint(cfg, m, s, fp, sizeof fp);
+        snprintf(key, sizeof key, "fingerprint/%s", c->name[s]);
+        MDB_val k = {strlen(key), key}, v;
+        same = !mdb_get(txn, c->meta, &k, &v) && v.mv_size == strlen(fp) &&
+               !memcmp(v.mv_data, fp, v.mv_size);
+    }
+    mdb_txn_abort(txn);
+    return same;
+}
+
 int zp_cachedb_check(zp_cachedb_t *c, const zp_config_t *cfg, const zp_dataset_meta_t *m,
-                     char *err, size_t len)
+                     const char *busy, char *err, size_t len)
 {
     MDB_txn *txn;
     int rc = zp_cachedb_write_begin(c, &txn);
     if (rc)
         return lmdb_fail(err, len, c->path, "begin", rc);
     for (int s = 0; !rc && s < ZP_SPLITS; s++)
-        rc = check_split(c, txn, cfg, m, s, err, len);
+        rc = check_split(c, txn, cfg, m, s, busy, err, len);
     if (rc) {
         mdb_txn_abort(txn);
         return rc;
@@ -350,37 +390,49 @@ int zp_cachedb_check(zp_cachedb_t *c, const zp_config_t *cfg, const zp_dataset_m
 
 static void put_u32(uint8_t *p, uint32_t v) { memcpy(p, &v, 4); } /* little-endian hosts */
 
-void zp_cachedb_header(uint8_t *hdr, const zp_dataset_meta_t *m, uint32_t index, int32_t label,
-                     const void *payload, size_t bytes)
+/* The header's fields after the shape, and its checksum. */
+static void finish_header(uint8_t *hdr, uint64_t fp, uint32_t index, int32_t label,
+                          const void *payload, size_t bytes)
+{
+    memcpy(hdr + 20, &label, 4);
+    put_u32(hdr + 24, index);
+    put_u32(hdr + 28, (uint32_t)bytes);
+    memcpy(hdr + 32, &fp, 8);
+    uint64_t sum = zp_cachedb_sum(hdr, payload, bytes);
+    memcpy(hdr + 40, &sum, 8);
+}
+
+void zp_cachedb_header(uint8_t *hdr, const zp_dataset_meta_t *m, uint64_t fp, uint32_t index,
+                       int32_t label, const void *payload, size_t bytes)
 {
     memcpy(hdr, "ZPC1", 4);
     hdr[4] = ZP_CACHE_VERSION, hdr[5] = (uint8_t)m->dtype, hdr[6] = 3, hdr[7] = 0;
     for (int i = 0; i < 3; i++)
         put_u32(hdr + 8 + 4 * i, (uint32_t)m->shape[i]);
-    memcpy(hdr + 20, &label, 4);
-    put_u32(hdr + 24, index);
-    put_u32(hdr + 28, (uint32_t)bytes);
-    uint64_t h = zp_cachedb_sum(hdr, payload, bytes);
-    memcpy(hdr + 32, &h, 8);
+    finish_header(hdr, fp, index, label, payload, bytes);
 }
 
-void zp_cachedb_whole_header(uint8_t *hdr, int layout, uint32_t index, int32_t label, int h, int w,
-                           const void *payload, size_t bytes)
+void zp_cachedb_whole_header(uint8_t *hdr, uint64_t fp, int layout, uint32_t index, int32_t label,
+                             int h, int w, const void *payload, size_t bytes)
 {
     memcpy(hdr, "ZPC1", 4);
     hdr[4] = ZP_CACHE_VERSION, hdr[5] = ZP_DTYPE_U8, hdr[6] = 3, hdr[7] = (uint8_t)layout;
     put_u32(hdr + 8, 3);
     put_u32(hdr + 12, (uint32_t)h);
     put_u32(hdr + 16, (uint32_t)w);
-    memcpy(hdr + 20, &label, 4);
-    put_u32(hdr + 24, index);
-    put_u32(hdr + 28, (uint32_t)bytes);
-    uint64_t sum = zp_cachedb_sum(hdr, payload, bytes);
-    memcpy(hdr + 32, &sum, 8);
+    finish_header(hdr, fp, index, label, payload, bytes);
 }
 
-int zp_cachedb_check_whole(const MDB_val *v, const zp_dataset_meta_t *m, int64_t side,
-                         uint32_t index, int32_t *label, zp_cache_whole_t *out, const char **why)
+/* 1 when the value carries fingerprint fp. */
+static int of_fp(const uint8_t *p, uint64_t fp)
+{
+    uint64_t has;
+    memcpy(&has, p + 32, 8);
+    return has == fp;
+}
+
+int zp_cachedb_check_whole(const MDB_val *v, const zp_dataset_meta_t *m, uint64_t fp, int64_t side,
+                           uint32_t index, int32_t *label, zp_cache_whole_t *out, const char **why)
 {
     const uint8_t *p = v->mv_data;
     uint32_t u[6];
@@ -399,10 +451,12 @@ int zp_cachedb_check_whole(const MDB_val *v, const zp_dataset_meta_t *m, int64_t
         return *why = "value has the wrong size", ZP_EDATA;
     if (u[4] != index)
         return *why = "value belongs to another key", ZP_EDATA;
+    if (!of_fp(p, fp))
+        return *why = ZP_CACHE_FOREIGN, ZP_EDATA;
     memcpy(label, p + 20, 4);
     if (*label < 0 || *label >= m->classes)
         return *why = "label outside the dataset's classes", ZP_EDATA;
-    memcpy(&sum, p + 32, 8);
+    memcpy(&sum, p + 40, 8);
     if (zp_cachedb_sum(p, p + ZP_CACHE_HDR, u[5]) != sum)
         return *why = "checksum mismatch (header or payload)", ZP_EDATA;
     *out = (zp_cache_whole_t){p[7], (int)u[1], (int)u[2], p + ZP_CACHE_HDR, u[5]};
@@ -411,22 +465,23 @@ int zp_cachedb_check_whole(const MDB_val *v, const zp_dataset_meta_t *m, int64_t
 
 uint64_t zp_cachedb_sum(const uint8_t *hdr, const void *payload, size_t bytes)
 {
-    return value_sum(payload, bytes, XXH3_64bits(hdr, 32));
+    return value_sum(payload, bytes, XXH3_64bits(hdr, 40));
 }
 
-int zp_cachedb_check_value(const MDB_val *v, const zp_dataset_meta_t *m, uint32_t index, int32_t *label,
-                   const uint8_t **payload, const char **why)
+int zp_cachedb_check_value(const MDB_val *v, const zp_dataset_meta_t *m, uint64_t fp,
+                           uint32_t index, int32_t *label, const uint8_t **payload,
+                           const char **why)
 {
     uint64_t sum;
-    int rc = zp_cachedb_check_header(v, m, index, label, payload, &sum, why);
+    int rc = zp_cachedb_check_header(v, m, fp, index, label, payload, &sum, why);
     if (!rc && zp_cachedb_sum(v->mv_data, *payload, m->sample_bytes) != sum)
         return *why = "checksum mismatch (header or payload)", ZP_EDATA;
     return rc;
 }
 
-int zp_cachedb_check_header(const MDB_val *v, const zp_dataset_meta_t *m, uint32_t index,
-                          int32_t *label, const uint8_t **payload, uint64_t *sum,
-                          const char **why)
+int zp_cachedb_check_header(const MDB_val *v, const zp_dataset_meta_t *m, uint64_t fp,
+                            uint32_t index, int32_t *label, const uint8_t **payload, uint64_t *sum,
+                            const char **why)
 {
     const uint8_t *p = v->mv_data;
     size_t bytes = m->sample_bytes;
@@ -442,7 +497,9 @@ int zp_cachedb_check_header(const MDB_val *v, const zp_dataset_meta_t *m, uint32
         return *why = "shape differs from the dataset's", ZP_EDATA;
     if (u[4] != index)
         return *why = "value belongs to another key", ZP_EDATA;
-    memcpy(sum, p + 32, 8);
+    if (!of_fp(p, fp))
+        return *why = ZP_CACHE_FOREIGN, ZP_EDATA;
+    memcpy(sum, p + 40, 8);
     memcpy(label, p + 20, 4);
     if (*label < 0 || *label >= m->classes)
         return *why = "label outside the dataset's classes", ZP_EDATA;
@@ -477,6 +534,13 @@ int64_t zp_cachedb_present(zp_cachedb_t *c, int split, int64_t n, uint8_t *prese
     }
     mdb_txn_abort(txn);
     return count;
+}
+
+uint64_t zp_cachedb_value_fp(const zp_config_t *cfg, const zp_dataset_meta_t *m, int split)
+{
+    char text[8192];
+    zp_cachedb_fingerprint(cfg, m, split, text, sizeof text);
+    return XXH3_64bits(text, strlen(text));
 }
 
 uint64_t zp_cachedb_fingerprint_hash(const zp_config_t *cfg, const zp_dataset_meta_t *m)
@@ -520,4 +584,38 @@ uint64_t zp_cachedb_fingerprint_hash(const zp_config_t *cfg, const zp_dataset_me
     for (int i = 0; i < cfg->aug_ratio.n; i++)
         n += snprintf(text + n, sizeof text - (size_t)n, " %.17g", cfg->aug_ratio.v[i]);
     return XXH3_64bits_withSeed(text, strlen(text), h);
+}
+
+int zp_cachedb_lock(const char *path, int exclusive, const char *who, char *err, size_t len)
+{
+    char file[PATH_MAX];
+    int rc = zp_files_mkdirs(path, 0755);
+    snprintf(file, sizeof file, "%s/writer.lock", path);
+    int fd = rc ? rc : open(file, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        rc = rc ? rc : -errno;
+        snprintf(err, len, "%s: cannot open: %s", file, strerror(-rc));
+        return rc;
+    }
+    for (int tries = 0; flock(fd, (exclusive ? LOCK_EX : LOCK_SH) | LOCK_NB); tries++) {
+        if (errno != EWOULDBLOCK || tries == 20) { /* 2 s: another run's check ends in less */
+            char holder[400] = "";
+            ssize_t n = pread(fd, holder, sizeof holder - 1, 0);
+            holder[n > 0 ? n : 0] = 0;
+            holder[strcspn(holder, "\n")] = 0;
+            rc = errno == EWOULDBLOCK ? -EBUSY : -errno;
+            snprintf(err, len, "%s is in use by another run (%s)", path,
+                     holder[0] ? holder : "its writer did not say who it is");
+            close(fd);
+            return rc;
+        }
+        struct timespec ts = {0, 100 * 1000000};
+        nanosleep(&ts, NULL);
+    }
+    char line[512];
+    int n = snprintf(line, sizeof line, "%s\n", who);
+    /* the holder's name, a courtesy to the next one: nothing fails without it */
+    int named = ftruncate(fd, 0) == 0 && pwrite(fd, line, (size_t)n, 0) == n;
+    (void)named;
+    return fd;
 }

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <xxhash.h>
 
 static int open_env(const char *path, int readonly, MDB_env **env, char *err, size_t len)
 {
@@ -111,7 +112,7 @@ int zp_cachedb_admin_stat(const char *path, zp_cachedb_admin_stat_t *out, char *
     return 0;
 }
 
-const char *zp_cachedb_admin_check(const MDB_val *k, const MDB_val *v)
+const char *zp_cachedb_admin_check(const MDB_val *k, const MDB_val *v, uint64_t fp)
 {
     const uint8_t *p = v->mv_data;
     if (k->mv_size != 4)
@@ -133,28 +134,36 @@ const char *zp_cachedb_admin_check(const MDB_val *k, const MDB_val *v)
     if ((p[7] != ZP_CACHE_JPEG && (uint64_t)u[0] * u[1] * u[2] * zp_dtype_size(p[5]) != u[5]) ||
         v->mv_size != ZP_CACHE_HDR + (size_t)u[5])
         return "payload size disagrees with the shape";
-    uint64_t h;
-    memcpy(&h, p + 32, 8);
+    uint64_t h, has;
+    memcpy(&h, p + 40, 8);
     if (zp_cachedb_sum(p, p + ZP_CACHE_HDR, u[5]) != h)
         return "checksum mismatch (header or payload)";
+    memcpy(&has, p + 32, 8);
+    if (fp && has != fp)
+        return ZP_CACHE_FOREIGN;
     return NULL;
 }
 
-/* One database's values through zp_cachedb_admin_check. */
+/* One database's values through zp_cachedb_admin_check, against the
+ * fingerprint recorded for it (none: no value is foreign). */
 static void verify_db(MDB_txn *txn, const char *name, zp_cachedb_admin_bad_fn *bad, void *arg,
-                      int64_t *values, int64_t *nbad)
+                      int64_t *values, int64_t *nbad, int64_t *foreign)
 {
     MDB_dbi dbi;
     MDB_cursor *cur;
+    char text[8192];
+    fingerprint_of(txn, name, text, sizeof text);
+    uint64_t fp = text[0] ? XXH3_64bits(text, strlen(text)) : 0;
     if (mdb_dbi_open(txn, name, 0, &dbi) || mdb_cursor_open(txn, dbi, &cur))
         return;
     MDB_val k, v;
     for (int r = mdb_cursor_get(cur, &k, &v, MDB_FIRST); !r; r = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
         ++*values;
-        const char *why = zp_cachedb_admin_check(&k, &v);
+        const char *why = zp_cachedb_admin_check(&k, &v, fp);
         if (!why)
             continue;
         ++*nbad;
+        *foreign += !strcmp(why, ZP_CACHE_FOREIGN);
         const uint8_t *kb = k.mv_data;
         if (bad)
             bad(name, k.mv_size == 4 ? (uint32_t)kb[0] << 24 | (uint32_t)kb[1] << 16 |
@@ -166,10 +175,10 @@ static void verify_db(MDB_txn *txn, const char *name, zp_cachedb_admin_bad_fn *b
 }
 
 int zp_cachedb_admin_verify(const char *path, zp_cachedb_admin_bad_fn *bad, void *arg, int64_t *values,
-                      int64_t *nbad, char *err, size_t len)
+                            int64_t *nbad, int64_t *foreign, char *err, size_t len)
 {
     MDB_env *env;
-    *values = *nbad = 0;
+    *values = *nbad = *foreign = 0;
     MDB_txn *txn;
     int rc = open_read(path, &env, &txn, err, len);
     if (rc)
@@ -178,7 +187,7 @@ int zp_cachedb_admin_verify(const char *path, zp_cachedb_admin_bad_fn *bad, void
     int n = list_dbs(txn, names, ZP_CACHEDB_DBS_MAX);
     for (int i = 0; i < n; i++)
         if (strcmp(names[i], "meta"))
-            verify_db(txn, names[i], bad, arg, values, nbad);
+            verify_db(txn, names[i], bad, arg, values, nbad, foreign);
     mdb_txn_abort(txn);
     mdb_env_close(env);
     return 0;

@@ -40,12 +40,13 @@ int zp_cachedb_admin_stat(const char *path, zp_cachedb_admin_stat_t *st, char *e
  * sample index (0 when the key is not 4 bytes) and why it is bad. */
 typedef void zp_cachedb_admin_bad_fn(const char *db, uint32_t key, const char *why, void *arg);
 
-/* Checks every value of every database but "meta" (zp_cachedb_admin_check),
- * calls bad() for each bad one (NULL: none), and counts the values read and
- * the bad ones. 0 when it could read the environment (bad values or not), or
- * non-zero with err. */
+/* Checks every value of every database but "meta" (zp_cachedb_admin_check,
+ * against the fingerprint recorded for its database), calls bad() for each
+ * bad one (NULL: none), and counts the values read, the bad ones and, among
+ * those, the foreign ones (written for another fingerprint). 0 when it could
+ * read the environment (bad values or not), or non-zero with err. */
 int zp_cachedb_admin_verify(const char *path, zp_cachedb_admin_bad_fn *bad, void *arg, int64_t *values,
-                      int64_t *nbad, char *err, size_t len);
+                            int64_t *nbad, int64_t *foreign, char *err, size_t len);
 
 /* Removes database `db` and its fingerprint, in one write transaction; its
  * entry count before in *entries. "meta" is refused (MDB_INCOMPATIBLE); a
@@ -54,8 +55,10 @@ int zp_cachedb_admin_verify(const char *path, zp_cachedb_admin_bad_fn *bad, void
 int zp_cachedb_admin_drop(const char *path, const char *db, size_t *entries, char *err, size_t len);
 
 /* A stored value on its own, without a dataset to check it against: a 4-byte
- * key, the header's magic, version, dtype, key and payload size, and the
- * checksum. NULL when it is good, else why not (a static string). */
-const char *zp_cachedb_admin_check(const MDB_val *k, const MDB_val *v);
+ * key, the header's magic, version, dtype, key and payload size, the
+ * checksum, and its fingerprint against `fp` (the XXH3-64 of its database's
+ * fingerprint text; 0: not checked). NULL when it is good, else why not (a
+ * static string; ZP_CACHE_FOREIGN for another fingerprint). */
+const char *zp_cachedb_admin_check(const MDB_val *k, const MDB_val *v, uint64_t fp);
 
 #endif

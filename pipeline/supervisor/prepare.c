@@ -11,6 +11,7 @@
 #include "pipeline/runtime/stage.h"
 #include "pipeline/supervisor/supervisor.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -55,12 +56,21 @@ int zp_sup_load(int nargs, char **args, const char *force, zp_config_t *cfg, zp_
 int zp_sup_prepare_cache(const zp_config_t *cfg, const zp_dataset_meta_t *meta)
 {
     zp_cachedb_t db;
-    char err[1024];
+    char err[2048], who[400], busy[600];
+    /* alone, to record or rebuild; while another run writes, only to use it as it is */
+    snprintf(who, sizeof who, "zeus-pipe pid %d, %.300s", (int)getpid(), cfg->file);
+    int lock = zp_cachedb_lock(cfg->cache_path, 1, who, busy, sizeof busy);
+    if (lock < 0 && lock != -EBUSY) {
+        fprintf(stderr, "zeus-pipe: cache.path: %s\n", busy);
+        return lock;
+    }
     int rc = zp_cachedb_open(&db, cfg, meta, 0, err, sizeof err);
     if (!rc) {
-        rc = zp_cachedb_check(&db, cfg, meta, err, sizeof err);
+        rc = zp_cachedb_check(&db, cfg, meta, lock >= 0 ? NULL : busy, err, sizeof err);
         zp_cachedb_close(&db);
     }
+    if (lock >= 0)
+        close(lock);
     if (rc)
         fprintf(stderr, "zeus-pipe: %s\n", err);
     return rc;

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 struct zp_store {
     zp_stage_t *st;
@@ -21,7 +22,11 @@ struct zp_store {
     int64_t written;
     int64_t next_reader_check; /* ns */
     zp_dataset_meta_t kept[ZP_SPLITS]; /* what each split's values hold (zp_dataset_cached_meta) */
+    uint64_t fp[ZP_SPLITS]; /* each split's value fingerprint (zp_cachedb_value_fp) */
+    int lock;               /* the writers' lock, shared (zp_cachedb_lock); -1: none */
 };
+
+static void turn_off(zp_store_t *s, const char *why);
 
 int zp_store_create(zp_store_t **out, zp_stage_t *st)
 {
@@ -32,22 +37,36 @@ int zp_store_create(zp_store_t **out, zp_stage_t *st)
     s->st = st;
     for (int split = 0; split < ZP_SPLITS; split++)
         s->kept[split] = zp_dataset_cached_meta(&st->meta, split);
-    char err[512];
+    for (int split = 0; split < ZP_SPLITS; split++)
+        s->fp[split] = zp_cachedb_value_fp(&st->cfg, &st->meta, split);
+    char err[512], who[400];
     int rc = zp_cachedb_open(&s->db, &st->cfg, &st->meta, 0, err, sizeof err);
     if (rc) {
         zp_error("%s", err);
         free(s);
         return ZP_EDATA;
     }
-    s->on = 1;
     *out = s;
-    zp_info("caching to %s (map %zu MiB, at most %zu MiB)", s->db.path, s->db.map_bytes >> 20,
-            s->db.max_bytes >> 20);
+    /* a writer among those of this fingerprint, for its life: no run rebuilds
+     * the cache for another dataset under it (zp_cachedb_lock) */
+    snprintf(who, sizeof who, "zeus-pipe pid %d, run %.300s", (int)getpid(), st->run_dir);
+    s->lock = zp_cachedb_lock(s->db.path, 0, who, err, sizeof err);
+    s->on = 1;
+    if (s->lock < 0)
+        turn_off(s, err);
+    else if (!zp_cachedb_holds(&s->db, &st->cfg, &st->meta))
+        turn_off(s, "another run rebuilt it for another dataset or transform since this run "
+                    "checked it");
+    else
+        zp_info("caching to %s (map %zu MiB, at most %zu MiB)", s->db.path, s->db.map_bytes >> 20,
+                s->db.max_bytes >> 20);
     return 0;
 }
 
 static void turn_off(zp_store_t *s, const char *why)
 {
+    if (!s->on)
+        return;
     s->on = 0;
     char msg[512];
     snprintf(msg, sizeof msg, "%.200s: %.160s; caching stops and the run goes on uncached", s->db.path, why);
@@ -174,7 +193,7 @@ void zp_store_put(zp_store_t *s, int split, uint64_t n, const uint8_t *indices,
         if (reserve(s, split, index, ZP_CACHE_HDR + bytes, &v))
             break;
         const uint8_t *payload = data + i * bytes;
-        zp_cachedb_header(v.mv_data, &s->st->meta, index, label, payload, bytes);
+        zp_cachedb_header(v.mv_data, &s->st->meta, s->fp[split], index, label, payload, bytes);
         memcpy((uint8_t *)v.mv_data + ZP_CACHE_HDR, payload, bytes);
     }
     ZP_TIME_END(&s->st->timers, ZP_R_LMDB_PUT);
@@ -202,9 +221,11 @@ static int walk_values(zp_store_t *s, int split, uint64_t n, const uint8_t *fram
         const char *why;
         if (!put && (index >= s->st->meta.n[split] ||
                      (s->st->meta.augment[split]
-                          ? zp_cachedb_check_value(&v, &s->kept[split], index, &label, &payload, &why)
-                          : zp_cachedb_check_whole(&v, &s->st->meta, s->st->cfg.image_cache_side,
-                                                   index, &label, &img, &why))))
+                          ? zp_cachedb_check_value(&v, &s->kept[split], s->fp[split], index,
+                                                   &label, &payload, &why)
+                          : zp_cachedb_check_whole(&v, &s->st->meta, s->fp[split],
+                                                   s->st->cfg.image_cache_side, index, &label,
+                                                   &img, &why))))
             return -1;
         if (put && (reserve(s, split, index, v.mv_size, &w) == 0))
             memcpy(w.mv_data, v.mv_data, v.mv_size);
@@ -252,7 +273,8 @@ int zp_store_get(zp_store_t *s, int split, uint64_t n, const uint8_t *indices, i
         const uint8_t *payload;
         const char *why;
         if (mdb_get(txn, s->db.dbi[split], &k, &v) ||
-            zp_cachedb_check_value(&v, &s->st->meta, index, &labels[i], &payload, &why))
+            zp_cachedb_check_value(&v, &s->st->meta, s->fp[split], index, &labels[i], &payload,
+                                   &why))
             break;
         memcpy(data + i * bytes, payload, bytes);
     }
@@ -293,6 +315,8 @@ void zp_store_destroy(zp_store_t **sp)
     commit(s);
     zp_info("%s: %lld samples written", s->db.path, (long long)s->written);
     zp_cachedb_close(&s->db);
+    if (s->lock >= 0)
+        close(s->lock); /* after the last commit */
     free(s);
     *sp = NULL;
 }

@@ -77,6 +77,7 @@ typedef struct {
     int db_state;   /* 0: not opened yet, 1: open, -1: not usable (every sample is made) */
     MDB_txn *txn;   /* the task's, NULL: none */
     zp_dataset_meta_t kept[ZP_SPLITS]; /* what each split's cache values hold */
+    uint64_t vfp[ZP_SPLITS];           /* and the fingerprint they carry (zp_cachedb_value_fp) */
     uint8_t *keep;  /* one record as __getitem__ made it; owned */
     int64_t corrupt;
     zp_fieldaug_t fa; /* the built-in ops on a Python Dataset's field (ZP_AUG_STEP_FIELD) */
@@ -104,7 +105,8 @@ static int keep_whole(loader_t *l, uint32_t index, int32_t label)
         return ZP_ENOMEM;
     uint8_t *v = l->vals + l->vals_len;
     memcpy(v + ZP_CACHE_HDR, payload, bytes);
-    zp_cachedb_whole_header(v, layout, index, label, h, w, v + ZP_CACHE_HDR, bytes);
+    zp_cachedb_whole_header(v, l->vfp[ZP_SPLIT_TRAIN], layout, index, label, h, w, v + ZP_CACHE_HDR,
+                            bytes);
     l->vals_len += ZP_CACHE_HDR + bytes;
     l->nvals++;
     return 0;
@@ -145,7 +147,7 @@ static const uint8_t *cached_record(loader_t *l, int split, uint32_t index)
     int32_t label;
     if (!l->txn || mdb_get(l->txn, l->db.dbi[split], &k, &v))
         return NULL;
-    if (zp_cachedb_check_value(&v, &l->kept[split], index, &label, &payload, &why)) {
+    if (zp_cachedb_check_value(&v, &l->kept[split], l->vfp[split], index, &label, &payload, &why)) {
         zp_warn_limited(&l->corrupt, "%s sample %u: the cached record is corrupt (%s): made again",
                         zp_dataset_split_name(split), index, why);
         return NULL;
@@ -161,7 +163,7 @@ static int keep_record(loader_t *l, int split, uint32_t index)
         return ZP_ENOMEM;
     uint8_t *v = l->vals + l->vals_len;
     memcpy(v + ZP_CACHE_HDR, l->keep, bytes);
-    zp_cachedb_header(v, &l->kept[split], index, 0, v + ZP_CACHE_HDR, bytes);
+    zp_cachedb_header(v, &l->kept[split], l->vfp[split], index, 0, v + ZP_CACHE_HDR, bytes);
     l->vals_len += ZP_CACHE_HDR + bytes;
     l->nvals++;
     return 0;
@@ -515,8 +517,10 @@ int zp_loader_run(zp_stage_t *st, zp_source_t *src)
     zp_info("ready: %lld train and %lld test samples of %zu bytes", (long long)st->meta.n[0],
             (long long)st->meta.n[1], st->meta.sample_bytes);
     l.fp = zp_cachedb_fingerprint_hash(&st->cfg, &st->meta);
-    for (int split = 0; split < ZP_SPLITS; split++)
+    for (int split = 0; split < ZP_SPLITS; split++) {
         l.kept[split] = zp_dataset_cached_meta(&st->meta, split);
+        l.vfp[split] = zp_cachedb_value_fp(&st->cfg, &st->meta, split);
+    }
     if (st->meta.cached.n && !(l.keep = malloc(st->meta.cached.record_bytes))) {
         zp_error("out of memory");
         rc = 1;

@@ -79,6 +79,7 @@ typedef struct {
     int whole;             /* the train split's values are whole images (zp_augment_whole) */
     zp_fieldaug_t fa;      /* the built-in ops on a Python Dataset's field (ZP_AUG_STEP_FIELD) */
     zp_dataset_meta_t kept[ZP_SPLITS]; /* what each split's values hold */
+    uint64_t vfp[ZP_SPLITS];           /* and the fingerprint they carry (zp_cachedb_value_fp) */
     zp_rrc_t rrc;          /* their draws */
     float *lut;            /* float32 samples: their normalisation; owned */
 } prefetch_t;
@@ -199,6 +200,7 @@ static int read_hits(prefetch_t *p, zp_batch_t *bt)
                          .rrc = p->whole && p->split == ZP_SPLIT_TRAIN ? &p->rrc : NULL,
                          .epoch = (uint64_t)p->epoch, .side = p->st->cfg.image_cache_side,
                          .lut = p->lut, .split = p->split, .kept = &p->kept[p->split],
+                         .fp = p->vfp[p->split],
                          .field = p->st->meta.augment[p->split] == ZP_AUG_STEP_FIELD ? &p->fa
                                                                                      : NULL};
     zp_readers_run(p->readers, &job);
@@ -660,8 +662,10 @@ static int open_cache(prefetch_t *p)
     st->stats.helpers = zp_readers_count(p->readers);
     p->whole = zp_augment_whole(&st->cfg);
     zp_augment_rrc_init(&p->rrc, &st->cfg);
-    for (int s = 0; s < ZP_SPLITS; s++)
+    for (int s = 0; s < ZP_SPLITS; s++) {
         p->kept[s] = zp_dataset_cached_meta(&st->meta, s);
+        p->vfp[s] = zp_cachedb_value_fp(&st->cfg, &st->meta, s);
+    }
     if (st->meta.augment[0] == ZP_AUG_STEP_FIELD || st->meta.augment[1] == ZP_AUG_STEP_FIELD) {
         snprintf(err, sizeof err, "its fields differ from the run's description");
         if (zp_fieldaug_init(&p->fa, &st->cfg, &st->meta.cached, err, sizeof err) ||

@@ -83,7 +83,8 @@ static int crop_whole(const zp_copy_job_t *job, space_t *sp, int64_t j, uint32_t
 {
     zp_cache_whole_t img;
     int32_t l;
-    if (zp_cachedb_check_whole(&job->vals[j], job->meta, job->side, index, &l, &img, &job->why[j]))
+    if (zp_cachedb_check_whole(&job->vals[j], job->meta, job->fp, job->side, index, &l, &img,
+                               &job->why[j]))
         return ZP_HIT_CORRUPT;
     zp_aug_draw_t d;
     zp_augment_rrc_draw(job->rrc, job->epoch, index, img.h, img.w, &d);
@@ -110,7 +111,8 @@ static int augment_record(const zp_copy_job_t *job, space_t *sp, int64_t j, uint
                           int64_t pos, int32_t *label, uint8_t *dst)
 {
     const uint8_t *payload;
-    if (zp_cachedb_check_value(&job->vals[j], job->kept, index, label, &payload, &job->why[j]))
+    if (zp_cachedb_check_value(&job->vals[j], job->kept, job->fp, index, label, &payload,
+                               &job->why[j]))
         return ZP_HIT_CORRUPT;
     zp_crop_t c;
     if (zp_fieldaug_make(job->field, &sp->fsp, job->split, job->epoch, index, payload, dst, &c)) {
@@ -203,8 +205,8 @@ static void copy_range(zp_copy_job_t *job, space_t *sp, int64_t lo, int64_t hi, 
             continue;
         }
         job->status[j] = ZP_HIT_CORRUPT;
-        if (zp_cachedb_check_header(&job->vals[j], job->meta, index, &job->labels[i], &payload, &sum,
-                                  &job->why[j]))
+        if (zp_cachedb_check_header(&job->vals[j], job->meta, job->fp, index, &job->labels[i],
+                                    &payload, &sum, &job->why[j]))
             continue;
         memcpy(dst, payload, bytes);
         if (zp_cachedb_sum(job->vals[j].mv_data, dst, bytes) != sum) {

@@ -33,6 +33,7 @@ typedef struct {
     const uint64_t *order;   /* (sample index << 32 | position in the batch), sorted */
     int64_t n;
     const zp_dataset_meta_t *meta;
+    uint64_t fp;             /* the split's value fingerprint: a value of another is foreign */
     int32_t *labels;         /* the slot's labels, data and crops, by position */
     uint8_t *data;
     zp_crop_t *crops;

@@ -1,8 +1,9 @@
 /* libFuzzer target: a value read from the LMDB cache (pipeline/runtime/cachedb.c:
  * zp_cachedb_check_value, the check every hit passes before its bytes are copied
  * into a batch), for a dataset of 1x8x8 u8 samples of 4 classes. The
- * input's first byte is not the value: with its bit 0 set the target writes
- * the value's checksum, so the fuzzer reaches the fields behind it; the
+ * input's first byte is not the value: with its bit 2 set the target writes
+ * the split's fingerprint (FP) into the value, with its bit 0 the value's
+ * checksum, so the fuzzer reaches the fields behind them; the
  * next 4 bytes are the key's index (little-endian). What passes must be of
  * the dataset: its label among the classes, its payload inside the value.
  * The same bytes go through zp_cachedb_check_whole (a whole train image of at
@@ -24,6 +25,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv);
 
 static const zp_dataset_meta_t META = {.n = {600, 100}, .shape = {1, 8, 8}, .elems = 64,
                                        .dtype = ZP_DTYPE_U8, .sample_bytes = 64, .classes = 4};
+static const uint64_t FP = 0x66757a7a63616368ull; /* the split's value fingerprint */
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -36,15 +38,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (!value)
         abort();
     memcpy(value, data + 5, n);
+    if (data[0] & 4 && n >= ZP_CACHE_HDR)
+        memcpy(value + 32, &FP, 8);
     if (data[0] & 1 && n == ZP_CACHE_HDR + META.sample_bytes) {
         uint64_t sum = zp_cachedb_sum(value, value + ZP_CACHE_HDR, META.sample_bytes);
-        memcpy(value + 32, &sum, 8);
+        memcpy(value + 40, &sum, 8);
     }
     MDB_val v = {.mv_size = n, .mv_data = value};
     int32_t label = -1;
     const uint8_t *payload = NULL;
     const char *why = NULL;
-    int rc = zp_cachedb_check_value(&v, &META, index, &label, &payload, &why);
+    int rc = zp_cachedb_check_value(&v, &META, FP, index, &label, &payload, &why);
     if (rc && !why)
         abort(); /* a refusal says why */
     if (!rc && (label < 0 || label >= META.classes || payload < value ||
@@ -59,12 +63,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         memcpy(&bytes, value + 28, 4);
         if (bytes <= n - ZP_CACHE_HDR) {
             uint64_t sum = zp_cachedb_sum(value, value + ZP_CACHE_HDR, bytes);
-            memcpy(value + 32, &sum, 8);
+            memcpy(value + 40, &sum, 8);
         }
     }
     zp_cache_whole_t img;
     why = NULL;
-    rc = zp_cachedb_check_whole(&v, &META, 64, index, &label, &img, &why);
+    rc = zp_cachedb_check_whole(&v, &META, FP, 64, index, &label, &img, &why);
     if (rc && !why)
         abort();
     if (!rc && (label < 0 || label >= META.classes || img.w < 1 || img.w > 64 || img.h < 1 ||
@@ -82,11 +86,11 @@ static void write_seeds(const char *dir)
     const uint32_t indices[] = {0, 1, 599};
     for (int i = 0; i < 3; i++) {
         uint8_t in[5 + ZP_CACHE_HDR + 64];
-        in[0] = 0;
+        in[0] = 4; /* the fingerprint kept as written */
         memcpy(in + 1, &indices[i], 4);
         for (int k = 0; k < 64; k++)
             in[5 + ZP_CACHE_HDR + k] = (uint8_t)(k * 3 + i);
-        zp_cachedb_header(in + 5, &META, indices[i], i, in + 5 + ZP_CACHE_HDR, 64);
+        zp_cachedb_header(in + 5, &META, FP, indices[i], i, in + 5 + ZP_CACHE_HDR, 64);
         char path[4200];
         snprintf(path, sizeof path, "%s/value-%u", dir, indices[i]);
         FILE *f = fopen(path, "wb");

@@ -167,7 +167,7 @@ db = env.open_db(b"synthetic/train")
 with env.begin(write=True) as txn:
     key = (17).to_bytes(4, "big")
     v = bytearray(txn.get(key, db=db))
-    v[40 + 100] ^= 0x01          # one payload bit; the header's checksum stays
+    v[48 + 100] ^= 0x01          # one payload bit; the header's checksum stays
     txn.put(key, bytes(v), db=db)
 """
 
@@ -203,9 +203,9 @@ with env.begin() as txn:
 magic, ver, dtype, ndim, _, c, h, w, label, index, nbytes = struct.unpack("<4sBBBBIIIiII", v[:32])
 print(magic.decode(), dtype, c, h, w, label, index, nbytes)
 if dtype == 1:
-    print(" ".join("%.7f" % x for x in struct.unpack("<%df" % (nbytes // 4), v[40:40 + nbytes])))
+    print(" ".join("%.7f" % x for x in struct.unpack("<%df" % (nbytes // 4), v[48:48 + nbytes])))
 else:
-    print(" ".join("%d" % x for x in v[40:40 + nbytes]))
+    print(" ".join("%d" % x for x in v[48:48 + nbytes]))
 """
 
 

@@ -43,7 +43,7 @@ out = {}
 with env.begin() as txn:
     for k, v in txn.cursor(db=db):
         magic, ver, dtype, ndim, _, c, h, w, label, index, nbytes = struct.unpack("<4sBBBBIIIiII", v[:32])
-        px = struct.unpack("<%df" % (nbytes // 4), v[40:40 + nbytes])
+        px = struct.unpack("<%df" % (nbytes // 4), v[48:48 + nbytes])
         out[index] = [label, c, h, w, [round(x * 255) for x in px]]
 print(json.dumps(out))
 """

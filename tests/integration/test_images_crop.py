@@ -229,10 +229,10 @@ def cached_images(w, encoding):
     with env.begin() as txn:
         for k, v in txn.cursor(db=db):
             magic, ver, dtype, ndim, layout, c, h, wd, label, index, nbytes = struct.unpack("<4sBBBBIIIiII", v[:32])
-            zp.check((magic, ver, dtype, layout, c) == (b"ZPC1", 3, 2, 1 if encoding == "raw" else 2, 3),
+            zp.check((magic, ver, dtype, layout, c) == (b"ZPC1", 4, 2, 1 if encoding == "raw" else 2, 3),
                      "value header %s" % ((magic, ver, dtype, layout, c),))
             zp.check(max(h, wd) <= SIDE, "a cached image of %dx%d, cache_side %d" % (wd, h, SIDE))
-            body = bytes(v[40:40 + nbytes])
+            body = bytes(v[48:48 + nbytes])
             if layout == 1:
                 out[index] = Image.frombytes("RGB", (wd, h), body)
             else:

@@ -182,3 +182,19 @@ def photo_center32(item):
     import torchvision.transforms as T
     image, label = item
     return T.ConvertImageDtype(torch.float32)(T.CenterCrop(32)(image)), label
+
+
+class Shifted:
+    """(image uint8 3x8x8 = (index + shift) % 256, label index % 5), `cost_ms`
+    a sample: two configs that differ in `shift` are two datasets."""
+
+    def __init__(self, n=400, shift=0, cost_ms=0, split="train"):
+        self.n, self.shift, self.cost = n, shift, cost_ms / 1000
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, i):
+        if self.cost:
+            time.sleep(self.cost)
+        return np.full((3, 8, 8), (i + self.shift) % 256, np.uint8), i % 5
