@@ -53,6 +53,9 @@
     X("dataset.image.cache_side", INT, image_cache_side, "320", 16, 16384,                        \
       "images with dataset.augment.resized_crop: the cache keeps each train image whole, its "    \
       "longer side resized to at most this many pixels (never enlarged), and crops it at assembly") \
+    X("dataset.image.max_pixels", INT, image_max_pixels, "100000000", 1, 1099511627776.0,         \
+      "an image whose header claims more pixels is a bad sample (loader.on_error), never "       \
+      "decoded: a decompression bomb's header is checked before any allocation")                 \
     X("dataset.mean", FLOATS, mean, "[0.2860]", -1000, 1000,                                       \
       "per-channel mean subtracted from pixels scaled to 0..1 (one value: all channels)")         \
     X("dataset.std", FLOATS, std, "[0.3530]", 1e-6, 1000,                                          \

@@ -8,6 +8,7 @@
 #include "pipeline/runtime/log.h"
 #include "pipeline/supervisor/supervisor.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -72,14 +73,36 @@ static void print_progress(const zp_warm_progress_t *p, int final, void *arg)
             (int)eta / 60, (int)eta % 60, size, tty && !final ? "" : "\n");
 }
 
+/* The cache stage's word on why caching stopped (its log's last "caching
+ * stops" line, from the path on), into buf; "" when it said none. */
+static void why_caching_stopped(const char *run_dir, char *buf, size_t len)
+{
+    char path[PATH_MAX + 32], line[1024];
+    snprintf(path, sizeof path, "%s/logs/cache-0.log", run_dir);
+    buf[0] = 0;
+    FILE *f = fopen(path, "r");
+    while (f && fgets(line, sizeof line, f)) {
+        const char *at = strstr(line, " warn ");
+        if (at && strstr(line, "caching stops"))
+            snprintf(buf, len, "%.*s", (int)strcspn(at + 6, "\n"), at + 6);
+    }
+    if (f)
+        fclose(f);
+}
+
 /* What is in the cache after the warm; 1 when it could not take every sample. */
 static int print_report(const zp_warm_progress_t *p)
 {
     printf("loaded %lld samples; %s now holds %lld of %lld\n", (long long)p->done, p->cache_path,
            (long long)p->have, (long long)p->want);
     if (p->have < p->want) {
-        fprintf(stderr, "zeus-pipe: the cache could not take every sample (see %s/logs/cache-0.log; "
-                        "raise cache.max_bytes?)\n", p->run_dir);
+        char why[1024];
+        why_caching_stopped(p->run_dir, why, sizeof why);
+        if (why[0])
+            fprintf(stderr, "zeus-pipe: the cache could not take every sample: %s\n", why);
+        else
+            fprintf(stderr, "zeus-pipe: the cache could not take every sample (see "
+                            "%s/logs/cache-0.log)\n", p->run_dir);
         return 1;
     }
     return 0;

@@ -66,7 +66,7 @@ typedef struct {
     int py_random; /* ZP_PY_RANDOM_* */
     char py_args[2048], py_splits[2048]; /* JSON objects */
     zp_strs_t py_path, py_fields;
-    int64_t image_resize, image_crop, image_cache_side;
+    int64_t image_resize, image_crop, image_cache_side, image_max_pixels;
     zp_ints_t synth_shape;
     int aug_where;
     int64_t aug_padding;

@@ -7,7 +7,6 @@
 #include <stdlib.h>
 
 #include <jpeglib.h>
-#include <jerror.h> /* JWRN_JPEG_EOF */
 
 #define MARGIN 2 /* pixels decoded around the box (see jpeg_region.h) */
 
@@ -15,7 +14,7 @@ struct zp_jpeg_region {
     struct jpeg_decompress_struct d;
     struct jpeg_error_mgr err;
     jmp_buf on_error;
-    int truncated; /* libjpeg's warning that the data ended early */
+    int truncated; /* libjpeg's warning that the data ended early, or any other */
 };
 
 static void error_exit(j_common_ptr c)
@@ -23,11 +22,11 @@ static void error_exit(j_common_ptr c)
     longjmp(((zp_jpeg_region_t *)c->client_data)->on_error, 1);
 }
 
-/* Warnings (level -1) are not printed: corrupt data is what the whole
- * decode reports; a premature end is an error here. */
+/* Warnings (level -1) are not printed: any of them (corrupt data, a
+ * premature end) makes the region a refusal, and the whole decode says it. */
 static void emit_message(j_common_ptr c, int level)
 {
-    if (level < 0 && c->err->msg_code == JWRN_JPEG_EOF)
+    if (level < 0)
         ((zp_jpeg_region_t *)c->client_data)->truncated = 1;
 }
 
@@ -71,12 +70,14 @@ int zp_jpeg_region(zp_jpeg_region_t *j, const uint8_t *file, size_t size, int nu
         jpeg_abort_decompress(d);
         return ZP_EDATA;
     }
+    if (!zp_jpeg_has_huffman_tables(file, size))
+        return ZP_EDATA; /* the whole decode, on a decoder of its own */
     jpeg_mem_src(d, file, (unsigned long)size);
     jpeg_read_header(d, TRUE);
-    if (d->jpeg_color_space != JCS_YCbCr && d->jpeg_color_space != JCS_GRAYSCALE &&
-        d->jpeg_color_space != JCS_RGB) {
+    if ((d->jpeg_color_space != JCS_YCbCr && d->jpeg_color_space != JCS_GRAYSCALE &&
+         d->jpeg_color_space != JCS_RGB) || d->progressive_mode || j->truncated) {
         jpeg_abort_decompress(d);
-        return ZP_EDATA; /* CMYK, YCCK: the whole decode converts them */
+        return ZP_EDATA; /* CMYK, YCCK: the whole decode converts them; progressive: see above */
     }
     d->scale_num = (unsigned)num, d->scale_denom = (unsigned)denom;
     d->out_color_space = JCS_RGB;
@@ -112,4 +113,29 @@ int zp_jpeg_region(zp_jpeg_region_t *j, const uint8_t *file, size_t size, int nu
         return ZP_EDATA;
     *rx = (int)cx, *ry = top, *rw = (int)cw, *rh = bottom - top;
     return 0;
+}
+
+int zp_jpeg_has_huffman_tables(const uint8_t *p, size_t n)
+{
+    if (n < 4 || p[0] != 0xff || p[1] != 0xd8)
+        return 1;
+    for (size_t i = 2; i + 4 <= n;) {
+        if (p[i] != 0xff)
+            return 1; /* not a marker where one must be: the decoder's to say */
+        uint8_t m = p[i + 1];
+        if (m == 0xff) { /* fill */
+            i++;
+            continue;
+        }
+        if (m == 0xc4)
+            return 1; /* DHT */
+        if (m == 0xda)
+            return 0; /* the first scan, and no table before it */
+        if (m == 0x01 || (m >= 0xd0 && m <= 0xd8)) { /* TEM, RSTn, SOI: no length */
+            i += 2;
+            continue;
+        }
+        i += 2 + ((size_t)p[i + 2] << 8 | p[i + 3]);
+    }
+    return 1;
 }

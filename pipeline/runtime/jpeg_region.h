@@ -7,9 +7,12 @@
  *
  * The pixels of the box are those a whole decode gives (the same DCT, the
  * same upsampling): the region is decoded with 2 more pixels on every side,
- * where libjpeg's upsampling of a region's outermost pixels differs. Any
- * error, a premature end of the data included, is ZP_EDATA with no reason:
- * the caller decodes the whole file, which names the fault. */
+ * where libjpeg's upsampling of a region's outermost pixels differs. Where
+ * that cannot be promised it does not try: a progressive JPEG (its scans may
+ * stop early), one without Huffman tables of its own (MJPEG-style: a reused
+ * decoder would hold another file's), and any warning or error, a premature
+ * end of the data included, are ZP_EDATA with no reason: the caller decodes
+ * the whole file, which names the fault. */
 #ifndef ZP_JPEG_REGION_H
 #define ZP_JPEG_REGION_H
 
@@ -30,5 +33,12 @@ void zp_jpeg_region_close(zp_jpeg_region_t *j);
 int zp_jpeg_region(zp_jpeg_region_t *j, const uint8_t *file, size_t size, int num, int denom, int x0,
                    int y0, int x1, int y1, uint8_t **buf, size_t *cap, int *rx, int *ry, int *rw,
                    int *rh);
+
+/* 1 when the JPEG defines a Huffman table (a DHT marker) before its first
+ * scan, or is not a JPEG this can read (the decoder judges it); 0 for an
+ * abbreviated one that leaves the tables to the decoder (libjpeg's standard
+ * ones, on a decoder of its own: one reused from another file would decode
+ * it with that file's). */
+int zp_jpeg_has_huffman_tables(const uint8_t *file, size_t size);
 
 #endif

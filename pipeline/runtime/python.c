@@ -10,7 +10,6 @@
 #include <fcntl.h>
 #include <libgen.h>
 #include <limits.h>
-#include <poll.h>
 #include <signal.h>
 #include <spawn.h>
 #include <stdio.h>
@@ -18,6 +17,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 extern char **environ;
@@ -26,6 +26,7 @@ extern char **environ;
 #define ZP_SOURCE_PYTHON_DIR ""
 #endif
 #define PROBE_TIMEOUT_MS (600 * 1000) /* building a Dataset may read an index; not for ever */
+#define OWN_PACKAGE_TIMEOUT_MS (30 * 1000) /* `import zeus_pipe` takes a second or two */
 
 /* The running program's folder. */
 static void exe_dir(char *buf, size_t len)
@@ -58,8 +59,28 @@ void zp_python_library(char *buf, size_t len)
         snprintf(buf, len, "%s/../libzeuspipe.so.1", dir);
 }
 
+/* Waits for child `pid` until `deadline` (ns, zp_now_ns), then kills it.
+ * Its exit status; -1 when it was killed for time, or by a signal. */
+static int wait_until(pid_t pid, int64_t deadline)
+{
+    int status = 0, w;
+    while ((w = waitpid(pid, &status, WNOHANG)) == 0 || (w < 0 && errno == EINTR)) {
+        if (zp_now_ns() >= deadline) {
+            kill(pid, SIGKILL);
+            while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+                ;
+            return -1;
+        }
+        struct timespec ts = {0, 20 * 1000000};
+        nanosleep(&ts, NULL);
+    }
+    return w > 0 && WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
 /* 1 when `interp -c "import zeus_pipe"` succeeds in this process's own
- * environment; asked once for the first interpreter, then remembered. */
+ * environment, 0 when it fails, -1 when it did not end in
+ * OWN_PACKAGE_TIMEOUT_MS (killed: not an interpreter that answers); asked
+ * once for the first interpreter, then remembered. */
 static int has_own_package(const char *interp)
 {
     static char asked[PATH_MAX];
@@ -73,19 +94,18 @@ static int has_own_package(const char *interp)
     posix_spawn_file_actions_addopen(&fa, STDERR_FILENO, "/dev/null", O_WRONLY, 0);
     char *argv[] = {(char *)interp, "-c", "import zeus_pipe", NULL};
     pid_t pid;
-    int status = 1, w = -1;
+    int status = 1;
     if (!posix_spawnp(&pid, interp, &fa, NULL, argv, environ))
-        while ((w = waitpid(pid, &status, 0)) < 0 && errno == EINTR)
-            ;
+        status = wait_until(pid, zp_now_ns() + OWN_PACKAGE_TIMEOUT_MS * 1000000ll);
     posix_spawn_file_actions_destroy(&fa);
-    return answer = w > 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+    return answer = status < 0 ? -1 : status == 0;
 }
 
 int zp_python_path(const char *interp, char *buf, size_t len)
 {
     char pkg[PATH_MAX];
     const char *user = getenv("PYTHONPATH");
-    if (zp_python_package(pkg, sizeof pkg) || (interp && has_own_package(interp)))
+    if (zp_python_package(pkg, sizeof pkg) || (interp && has_own_package(interp) > 0))
         return -ENOENT;
     int n = snprintf(buf, len, "%s%s%s", user && *user ? user : "", user && *user ? ":" : "", pkg);
     return n < 0 || (size_t)n >= len ? ZP_EINVAL : 0;
@@ -177,54 +197,44 @@ static void tail_of(int fd, int lines, char *buf, size_t len)
     for (int seen = 0; p > all && seen < lines;)
         if (*--p == '\n')
             seen++;
-    snprintf(buf, len, "%s", p + (*p == '\n'));
+    p += *p == '\n';
+    if ((size_t)(all + end - p) >= len) /* the end of them, not a long line's start */
+        p = all + end - (len - 1);
+    snprintf(buf, len, "%s", p);
 }
 
-/* Runs the probe: its stdout into out (NUL-terminated), its stderr into the
- * file at errfd. The exit status, or -1 when it could not run or ran too long. */
-static int run_probe(const zp_config_t *cfg, const char *spec, char *out, size_t outlen, int errfd)
+/* Runs the probe: its answer (a file of its own, `answer`) into out
+ * (NUL-terminated); its stdout and stderr, the Dataset's prints included,
+ * into the file at errfd. The exit status, or -1 when it could not run or
+ * ran too long (killed), -2 when it could not start (errno set). */
+static int run_probe(const zp_config_t *cfg, const char *spec, const char *answer, char *out,
+                     size_t outlen, int errfd)
 {
-    int pipefd[2];
     char *const *env = zp_python_env(cfg->py_interp);
-    if (!env || pipe2(pipefd, O_CLOEXEC))
+    if (!env)
         return -1;
     posix_spawn_file_actions_t fa;
     posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_adddup2(&fa, pipefd[1], STDOUT_FILENO);
+    posix_spawn_file_actions_adddup2(&fa, errfd, STDOUT_FILENO);
     posix_spawn_file_actions_adddup2(&fa, errfd, STDERR_FILENO);
-    char *argv[] = {(char *)cfg->py_interp, "-m", "zeus_pipe.probe", (char *)spec, NULL};
+    char *argv[] = {(char *)cfg->py_interp, "-m", "zeus_pipe.probe", (char *)spec, (char *)answer,
+                    NULL};
     pid_t pid;
     int rc = posix_spawnp(&pid, cfg->py_interp, &fa, NULL, argv, env);
     posix_spawn_file_actions_destroy(&fa);
-    close(pipefd[1]);
     if (rc) {
-        close(pipefd[0]);
         errno = rc;
         return -2;
     }
-    size_t got = 0;
-    int64_t deadline = zp_now_ns() + PROBE_TIMEOUT_MS * 1000000ll;
-    for (;;) {
-        struct pollfd p = {pipefd[0], POLLIN, 0};
-        int left = (int)((deadline - zp_now_ns()) / 1000000);
-        if (left <= 0 || poll(&p, 1, left) == 0) {
-            kill(pid, SIGKILL);
-            got = 0;
-            break;
-        }
-        ssize_t n = read(pipefd[0], out + got, outlen - 1 - got);
-        if (n <= 0 && !(n < 0 && errno == EINTR))
-            break;
-        got += n > 0 ? (size_t)n : 0;
-        if (got == outlen - 1)
-            break;
+    int status = wait_until(pid, zp_now_ns() + PROBE_TIMEOUT_MS * 1000000ll);
+    out[0] = 0;
+    FILE *f = status == 0 ? fopen(answer, "r") : NULL;
+    if (f) {
+        size_t got = fread(out, 1, outlen - 1, f);
+        out[got] = 0;
+        fclose(f);
     }
-    out[got] = 0;
-    close(pipefd[0]);
-    int status = 0, w;
-    while ((w = waitpid(pid, &status, 0)) < 0 && errno == EINTR)
-        ;
-    return w < 0 ? -1 : WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    return status;
 }
 
 /* The probe's answer into ds: split sizes, fields, the source's hash. */
@@ -301,21 +311,34 @@ static int refuse_random(const zp_config_t *cfg, const char *text, char *err, si
 
 int zp_python_probe(const zp_config_t *cfg, zp_dataset_t *ds, char *err, size_t len)
 {
+    if (has_own_package(cfg->py_interp) < 0) {
+        snprintf(err, len, "%s: dataset.python.interpreter: '%s -c \"import zeus_pipe\"' did not end "
+                 "in %d s (killed): give the path of a Python 3 interpreter, one whose packages "
+                 "your Dataset imports", cfg->file, cfg->py_interp, OWN_PACKAGE_TIMEOUT_MS / 1000);
+        return ZP_EINVAL;
+    }
     char *spec = zp_python_spec(cfg, err, len);
     if (!spec)
         return ZP_ENOMEM;
-    char errpath[] = "/tmp/zp-probe.XXXXXX", out[16384], tail[1200];
-    int errfd = mkstemp(errpath);
-    if (errfd < 0) {
+    char errpath[] = "/tmp/zp-probe.XXXXXX", answer[] = "/tmp/zp-answer.XXXXXX", out[16384];
+    char tail[1200];
+    int errfd = mkstemp(errpath), ansfd = errfd < 0 ? -1 : mkstemp(answer);
+    if (errfd < 0 || ansfd < 0) {
         snprintf(err, len, "dataset.python: cannot make a file in /tmp: %s", strerror(errno));
+        if (errfd >= 0)
+            close(errfd), unlink(errpath);
         free(spec);
         return ZP_EINVAL;
     }
     unlink(errpath);
+    close(ansfd);
     zp_info("probing the Python Dataset %s with %s", cfg->py_class, cfg->py_interp);
-    int status = run_probe(cfg, spec, out, sizeof out, errfd), rc = 0;
+    int status = run_probe(cfg, spec, answer, out, sizeof out, errfd), rc = 0;
+    unlink(answer);
     tail_of(errfd, 8, tail, sizeof tail);
     close(errfd);
+    if (status == 0 && tail[0]) /* what the Dataset printed: the log's, not the answer's */
+        zp_info("the Dataset printed, last lines:\n%s", tail);
     if (status == -2) {
         snprintf(err, len, "%s: dataset.python.interpreter: cannot start '%s': %s (give a Python "
                  "3 on PATH, or its path)", cfg->file, cfg->py_interp, strerror(errno));

@@ -2,12 +2,15 @@
  * package and libzeuspipe.so are, the environment a Python process of a run
  * gets, and the probe of a `dataset.source: python` Dataset.
  *
- * The probe runs `INTERPRETER -m zeus_pipe.probe SPEC` once, before any stage
- * starts: it imports dataset.python.class, builds each split, takes len()
- * and item 0, and prints the split sizes, the fields of item 0 and the hash
- * of the callable's source file, which become the run's dataset description
- * (dataset.h). The loaders (`INTERPRETER -m zeus_pipe.loader`) build the
- * Dataset again from the same SPEC, RUN/dataset/python.json. */
+ * The probe runs `INTERPRETER -m zeus_pipe.probe SPEC ANSWER` once, before
+ * any stage starts: it imports dataset.python.class, builds each split,
+ * takes len() and item 0, and writes into the file ANSWER the split sizes,
+ * the fields of item 0 and the hash of the callable's source file, which
+ * become the run's dataset description (dataset.h); what the Dataset prints
+ * goes to the log, never into the answer. The loaders (`INTERPRETER -m
+ * zeus_pipe.loader`) build the Dataset again from the same SPEC,
+ * RUN/dataset/python.json. Every child waited on has a bound: 30 s for the
+ * interpreter to answer `import zeus_pipe`, 10 minutes for the probe. */
 #ifndef ZP_PYTHON_H
 #define ZP_PYTHON_H
 

@@ -1,8 +1,10 @@
-"""python -m zeus_pipe.probe SPEC — the probe of a `dataset.source: python`
-Dataset, run once by the supervisor before any stage starts
+"""python -m zeus_pipe.probe SPEC [ANSWER] — the probe of a `dataset.source:
+python` Dataset, run once by the supervisor before any stage starts
 (pipeline/runtime/python.c): imports the callable, builds each split, takes its
 len() and item 0 (and, with an augment step, what the step makes of item 0),
-and prints what the run's description needs:
+and writes what the run's description needs into the file ANSWER (standard
+output without one; what the Dataset prints goes to standard output, the
+log's, never into the answer):
 
     zeus-pipe probe 1
     n TRAIN TEST
@@ -105,7 +107,7 @@ def here_record(layout, item, names, split):
 
 
 def main(argv):
-    if len(argv) != 2 or argv[1] in ("-h", "--help"):
+    if len(argv) not in (2, 3) or argv[1] in ("-h", "--help"):
         print(__doc__)
         return 0 if len(argv) == 2 else 2
     try:
@@ -116,7 +118,11 @@ def main(argv):
     except BaseException:  # the user's import or constructor: its traceback's end
         traceback.print_exc()
         return 2
-    sys.stdout.write(text)
+    if len(argv) == 3:
+        with open(argv[2], "w") as f:
+            f.write(text)
+    else:
+        sys.stdout.write(text)
     return 0
 
 

@@ -11,6 +11,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <errno.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 struct zp_store {
@@ -68,13 +70,32 @@ static void turn_off(zp_store_t *s, const char *why)
     if (!s->on)
         return;
     s->on = 0;
-    char msg[512];
-    snprintf(msg, sizeof msg, "%.200s: %.160s; caching stops and the run goes on uncached", s->db.path, why);
+    char msg[640];
+    snprintf(msg, sizeof msg, "%.200s: %.300s; caching stops and the run goes on uncached", s->db.path,
+             why);
     zp_warn("%s", msg);
     zp_event_t ev;
     zp_event_record(s->st, &ev, ZP_REC_WARNING);
     zp_event_str(&ev, ZP_KEY(WARNING, message), msg);
     zp_event_send(s->st, &ev);
+}
+
+/* Why a write of the cache failed with `rc`, and what to do: a full disk
+ * (ENOSPC, or EIO with no room left on it, as a full tmpfs says) is not a
+ * full map. */
+static void write_failure(const zp_store_t *s, const char *what, int rc, char *why, size_t len)
+{
+    struct statvfs fs;
+    double free_mib = statvfs(s->db.path, &fs) ? -1 : (double)fs.f_bavail * fs.f_frsize / 1048576.0;
+    if (rc == ENOSPC || (rc == EIO && free_mib >= 0 && free_mib < 2 + s->pending_bytes / 1048576.0))
+        snprintf(why, len, "%s failed: the disk of cache.path is full (%.1f MiB free): free space "
+                 "there, or give cache.path a disk with room for the cache", what,
+                 free_mib < 0 ? 0 : free_mib);
+    else if (rc == MDB_MAP_FULL)
+        snprintf(why, len, "cache full at cache.max_bytes = %zu bytes: raise cache.max_bytes",
+                 s->db.max_bytes);
+    else
+        snprintf(why, len, "%s failed: %s", what, mdb_strerror(rc));
 }
 
 static void commit(zp_store_t *s)
@@ -86,8 +107,8 @@ static void commit(zp_store_t *s)
     ZP_TIME_END(&s->st->timers, ZP_R_LMDB_PUT);
     s->txn = NULL;
     if (rc) {
-        char why[128];
-        snprintf(why, sizeof why, "commit failed: %s", mdb_strerror(rc));
+        char why[300];
+        write_failure(s, "commit", rc, why, sizeof why);
         turn_off(s, why);
         return;
     }
@@ -155,11 +176,8 @@ static int reserve(zp_store_t *s, int split, uint32_t index, size_t size, MDB_va
     }
     mdb_txn_abort(s->txn);
     s->txn = NULL;
-    char why[160];
-    if (rc == MDB_MAP_FULL)
-        snprintf(why, sizeof why, "cache full at cache.max_bytes = %zu bytes", s->db.max_bytes);
-    else
-        snprintf(why, sizeof why, "put failed: %s", mdb_strerror(rc));
+    char why[300];
+    write_failure(s, "put", rc, why, sizeof why);
     turn_off(s, why);
     return -1;
 }

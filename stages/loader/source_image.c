@@ -44,6 +44,7 @@ typedef struct {
     int whole;          /* train samples are cropped from the whole image (zp_augment_whole) */
     int keep;           /* ... and the whole image is made for the cache (cache.enabled) */
     int64_t side;       /* dataset.image.cache_side */
+    int64_t max_pixels; /* dataset.image.max_pixels */
     zp_rrc_t rrc;
     zp_resample_t rs;
     zp_jpeg_region_t *region; /* cache off: the box of a JPEG decoded alone; NULL until needed */
@@ -72,15 +73,43 @@ static int read_file(image_source_t *s, const char *path, size_t *size, char *er
     return rc;
 }
 
+/* An image of w x h pixels is decoded only when its header's size is sane:
+ * at least 1 x 1, at most dataset.image.max_pixels (checked before any
+ * allocation: a decompression bomb is a bad sample, not an out-of-memory). */
+static int sane_size(const image_source_t *s, const char *path, int64_t w, int64_t h, char *err,
+                     size_t len)
+{
+    if (w < 1 || h < 1) {
+        snprintf(err, len, "%s: no image in it (%lld x %lld pixels: a JPEG of tables only?)", path,
+                 (long long)w, (long long)h);
+        return ZP_EDATA;
+    }
+    if (w * h > s->max_pixels) {
+        snprintf(err, len, "%s: %lld x %lld pixels, more than dataset.image.max_pixels (%lld): a "
+                 "decompression bomb, or raise dataset.image.max_pixels", path, (long long)w,
+                 (long long)h, (long long)s->max_pixels);
+        return ZP_EDATA;
+    }
+    return 0;
+}
+
 static int jpeg_header(image_source_t *s, const char *path, size_t size, int *sw, int *sh, int *cs,
                        char *err, size_t len)
 {
     int sub;
+    *sw = *sh = 0; /* a stream of tables only sets neither */
+    /* Each file decodes as it would alone: one without Huffman tables of its
+     * own takes libjpeg's standard ones on a new decoder, not the last file's. */
+    if (!zp_jpeg_has_huffman_tables(s->file, size)) {
+        tjDestroy(s->tj);
+        if (!(s->tj = tjInitDecompress()))
+            return ZP_ENOMEM;
+    }
     if (tjDecompressHeader3(s->tj, s->file, size, sw, sh, &sub, cs)) {
         snprintf(err, len, "%s: not a JPEG: %s", path, tjGetErrorStr2(s->tj));
         return ZP_EDATA;
     }
-    return 0;
+    return sane_size(s, path, *sw, *sh, err, len);
 }
 
 /* The smallest DCT scale at which an sw x sh JPEG is at least need_w x need_h. */
@@ -105,13 +134,14 @@ static int decode_jpeg_at(image_source_t *s, const char *path, size_t size, int 
     if (zp_buf_grow(&s->rgb, &s->rgb_cap, px * 4))
         return ZP_ENOMEM;
     if (tjDecompress2(s->tj, s->file, size, s->rgb, *w, 0, *h, cmyk ? TJPF_CMYK : TJPF_RGB,
-                      TJFLAG_ACCURATEDCT)) {
+                      TJFLAG_ACCURATEDCT)) { /* an error, or a warning: corrupt data is a bad sample */
         const char *why = tjGetErrorStr2(s->tj);
-        if (tjGetErrorCode(s->tj) == TJERR_FATAL || strstr(why, "Premature end")) {
-            snprintf(err, len, "%s: %s: %s", path,
-                     strstr(why, "Premature end") ? "truncated JPEG" : "JPEG does not decode", why);
-            return ZP_EDATA;
-        }
+        snprintf(err, len, "%s: %s: %s", path,
+                 strstr(why, "Premature end") ? "truncated JPEG"
+                 : tjGetErrorCode(s->tj) == TJERR_FATAL ? "JPEG does not decode"
+                                                        : "corrupt JPEG data",
+                 why);
+        return ZP_EDATA;
     }
     if (cmyk) /* Adobe's inverted CMYK, as libjpeg returns it */
         for (size_t i = 0; i < px; i++) {
@@ -152,6 +182,11 @@ static int decode_png(image_source_t *s, const char *path, size_t size, int *w, 
         return ZP_EDATA;
     }
     img.format = PNG_FORMAT_RGB;
+    int rc = sane_size(s, path, img.width, img.height, err, len);
+    if (rc) {
+        png_image_free(&img);
+        return rc;
+    }
     *w = (int)img.width, *h = (int)img.height;
     if (zp_buf_grow(&s->rgb, &s->rgb_cap, PNG_IMAGE_SIZE(img))) {
         png_image_free(&img);
@@ -418,6 +453,7 @@ int zp_source_image_create(zp_source_t **out, const zp_config_t *cfg, const zp_d
     s->whole = zp_augment_whole(cfg);
     s->keep = s->whole && cfg->cache_enabled;
     s->side = cfg->image_cache_side;
+    s->max_pixels = cfg->image_max_pixels;
     zp_augment_rrc_init(&s->rrc, cfg);
     for (int sp = 0; sp < ZP_SPLITS; sp++) {
         const zp_imagelist_t *probed = meta->probed ? &meta->probed->split[sp] : NULL;

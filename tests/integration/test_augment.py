@@ -122,7 +122,7 @@ def uint8_samples_give_the_model_the_float32_pixels():
         rc, out, err = w.run("up", w.write("again.yaml", CONFIG.format(name="again", where="trainer",
                                                                          cache="true")),
                              "cache.path=cache-f", "dataset.dtype=uint8")
-        zp.check(rc == 2 and 'was "value schema: 3 (float32, XXH3-64 of header and payload)", now "value schema: 3 (uint8'
+        zp.check(rc == 2 and 'was "value schema: 4 (float32, XXH3-64 of header and payload)", now "value schema: 4 (uint8'
                  in err, err)
         cfg = w.write("bad.yaml", CONFIG.format(name="bad", where="loader", cache="false"))
         rc, out, err = w.run("up", cfg, "dataset.dtype=uint8")

@@ -198,3 +198,17 @@ class Shifted:
         if self.cost:
             time.sleep(self.cost)
         return np.full((3, 8, 8), (i + self.shift) % 256, np.uint8), i % 5
+
+
+class Chatty(Shifted):
+    """Shifted, printing 12,000 bytes when built and a line per item: the
+    probe's answer must not drown in them."""
+
+    def __init__(self, **kw):
+        Shifted.__init__(self, **kw)
+        print("x" * 11999)
+        print("built a chatty Dataset")
+
+    def __getitem__(self, i):
+        print("item %d" % i)
+        return Shifted.__getitem__(self, i)
