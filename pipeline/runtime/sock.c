@@ -18,6 +18,16 @@ int zp_sock_endpoint(char *buf, size_t len, const char *run_dir, const char *nam
     return 0;
 }
 
+static int64_t max_msg; /* zp_sock_set_max_msg */
+
+void zp_sock_set_max_msg(int64_t bytes) { max_msg = bytes; }
+
+void zp_sock_limit(void *s)
+{
+    if (max_msg > 0)
+        zmq_setsockopt(s, ZMQ_MAXMSGSIZE, &max_msg, sizeof max_msg);
+}
+
 int zp_sock_create(void **out, void *ctx, int type, const char *endpoint, int bind, int linger_ms)
 {
     void *s = *out = zmq_socket(ctx, type);
@@ -26,6 +36,7 @@ int zp_sock_create(void **out, void *ctx, int type, const char *endpoint, int bi
         return ZP_EZMQ;
     }
     zmq_setsockopt(s, ZMQ_LINGER, &linger_ms, sizeof linger_ms);
+    zp_sock_limit(s);
     if (bind && zp_resources_add_endpoint(endpoint)) { /* recorded before the file exists */
         zp_sock_destroy(out);
         return ZP_EZMQ;

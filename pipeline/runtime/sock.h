@@ -18,9 +18,18 @@
  * fit a UNIX socket address (choose a shorter run.dir). run_dir is absolute. */
 int zp_sock_endpoint(char *buf, size_t len, const char *run_dir, const char *name);
 
+/* The largest message frame this process's sockets accept (ZMQ_MAXMSGSIZE),
+ * set once by a stage from its run's largest legitimate frame: a peer that
+ * announces a bigger one is disconnected by libzmq before anything is
+ * allocated for it. 0 (the default): no bound. */
+void zp_sock_set_max_msg(int64_t bytes);
+/* Applies that bound to socket s (zp_sock_create does). */
+void zp_sock_limit(void *s);
+
 /* Creates a socket of `type` into *out, binds (bind != 0) or connects it.
- * LINGER is set to `linger_ms`. Returns 0, or ZP_EZMQ with *out NULL and the
- * endpoint and the zmq error logged. Close it with zp_sock_destroy. */
+ * LINGER is set to `linger_ms`, ZMQ_MAXMSGSIZE to the process's bound.
+ * Returns 0, or ZP_EZMQ with *out NULL and the endpoint and the zmq error
+ * logged. Close it with zp_sock_destroy. */
 int zp_sock_create(void **out, void *ctx, int type, const char *endpoint, int bind, int linger_ms);
 /* Closes the socket (its LINGER applies). Safe on NULL; nulls *sock. */
 void zp_sock_destroy(void **sock);

@@ -152,6 +152,7 @@ int zp_stage_socket(zp_stage_t *st, void **out, int type, const char *name, int 
         return ZP_EZMQ;
     }
     zmq_setsockopt(*out, ZMQ_LINGER, &linger_ms, sizeof linger_ms);
+    zp_sock_limit(*out);
     if (zp_stage_attach(st, *out, name, bind)) {
         zp_sock_destroy(out);
         return ZP_EZMQ;

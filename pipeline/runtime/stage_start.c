@@ -1,8 +1,11 @@
 /* stage_start.c — a stage process's start from its arguments, for `zeus-pipe
  * stage NAME` and for the Python loaders of libzeuspipe.so (stage.h). */
 #define _GNU_SOURCE
+#include "pipeline/runtime/augment.h"
+#include "pipeline/runtime/cachedb.h"
 #include "pipeline/runtime/keys.h"
 #include "pipeline/runtime/log.h"
+#include "pipeline/runtime/sock.h"
 #include "pipeline/runtime/stage.h"
 
 #include <errno.h>
@@ -11,6 +14,21 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* The largest frame a stage of this run is sent, twice over, and 16 MiB
+ * for everything else (events, stats, a batch's indices): a task's samples
+ * or its cache values (a sample, a record before a step, or a whole image,
+ * raw or as a JPEG of at most twice its raw size), with their crops. */
+static int64_t largest_frame(const zp_config_t *cfg, const zp_dataset_meta_t *m)
+{
+    int64_t one = (int64_t)m->sample_bytes, side = cfg->image_cache_side;
+    if ((int64_t)m->cached.record_bytes > one)
+        one = (int64_t)m->cached.record_bytes;
+    if (zp_augment_whole(cfg) && 6 * side * side > one)
+        one = 6 * side * side;
+    int64_t n = cfg->task_size > cfg->batch_size ? cfg->task_size : cfg->batch_size;
+    return 2 * n * (one + ZP_CACHE_HDR + (int64_t)sizeof(zp_crop_t)) + (16 << 20);
+}
 
 /* The dataset as the supervisor probed it; a run directory without that
  * description (made by hand, as by tests/test_trainer_ring.c) is probed here. */
@@ -26,6 +44,7 @@ static int load_dataset(zp_stage_t *st)
         return rc;
     }
     st->meta = ds->meta;
+    zp_sock_set_max_msg(largest_frame(&st->cfg, &st->meta));
     return 0;
 }
 

@@ -55,6 +55,7 @@ typedef struct {
     int nloaders, next_loader;
     zp_tasks_t *tasks; /* every task from its FETCH until its result is forwarded; owned */
     int64_t dropped, late, deaths, requeued, refusals;
+    int64_t refused_fetches; /* FETCHes past ZP_TASKS_MAX (zp_warn_limited's count) */
     uint64_t fp; /* zp_cachedb_fingerprint_hash of the run: a loader's READY must carry it */
     int64_t next_beat; /* ns: when the broker sends its next heartbeats */
     int64_t last_loop; /* ns: the previous pass of the loop */
@@ -105,6 +106,23 @@ static int serve_from_store(cache_t *c, zmq_msg_t *who, const zp_msg_t *m, uint6
     return 1;
 }
 
+/* A FETCH beyond ZP_TASKS_MAX tasks in flight (no prefetch's bounded window
+ * gets there; a misbehaving local peer may): answered FAIL, counted and
+ * logged, and the broker goes on. */
+static int refuse_fetch(cache_t *c, zmq_msg_t *who, const zp_msg_t *m)
+{
+    c->st->stats.errors++;
+    zp_warn_limited(&c->refused_fetches, "a FETCH of %llu samples refused: %d tasks are in flight "
+                    "already (ZP_TASKS_MAX): a peer asks for more than any prefetch does",
+                    (unsigned long long)m->n, (int)ZP_TASKS_MAX);
+    zp_msg_t fail = {.type = ZP_MSG_FAIL, .id = m->id};
+    snprintf(fail.error, sizeof fail.error, "refused: %d tasks in flight already",
+             (int)ZP_TASKS_MAX);
+    if (zmq_send(c->fetch, zmq_msg_data(who), zmq_msg_size(who), ZMQ_SNDMORE) < 0)
+        return ZP_EZMQ;
+    return zp_sock_send(c->fetch, NULL, &fail, NULL, NULL, 0, 0);
+}
+
 /* Splits a FETCH into tasks: those the store holds whole are answered now,
  * the others queued for loaders. */
 static int on_fetch(cache_t *c, zmq_msg_t *who, const zp_msg_t *m)
@@ -120,7 +138,9 @@ static int on_fetch(cache_t *c, zmq_msg_t *who, const zp_msg_t *m)
             continue;
         }
         zp_task_t *t;
-        if ((rc = zp_tasks_add(c->tasks, idx + 4 * off, n, &t)))
+        if ((rc = zp_tasks_add(c->tasks, idx + 4 * off, n, &t)) == ZP_EFULL)
+            return refuse_fetch(c, who, m); /* a peer past any prefetch's window */
+        if (rc)
             return rc;
         peer_set(&t->prefetch, who);
         t->fetch_id = m->id;
@@ -559,6 +579,7 @@ static int open_remote(cache_t *c)
         zp_error("tcp %s: %s", ep, zmq_strerror(errno));
         return ZP_EZMQ;
     }
+    zp_sock_limit(c->remote);
     int rc = zp_zap_serve(c->st, c->remote, ZP_ZAP_LOADERS);
     if (rc)
         return rc;

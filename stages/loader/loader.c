@@ -204,6 +204,8 @@ static void *open_remote(loader_t *l)
     const zp_stage_t *st = l->st;
     int linger = 0;
     void *s = zmq_socket(st->zctx, ZMQ_DEALER);
+    if (s)
+        zp_sock_limit(s);
     if (!s || zmq_setsockopt(s, ZMQ_CURVE_SERVERKEY, st->server_pub, 40) ||
         zmq_setsockopt(s, ZMQ_CURVE_PUBLICKEY, st->pub, 40) ||
         zmq_setsockopt(s, ZMQ_CURVE_SECRETKEY, st->sec, 40) ||
