@@ -217,16 +217,22 @@ static int run_probe(const zp_config_t *cfg, const char *spec, const char *answe
     posix_spawn_file_actions_init(&fa);
     posix_spawn_file_actions_adddup2(&fa, errfd, STDOUT_FILENO);
     posix_spawn_file_actions_adddup2(&fa, errfd, STDERR_FILENO);
+    posix_spawnattr_t at; /* a group of its own: what the Dataset starts ends with the probe */
+    posix_spawnattr_init(&at);
+    posix_spawnattr_setflags(&at, POSIX_SPAWN_SETPGROUP);
+    posix_spawnattr_setpgroup(&at, 0);
     char *argv[] = {(char *)cfg->py_interp, "-m", "zeus_pipe.probe", (char *)spec, (char *)answer,
                     NULL};
     pid_t pid;
-    int rc = posix_spawnp(&pid, cfg->py_interp, &fa, NULL, argv, env);
+    int rc = posix_spawnp(&pid, cfg->py_interp, &fa, &at, argv, env);
     posix_spawn_file_actions_destroy(&fa);
+    posix_spawnattr_destroy(&at);
     if (rc) {
         errno = rc;
         return -2;
     }
     int status = wait_until(pid, zp_now_ns() + PROBE_TIMEOUT_MS * 1000000ll);
+    kill(-pid, SIGKILL); /* the Dataset's helpers, if it started any */
     out[0] = 0;
     FILE *f = status == 0 ? fopen(answer, "r") : NULL;
     if (f) {

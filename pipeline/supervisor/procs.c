@@ -99,6 +99,7 @@ static void spawn_prepare(spawn_t *p, zp_procs_t *s, int stage, int instance)
     char *head[] = {s->exe, "stage", (char *)zp_names_stage(stage)};
     char *python[] = {(char *)s->python, "-m", "zeus_pipe.loader"}; /* same arguments after these */
     int py = stage == ZP_STAGE_LOADER && s->python;
+    p->group = py; /* a Python loader leads a group: what its Dataset starts stops with it */
     memcpy(p->args + n, py ? python : head, sizeof head);
     n += 3;
     char *tail[] = {"--run", s->run_dir, "--instance", p->inst, "--mode", p->mode, "--ckpts", s->ckpts};
@@ -258,6 +259,8 @@ zp_child_t *zp_procs_reap(zp_procs_t *s, int *trainer_done)
             zp_child_t *c = &s->child[i];
             if (c->pid != pid)
                 continue;
+            if (c->group) /* what it started dies with it (a Dataset's helpers, say) */
+                kill(-pid, SIGKILL);
             c->pid = 0;
             c->status = status;
             c->delivered = c->stage == ZP_STAGE_LOADER && zp_rundir_delivered(s->run_dir, c->instance, pid);
@@ -284,7 +287,8 @@ static int alive(zp_procs_t *s, int logger)
     return n;
 }
 
-/* A program of trainer.command leads a group: what it started stops with it. */
+/* A program of trainer.command, or a Python loader, leads a group: what it
+ * started stops with it. */
 static void signal_child(const zp_child_t *c, int sig)
 {
     if (!c->group || kill(-c->pid, sig) != 0)

@@ -7,6 +7,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 typedef struct {
     zp_source_t base;
@@ -14,6 +15,7 @@ typedef struct {
     zp_loader_get2_fn get2;
     void *ctx;
     size_t bytes;
+    pid_t pid; /* the loader's: a process forked inside `get` is not */
 } callback_source_t;
 
 static int callback_get(zp_source_t *src, int split, uint32_t index, uint8_t *record,
@@ -24,6 +26,8 @@ static int callback_get(zp_source_t *src, int split, uint32_t index, uint8_t *re
     int rc = s->get2 ? s->get2(s->ctx, split, index, src->epoch, src->cached, src->keep, record,
                                s->bytes, err, errlen)
                      : s->get(s->ctx, split, index, src->epoch, record, s->bytes, err, errlen);
+    if (getpid() != s->pid) /* a child the Dataset forked, back here: it shares the loader's */
+        _exit(rc == 0 ? 0 : 1); /* sockets and ZeroMQ threads it does not have; never go on */
     *label = 0; /* the record holds the targets; the label column marks skipped samples only */
     if (rc == 0) {
         src->kept = src->keep && !src->cached;
@@ -57,7 +61,8 @@ static int serve(int argc, char **argv, zp_loader_get_fn get, zp_loader_get2_fn 
         return 2;
     }
     callback_source_t src = {.base = {.get = callback_get, .destroy = callback_destroy},
-                             .get = get, .get2 = get2, .ctx = ctx, .bytes = st.meta.sample_bytes};
+                             .get = get, .get2 = get2, .ctx = ctx, .bytes = st.meta.sample_bytes,
+                             .pid = getpid()};
     status = zp_loader_run(&st, &src.base);
     return status == 0 && zp_stop ? 128 + zp_stop : status;
 }

@@ -212,3 +212,28 @@ class Chatty(Shifted):
     def __getitem__(self, i):
         print("item %d" % i)
         return Shifted.__getitem__(self, i)
+
+
+class Forky(Shifted):
+    """Shifted, starting a helper process wherever it is built (`sleep 400`,
+    its pid appended to `helpers`: the probe, each loader) and forking at
+    sample `fork_at` (the child appends
+    its pid to `forks`, then sys.exit(0) as a careless Dataset's child does,
+    or returns with the item when `child_returns`)."""
+
+    def __init__(self, helpers="", forks="", fork_at=-1, child_returns=False, **kw):
+        Shifted.__init__(self, **kw)
+        self.forks, self.fork_at, self.child_returns = forks, fork_at, child_returns
+        if helpers:
+            import subprocess
+            p = subprocess.Popen(["sleep", "400"])
+            with open(helpers, "a") as f:
+                f.write("%d\n" % p.pid)
+
+    def __getitem__(self, i):
+        if i == self.fork_at and os.fork() == 0:
+            with open(self.forks, "a") as f:
+                f.write("%d\n" % os.getpid())
+            if not self.child_returns:
+                sys.exit(0)
+        return Shifted.__getitem__(self, i)
