@@ -83,6 +83,46 @@ static void a_dead_loaders_tasks_go_back_to_the_front_of_the_queue(void **state)
     zp_tasks_destroy(&ts);
 }
 
+static void a_lost_task_comes_back_one_sample_a_task_and_its_culprit_is_found(void **state)
+{
+    (void)state;
+    zp_tasks_t *ts;
+    assert_int_equal(zp_tasks_create(&ts), 0);
+    zp_task_t *a = add(ts, 10, 4);
+    a->fetch_id = 7, a->offset = 32, a->split = 1;
+    add(ts, 90, 1); /* waiting behind it */
+    zp_tasks_next(ts)->loader = 2;
+    zp_task_t *culprit;
+    assert_int_equal(zp_tasks_lose(ts, 2, 0, &culprit), 4); /* split: samples 10..13 */
+    assert_null(culprit);
+    assert_int_equal(zp_tasks_queued(ts), 5);
+    for (uint32_t k = 0; k < 4; k++) { /* in order, first, each a suspect of the same fetch */
+        zp_task_t *t = zp_tasks_next(ts);
+        assert_true(t->n == 1 && t->indices[0] == 10 + k && t->suspect && t->losses == 0);
+        assert_true(t->fetch_id == 7 && t->offset == 32 + k && t->split == 1);
+        t->loader = 5 + (int)k;
+    }
+    assert_int_equal(zp_tasks_next(ts)->indices[0], 90);
+    /* sample 12 loses its loader, held alone: once is chance, twice is the sample */
+    assert_int_equal(zp_tasks_lose(ts, 7, 0, &culprit), 1);
+    assert_null(culprit);
+    zp_task_t *t = zp_tasks_next(ts);
+    assert_true(t->indices[0] == 12 && t->losses == 1);
+    t->loader = 20; /* a loader holding nothing else */
+    assert_int_equal(zp_tasks_lose(ts, 20, 1, &culprit), 0);
+    assert_non_null(culprit);
+    assert_true(culprit->indices[0] == 12 && culprit->losses == 2 && culprit->hung == 1);
+    assert_int_equal(zp_tasks_queued(ts), 0); /* not queued: the caller settles it */
+    /* a suspect lost with another task held beside it proves nothing */
+    zp_task_t *u = add(ts, 40, 1), *v = add(ts, 50, 1);
+    u->suspect = 1;
+    zp_tasks_next(ts)->loader = 3, zp_tasks_next(ts)->loader = 3;
+    assert_int_equal(zp_tasks_lose(ts, 3, 0, &culprit), 2);
+    assert_null(culprit);
+    assert_true(u->losses == 0 && v->suspect); /* and the other is a suspect now */
+    zp_tasks_destroy(&ts);
+}
+
 static void growing_the_table_keeps_the_queue_order(void **state)
 {
     (void)state;
@@ -107,6 +147,7 @@ int main(void)
         cmocka_unit_test(a_done_task_is_never_found_again_even_when_its_record_is_reused),
         cmocka_unit_test(a_dead_loaders_tasks_go_back_to_the_front_of_the_queue),
         cmocka_unit_test(growing_the_table_keeps_the_queue_order),
+        cmocka_unit_test(a_lost_task_comes_back_one_sample_a_task_and_its_culprit_is_found),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

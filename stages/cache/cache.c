@@ -43,6 +43,8 @@ typedef struct {
     int retiring;      /* sent RETIRE: gets no task, and its silence is its exit */
     int refused;       /* sent REFUSED: gets no task, and nothing it sends is used */
     int fp_ok;         /* its READY carried the run's fingerprint */
+    int held;          /* tasks it holds */
+    int probing;       /* it holds a suspect (zp_tasks_lose): it gets nothing else meanwhile */
     int fd;            /* the connection its messages came through (ZMQ_SRCFD); -1: unknown */
 } loader_rec_t;
 
@@ -66,6 +68,7 @@ typedef struct {
     int32_t *hit_labels; /* one task's samples read from the store; owned, task_size */
     uint8_t *hit_data;   /* owned, task_size x sample_bytes */
     int64_t served;      /* samples answered from the store */
+    uint8_t *nothing;    /* a skipped sample's bytes (zeros): settle(); owned */
 } cache_t;
 
 static void peer_set(peer_t *p, zmq_msg_t *m)
@@ -206,6 +209,7 @@ static int refuse(cache_t *c, loader_rec_t *l, const char *why)
     int64_t n = zp_tasks_requeue(c->tasks, i);
     l->refused = 1;
     l->credit = 0;
+    l->held = l->probing = 0;
     c->refusals++;
     c->requeued += n;
     c->st->stats.errors++;
@@ -221,13 +225,64 @@ static int refuse(cache_t *c, loader_rec_t *l, const char *why)
     return send_to(l->sock, &l->peer, &m, NULL, NULL, 0);
 }
 
-/* Loader i is gone (`why`): dead, its tasks go first. */
-static void lose_loader(cache_t *c, int i, const char *why)
+/* The sample that killed or hung every loader that held it alone (the
+ * culprit of zp_tasks_lose): loader.on_error skip leaves it out of its batch
+ * (a RESULT of one skipped sample) and lists it; error stops the run naming
+ * it (a FAIL of its fetch). The task is done either way. */
+static int settle(cache_t *c, zp_task_t *t)
+{
+    uint32_t index = t->indices[0];
+    char why[256];
+    snprintf(why, sizeof why, "%s sample %u %s each loader that held it alone (%d of them): %s",
+             zp_dataset_split_name((int)t->split), index, t->hung ? "hung" : "killed", t->losses,
+             t->hung ? "no heartbeat for loader.heartbeat_ms x liveness: a __getitem__ or decode "
+                       "that never returns?"
+                     : "its process died: a crash in __getitem__ or the decoder?");
+    int skip = c->st->cfg.on_error == ZP_ON_ERROR_SKIP, rc;
+    zp_warn("%s; %s", why, skip ? "skipped (loader.on_error: skip)" : "the run stops "
+            "(loader.on_error: error; skip leaves such a sample out)");
+    size_t bytes = c->st->meta.sample_bytes;
+    if ((skip && !c->nothing && !(c->nothing = calloc(1, bytes ? bytes : 1))) ||
+        zmq_send(c->fetch, t->prefetch.id, t->prefetch.idlen, ZMQ_SNDMORE) < 0) {
+        zp_tasks_done(c->tasks, t);
+        return skip && !c->nothing ? ZP_ENOMEM : ZP_EZMQ;
+    }
+    if (skip) {
+        int32_t label = ZP_LABEL_SKIPPED;
+        zp_msg_t out = {.type = ZP_MSG_RESULT, .id = t->fetch_id, .split = t->split, .n = 1,
+                        .elems = (uint64_t)c->st->meta.elems, .offset = t->offset,
+                        .dtype = (uint64_t)c->st->meta.dtype, .present = ZP_B(dtype)};
+        const void *parts[3] = {&index, &label, c->nothing};
+        size_t sizes[3] = {4, 4, bytes};
+        rc = zp_sock_send(c->fetch, NULL, &out, parts, sizes, 3, 0);
+        zp_event_t ev;
+        zp_event_record(c->st, &ev, ZP_REC_SAMPLE_SKIPPED);
+        zp_event_str(&ev, ZP_KEY(SAMPLE_SKIPPED, split), zp_dataset_split_name((int)t->split));
+        zp_event_int(&ev, ZP_KEY(SAMPLE_SKIPPED, index), index);
+        zp_event_str(&ev, ZP_KEY(SAMPLE_SKIPPED, error), why);
+        zp_event_send(c->st, &ev);
+    } else {
+        zp_msg_t fail = {.type = ZP_MSG_FAIL, .id = t->fetch_id};
+        snprintf(fail.error, sizeof fail.error, "%.255s", why);
+        rc = zp_sock_send(c->fetch, NULL, &fail, NULL, NULL, 0, 0);
+    }
+    zp_tasks_done(c->tasks, t);
+    return rc;
+}
+
+/* Loader i is gone (`why`; `hung`: silent, else dead): its tasks go first,
+ * split into one task a sample, and a sample that loses every loader that
+ * holds it alone is settled (settle). */
+static void lose_loader(cache_t *c, int i, int hung, const char *why)
 {
     loader_rec_t *l = &c->loaders[i];
     l->alive = 0;
-    int64_t n = zp_tasks_requeue(c->tasks, i);
-    if ((l->retiring || l->refused) && !n)
+    zp_task_t *culprit;
+    int64_t n = zp_tasks_lose(c->tasks, i, hung, &culprit);
+    l->held = l->probing = 0;
+    if (culprit && settle(c, culprit))
+        zp_warn("could not tell the prefetch of the culprit sample (the run's fetch timeout will)");
+    if ((l->retiring || l->refused) && !n && !culprit)
         return; /* it finished and left */
     c->deaths++;
     c->requeued += n;
@@ -251,7 +306,7 @@ static void expire_loaders(cache_t *c, int64_t now)
             continue;
         char why[64];
         snprintf(why, sizeof why, "silent for %lld ms", (long long)((now - l->last_seen) / 1000000));
-        lose_loader(c, i, why);
+        lose_loader(c, i, 1, why);
     }
 }
 
@@ -272,7 +327,7 @@ static void on_disconnect(cache_t *c)
         memcpy(&fd, (uint8_t *)zmq_msg_data(&ev) + 2, 4);
         for (int i = 0; what == ZMQ_EVENT_DISCONNECTED && i < c->nloaders; i++)
             if (c->loaders[i].alive && c->loaders[i].sock == c->work && c->loaders[i].fd == (int)fd)
-                lose_loader(c, i, "closed its connection");
+                lose_loader(c, i, 0, "closed its connection");
     }
     zmq_msg_close(&ev), zmq_msg_close(&addr);
 }
@@ -293,12 +348,15 @@ static int heartbeats(cache_t *c, int64_t now)
 /* Hands queued tasks to loaders with credit, round robin. */
 static int dispatch(cache_t *c)
 {
-    while (zp_tasks_queued(c->tasks)) {
+    zp_task_t *t;
+    while ((t = zp_tasks_peek(c->tasks))) {
         int pick = -1;
         for (int k = 0; k < c->nloaders; k++) {
             int i = (c->next_loader + k) % c->nloaders;
-            if (c->loaders[i].alive && !c->loaders[i].retiring && !c->loaders[i].refused &&
-                c->loaders[i].credit > 0) {
+            const loader_rec_t *l = &c->loaders[i];
+            /* a suspect only to a loader holding nothing: what kills it is then known */
+            if (l->alive && !l->retiring && !l->refused && l->credit > 0 && !l->probing &&
+                (!t->suspect || !l->held)) {
                 pick = i;
                 break;
             }
@@ -306,7 +364,7 @@ static int dispatch(cache_t *c)
         if (pick < 0)
             return 0;
         c->next_loader = (pick + 1) % c->nloaders;
-        zp_task_t *t = zp_tasks_next(c->tasks);
+        zp_tasks_next(c->tasks);
         zp_msg_t m = {.type = ZP_MSG_TASK, .id = t->id, .split = t->split, .n = t->n,
                       .epoch = t->epoch, .present = t->has_epoch ? ZP_B(epoch) : 0};
         const void *parts[1] = {t->indices};
@@ -315,6 +373,8 @@ static int dispatch(cache_t *c)
         if (rc)
             return rc;
         c->loaders[pick].credit--;
+        c->loaders[pick].held++;
+        c->loaders[pick].probing = t->suspect;
         t->loader = pick;
     }
     return 0;
@@ -345,6 +405,8 @@ static int on_result(cache_t *c, const zp_msg_t *m, zp_frames_t *f, loader_rec_t
         return refuse(c, from, why); /* the task goes back to the queue with its others */
     }
     c->loaders[t->loader].tasks_done++;
+    c->loaders[t->loader].held--;
+    c->loaders[t->loader].probing = 0;
     if (m->type == ZP_MSG_SAMPLES)
         zp_store_put(c->store, (int)m->split, m->n, m->frame[1], m->frame[2], m->frame[3]);
     zp_msg_t out = *m;
@@ -634,6 +696,7 @@ out:
     zp_sock_destroy(&c.remote);
     free(c.hit_labels);
     free(c.hit_data);
+    free(c.nothing);
     zp_tasks_destroy(&c.tasks);
     return rc;
 }

@@ -88,6 +88,7 @@ int zp_tasks_add(zp_tasks_t *ts, const uint8_t *indices, uint64_t n, zp_task_t *
     t->id = (++ts->seq << 20) | i;
     t->n = n;
     t->loader = -1;
+    t->suspect = t->losses = t->hung = 0;
     ts->queue[(ts->qhead + ts->qlen++) % ts->cap] = i;
     *out = t;
     return 0;
@@ -117,6 +118,11 @@ zp_task_t *zp_tasks_next(zp_tasks_t *ts)
     return t;
 }
 
+zp_task_t *zp_tasks_peek(zp_tasks_t *ts)
+{
+    return ts->qlen ? &ts->pool[ts->queue[ts->qhead]] : NULL;
+}
+
 int64_t zp_tasks_requeue(zp_tasks_t *ts, int loader)
 {
     int64_t n = 0;
@@ -129,6 +135,72 @@ int64_t zp_tasks_requeue(zp_tasks_t *ts, int loader)
             ts->qlen++;
             n++;
         }
+    }
+    return n;
+}
+
+static void push_front(zp_tasks_t *ts, uint32_t k)
+{
+    ts->qhead = (ts->qhead + ts->cap - 1) % ts->cap;
+    ts->queue[ts->qhead] = k;
+    ts->qlen++;
+}
+
+/* Task k (several samples) as one task a sample, each a suspect at the front
+ * of the queue in the order of the samples; 0, or ZP_EFULL / ZP_ENOMEM with
+ * nothing changed. */
+static int split(zp_tasks_t *ts, uint32_t k)
+{
+    uint64_t n = ts->pool[k].n;
+    for (uint64_t j = n - 1; j >= 1; j--) { /* the last first: they end up in order */
+        zp_task_t *t;
+        uint8_t one[4];
+        memcpy(one, &ts->pool[k].indices[j], 4);
+        int rc = zp_tasks_add(ts, one, 1, &t); /* queued last; moved to the front below */
+        if (rc) {
+            for (uint64_t undo = n - 1; undo > j; undo--) { /* back as it was */
+                zp_task_t *u = &ts->pool[ts->queue[ts->qhead]];
+                ts->qhead = (ts->qhead + 1) % ts->cap, ts->qlen--;
+                zp_tasks_done(ts, u);
+            }
+            return rc;
+        }
+        const zp_task_t *whole = &ts->pool[k]; /* the pool may have moved */
+        ts->qlen--; /* off the tail ... */
+        t->prefetch = whole->prefetch;
+        t->fetch_id = whole->fetch_id;
+        t->split = whole->split, t->epoch = whole->epoch, t->has_epoch = whole->has_epoch;
+        t->offset = whole->offset + j;
+        t->suspect = 1;
+        push_front(ts, (uint32_t)(t - ts->pool)); /* ... onto the head */
+    }
+    ts->pool[k].n = 1;
+    return 0;
+}
+
+int64_t zp_tasks_lose(zp_tasks_t *ts, int loader, int hung, zp_task_t **culprit)
+{
+    int64_t n = 0, held = 0;
+    *culprit = NULL;
+    for (size_t k = 0; k < ts->cap; k++)
+        held += ts->pool[k].id && ts->pool[k].loader == loader;
+    for (size_t k = 0; k < ts->cap; k++) {
+        zp_task_t *t = &ts->pool[k];
+        if (!t->id || t->loader != loader)
+            continue;
+        t->loader = -1;
+        t->hung = hung;
+        if (t->suspect && held == 1 && ++t->losses >= ZP_TASK_CULPRIT_LOSSES && !*culprit) {
+            *culprit = t;
+            continue;
+        }
+        uint64_t was = t->n;
+        if (was > 1 && split(ts, (uint32_t)k) == 0)
+            n += (int64_t)was - 1; /* its other samples, queued by split */
+        t = &ts->pool[k];
+        t->suspect = 1;
+        push_front(ts, (uint32_t)k);
+        n++;
     }
     return n;
 }

@@ -24,6 +24,8 @@
 #include "stages/loader/source.h"
 
 #include <errno.h>
+#include <pthread.h>
+#include <time.h>
 #include <turbojpeg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -82,6 +84,11 @@ typedef struct {
     int64_t corrupt;
     zp_fieldaug_t fa; /* the built-in ops on a Python Dataset's field (ZP_AUG_STEP_FIELD) */
     zp_fieldaug_space_t fsp;
+    /* The watchdog's view of the get() running (atomics): since when (ns; 0:
+     * none), and of which sample. */
+    int64_t get_since;
+    uint32_t get_index, get_split;
+    int watch_stop;
 } loader_t;
 
 /* Appends the whole image the source just cropped sample `index` from, as
@@ -167,6 +174,31 @@ static int keep_record(loader_t *l, int split, uint32_t index)
     l->vals_len += ZP_CACHE_HDR + bytes;
     l->nvals++;
     return 0;
+}
+
+/* A get() that has run past loader.heartbeat_ms x (liveness + 1): the cache
+ * stage declared this loader dead a heartbeat ago and gave its task to
+ * another; a hung __getitem__ or decode cannot be interrupted, so the loader
+ * ends, saying which sample hung, and the supervisor starts another. */
+static void *watchdog(void *arg)
+{
+    loader_t *l = arg;
+    const zp_config_t *c = &l->st->cfg;
+    int64_t limit = c->heartbeat_ms * (c->liveness + 1) * 1000000;
+    while (!__atomic_load_n(&l->watch_stop, __ATOMIC_ACQUIRE)) {
+        struct timespec ts = {0, 100 * 1000000};
+        nanosleep(&ts, NULL);
+        int64_t since = __atomic_load_n(&l->get_since, __ATOMIC_ACQUIRE);
+        if (since && zp_now_ns() - since > limit) {
+            zp_error("%s sample %u has been loading for %lld ms: this loader is hung and ends "
+                     "(the run starts another, and gives the sample to it alone)",
+                     zp_dataset_split_name((int)__atomic_load_n(&l->get_split, __ATOMIC_RELAXED)),
+                     __atomic_load_n(&l->get_index, __ATOMIC_RELAXED),
+                     (long long)((zp_now_ns() - since) / 1000000));
+            _exit(3);
+        }
+    }
+    return NULL;
 }
 
 /* loader.on_error: skip: the sample goes on with label ZP_LABEL_SKIPPED (the
@@ -341,7 +373,11 @@ static int load_samples(loader_t *l, const zp_msg_t *t, zmq_msg_t *parts, char *
                 l->src->keep = l->keep;
                 l->src->kept = 0;
             }
+            __atomic_store_n(&l->get_index, ix, __ATOMIC_RELAXED);
+            __atomic_store_n(&l->get_split, (uint32_t)t->split, __ATOMIC_RELAXED);
+            __atomic_store_n(&l->get_since, zp_now_ns(), __ATOMIC_RELEASE);
             int rc = l->src->get(l->src, (int)t->split, ix, px, &label, err, len);
+            __atomic_store_n(&l->get_since, 0, __ATOMIC_RELEASE);
             if (!rc && apart == ZP_AUG_STEP_FIELD && /* the built-in ops, from the record kept */
                 zp_fieldaug_make(&l->fa, &l->fsp, (int)t->split, l->src->epoch, ix, l->keep, px,
                                  &l->src->crop)) {
@@ -543,7 +579,13 @@ int zp_loader_run(zp_stage_t *st, zp_source_t *src)
         rc = 1;
         goto out;
     }
+    pthread_t dog;
+    int watching = pthread_create(&dog, NULL, watchdog, &l) == 0;
     rc = loop(&l);
+    if (watching) {
+        __atomic_store_n(&l.watch_stop, 1, __ATOMIC_RELEASE);
+        pthread_join(dog, NULL);
+    }
     zp_info("stopping: loaded %lld samples", (long long)st->stats.items);
     if (rc)
         zp_error("stopped: %s", zp_strerror(rc));

@@ -237,3 +237,22 @@ class Forky(Shifted):
             if not self.child_returns:
                 sys.exit(0)
         return Shifted.__getitem__(self, i)
+
+
+class Deadly(Shifted):
+    """Shifted whose __getitem__ kills its process (SIGSEGV, as a crash in
+    C code does) at sample `crash_at`, and never returns at `hang_at`, in
+    every loader, every time."""
+
+    def __init__(self, crash_at=-1, hang_at=-1, **kw):
+        Shifted.__init__(self, **kw)
+        self.crash_at, self.hang_at = crash_at, hang_at
+
+    def __getitem__(self, i):
+        if os.path.basename(sys.argv[0]) == "loader.py":  # not in the probe
+            if i == self.crash_at:
+                import signal
+                os.kill(os.getpid(), signal.SIGSEGV)
+            if i == self.hang_at:
+                time.sleep(3600)
+        return Shifted.__getitem__(self, i)
