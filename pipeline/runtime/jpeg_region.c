@@ -44,6 +44,7 @@ zp_jpeg_region_t *zp_jpeg_region_open(void)
         return NULL;
     }
     jpeg_create_decompress(&j->d);
+    j->d.mem->max_memory_to_use = ZP_JPEG_MAX_MEMORY; /* past it: an error, not gigabytes */
     return j;
 }
 
@@ -75,9 +76,11 @@ int zp_jpeg_region(zp_jpeg_region_t *j, const uint8_t *file, size_t size, int nu
     jpeg_mem_src(d, file, (unsigned long)size);
     jpeg_read_header(d, TRUE);
     if ((d->jpeg_color_space != JCS_YCbCr && d->jpeg_color_space != JCS_GRAYSCALE &&
-         d->jpeg_color_space != JCS_RGB) || d->progressive_mode || j->truncated) {
+         d->jpeg_color_space != JCS_RGB) || d->progressive_mode || j->truncated ||
+        d->image_width < 64 || d->image_height < 64) {
         jpeg_abort_decompress(d);
-        return ZP_EDATA; /* CMYK, YCCK: the whole decode converts them; progressive: see above */
+        return ZP_EDATA; /* CMYK, YCCK: the whole decode converts them; progressive and tiny
+                            images (a few iMCUs: nothing to save) are decoded whole */
     }
     d->scale_num = (unsigned)num, d->scale_denom = (unsigned)denom;
     d->out_color_space = JCS_RGB;

@@ -9,7 +9,7 @@
  * same upsampling): the region is decoded with 2 more pixels on every side,
  * where libjpeg's upsampling of a region's outermost pixels differs. Where
  * that cannot be promised it does not try: a progressive JPEG (its scans may
- * stop early), one without Huffman tables of its own (MJPEG-style: a reused
+ * stop early), one under 64 pixels a side, one without Huffman tables of its own (MJPEG-style: a reused
  * decoder would hold another file's), and any warning or error, a premature
  * end of the data included, are ZP_EDATA with no reason: the caller decodes
  * the whole file, which names the fault. */
@@ -18,6 +18,11 @@
 
 #include <stddef.h>
 #include <stdint.h>
+
+/* The memory libjpeg may take for one file's large arrays (a progressive
+ * JPEG's coefficients): past it a decode is an error, whatever the header
+ * claims. The loaders give TurboJPEG the same bound (JPEGMEM). */
+#define ZP_JPEG_MAX_MEMORY (1024l << 20)
 
 typedef struct zp_jpeg_region zp_jpeg_region_t;
 

@@ -442,6 +442,11 @@ int zp_source_image_create(zp_source_t **out, const zp_config_t *cfg, const zp_d
 {
     *out = NULL;
     image_source_t *s = calloc(1, sizeof *s);
+    /* libjpeg's large arrays (a progressive JPEG's coefficients) bounded as the
+     * region decoder's: TurboJPEG's decoders read the bound from JPEGMEM */
+    char mem[32];
+    snprintf(mem, sizeof mem, "%ldM", ZP_JPEG_MAX_MEMORY >> 20);
+    setenv("JPEGMEM", mem, 0);
     if (!s || !(s->tj = tjInitDecompress())) {
         free(s);
         return ZP_ENOMEM;
