@@ -79,13 +79,13 @@ def py(script, *args):
     return p.stdout
 
 
-def run(w, name, files, on_error="skip"):
+def run(w, name, files, on_error="skip", *over):
     imgs = os.path.join(w.path, "imgs")
     lst = w.write(name + ".txt", "".join("%s %d\n" % (os.path.join(imgs, f), i % 2)
                                          for i, f in enumerate(files)))
     cfg = w.write(name + ".yaml", CONFIG.format(name=name, root=os.path.join(w.path, "imgs"),
                                                 lst=lst, on_error=on_error))
-    return w.run("up", cfg)
+    return w.run("up", cfg, *over)
 
 
 def an_abbreviated_jpeg_decodes_as_alone_and_bombs_are_refused_by_their_header():
@@ -120,6 +120,16 @@ def an_abbreviated_jpeg_decodes_as_alone_and_bombs_are_refused_by_their_header()
                  why["c_bomb.jpg"], why["c_bomb.jpg"])
         zp.check("no image in it" in why["d_tables_only.jpg"], why["d_tables_only.jpg"])
         e = zp.epoch_ends(w.run_dir("bad"), "train")[0]
+        zp.check(e["skipped"] == 2 and e["samples"] == 2, e)
+        # the same with the crop at assembly and the cache keeping whole images: the path that
+        # read the tables-only file's uninitialised size and stopped the run
+        rc, out, err = run(w, "crop", ["a_optimized.jpg", "c_bomb.jpg", "d_tables_only.jpg",
+                                       "b_abbreviated.jpg"], "skip", "dataset.augment.resized_crop=true")
+        zp.check(rc == 0, err[-2000:])
+        rep = json.load(open(os.path.join(w.run_dir("crop"), "report.json")))
+        zp.check({os.path.basename(s["error"].split(":")[0]) for s in rep["skipped_samples"]}
+                 == {"c_bomb.jpg", "d_tables_only.jpg"}, rep["skipped_samples"])
+        e = zp.epoch_ends(w.run_dir("crop"), "train")[0]
         zp.check(e["skipped"] == 2 and e["samples"] == 2, e)
         # on_error: error stops the run on the bomb, naming it
         rc, out, err = run(w, "stop", ["c_bomb.jpg"], on_error="error")
