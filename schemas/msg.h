@@ -32,6 +32,12 @@ typedef struct {
     int32_t x, y, w, h, flip, img_w, img_h;
 } zp_crop_t;
 
+/* Liveness: a loader silent for loader.heartbeat_ms x liveness is dead to
+ * the cache stage, and one whose get() of a sample runs a heartbeat longer
+ * ends itself; during a loader's first task (imports, a lazy open) both
+ * allow ZP_FIRST_TASK_GRACE times as long. */
+#define ZP_FIRST_TASK_GRACE 10
+
 /* Sample element types, on the wire (`dtype`) and in cache values. uint8
  * samples are raw pixels that the trainer normalises; float32 ones are
  * normalised by the loaders. */

@@ -302,7 +302,10 @@ static void expire_loaders(cache_t *c, int64_t now)
     int64_t limit = c->st->cfg.heartbeat_ms * c->st->cfg.liveness * 1000000;
     for (int i = 0; i < c->nloaders; i++) {
         loader_rec_t *l = &c->loaders[i];
-        if (!l->alive || now - l->last_seen <= limit)
+        /* a loader's first task may import torch or open a file first: it gets
+         * ZP_FIRST_TASK_GRACE times as long (its watchdog grants the same) */
+        int64_t mine = l->held && !l->tasks_done ? limit * ZP_FIRST_TASK_GRACE : limit;
+        if (!l->alive || now - l->last_seen <= mine)
             continue;
         char why[64];
         snprintf(why, sizeof why, "silent for %lld ms", (long long)((now - l->last_seen) / 1000000));

@@ -88,6 +88,7 @@ typedef struct {
      * none), and of which sample. */
     int64_t get_since;
     uint32_t get_index, get_split;
+    int got_one; /* a get() has returned: the first one's grace is over */
     int watch_stop;
 } loader_t;
 
@@ -189,7 +190,10 @@ static void *watchdog(void *arg)
         struct timespec ts = {0, 100 * 1000000};
         nanosleep(&ts, NULL);
         int64_t since = __atomic_load_n(&l->get_since, __ATOMIC_ACQUIRE);
-        if (since && zp_now_ns() - since > limit) {
+        /* the first get() may import torch or open a file: the broker's grace too */
+        int64_t mine = __atomic_load_n(&l->got_one, __ATOMIC_ACQUIRE) ? limit
+                                                                      : limit * ZP_FIRST_TASK_GRACE;
+        if (since && zp_now_ns() - since > mine) {
             zp_error("%s sample %u has been loading for %lld ms: this loader is hung and ends "
                      "(the run starts another, and gives the sample to it alone)",
                      zp_dataset_split_name((int)__atomic_load_n(&l->get_split, __ATOMIC_RELAXED)),
@@ -378,6 +382,7 @@ static int load_samples(loader_t *l, const zp_msg_t *t, zmq_msg_t *parts, char *
             __atomic_store_n(&l->get_since, zp_now_ns(), __ATOMIC_RELEASE);
             int rc = l->src->get(l->src, (int)t->split, ix, px, &label, err, len);
             __atomic_store_n(&l->get_since, 0, __ATOMIC_RELEASE);
+            __atomic_store_n(&l->got_one, 1, __ATOMIC_RELEASE);
             if (!rc && apart == ZP_AUG_STEP_FIELD && /* the built-in ops, from the record kept */
                 zp_fieldaug_make(&l->fa, &l->fsp, (int)t->split, l->src->epoch, ix, l->keep, px,
                                  &l->src->crop)) {

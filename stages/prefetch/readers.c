@@ -51,8 +51,9 @@ struct zp_readers {
 
 /* The pixels that the resize of `box` (to side x side) reads of a checked
  * JPEG image, decoded into the thread's space: only that part of the image
- * (jpeg_region.h), in a region of *rw x *rh pixels at (*rx, *ry). NULL with
- * *why when it does not decode to the size its header says. */
+ * (jpeg_region.h), or the whole where the region decoder will not promise
+ * the whole decode's pixels, in a region of *rw x *rh pixels at (*rx, *ry).
+ * NULL with *why when it does not decode to the size its header says. */
 static const uint8_t *decode(space_t *sp, const zp_cache_whole_t *img, const double box[4], int side,
                              int *rx, int *ry, int *rw, int *rh, const char **why)
 {
@@ -71,8 +72,25 @@ static const uint8_t *decode(space_t *sp, const zp_cache_whole_t *img, const dou
     zp_resample_reach(box, side, side, w, h, &x0, &y0, &x1, &y1);
     int rc = zp_jpeg_region(sp->jr, img->payload, img->bytes, 1, 1, x0, y0, x1, y1, &sp->rgb, &sp->cap,
                             rx, ry, rw, rh);
-    if (rc)
-        return *why = rc == ZP_ENOMEM ? "out of memory decoding a JPEG" : "JPEG does not decode", NULL;
+    if (rc == ZP_ENOMEM)
+        return *why = "out of memory decoding a JPEG", NULL;
+    if (!rc)
+        return sp->rgb;
+    /* one the region decoder leaves alone (a small image, say): decoded whole */
+    size_t need = (size_t)w * (size_t)h * 3;
+    if (need > sp->cap) {
+        uint8_t *p = realloc(sp->rgb, need);
+        if (!p)
+            return *why = "out of memory decoding a JPEG", NULL;
+        sp->rgb = p, sp->cap = need;
+    }
+    if (tjDecompress2(sp->tj, img->payload, img->bytes, sp->rgb, w, 0, h, TJPF_RGB,
+                      TJFLAG_ACCURATEDCT)) {
+        tjDestroy(sp->tj);
+        sp->tj = NULL;
+        return *why = "JPEG does not decode", NULL;
+    }
+    *rx = *ry = 0, *rw = w, *rh = h;
     return sp->rgb;
 }
 
