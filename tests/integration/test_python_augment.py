@@ -36,7 +36,7 @@ dataset:
     fields: [image, label, draw]
     augment: {augment}
     interpreter: {python}
-loader: {{workers: {workers}, task_size: 16, heartbeat_ms: 200, liveness: 3}}
+loader: {{workers: {workers}, task_size: 16, heartbeat_ms: 1000, liveness: 5}}
 prefetch: {{batch_size: 32, depth: 2}}
 cache: {{enabled: {cache}, path: {cache_path}}}
 trainer:
@@ -246,7 +246,8 @@ def the_workshop_dataset_with_torchvisions_crop_after_the_cache():
                 "    class: zp_test_data:counted_photos\n    path: [%s, %s]\n"
                 "    args: {root: %s, calls: %s}\n    splits: {train: {}, test: {split: val}}\n"
                 "    augment: {train: 'zp_test_data:photo_crop32', test: 'zp_test_data:photo_center32'}\n"
-                "    interpreter: %s\nloader: {workers: %d}\nprefetch: {batch_size: 16}\n"
+                "    interpreter: %s\nloader: {workers: %d, heartbeat_ms: 1000, liveness: 5}\n"
+                "prefetch: {batch_size: 16}\n"
                 "cache: {enabled: true, path: %s-cache}\n"
                 "trainer: {epochs: 3, command: [%s, consumer.py, %s.json]}\n")
                 % (name, DATA, examples, os.path.join(w.path, "photos"), calls, PYTHON, workers,
