@@ -18,8 +18,7 @@ import time
 import zp
 
 PYTHON = sys.executable
-PACKAGE = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "python"))
-DATA = os.path.abspath(os.path.join(os.path.dirname(__file__), "pydata"))
+PACKAGE, DATA = zp.PACKAGE, zp.PYDATA
 sys.path.insert(0, PACKAGE)
 sys.path.insert(0, DATA)
 
@@ -62,7 +61,7 @@ json.dump(seen, open(sys.argv[1], "w"))
 
 
 def env():
-    return dict(os.environ, PYTHONPATH=PACKAGE, **zp.sanitizer_env())
+    return zp.python_env()
 
 
 def config(w, name, cls="Pictures", args=None, augment=None, workers=2, cache="true",
@@ -424,19 +423,10 @@ def a_padded_crop_of_an_hwc_field_is_the_same_with_1_and_3_loaders_and_the_cache
             check_field_run(w, name, expect, True, True)
 
 
-def main():
-    try:
-        subprocess.run([PYTHON, "-c", "import numpy, torch"], check=True, capture_output=True)
-    except (subprocess.CalledProcessError, OSError):
-        print("SKIP: %s has no numpy or torch" % PYTHON)
-        return 77
-    return zp.main([a_random_getitem_with_the_cache_on_is_refused_before_any_stage_starts,
+if __name__ == "__main__":
+    zp.main_needing(['numpy', 'torch'], [a_random_getitem_with_the_cache_on_is_refused_before_any_stage_starts,
                     the_step_draws_afresh_each_epoch_from_the_cache_the_same_with_1_and_3_loaders,
                     a_loader_killed_mid_epoch_changes_no_sample_and_no_draw,
                     the_workshop_dataset_with_torchvisions_crop_after_the_cache,
                     the_built_in_crop_of_a_python_field_is_the_independent_draw_for_each_consumer,
                     a_padded_crop_of_an_hwc_field_is_the_same_with_1_and_3_loaders_and_the_cache_off])
-
-
-if __name__ == "__main__":
-    sys.exit(main())

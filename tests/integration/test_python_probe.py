@@ -14,8 +14,7 @@ import time
 import zp
 
 PYTHON = sys.executable
-PACKAGE = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "python"))
-DATA = os.path.abspath(os.path.join(os.path.dirname(__file__), "pydata"))
+PACKAGE, DATA = zp.PACKAGE, zp.PYDATA
 
 CONFIG = """
 run: {{name: {name}}}
@@ -41,7 +40,7 @@ print("consumer saw", n, file=sys.stderr)
 
 
 def env():
-    return dict(os.environ, PYTHONPATH=PACKAGE, **zp.sanitizer_env())
+    return zp.python_env()
 
 
 def up(w, cfg, *over, timeout=240):
@@ -109,16 +108,7 @@ def a_full_disk_under_warm_is_named_a_full_disk():
             subprocess.run(["umount", "-l", disk])
 
 
-def main():
-    try:
-        subprocess.run([PYTHON, "-c", "import numpy, torch"], check=True, capture_output=True)
-    except (subprocess.CalledProcessError, OSError):
-        print("SKIP: %s has no numpy or torch" % PYTHON)
-        return 77
-    return zp.main([an_interpreter_that_never_answers_is_killed_and_named,
+if __name__ == "__main__":
+    zp.main_needing(['numpy', 'torch'], [an_interpreter_that_never_answers_is_killed_and_named,
                     a_dataset_that_prints_more_than_a_pipe_holds_starts,
                     a_full_disk_under_warm_is_named_a_full_disk])
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -13,8 +13,7 @@ import time
 import zp
 
 PYTHON = sys.executable
-PACKAGE = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "python"))
-DATA = os.path.abspath(os.path.join(os.path.dirname(__file__), "pydata"))
+PACKAGE, DATA = zp.PACKAGE, zp.PYDATA
 
 CONFIG = """
 run: {{name: {name}}}
@@ -33,7 +32,7 @@ trainer: {{epochs: 2, backend: "null"}}
 
 
 def env():
-    return dict(os.environ, PYTHONPATH=PACKAGE, **zp.sanitizer_env())
+    return zp.python_env()
 
 
 def running(pid):
@@ -75,14 +74,5 @@ def helpers_and_forked_children_end_with_the_run():
                      % (name, len(left), len(started), left))
 
 
-def main():
-    try:
-        subprocess.run([PYTHON, "-c", "import numpy, torch"], check=True, capture_output=True)
-    except (subprocess.CalledProcessError, OSError):
-        print("SKIP: %s has no numpy or torch" % PYTHON)
-        return 77
-    return zp.main([helpers_and_forked_children_end_with_the_run])
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    zp.main_needing(['numpy', 'torch'], [helpers_and_forked_children_end_with_the_run])

@@ -268,6 +268,31 @@ def sanitizer_env():
     return dict(LD_PRELOAD=asan[0] + ":libstdc++.so.6", ASAN_OPTIONS="detect_leaks=0")
 
 
+# The zeus_pipe package and the Datasets of the Python-Dataset tests.
+PACKAGE = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "python"))
+PYDATA = os.path.abspath(os.path.join(os.path.dirname(__file__), "pydata"))
+
+
+def python_env(**extra):
+    """The environment of a run whose loaders or program are Python: the
+    package on PYTHONPATH and what a sanitizer build needs; `extra` on top
+    (ASAN_OPTIONS joined to the sanitizer's own)."""
+    env = dict(os.environ, PYTHONPATH=PACKAGE, **sanitizer_env())
+    for k, v in extra.items():
+        env[k] = env[k] + ":" + v if k == "ASAN_OPTIONS" and env.get(k) else v
+    return env
+
+
+def main_needing(modules, tests):
+    """main(tests) where /usr/bin/python3 imports every one of `modules`;
+    else says so and exits 77 (ctest's "skipped")."""
+    p = subprocess.run([sys.executable, "-c", "import " + ", ".join(modules)], capture_output=True)
+    if p.returncode:
+        print("SKIP: %s has no %s" % (sys.executable, " or ".join(modules)))
+        sys.exit(77)
+    main(tests)
+
+
 def text(path):
     """The file's text, or "" while it does not exist yet (a log a stage is about to open)."""
     try:
