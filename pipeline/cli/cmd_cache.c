@@ -13,7 +13,8 @@
 static int usage(FILE *out, int status)
 {
     fprintf(out, "usage: zeus-pipe cache stat PATH [--json]   databases, entries, bytes, fingerprints, map use\n"
-                 "       zeus-pipe cache verify PATH          check every value's header and checksum\n"
+                 "       zeus-pipe cache verify PATH          check every value's header and checksum, and\n"
+                 "                                            count the foreign ones (of another fingerprint)\n"
                  "       zeus-pipe cache drop PATH DB         remove one database (e.g. fashion-mnist/test)\n");
     return status;
 }
