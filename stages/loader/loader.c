@@ -584,13 +584,11 @@ int zp_loader_run(zp_stage_t *st, zp_source_t *src)
         rc = 1;
         goto out;
     }
-    pthread_t dog;
-    int watching = pthread_create(&dog, NULL, watchdog, &l) == 0;
+    pthread_t dog; /* detached: a loader that retires or stops does not wait for its nap */
+    if (pthread_create(&dog, NULL, watchdog, &l) == 0)
+        pthread_detach(dog);
     rc = loop(&l);
-    if (watching) {
-        __atomic_store_n(&l.watch_stop, 1, __ATOMIC_RELEASE);
-        pthread_join(dog, NULL);
-    }
+    __atomic_store_n(&l.watch_stop, 1, __ATOMIC_RELEASE);
     zp_info("stopping: loaded %lld samples", (long long)st->stats.items);
     if (rc)
         zp_error("stopped: %s", zp_strerror(rc));
