@@ -177,7 +177,7 @@ static void resized_crop_boxes_and_bilinear_samples(void **state)
 
 /* A Python config with the overrides, and records of fields (x float32 [2],
  * img uint8 `shape`, y int64). */
-static int field_setup(zp_fieldaug_t *a, const int64_t shape[3], const char *o1, const char *o2,
+static int field_setup(zp_augment_field_t *a, const int64_t shape[3], const char *o1, const char *o2,
                        char *err, size_t len)
 {
     char *ov[4] = {"dataset.source=python", "dataset.python.class=m:D", (char *)o1, (char *)o2};
@@ -189,13 +189,13 @@ static int field_setup(zp_fieldaug_t *a, const int64_t shape[3], const char *o1,
     assert_int_equal(zp_fields_add(&in, "x", ZP_FT_F32, 1, &two, 0, 1 << 20, err, len), 0);
     assert_int_equal(zp_fields_add(&in, "img", ZP_FT_U8, 3, shape, 0, 1 << 20, err, len), 0);
     assert_int_equal(zp_fields_add(&in, "y", ZP_FT_I64, 0, NULL, 0, 1 << 20, err, len), 0);
-    return zp_fieldaug_init(a, &cfg, &in, err, len);
+    return zp_augment_field_init(a, &cfg, &in, err, len);
 }
 
 static void field_ops_refuse_a_field_they_cannot_augment_naming_it(void **state)
 {
     (void)state;
-    zp_fieldaug_t a;
+    zp_augment_field_t a;
     char err[400];
     const int64_t chw[3] = {3, 8, 8}, gray[3] = {1, 8, 8};
     assert_int_equal(field_setup(&a, chw, "dataset.augment.hflip=true", NULL, err, sizeof err),
@@ -214,7 +214,7 @@ static void field_ops_refuse_a_field_they_cannot_augment_naming_it(void **state)
 static void field_ops_resize_only_the_field_and_copy_the_others(void **state)
 {
     (void)state;
-    zp_fieldaug_t a;
+    zp_augment_field_t a;
     char err[400];
     const int64_t chw[3] = {3, 8, 8};
     assert_int_equal(field_setup(&a, chw, "dataset.augment.field=img",
@@ -229,21 +229,21 @@ static void field_ops_resize_only_the_field_and_copy_the_others(void **state)
     memcpy(in, x, 8);
     memset(in + 8, 77, 192); /* a flat image stays flat whatever the box */
     memcpy(in + a.in.f[2].offset, &y, 8);
-    zp_fieldaug_space_t sp = {0};
+    zp_augment_field_space_t sp = {0};
     zp_crop_t c;
-    assert_int_equal(zp_fieldaug_make(&a, &sp, ZP_SPLIT_TEST, 0, 3, in, out, &c), 0);
+    assert_int_equal(zp_augment_field_make(&a, &sp, ZP_SPLIT_TEST, 0, 3, in, out, &c), 0);
     assert_memory_equal(out, x, 8);
     assert_memory_equal(out + a.out.f[2].offset, &y, 8);
     for (int i = 0; i < 48; i++)
         assert_int_equal(out[8 + i], 77);
     assert_true(c.x == 0 && c.y == 0 && c.w == 8 && c.h == 8 && !c.flip); /* the whole, centred */
-    zp_fieldaug_space_free(&sp);
+    zp_augment_field_space_free(&sp);
 }
 
 static void field_ops_give_the_same_pixels_channels_first_or_last(void **state)
 {
     (void)state;
-    zp_fieldaug_t f, l;
+    zp_augment_field_t f, l;
     char err[400];
     const int64_t chw[3] = {3, 6, 10}, hwc[3] = {6, 10, 3};
     const char *ops = "dataset.augment.crop_padding=2";
@@ -256,12 +256,12 @@ static void field_ops_give_the_same_pixels_channels_first_or_last(void **state)
     for (int c = 0; c < 3; c++)
         for (int p = 0; p < 60; p++)
             a[8 + c * 60 + p] = b[8 + p * 3 + c] = (uint8_t)(1 + c * 60 + p);
-    zp_fieldaug_space_t sp = {0};
+    zp_augment_field_space_t sp = {0};
     int shifted = 0;
     for (uint32_t i = 0; i < 20; i++) {
         zp_crop_t c1, c2;
-        assert_int_equal(zp_fieldaug_make(&f, &sp, ZP_SPLIT_TRAIN, 1, i, a, oa, &c1), 0);
-        assert_int_equal(zp_fieldaug_make(&l, &sp, ZP_SPLIT_TRAIN, 1, i, b, ob, &c2), 0);
+        assert_int_equal(zp_augment_field_make(&f, &sp, ZP_SPLIT_TRAIN, 1, i, a, oa, &c1), 0);
+        assert_int_equal(zp_augment_field_make(&l, &sp, ZP_SPLIT_TRAIN, 1, i, b, ob, &c2), 0);
         assert_memory_equal(&c1, &c2, sizeof c1);
         for (int c = 0; c < 3; c++)
             for (int p = 0; p < 60; p++) {
@@ -274,7 +274,7 @@ static void field_ops_give_the_same_pixels_channels_first_or_last(void **state)
         shifted += c1.x != 0 || c1.y != 0;
     }
     assert_true(shifted > 10);
-    zp_fieldaug_space_free(&sp);
+    zp_augment_field_space_free(&sp);
 }
 
 int main(void)

@@ -10,14 +10,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-int zp_fieldaug_wanted(const zp_config_t *cfg)
+int zp_augment_field_wanted(const zp_config_t *cfg)
 {
     return cfg->dataset_source == ZP_SOURCE_PYTHON &&
            (cfg->aug_resized_crop || cfg->aug_hflip || cfg->aug_padding || cfg->aug_size);
 }
 
 /* The delivered fields: `in` with field k at oh x ow, in its layout. */
-static int remake_fields(zp_fieldaug_t *a, char *err, size_t len)
+static int remake_fields(zp_augment_field_t *a, char *err, size_t len)
 {
     memset(&a->out, 0, sizeof a->out);
     a->out.item = a->in.item;
@@ -37,11 +37,11 @@ static int remake_fields(zp_fieldaug_t *a, char *err, size_t len)
     return 0;
 }
 
-int zp_fieldaug_init(zp_fieldaug_t *a, const zp_config_t *cfg, const zp_fields_t *in, char *err,
+int zp_augment_field_init(zp_augment_field_t *a, const zp_config_t *cfg, const zp_fields_t *in, char *err,
                      size_t len)
 {
     memset(a, 0, sizeof *a);
-    if (!zp_fieldaug_wanted(cfg))
+    if (!zp_augment_field_wanted(cfg))
         return 0;
     a->in = *in;
     const zp_field_t *f = zp_fields_find(in, cfg->aug_field);
@@ -84,7 +84,7 @@ int zp_fieldaug_init(zp_fieldaug_t *a, const zp_config_t *cfg, const zp_fields_t
 }
 
 /* The field of `in` as RGB rows (HWC): itself, or its planes interleaved. */
-static const uint8_t *as_rgb(const zp_fieldaug_t *a, zp_fieldaug_space_t *sp, const uint8_t *src)
+static const uint8_t *as_rgb(const zp_augment_field_t *a, zp_augment_field_space_t *sp, const uint8_t *src)
 {
     if (!a->chw)
         return src;
@@ -98,7 +98,7 @@ static const uint8_t *as_rgb(const zp_fieldaug_t *a, zp_fieldaug_space_t *sp, co
 }
 
 /* The draw of a train sample; a test sample's: the centre at the output's ratio. */
-static void draw(const zp_fieldaug_t *a, int split, uint64_t epoch, uint32_t index,
+static void draw(const zp_augment_field_t *a, int split, uint64_t epoch, uint32_t index,
                  zp_aug_draw_t *d)
 {
     if (split == ZP_SPLIT_TRAIN) {
@@ -117,7 +117,7 @@ static void draw(const zp_fieldaug_t *a, int split, uint64_t epoch, uint32_t ind
 
 /* Output pixel (y, x) reads the resized box at (y + dy - p, x' + dx - p),
  * x' = x or its mirror: black outside. Into dst in the field's layout. */
-static void shift_flip(const zp_fieldaug_t *a, const zp_aug_draw_t *d, const uint8_t *box,
+static void shift_flip(const zp_augment_field_t *a, const zp_aug_draw_t *d, const uint8_t *box,
                        uint8_t *dst)
 {
     int oh = a->oh, ow = a->ow, p = a->drawer.padding;
@@ -139,7 +139,7 @@ static void shift_flip(const zp_fieldaug_t *a, const zp_aug_draw_t *d, const uin
     }
 }
 
-int zp_fieldaug_make(const zp_fieldaug_t *a, zp_fieldaug_space_t *sp, int split, uint64_t epoch,
+int zp_augment_field_make(const zp_augment_field_t *a, zp_augment_field_space_t *sp, int split, uint64_t epoch,
                      uint32_t index, const uint8_t *in, uint8_t *out, zp_crop_t *crop)
 {
     const zp_field_t *fi = &a->in.f[a->field], *fo = &a->out.f[a->field];
@@ -167,7 +167,7 @@ int zp_fieldaug_make(const zp_fieldaug_t *a, zp_fieldaug_space_t *sp, int split,
     return 0;
 }
 
-void zp_fieldaug_space_free(zp_fieldaug_space_t *sp)
+void zp_augment_field_space_free(zp_augment_field_space_t *sp)
 {
     free(sp->rgb);
     free(sp->box);

@@ -34,34 +34,34 @@ typedef struct {
     zp_fields_t in, out;    /* the cached record's fields, and the delivered one's */
     int field;              /* the field's position in both */
     zp_augment_t drawer;    /* the draw's parameters (zp_augment_draw reads no buffer) */
-} zp_fieldaug_t;
+} zp_augment_field_t;
 
 /* Per-thread work space: the field as RGB rows, the resized box, the
- * resampler's tables. Zero-initialise; free with zp_fieldaug_space_free. */
+ * resampler's tables. Zero-initialise; free with zp_augment_field_space_free. */
 typedef struct {
     uint8_t *rgb, *box;
     size_t rgb_cap, box_cap;
     zp_resample_t rs;
-} zp_fieldaug_space_t;
+} zp_augment_field_space_t;
 
 /* 1 when cfg asks for a built-in augmentation of a Python Dataset's field. */
-int zp_fieldaug_wanted(const zp_config_t *cfg);
+int zp_augment_field_wanted(const zp_config_t *cfg);
 
 /* Reads cfg for the records of fields `in` (what __getitem__ returns):
  * fills a, a->out being the delivered fields (the image field at its new
  * size). 0 (a->on all 0 when nothing is asked), or ZP_ECONFIG with a
  * sentence naming the key: the field is missing, not uint8, not 3 x H x W or
  * H x W x 3, or the size is asked of a padded crop. */
-int zp_fieldaug_init(zp_fieldaug_t *a, const zp_config_t *cfg, const zp_fields_t *in, char *err,
+int zp_augment_field_init(zp_augment_field_t *a, const zp_config_t *cfg, const zp_fields_t *in, char *err,
                      size_t len);
 
 /* Writes the delivered record of sample `index` of `split` in `epoch` into
  * out (a->out.record_bytes) from the cached record `in` (a->in.record_bytes),
  * and the draw into *crop as batches.log shows it (x = -1 when not drawn).
  * 0, or ZP_ENOMEM with out untouched. */
-int zp_fieldaug_make(const zp_fieldaug_t *a, zp_fieldaug_space_t *sp, int split, uint64_t epoch,
+int zp_augment_field_make(const zp_augment_field_t *a, zp_augment_field_space_t *sp, int split, uint64_t epoch,
                      uint32_t index, const uint8_t *in, uint8_t *out, zp_crop_t *crop);
 
-void zp_fieldaug_space_free(zp_fieldaug_space_t *sp);
+void zp_augment_field_space_free(zp_augment_field_space_t *sp);
 
 #endif

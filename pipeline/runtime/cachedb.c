@@ -564,7 +564,7 @@ uint64_t zp_cachedb_fingerprint_hash(const zp_config_t *cfg, const zp_dataset_me
                  cfg->py_augment_test);
         h = XXH3_64bits_withSeed(w, strlen(w), h);
     }
-    if (zp_fieldaug_wanted(cfg)) { /* loaders make a miss's field with the built-in ops */
+    if (zp_augment_field_wanted(cfg)) { /* loaders make a miss's field with the built-in ops */
         char w[400];
         snprintf(w, sizeof w, "field augment: %s size=%lld seed=%lld padding=%lld resized_crop=%d "
                  "hflip=%d scale %.17g %.17g ratio %.17g %.17g", cfg->aug_field,

@@ -71,7 +71,7 @@ int zp_jpeg_region(zp_jpeg_region_t *j, const uint8_t *file, size_t size, int nu
         jpeg_abort_decompress(d);
         return ZP_EDATA;
     }
-    if (!zp_jpeg_has_huffman_tables(file, size))
+    if (!zp_jpeg_region_has_tables(file, size))
         return ZP_EDATA; /* the whole decode, on a decoder of its own */
     jpeg_mem_src(d, file, (unsigned long)size);
     jpeg_read_header(d, TRUE);
@@ -118,7 +118,7 @@ int zp_jpeg_region(zp_jpeg_region_t *j, const uint8_t *file, size_t size, int nu
     return 0;
 }
 
-int zp_jpeg_has_huffman_tables(const uint8_t *p, size_t n)
+int zp_jpeg_region_has_tables(const uint8_t *p, size_t n)
 {
     if (n < 4 || p[0] != 0xff || p[1] != 0xd8)
         return 1;

@@ -44,6 +44,6 @@ int zp_jpeg_region(zp_jpeg_region_t *j, const uint8_t *file, size_t size, int nu
  * abbreviated one that leaves the tables to the decoder (libjpeg's standard
  * ones, on a decoder of its own: one reused from another file would decode
  * it with that file's). */
-int zp_jpeg_has_huffman_tables(const uint8_t *file, size_t size);
+int zp_jpeg_region_has_tables(const uint8_t *file, size_t size);
 
 #endif

@@ -272,9 +272,9 @@ static int read_answer(const zp_config_t *cfg, const char *text, zp_dataset_t *d
                  rc ? why : "the probe's answer has no cached fields");
         return ZP_ECONFIG;
     }
-    if (zp_fieldaug_wanted(cfg)) { /* the built-in ops on a field, at assembly */
-        zp_fieldaug_t fa;
-        if (zp_fieldaug_init(&fa, cfg, &m->fields, why, sizeof why)) {
+    if (zp_augment_field_wanted(cfg)) { /* the built-in ops on a field, at assembly */
+        zp_augment_field_t fa;
+        if (zp_augment_field_init(&fa, cfg, &m->fields, why, sizeof why)) {
             snprintf(err, len, "%s: %s", cfg->file, why);
             return ZP_ECONFIG;
         }

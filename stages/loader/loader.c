@@ -82,8 +82,8 @@ typedef struct {
     uint64_t vfp[ZP_SPLITS];           /* and the fingerprint they carry (zp_cachedb_value_fp) */
     uint8_t *keep;  /* one record as __getitem__ made it; owned */
     int64_t corrupt;
-    zp_fieldaug_t fa; /* the built-in ops on a Python Dataset's field (ZP_AUG_STEP_FIELD) */
-    zp_fieldaug_space_t fsp;
+    zp_augment_field_t fa; /* the built-in ops on a Python Dataset's field (ZP_AUG_STEP_FIELD) */
+    zp_augment_field_space_t fsp;
     /* The watchdog's view of the get() running (atomics): since when (ns; 0:
      * none), and of which sample. */
     int64_t get_since;
@@ -384,7 +384,7 @@ static int load_samples(loader_t *l, const zp_msg_t *t, zmq_msg_t *parts, char *
             __atomic_store_n(&l->get_since, 0, __ATOMIC_RELEASE);
             __atomic_store_n(&l->got_one, 1, __ATOMIC_RELEASE);
             if (!rc && apart == ZP_AUG_STEP_FIELD && /* the built-in ops, from the record kept */
-                zp_fieldaug_make(&l->fa, &l->fsp, (int)t->split, l->src->epoch, ix, l->keep, px,
+                zp_augment_field_make(&l->fa, &l->fsp, (int)t->split, l->src->epoch, ix, l->keep, px,
                                  &l->src->crop)) {
                 snprintf(err, len, "loader out of memory");
                 return ZP_ENOMEM;
@@ -571,7 +571,7 @@ int zp_loader_run(zp_stage_t *st, zp_source_t *src)
     }
     char why[300] = "its fields differ from the run's description";
     if ((st->meta.augment[0] == ZP_AUG_STEP_FIELD || st->meta.augment[1] == ZP_AUG_STEP_FIELD) &&
-        (zp_fieldaug_init(&l.fa, &st->cfg, &st->meta.cached, why, sizeof why) ||
+        (zp_augment_field_init(&l.fa, &st->cfg, &st->meta.cached, why, sizeof why) ||
          l.fa.out.record_bytes != st->meta.sample_bytes)) {
         zp_error("the run's augmented field is not this loader's: %s", why);
         rc = 2;
@@ -601,7 +601,7 @@ out:
     free(l.vals);
     free(l.jpg);
     free(l.keep);
-    zp_fieldaug_space_free(&l.fsp);
+    zp_augment_field_space_free(&l.fsp);
     if (l.db_state > 0)
         zp_cachedb_close(&l.db);
     if (l.tjc)

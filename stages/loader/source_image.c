@@ -100,7 +100,7 @@ static int jpeg_header(image_source_t *s, const char *path, size_t size, int *sw
     *sw = *sh = 0; /* a stream of tables only sets neither */
     /* Each file decodes as it would alone: one without Huffman tables of its
      * own takes libjpeg's standard ones on a new decoder, not the last file's. */
-    if (!zp_jpeg_has_huffman_tables(s->file, size)) {
+    if (!zp_jpeg_region_has_tables(s->file, size)) {
         tjDestroy(s->tj);
         if (!(s->tj = tjInitDecompress()))
             return ZP_ENOMEM;

@@ -77,7 +77,7 @@ typedef struct {
     uint64_t abandoned;    /* fetches up to this id were for abandoned batches */
     zp_ringlog_t ringlog;  /* BATCH and FREE, for the run's timeline */
     int whole;             /* the train split's values are whole images (zp_augment_whole) */
-    zp_fieldaug_t fa;      /* the built-in ops on a Python Dataset's field (ZP_AUG_STEP_FIELD) */
+    zp_augment_field_t fa;      /* the built-in ops on a Python Dataset's field (ZP_AUG_STEP_FIELD) */
     zp_dataset_meta_t kept[ZP_SPLITS]; /* what each split's values hold */
     uint64_t vfp[ZP_SPLITS];           /* and the fingerprint they carry (zp_cachedb_value_fp) */
     zp_rrc_t rrc;          /* their draws */
@@ -668,7 +668,7 @@ static int open_cache(prefetch_t *p)
     }
     if (st->meta.augment[0] == ZP_AUG_STEP_FIELD || st->meta.augment[1] == ZP_AUG_STEP_FIELD) {
         snprintf(err, sizeof err, "its fields differ from the run's description");
-        if (zp_fieldaug_init(&p->fa, &st->cfg, &st->meta.cached, err, sizeof err) ||
+        if (zp_augment_field_init(&p->fa, &st->cfg, &st->meta.cached, err, sizeof err) ||
             p->fa.out.record_bytes != st->meta.sample_bytes) {
             zp_error("the run's augmented field: %s", err);
             return ZP_ECONFIG;

@@ -26,7 +26,7 @@ typedef struct {
     uint8_t *rgb; /* a decoded part of a JPEG */
     size_t cap;
     MDB_txn *txn; /* the thread's read transaction, reset between jobs; NULL until the first */
-    zp_fieldaug_space_t fsp; /* a Python Dataset's field augmented */
+    zp_augment_field_space_t fsp; /* a Python Dataset's field augmented */
 } space_t;
 
 typedef struct {
@@ -133,7 +133,7 @@ static int augment_record(const zp_copy_job_t *job, space_t *sp, int64_t j, uint
                                &job->why[j]))
         return ZP_HIT_CORRUPT;
     zp_crop_t c;
-    if (zp_fieldaug_make(job->field, &sp->fsp, job->split, job->epoch, index, payload, dst, &c)) {
+    if (zp_augment_field_make(job->field, &sp->fsp, job->split, job->epoch, index, payload, dst, &c)) {
         job->why[j] = "out of memory augmenting the field";
         return ZP_HIT_CORRUPT;
     }
@@ -359,7 +359,7 @@ void zp_readers_destroy(zp_readers_t **rp)
         mdb_txn_abort(r->space[0].txn);
     for (int i = 0; i < MAX_THREADS; i++) {
         zp_resample_free(&r->space[i].rs);
-        zp_fieldaug_space_free(&r->space[i].fsp);
+        zp_augment_field_space_free(&r->space[i].fsp);
         free(r->space[i].rgb);
         if (r->space[i].tj)
             tjDestroy(r->space[i].tj);

@@ -46,8 +46,8 @@ typedef struct {
     const float *lut;        /* float32 samples: zp_dataset_normalize_lut's table; NULL for uint8 */
     /* A Python Dataset's records with the built-in ops on a field: the ops
      * and what a value holds (zp_dataset_cached_meta); NULL: none. The
-     * sample is made of the checked record (zp_fieldaug_make). */
-    const zp_fieldaug_t *field;
+     * sample is made of the checked record (zp_augment_field_make). */
+    const zp_augment_field_t *field;
     const zp_dataset_meta_t *kept;
     int split;
     /* out: an LMDB error of a lookup or a transaction's start (0: none; the
