@@ -24,6 +24,7 @@ __getitem__ draws random numbers and the cache would freeze its first draw.
 
 Exit status 0; 2 when the Dataset cannot be imported, built or read, or its
 items are not fields zeus-pipe carries (the traceback's end on stderr)."""
+import ctypes
 import json
 import sys
 import traceback
@@ -74,7 +75,8 @@ def probe(spec):
         same("items have", cached, here)
         cached, cached_names, types = here, mine, types or item_types(item, mine)
         if step is not None:  # as the loaders do: on the item as the cache gives it back
-            item = here.unpack(here_record(here, item, mine, split), types)
+            kept = ctypes.create_string_buffer(here.record(item, mine, 0, split))
+            item = here.unpack(ctypes.addressof(kept), types)
             seed_all(sample_seed(spec.get("seed", 0), split, 0, 0))
             item = step(item)
             here = Layout.of(item, names_for(names, _count(item)) if names else None)
@@ -97,13 +99,6 @@ def probe(spec):
 
 def _count(item):
     return len(item) if isinstance(item, (tuple, list)) else 0
-
-
-def here_record(layout, item, names, split):
-    """item packed into a record that stays alive (an address for unpack)."""
-    import ctypes
-    here_record.buf = ctypes.create_string_buffer(layout.record(item, names, 0, split))
-    return ctypes.addressof(here_record.buf)
 
 
 def main(argv):

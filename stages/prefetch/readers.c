@@ -2,6 +2,7 @@
  * ring slot (cropping or decoding a whole image on the way). */
 #define _GNU_SOURCE
 #include "stages/prefetch/readers.h"
+#include "pipeline/runtime/buf.h"
 #include "pipeline/runtime/cachedb.h"
 #include "pipeline/runtime/log.h"
 #include "pipeline/runtime/jpeg_region.h"
@@ -77,13 +78,8 @@ static const uint8_t *decode(space_t *sp, const zp_cache_whole_t *img, const dou
     if (!rc)
         return sp->rgb;
     /* one the region decoder leaves alone (a small image, say): decoded whole */
-    size_t need = (size_t)w * (size_t)h * 3;
-    if (need > sp->cap) {
-        uint8_t *p = realloc(sp->rgb, need);
-        if (!p)
-            return *why = "out of memory decoding a JPEG", NULL;
-        sp->rgb = p, sp->cap = need;
-    }
+    if (zp_buf_grow(&sp->rgb, &sp->cap, (size_t)w * (size_t)h * 3))
+        return *why = "out of memory decoding a JPEG", NULL;
     if (tjDecompress2(sp->tj, img->payload, img->bytes, sp->rgb, w, 0, h, TJPF_RGB,
                       TJFLAG_ACCURATEDCT)) {
         tjDestroy(sp->tj);

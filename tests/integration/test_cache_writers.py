@@ -95,7 +95,7 @@ def a_second_writer_of_another_dataset_is_refused_and_a_foreign_value_never_serv
         rc, out, err = up(w, b)
         zp.check(warm.poll() is None, "warm ended before up was tried: the test proves nothing")
         zp.check(rc == 2, "up of another dataset during warm: exit %d, want 2:\n%s" % (rc, err[-2000:]))
-        for want in ("cache.path", "was built from another dataset or transform",
+        for want in ("give this one another cache.path", "was built from another dataset or transform",
                      "is in use by another run (zeus-pipe pid", "wait for that run to end"):
             zp.check(want in err, "no %r in:\n%s" % (want, err[-2000:]))
         zp.check(not os.path.exists(os.path.join(w.run_dir("b"), "logs")), "a stage of b started")
