@@ -95,7 +95,8 @@ def attach(tmp, root, crop, name, epochs, builtin=False):
                 "    path: [%s, %s]\n    args: {root: %s, size: %d}\n"
                 "    splits: {train: {split: train}, test: {split: val}}\n    interpreter: %s\n"
                 % (SEED, EXAMPLES, tmp, root, crop * 4 // 3, sys.executable))
-        if builtin:
+        if builtin:  # the package hands the uint8 crop out normalised
+            f.write("    normalize: image\n")
             f.write("  augment: {resized_crop: true, hflip: true, size: %d}\n  mean: %s\n  std: %s\n"
                     % (crop, list(MEAN), list(STD)))
         else:

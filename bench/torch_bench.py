@@ -73,7 +73,7 @@ seed: 1
 dataset:
   source: synthetic
   synthetic: {train_samples: %d, test_samples: 0, shape: [1, 2, 2], classes: 2}
-cache: {enabled: true}
+cache: {enabled: true, path: cache}
 loader: {workers: 1}
 prefetch: {batch_size: 16, depth: 32, shuffle: true}
 """

@@ -57,7 +57,8 @@
       "an image whose header claims more pixels is a bad sample (loader.on_error), never "       \
       "decoded: a decompression bomb's header is checked before any allocation")                 \
     X("dataset.mean", FLOATS, mean, "[0.2860]", -1000, 1000,                                       \
-      "per-channel mean subtracted from pixels scaled to 0..1 (one value: all channels)")         \
+      "per-channel mean subtracted from pixels scaled to 0..1 (one value: all channels); the "   \
+      "default is Fashion-MNIST's")                                                               \
     X("dataset.std", FLOATS, std, "[0.3530]", 1e-6, 1000,                                          \
       "per-channel standard deviation the centred pixels are divided by")                         \
     X("dataset.dtype", ENUM, dtype, "float32", "float32|uint8", 0,                                 \
@@ -113,9 +114,9 @@
     X("dataset.python.fields", STRS, py_fields, "[]", 0, 0,                                        \
       "python: names of a tuple item's fields in order ([]: image, label for a pair, else "      \
       "f0, f1, ...); a dict item names its own")                                                  \
-    X("dataset.python.normalize", STR, py_normalize, "image", 0, 0,                                \
-      "python: the uint8 field the package hands out as float32 normalised by dataset.mean/std "  \
-      "(\"\": none)")                                                                             \
+    X("dataset.python.normalize", STR, py_normalize, "", 0, 0,                                     \
+      "python: a uint8 field the package hands out as float32 normalised by dataset.mean/std, "  \
+      "which the config must then set (\"\": none, every field as the Dataset made it)")         \
     X("dataset.python.version", STR, py_version, "", 0, 0,                                         \
       "python: your Dataset's version, part of the cache's fingerprint: change it to rebuild")    \
     X("dataset.python.interpreter", PROG, py_interp, "python3", 0, 0,                               \
@@ -123,8 +124,10 @@
       "one whose packages your Dataset imports")                                                  \
     X("cache.enabled", BOOL, cache_enabled, "false", 0, 0,                                         \
       "keep preprocessed samples in an LMDB cache: later epochs and runs read them from there")  \
-    X("cache.path", PATH, cache_path, "cache", 0, 0,                                               \
-      "folder of the LMDB environment")                                                            \
+    X("cache.path", PATH, cache_path, "", 0, 0,                                                    \
+      "folder of the LMDB environment; unset: one per dataset, NAME-HASH in "                     \
+      "$XDG_CACHE_HOME/zeus-pipe (~/.cache/zeus-pipe), and under Slurm node-local in "             \
+      "$SLURM_TMPDIR/zeus-pipe, $TMPDIR/zeus-pipe or /tmp/zeus-pipe")                              \
     X("cache.max_bytes", SIZE, cache_max_bytes, "4GiB", 1048576, 1099511627776.0,                  \
       "largest size the LMDB map may grow to; when full, caching stops and the run goes on")     \
     X("cache.commit_every", INT, commit_every, "1024", 1, 1000000,                                 \

@@ -276,7 +276,7 @@ static void default_size(const char *key, const char *def, int64_t got)
         fail_msg("%s: default %s, got %d strings", k, d, c.f.n);
 #define CHECK_JSON(k, d, f, lo) default_str(k, d, c.f)
 #define CHECK_DEFAULT(key, type, field, def, lo, hi, help)                                         \
-    if (def && strcmp(key, "run.name") != 0) /* run.name: see the base-name tests */               \
+    if (def && strcmp(key, "run.name") && strcmp(key, "cache.path")) /* see their own tests */     \
         CHECK_##type(key, def, field, lo);
 
 static void defaults_fill_every_key_the_file_omits(void **state)
@@ -302,6 +302,58 @@ static void run_name_defaults_to_the_file_base_name_without_extension(void **sta
     zp_config_t c;
     assert_int_equal(zp_config_load(&c, GOOD "minimal.yaml", NULL, 0, err, sizeof err), 0);
     assert_string_equal(c.run_name, "minimal");
+}
+
+/* cache.path as `load` resolves it under the environment given (NAME=VALUE
+ * or NAME= to unset, NULL-ended); `why` gets what chose it. */
+static void cache_path_under(const char *path, char **ov, int n, char *out, char *why, ...)
+{
+    va_list ap;
+    va_start(ap, why);
+    for (const char *e; (e = va_arg(ap, const char *));) {
+        const char *eq = strchr(e, '=');
+        char name[64];
+        snprintf(name, sizeof name, "%.*s", (int)(eq - e), e);
+        if (eq[1])
+            setenv(name, eq + 1, 1);
+        else
+            unsetenv(name);
+    }
+    va_end(ap);
+    zp_config_t c;
+    assert_int_equal(zp_config_load(&c, path, ov, n, err, sizeof err), 0);
+    strcpy(out, c.cache_path);
+    strcpy(why, c.cache_default);
+}
+
+static void an_unset_cache_path_is_a_folder_per_dataset_where_users_keep_caches(void **state)
+{
+    (void)state;
+    char a[256], b[256], c[256], why[64];
+    char *other[] = {"dataset.synthetic.train_samples=999"}, *set[] = {"cache.path=/data/mine"};
+    cache_path_under(GOOD "minimal.yaml", NULL, 0, a, why, "SLURM_JOB_ID=", "XDG_CACHE_HOME=/x/c",
+                     "HOME=/home/u", (char *)NULL);
+    assert_string_equal(why, "$XDG_CACHE_HOME");
+    assert_memory_equal(a, "/x/c/zeus-pipe/synthetic-", 25);
+    assert_int_equal(strlen(a), 25 + 12); /* 12 hex digits of the dataset's identity */
+    cache_path_under(GOOD "minimal.yaml", other, 1, b, why, (char *)NULL);
+    assert_string_not_equal(a, b); /* another dataset, another folder */
+    assert_memory_equal(b, "/x/c/zeus-pipe/synthetic-", 25);
+    cache_path_under(GOOD "minimal.yaml", NULL, 0, c, why, "XDG_CACHE_HOME=", (char *)NULL);
+    assert_string_equal(why, "~/.cache");
+    assert_string_equal(c + strlen("/home/u/.cache"), a + strlen("/x/c")); /* the same dataset */
+    assert_memory_equal(c, "/home/u/.cache/zeus-pipe/", 25);
+    cache_path_under(GOOD "minimal.yaml", NULL, 0, c, why, "SLURM_JOB_ID=5", "SLURM_TMPDIR=/l/5",
+                     "TMPDIR=/t", (char *)NULL);
+    assert_string_equal(why, "$SLURM_TMPDIR: node-local under Slurm");
+    assert_string_equal(c + strlen("/l/5"), a + strlen("/x/c"));
+    cache_path_under(GOOD "minimal.yaml", NULL, 0, c, why, "SLURM_TMPDIR=", (char *)NULL);
+    assert_memory_equal(c, "/t/zeus-pipe/synthetic-", 23);
+    cache_path_under(GOOD "minimal.yaml", NULL, 0, c, why, "TMPDIR=", (char *)NULL);
+    assert_memory_equal(c, "/tmp/zeus-pipe/synthetic-", 25);
+    cache_path_under(GOOD "minimal.yaml", set, 1, c, why, "SLURM_JOB_ID=", (char *)NULL);
+    assert_string_equal(c, "/data/mine");
+    assert_string_equal(why, ""); /* set: no default chose it */
 }
 
 static void run_name_drops_only_the_last_extension(void **state)
@@ -549,6 +601,7 @@ static const struct CMUnitTest bad_overrides[] = {
 static void normalise(zp_config_t *c)
 {
     memset(c->file, 0, sizeof c->file);
+    memset(c->cache_default, 0, sizeof c->cache_default); /* how a path was chosen: not a key */
     zp_ints_t *il[] = {&c->synth_shape, &c->hidden};
     for (int i = 0; i < 2; i++)
         memset(il[i]->v + il[i]->n, 0, sizeof(int64_t) * (size_t)(ZP_LIST_MAX - il[i]->n));
@@ -699,6 +752,7 @@ int main(void)
         cmocka_unit_test(run_name_drops_only_the_last_extension),
         cmocka_unit_test(run_name_in_the_file_wins_over_the_base_name),
         cmocka_unit_test(string_list_override_and_single_string),
+        cmocka_unit_test(an_unset_cache_path_is_a_folder_per_dataset_where_users_keep_caches),
         cmocka_unit_test(every_key_of_a_full_file_is_parsed),
         cmocka_unit_test(python_source_needs_module_colon_callable_and_a_mapping_of_args),
         cmocka_unit_test(full_fixture_sets_every_key),

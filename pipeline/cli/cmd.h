@@ -1,6 +1,7 @@
 /* cmd.h — the subcommands. Each takes argv after the command name (argv[0] is
  * the command) and returns the exit status: 0 ok, 1 runtime failure, 2 usage
- * or config error, 128+N when stopped by signal N. */
+ * or config error, 3 (a run) stopped by `zeus-pipe down`, 128+N when stopped
+ * by signal N. */
 #ifndef ZP_CMD_H
 #define ZP_CMD_H
 

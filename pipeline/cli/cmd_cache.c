@@ -1,21 +1,27 @@
 /* cmd_cache.c — `zeus-pipe cache stat|verify|drop PATH [DB]`: an LMDB cache
- * seen from outside a run. Works on the environment alone, without a config
- * (pipeline/runtime/cachedb_admin.h does the work; this file prints). */
+ * seen from outside a run. Works on the environment alone; PATH may be a
+ * config file instead, whose cache.path (set, or the default folder) is the
+ * one meant (pipeline/runtime/cachedb_admin.h does the work; this file prints). */
 #define _GNU_SOURCE
 #include "pipeline/runtime/cachedb_admin.h"
 #include "pipeline/cli/cmd.h"
+#include "pipeline/runtime/config.h"
 #include "pipeline/runtime/json.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 
 static int usage(FILE *out, int status)
 {
     fprintf(out, "usage: zeus-pipe cache stat PATH [--json]   databases, entries, bytes, fingerprints, map use\n"
                  "       zeus-pipe cache verify PATH          check every value's header and checksum, and\n"
                  "                                            count the foreign ones (of another fingerprint)\n"
-                 "       zeus-pipe cache drop PATH DB         remove one database (e.g. fashion-mnist/test)\n");
+                 "       zeus-pipe cache drop PATH DB         remove one database (e.g. fashion-mnist/test)\n\n"
+                 "PATH is the cache's folder (cache.path), or a config file (.yaml): its cache.path,\n"
+                 "or the default folder it gets when unset (one per dataset under ~/.cache/zeus-pipe).\n");
     return status;
 }
 
@@ -110,10 +116,37 @@ static int cache_drop(const char *path, const char *db)
     return 0;
 }
 
+/* A config file named in PATH's place: its cache.path into `out` (said on
+ * stderr); else PATH itself. 2 after a config error. */
+static int cache_of(char **path, char *out, size_t len)
+{
+    const char *ext = strrchr(*path, '.');
+    struct stat st;
+    if (!ext || (strcmp(ext, ".yaml") && strcmp(ext, ".yml")) || stat(*path, &st) || !S_ISREG(st.st_mode))
+        return 0;
+    static zp_config_t cfg;
+    char err[1024];
+    if (zp_config_load(&cfg, *path, NULL, 0, err, sizeof err)) {
+        fprintf(stderr, "%s\n", err);
+        return 2;
+    }
+    snprintf(out, len, "%s", cfg.cache_path);
+    if (cfg.cache_default[0])
+        fprintf(stderr, "zeus-pipe: %s's cache: %s (cache.path unset: the default folder, %s)\n",
+                *path, out, cfg.cache_default);
+    else
+        fprintf(stderr, "zeus-pipe: %s's cache: %s\n", *path, out);
+    *path = out;
+    return 0;
+}
+
 int cmd_cache(int argc, char **argv)
 {
     if (zp_wants_help(argc, argv))
         return usage(stdout, 0);
+    char from_config[PATH_MAX];
+    if (argc >= 3 && cache_of(&argv[2], from_config, sizeof from_config))
+        return 2;
     if (argc >= 3 && !strcmp(argv[1], "stat") && argc <= 4)
         return cache_stat(argv[2], argc == 4 && !strcmp(argv[3], "--json"));
     if (argc == 3 && !strcmp(argv[1], "verify"))

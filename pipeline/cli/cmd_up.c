@@ -20,7 +20,7 @@ static int usage(FILE *out, int status)
             "--resume RUN goes on from RUN's checkpoints/last.ckpt, in the same run\n"
             "directory and with its config: the same batches an uninterrupted run trains on.\n"
             "Ctrl-C stops every stage within 2 s. Exit: 0 done, 1 a stage failed,\n"
-            "2 bad config, 128+N stopped by signal N.\n\n"
+            "2 bad config, 3 stopped by `zeus-pipe down`, 128+N stopped by signal N.\n\n"
             "--attach runs every stage but the trainer: the trainer.gpus ranks are programs\n"
             "that attach to the run (zp_client_attach of libzeuspipe.so; in Python\n"
             "zeus_pipe.attach(run=DIR, rank=R)). The run directory is printed on stdout\n"

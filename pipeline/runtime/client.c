@@ -65,6 +65,7 @@ struct zp_client {
     int seek_refused;     /* the prefetch answered it with an error: zp_client_next says so */
     int seeked;           /* a SEEK was taken: the prefetch listens for more after END */
     int ended;            /* END came (not before a SEEKED) */
+    int64_t train_epochs; /* train epochs read to their EPOCH_END: the last one's number + 1 */
     zp_client_field_t fields[ZP_FIELDS_MAX]; /* st.meta.fields, names pointing into it */
     int64_t stop_checked; /* ns: when RUN/stopped was last looked for */
     zp_augment_t aug;     /* dataset.augment.* (where: trainer): zp_client_augment */
@@ -191,6 +192,8 @@ static int route_epoch_end(void *ctx, const zp_msg_t *m, zp_frames_t *f)
     *c->out = (zp_client_batch_t){.kind = ZP_CLIENT_EPOCH_END, .split = split,
                                   .epoch = m->epoch, .samples = mine, .expected = expected};
     zp_coverage_end(a);
+    if (split == ZP_SPLIT_TRAIN)
+        c->train_epochs = (int64_t)m->epoch + 1;
     c->kind = ZP_CLIENT_EPOCH_END;
     return 0;
 }
@@ -614,6 +617,8 @@ void zp_client_destroy(zp_client_t **cp)
         zp_stage_close(&c->st); /* the last events have reached the logger */
     if (c->mark >= 0 && c->ended)
         zp_resources_attach_end(c->mark); /* had its END: nothing more to wait for */
+    else if (c->mark >= 0 && c->opened == 2)
+        zp_resources_attach_leave(c->mark, c->train_epochs); /* its loop ended first */
     if (c->mark >= 0)
         close(c->mark); /* detached: `up --attach` may end the run */
     for (int s = 0; s < ZP_SPLITS; s++)

@@ -16,6 +16,7 @@
 #include <limits.h>
 #include <unistd.h>
 #include <strings.h>
+#include <xxhash.h>
 #include <yaml.h>
 
 #define LO_NUM(lo) _Generic((lo), char *: 0.0, const char *: 0.0, default: (lo))
@@ -752,6 +753,119 @@ static int cross_check(origin_t *o, const zp_config_t *cfg, walk_t *w)
     return fail_at(o, m, key, NULL, "%s", what);
 }
 
+/* A Python Dataset's field normalised by the package (dataset.python.normalize)
+ * takes the dataset's own statistics, written in the config: the defaults of
+ * dataset.mean/std are Fashion-MNIST's, for the built-in IDX source, and are
+ * never applied to another dataset's pixels unasked. */
+static int normalize_needs_stats(origin_t *o, const zp_config_t *cfg, walk_t *w)
+{
+    if (cfg->dataset_source != ZP_SOURCE_PYTHON || !cfg->py_normalize[0])
+        return 0;
+    const char *missing = !w->seen[find_key("dataset.mean")] ? "dataset.mean"
+                          : !w->seen[find_key("dataset.std")] ? "dataset.std" : NULL;
+    if (!missing)
+        return 0;
+    const yaml_mark_t *m;
+    blame(o, w, "dataset.python.normalize", &m);
+    return fail_at(o, m, "dataset.python.normalize", NULL,
+                   "'%s' is normalised with dataset.mean and dataset.std, and the config does not "
+                   "set %s: set both to your dataset's own per-channel statistics of pixels scaled "
+                   "to 0..1 (ImageNet's: [0.485, 0.456, 0.406] and [0.229, 0.224, 0.225]), or "
+                   "leave dataset.python.normalize unset to get the field as it is",
+                   cfg->py_normalize, missing);
+}
+
+/* ---- the default cache folder --------------------------------------------------------- */
+
+/* What names cfg's dataset (not how it is prepared: a change of that is the
+ * cache fingerprint's to catch), as text to hash. */
+static void dataset_identity(const zp_config_t *cfg, char *buf, size_t len)
+{
+    char path[PATH_MAX];
+    if (!cfg->dataset_path[0] || !realpath(cfg->dataset_path, path))
+        snprintf(path, sizeof path, "%s", cfg->dataset_path);
+    FILE *f = fmemopen(buf, len, "w");
+    if (!f) {
+        snprintf(buf, len, "%d %s", cfg->dataset_source, path);
+        return;
+    }
+    fprintf(f, "source %d\npath %s\nidx %s %s %s %s\nimages %s %s\n", cfg->dataset_source, path,
+            cfg->train_images, cfg->train_labels, cfg->test_images, cfg->test_labels,
+            cfg->image_train, cfg->image_test);
+    if (cfg->dataset_source == ZP_SOURCE_PYTHON) {
+        fprintf(f, "python %s %s %s %s\n", cfg->py_class, cfg->py_args, cfg->py_splits, cfg->py_version);
+        for (int i = 0; i < cfg->py_path.n; i++)
+            fprintf(f, "sys.path %s\n", realpath(cfg->py_path.v[i], path) ? path : cfg->py_path.v[i]);
+    }
+    if (cfg->dataset_source == ZP_SOURCE_SYNTHETIC) {
+        fprintf(f, "synthetic %lld %lld %lld %lld %lld", (long long)cfg->synth_train,
+                (long long)cfg->synth_test, (long long)cfg->synth_classes,
+                (long long)cfg->synth_cost_us, (long long)cfg->synth_corrupt);
+        for (int i = 0; i < cfg->synth_shape.n; i++)
+            fprintf(f, " %lld", (long long)cfg->synth_shape.v[i]);
+    }
+    fputc(0, f);
+    fclose(f);
+    buf[len - 1] = 0;
+}
+
+/* The folder the default caches live in: node-local under Slurm (a home
+ * folder is often NFS, which a multi-node run refuses for a cache):
+ * $SLURM_TMPDIR, $TMPDIR, else /tmp; elsewhere the user's cache folder, as
+ * torch hub's and the datasets libraries': $XDG_CACHE_HOME, else
+ * ~/.cache. Writes `why` (which variable chose it). */
+static void cache_base(char *buf, size_t len, const char **why)
+{
+    const char *v;
+    if (getenv("SLURM_JOB_ID")) {
+        if ((v = getenv("SLURM_TMPDIR")) && v[0] == '/')
+            *why = "$SLURM_TMPDIR: node-local under Slurm";
+        else if ((v = getenv("TMPDIR")) && v[0] == '/')
+            *why = "$TMPDIR: node-local under Slurm";
+        else
+            v = "/tmp", *why = "/tmp: node-local under Slurm";
+        snprintf(buf, len, "%s/zeus-pipe", v);
+    } else if ((v = getenv("XDG_CACHE_HOME")) && v[0] == '/') {
+        snprintf(buf, len, "%s/zeus-pipe", v);
+        *why = "$XDG_CACHE_HOME";
+    } else if ((v = getenv("HOME")) && v[0] == '/') {
+        snprintf(buf, len, "%s/.cache/zeus-pipe", v);
+        *why = "~/.cache";
+    } else {
+        snprintf(buf, len, "/tmp/zeus-pipe-%u", (unsigned)getuid());
+        *why = "/tmp: no $HOME";
+    }
+}
+
+/* cache.path when the config does not set it: <base>/<name>-<hash>, the
+ * dataset's short name and 12 hex digits of its identity, so that two
+ * datasets never share a cache and one dataset always finds its own. */
+static void default_cache_path(zp_config_t *cfg)
+{
+    char id[8192], name[48], base[PATH_MAX];
+    dataset_identity(cfg, id, sizeof id);
+    const char *label = cfg->dataset_source == ZP_SOURCE_SYNTHETIC ? "synthetic"
+                        : cfg->dataset_source == ZP_SOURCE_PYTHON  ? cfg->py_class
+                                                                    : cfg->dataset_path;
+    const char *cut = strrchr(label, cfg->dataset_source == ZP_SOURCE_PYTHON ? ':' : '/');
+    while (cut && !cut[1] && cut > label) { /* "photos/": the folder's name, not "" */
+        const char *p = cut - 1;
+        while (p > label && *p != '/')
+            p--;
+        label = *p == '/' ? p + 1 : p, cut = NULL;
+    }
+    label = cut ? cut + 1 : label;
+    size_t n = 0;
+    for (; label[n] && n < sizeof name - 1 && label[n] != '/'; n++)
+        name[n] = isalnum((unsigned char)label[n]) || strchr("._-", label[n]) ? label[n] : '_';
+    name[n] = 0;
+    const char *why;
+    cache_base(base, sizeof base, &why);
+    snprintf(cfg->cache_path, sizeof cfg->cache_path, "%.200s/%.40s-%012llx", base, n ? name : "dataset",
+             (unsigned long long)(XXH3_64bits(id, strlen(id)) >> 16));
+    snprintf(cfg->cache_default, sizeof cfg->cache_default, "%s", why);
+}
+
 /* ---- paths ------------------------------------------------------------------------------ */
 
 /* `p` (of room `size`), written in the config file, put in the file's folder
@@ -843,7 +957,10 @@ static int load(zp_config_t *cfg, const char *path, char *const *overrides, int 
         int len = ext && ext != base ? (int)(ext - base) : (int)strlen(base);
         snprintf(cfg->run_name, sizeof cfg->run_name, "%.*s", len, base);
     }
-    return cross_check(&o, cfg, &w);
+    if (!as_run && !w.seen[find_key("cache.path")])
+        default_cache_path(cfg);
+    rc = cross_check(&o, cfg, &w);
+    return rc ? rc : normalize_needs_stats(&o, cfg, &w);
 }
 
 int zp_config_load(zp_config_t *cfg, const char *path, char *const *overrides, int n, char *err,

@@ -76,6 +76,7 @@ typedef struct {
     zp_floats_t aug_scale, aug_ratio;
     bool cache_enabled;
     char cache_path[256];
+    char cache_default[64]; /* cache.path was not set: what chose the default folder; "" set */
     int64_t cache_max_bytes, commit_every;
     int64_t heartbeat_ms, liveness, max_restarts;
     int on_error;

@@ -19,7 +19,7 @@ const char *zp_strerror(int code)
     case ZP_EINVAL: return "ZP_EINVAL: invalid argument or malformed input";
     case ZP_ECONFIG: return "ZP_ECONFIG: configuration rejected";
     case ZP_EPROTO: return "ZP_EPROTO: malformed or foreign message";
-    case ZP_EDATA: return "ZP_EDATA: corrupt or truncated dataset file";
+    case ZP_EDATA: return "ZP_EDATA: a sample or dataset file could not be read";
     case ZP_ESTALE: return "ZP_ESTALE: stale slot generation or request id";
     case ZP_EFULL: return "ZP_EFULL: no free slot or credit";
     case ZP_ENOMEM: return "ZP_ENOMEM: out of memory";

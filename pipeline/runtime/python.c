@@ -101,6 +101,24 @@ static int has_own_package(const char *interp)
     return answer = status < 0 ? -1 : status == 0;
 }
 
+int zp_python_has_module(const char *interp, const char *module)
+{
+    char code[256];
+    snprintf(code, sizeof code, "import importlib.util, sys; "
+             "sys.exit(0 if importlib.util.find_spec(%s) else 3)", module);
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, STDOUT_FILENO, "/dev/null", O_WRONLY, 0);
+    posix_spawn_file_actions_addopen(&fa, STDERR_FILENO, "/dev/null", O_WRONLY, 0);
+    char *argv[] = {(char *)interp, "-c", code, NULL};
+    pid_t pid;
+    int status = -1;
+    if (!posix_spawnp(&pid, interp, &fa, NULL, argv, environ))
+        status = wait_until(pid, zp_now_ns() + OWN_PACKAGE_TIMEOUT_MS * 1000000ll);
+    posix_spawn_file_actions_destroy(&fa);
+    return status == 0 ? 1 : status == 3 ? 0 : -1;
+}
+
 int zp_python_path(const char *interp, char *buf, size_t len)
 {
     char pkg[PATH_MAX];
@@ -317,6 +335,16 @@ static int refuse_random(const zp_config_t *cfg, const char *text, char *err, si
 
 int zp_python_probe(const zp_config_t *cfg, zp_dataset_t *ds, char *err, size_t len)
 {
+    for (int i = 0; i < cfg->py_path.n; i++) { /* else the module imports from elsewhere, by luck */
+        struct stat st;
+        if (stat(cfg->py_path.v[i], &st)) {
+            char cwd[PATH_MAX];
+            snprintf(err, len, "%s: dataset.python.path: '%s' (from %s): %s; relative paths start "
+                     "from the config file's folder: fix the path, or remove it", cfg->file,
+                     cfg->py_path.v[i], getcwd(cwd, sizeof cwd) ? cwd : ".", strerror(errno));
+            return ZP_ECONFIG;
+        }
+    }
     if (has_own_package(cfg->py_interp) < 0) {
         snprintf(err, len, "%s: dataset.python.interpreter: '%s -c \"import zeus_pipe\"' did not end "
                  "in %d s (killed): give the path of a Python 3 interpreter, one whose packages "

@@ -28,6 +28,12 @@ int zp_python_package(char *buf, size_t len);
  * libzeuspipe.so.1 in the folder above it (installed). */
 void zp_python_library(char *buf, size_t len);
 
+/* Whether interpreter `interp` (a path, or a name on PATH) finds the module
+ * `module` (a Python string literal, quotes included: "'torch'") without
+ * importing it: 1 yes, 0 no, -1 unknown (it did not start, or did not answer
+ * in time: not an interpreter that answers). */
+int zp_python_has_module(const char *interp, const char *module);
+
 /* PYTHONPATH for a Python process of the run whose interpreter is `interp`
  * (NULL: unknown): the user's own folders, then the package's — unless that
  * interpreter imports a zeus_pipe of its own (pip-installed into a venv or

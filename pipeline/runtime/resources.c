@@ -159,6 +159,29 @@ int zp_resources_attach_ended(const char *run_dir, int rank)
     return n == 4 && !memcmp(text, "end\n", 4) && !zp_resources_attached(run_dir, rank);
 }
 
+int zp_resources_attach_leave(int fd, int64_t epochs)
+{
+    char text[40];
+    int n = snprintf(text, sizeof text, "left %lld\n", (long long)epochs);
+    return ftruncate(fd, 0) != 0 || pwrite(fd, text, (size_t)n, 0) != n ? -errno : 0;
+}
+
+int zp_resources_attach_left(const char *run_dir, int rank, int64_t *epochs)
+{
+    char path[PATH_MAX + 64], text[40] = "";
+    zp_resources_attach_path(path, sizeof path, run_dir, rank);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    ssize_t n = pread(fd, text, sizeof text - 1, 0);
+    close(fd);
+    long long e;
+    if (n < 6 || sscanf(text, "left %lld", &e) != 1 || e < 0 || zp_resources_attached(run_dir, rank))
+        return 0;
+    *epochs = e;
+    return 1;
+}
+
 /* ---- the stop mark ------------------------------------------------------------------------- */
 
 static void stopped_path(char *buf, size_t len, const char *run_dir)

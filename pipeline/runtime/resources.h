@@ -32,6 +32,7 @@
 
 #include <limits.h>
 #include <stddef.h>
+#include <stdint.h>
 
 /* The longest line of RUN/resources. */
 #define ZP_RESOURCES_LINE_MAX (PATH_MAX + 16)
@@ -67,6 +68,14 @@ int zp_resources_attached(const char *run_dir, int rank);
 int zp_resources_attach_end(int fd);
 /* 1 when rank's mark says its program had its END (and no one holds it). */
 int zp_resources_attach_ended(const char *run_dir, int rank);
+/* The holder of the mark at fd detaches before its END, having read `epochs`
+ * train epochs to their end: "left EPOCHS" replaces its pid, so that the
+ * supervisor can say the run ended there (a loop of fewer epochs than
+ * trainer.epochs), not that it failed. 0 or a negative errno. */
+int zp_resources_attach_leave(int fd, int64_t epochs);
+/* 1 with *epochs set when rank's mark says its program left before its END
+ * (and no one holds it), else 0. */
+int zp_resources_attach_left(const char *run_dir, int rank, int64_t *epochs);
 
 /* Writes RUN/stopped with `why`. 0 or a negative errno. */
 int zp_resources_mark_stopped(const char *run_dir, const char *why);

@@ -40,13 +40,33 @@ static int on_path(const char *name, char *out, size_t len)
     return -1;
 }
 
+/* A program run by a Python interpreter (`prog` is one: python, python3,
+ * python3.11) reads the ring through the zeus_pipe package, which needs
+ * torch: an interpreter without it is named before anything starts, not
+ * after the stages, by a traceback in the program's log. 0, or 2 said. */
+static int python_has_torch(const char *prog, const char *name)
+{
+    char copy[PATH_MAX];
+    snprintf(copy, sizeof copy, "%s", prog);
+    if (strncmp(basename(copy), "python", 6) || zp_python_has_module(prog, "'torch'") != 0)
+        return 0;
+    char where[PATH_MAX + 64] = "";
+    if (!strchr(name, '/'))
+        snprintf(where, sizeof where, " (the first '%s' on PATH)", name);
+    fprintf(stderr, "zeus-pipe: trainer.command: %s%s has no torch, which the zeus_pipe package "
+            "needs: name the python that has it (trainer.command: [/path/to/venv/bin/python3, "
+            "...]; Debian: /usr/bin/python3 with python3-torch), or put its folder first on PATH "
+            "(PATH=/usr/bin:$PATH zeus-pipe up ...)\n", prog, where);
+    return 2;
+}
+
 int zp_command_check(const zp_config_t *cfg, char *prog, size_t len, char *cwd, size_t cwdlen)
 {
     const char *name = cfg->trainer_command.v[0];
     zp_config_folder(cfg, cwd, cwdlen);
     if (!strchr(name, '/')) {
         if (on_path(name, prog, len) == 0)
-            return 0;
+            return python_has_torch(prog, name);
         fprintf(stderr, "zeus-pipe: trainer.command: '%s' is not an executable program on PATH; "
                         "install it, or write its path (relative to the config's folder %s, or "
                         "absolute)\n", name, cwd);
@@ -71,7 +91,7 @@ int zp_command_check(const zp_config_t *cfg, char *prog, size_t len, char *cwd, 
                 S_ISREG(st.st_mode) ? "not executable" : "not a regular file", name);
         return 2;
     }
-    return 0;
+    return python_has_torch(prog, name);
 }
 
 /* A TCP port no one listens on now, on 127.0.0.1; 0 when none could be had. */

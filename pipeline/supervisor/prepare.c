@@ -2,7 +2,9 @@
  * the config and its dataset, the cache, room in /dev/shm, a resumed run's
  * checkpoint, and the run's CURVE keys. */
 #define _GNU_SOURCE
+#include "pipeline/runtime/augment.h"
 #include "pipeline/runtime/cachedb.h"
+#include "pipeline/runtime/cachedb_admin.h"
 #include "pipeline/runtime/ckpt.h"
 #include "pipeline/runtime/keys.h"
 #include "pipeline/runtime/log.h"
@@ -74,6 +76,50 @@ int zp_sup_prepare_cache(const zp_config_t *cfg, const zp_dataset_meta_t *meta)
     if (rc)
         fprintf(stderr, "zeus-pipe: %s\n", err);
     return rc;
+}
+
+int zp_sup_cache_size(const zp_config_t *cfg, const zp_dataset_meta_t *meta)
+{
+    int images = cfg->dataset_source == ZP_SOURCE_IMAGE_FOLDER ||
+                 cfg->dataset_source == ZP_SOURCE_IMAGE_LIST;
+    double files = (double)(meta->files_bytes[ZP_SPLIT_TRAIN] + meta->files_bytes[ZP_SPLIT_TEST]);
+    if (!cfg->cache_enabled || !images || cfg->cache_encoding != ZP_ENC_RAW ||
+        !zp_augment_whole(cfg) || files <= 0)
+        return 0;
+    zp_cachedb_t db;
+    char err[1024];
+    if (zp_cachedb_open(&db, cfg, meta, 1, err, sizeof err))
+        return 0; /* nothing cached yet: nothing measured */
+    char name[ZP_SPLITS][96];
+    memcpy(name, db.name, sizeof name);
+    zp_cachedb_close(&db);
+    static zp_cachedb_admin_stat_t st; /* large */
+    if (zp_cachedb_admin_stat(cfg->cache_path, &st, err, sizeof err))
+        return 0;
+    double whole = 0;
+    for (int i = 0; i < st.n; i++)
+        for (int s = 0; s < ZP_SPLITS; s++)
+            if (!strcmp(st.db[i].name, name[s]) && st.db[i].per_sample)
+                whole += (double)st.db[i].per_sample * (double)meta->n[s];
+    if (whole <= 4 * files)
+        return 0;
+    fprintf(stderr, "zeus-pipe: cache: the whole images kept raw take about %.0f MiB once every "
+            "sample is cached, for %.0f MiB of image files (%.1fx): cache.encoding: jpeg keeps "
+            "them as JPEG, about a fifth of that, which the prefetch readers decode\n",
+            whole / 1048576, files / 1048576, whole / files);
+    return 1;
+}
+
+int zp_sup_say_cache(const zp_config_t *cfg, const zp_dataset_meta_t *meta)
+{
+    if (!cfg->cache_enabled)
+        return 0;
+    if (cfg->cache_default[0])
+        fprintf(stderr, "zeus-pipe: cache: %s (cache.path unset: the default folder, %s)\n",
+                cfg->cache_path, cfg->cache_default);
+    else
+        fprintf(stderr, "zeus-pipe: cache: %s\n", cfg->cache_path);
+    return zp_sup_cache_size(cfg, meta);
 }
 
 /* The rings of this host's ranks fit in /dev/shm: said now, before any stage

@@ -5,6 +5,7 @@
  * the loop acts on it. Nothing it created (shared memory, sockets) outlives
  * it. The contract: supervisor.h. */
 #define _GNU_SOURCE
+#include "pipeline/runtime/ckpt.h"
 #include "pipeline/runtime/log.h"
 #include "pipeline/runtime/names.h"
 #include "pipeline/runtime/resources.h"
@@ -13,6 +14,7 @@
 #include "pipeline/runtime/stage.h"
 #include "pipeline/supervisor/supervisor.h"
 
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -57,6 +59,11 @@ static void tune_openblas(void)
 
 static void cleanup(zp_sup_t *s)
 {
+    for (int r = 0; s->procs.run_dir[0] && r < s->trainers; r++) {
+        char mark[PATH_MAX + 64]; /* the programs' attach marks: read, and no use after the run */
+        zp_resources_attach_path(mark, sizeof mark, s->procs.run_dir, r + (s->slurm.world > 1 ? s->slurm.rank : 0));
+        unlink(mark);
+    }
     zp_rundir_cleanup(s->procs.run_dir);
     if (s->meet[0])
         unlink(s->meet);
@@ -292,9 +299,11 @@ static int attach_done(const zp_sup_t *s)
     int prefetching = 0; /* a prefetch that saw a seek waits for another after its END */
     for (int i = 0; i < s->procs.nchild; i++)
         prefetching |= s->procs.child[i].stage == ZP_STAGE_PREFETCH && s->procs.child[i].pid > 0;
+    int64_t epochs;
     for (int r = 0; r < s->trainers; r++)
         if (zp_resources_attached(s->run_dir, r) ||
-            (prefetching && !zp_resources_attach_ended(s->run_dir, r)))
+            (prefetching && !zp_resources_attach_ended(s->run_dir, r) &&
+             !zp_resources_attach_left(s->run_dir, r, &epochs)))
             return 0;
     fprintf(stderr, "zeus-pipe: every rank has had its END and detached\n");
     return 1;
@@ -309,6 +318,24 @@ static int parent_gone(const zp_sup_t *s)
     fprintf(stderr, "zeus-pipe: stopping: the program that started the run (pid %d) has exited\n",
             (int)s->parent);
     return 1;
+}
+
+/* A run whose programs ended it before its last epoch, told as what it is:
+ * a loop of fewer epochs than trainer.epochs, not a failure. */
+static void say_left(const zp_sup_t *s)
+{
+    int first = s->slurm.world > 1 ? s->slurm.rank : 0;
+    for (int r = first; r < first + s->trainers; r++) {
+        int64_t read;
+        if (!zp_resources_attach_left(s->run_dir, r, &read) || !s->cfg.epochs ||
+            read >= s->cfg.epochs)
+            continue;
+        fprintf(stderr, "zeus-pipe: trainer[%d]'s program ended after epoch %lld of %lld: the "
+                "pipeline's last %lld epoch(s) were not read (nothing was lost; trainer.epochs: "
+                "%lld matches the loop, 0 lets the loop decide)\n", r, (long long)read,
+                (long long)s->cfg.epochs, (long long)(s->cfg.epochs - read), (long long)read);
+        return; /* one rank says it for all: they read the same epochs */
+    }
 }
 
 /* A run stopped before it ended: RUN/stopped says why (a program waiting
@@ -337,7 +364,7 @@ static int supervise(zp_sup_t *s)
         if (zmq_poll(&it, 1, 100) > 0 && on_control(s)) {
             fprintf(stderr, "zeus-pipe: stopping: asked by zeus-pipe down\n");
             snprintf(stopped, sizeof stopped, "the run was stopped by `zeus-pipe down`");
-            status = 0;
+            status = ZP_EXIT_DOWN;
         }
         if (g_signal) {
             status = 128 + g_signal;
@@ -382,8 +409,37 @@ static int supervise(zp_sup_t *s)
     zp_procs_stop(&s->procs, 0, quick ? 1000 : 3000);
     if (trained) /* the other ranks end as well: their last records reach the logger */
         zp_sup_wait_ranks(s, 10000, &g_signal);
+    if (trained)
+        say_left(s);
     zp_procs_stop(&s->procs, 1, quick ? 800 : 5000);
     return status;
+}
+
+/* The last word of a run stopped by `zeus-pipe down`: where it stopped and
+ * how it goes on. The built-in trainer's position is its last checkpoint
+ * (what `up --resume` starts from); a program's is the state_dict() it saved. */
+static void say_down(const zp_sup_t *s)
+{
+    char path[PATH_MAX], err[512], how[PATH_MAX + 300];
+    zp_ckpt_pos_t pos;
+    void *payload = NULL;
+    zp_ckpt_path(path, sizeof path, s->run_dir, "last");
+    if (s->attach || s->cfg.trainer_command.n)
+        snprintf(how, sizeof how, "the program goes on from the zeus_pipe state_dict() it saved, "
+                 "in a new run (load_state_dict)");
+    else if (s->slurm.world > 1)
+        snprintf(how, sizeof how, "`up --resume` is not supported under Slurm yet: start a new run");
+    else if (!zp_ckpt_read(path, &pos, &payload, NULL, err, sizeof err))
+        snprintf(how, sizeof how, "its last checkpoint goes on at epoch %llu, batch %llu (step %llu): "
+                 "resume with `zeus-pipe up --resume %s`", (unsigned long long)pos.epoch + 1,
+                 (unsigned long long)pos.batch, (unsigned long long)pos.step, s->run_dir);
+    else
+        snprintf(how, sizeof how, "no checkpoint was written before it stopped "
+                 "(trainer.checkpoint.every_epochs, .every_steps): `zeus-pipe up CONFIG` starts "
+                 "again from the first epoch");
+    free(payload);
+    fprintf(stderr, "zeus-pipe: stopped by zeus-pipe down (exit status %d): %s; %s\n",
+            ZP_EXIT_DOWN, s->run_dir, how);
 }
 
 /* Runs every stage of the run in s->run_dir until training ends; the exit status. */
@@ -421,8 +477,12 @@ static int run_stages(zp_sup_t *s)
     zp_sock_destroy(&s->control);
     zmq_ctx_term(s->zctx);
     cleanup(s);
+    if (!s->cache_size_said && s->ds)
+        zp_sup_cache_size(&s->cfg, &s->ds->meta);
     if (status == 0)
         fprintf(stderr, "zeus-pipe: run finished: %s\n", s->run_dir);
+    else if (status == ZP_EXIT_DOWN)
+        say_down(s);
     else if (status >= 128)
         fprintf(stderr, "zeus-pipe: stopped by signal %d; every stage stopped\n", status - 128);
     return status;
@@ -539,6 +599,7 @@ static int up(const zp_config_t *cfg, const zp_dataset_t *ds, int attach)
         if (plen < sizeof s.cfg.trainer_command.v[0])
             memcpy(s.cfg.trainer_command.v[0], prog, plen + 1);
     }
+    s.cache_size_said = zp_sup_say_cache(&s.cfg, &ds->meta);
     int rc = slurm ? zp_sup_prepare_slurm(&s)
              : s.cfg.cache_enabled && zp_sup_prepare_cache(&s.cfg, &ds->meta)
                  ? 2

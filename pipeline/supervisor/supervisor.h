@@ -30,8 +30,8 @@
  * Exit statuses (what zp_up, zp_up_resume, zp_pipeline_run and
  * zp_remote_run return): 0 done; 1 a stage failed or the run could not
  * start; 2 a usage, config or dataset error (printed, nothing started);
- * 128+N stopped by signal N. Errors are printed on stderr as
- * "zeus-pipe: ..." with what to do. */
+ * ZP_EXIT_DOWN (3) stopped by `zeus-pipe down`; 128+N stopped by signal N.
+ * Errors are printed on stderr as "zeus-pipe: ..." with what to do. */
 #ifndef ZP_SUPERVISOR_H
 #define ZP_SUPERVISOR_H
 
@@ -49,6 +49,10 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+/* The exit status of a run stopped by `zeus-pipe down`: neither done (0),
+ * so that `up ... && next` stops there, nor failed (1). */
+#define ZP_EXIT_DOWN 3
+
 /* ---- Config and dataset --------------------------------------------------------------------- */
 
 /* Loads `CONFIG [KEY=VALUE ...]` (args[1..nargs-1]; args[0] is the command,
@@ -62,6 +66,15 @@ int zp_sup_load(int nargs, char **args, const char *force, zp_config_t *cfg, zp_
  * before any stage starts. 0, or non-zero after printing why the run must
  * not start. */
 int zp_sup_prepare_cache(const zp_config_t *cfg, const zp_dataset_meta_t *meta);
+/* Says where the cache is (and which default chose the folder), then
+ * zp_sup_cache_size. Nothing with the cache off. 1 when the size was said. */
+int zp_sup_say_cache(const zp_config_t *cfg, const zp_dataset_meta_t *meta);
+/* Whole images kept raw (cache.encoding raw, a random resized crop) take
+ * their decoded size: when the cache's bytes a sample, measured on what it
+ * holds, make over 4x the image files once every sample is cached, says so
+ * and names cache.encoding: jpeg. 1 when said; 0 when not over, or nothing
+ * is cached yet to measure. */
+int zp_sup_cache_size(const zp_config_t *cfg, const zp_dataset_meta_t *meta);
 
 /* ---- Runs ----------------------------------------------------------------------------------- */
 
@@ -461,6 +474,7 @@ typedef struct zp_sup {
     int64_t no_loader_since; /* ns: when the last loader was given up on; 0 while one is left */
     int loaders_wanted;   /* `scale` moves it */
     int trainers;         /* ranks here: the run is done when every trainer has finished */
+    int cache_size_said;  /* zp_sup_cache_size has spoken: not again at the run's end */
     int attach;           /* `up --attach`: no trainer stage; the ranks are programs that attach */
     pid_t parent;         /* --attach: the process that started this one; the run stops without it */
     int loader_base;      /* the first loader instance number: 256 x the Slurm rank */

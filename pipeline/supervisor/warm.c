@@ -36,6 +36,7 @@ struct zp_warm {
     uint64_t inflight[WINDOW]; /* fetch ids, 0 = free */
     int64_t inflight_n[WINDOW];
     void *zctx, *fetch;
+    int size_said;             /* zp_sup_cache_size has spoken: not again */
 };
 
 static volatile sig_atomic_t g_signal;
@@ -101,6 +102,7 @@ int zp_warm_create(zp_warm_t **out, int nargs, char **args)
         w->meta = w->ds->meta;
         w->p.cache_path = w->cfg.cache_path;
         w->p.run_dir = w->run_dir;
+        w->size_said = zp_sup_say_cache(&w->cfg, &w->meta);
         rc = node_local(w) || zp_sup_prepare_cache(&w->cfg, &w->meta) ? 2 : plan(w);
     }
     if (rc)
@@ -281,5 +283,7 @@ int zp_warm_run(zp_warm_t *w, zp_warm_progress_fn *progress, void *arg)
         zmq_ctx_term(w->zctx);
     w->zctx = NULL;
     zp_rundir_cleanup(w->run_dir);
+    if (!w->size_said)
+        w->size_said = zp_sup_cache_size(&w->cfg, &w->meta);
     return status ? status : count(w);
 }

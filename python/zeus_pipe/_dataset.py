@@ -206,6 +206,11 @@ class Layout:
             fields.append((name, dtype, arr.shape))
         return cls(kind, fields)
 
+    def text(self):
+        """The fields as a person reads them: "image: uint8 [3, 494, 398], label: int64 []"."""
+        return ", ".join("%s: %s [%s]" % (name, dtype, ", ".join(str(d) for d in shape))
+                         for name, dtype, shape, _, _ in self.fields)
+
     def describe(self):
         """The "fields" lines of RUN/dataset/meta (pipeline/runtime/fields.h)."""
         out = ["fields %d %s" % (len(self.fields), self.kind)]

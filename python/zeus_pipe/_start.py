@@ -345,16 +345,24 @@ class Started(Client):
 
     def close(self):
         """Detaches, then ends the pipeline this script started: waits for it
-        when the run had sent END (until every rank detached), else stops it.
-        Safe twice."""
+        when the run had sent END (until every rank detached), or when the
+        `with` block ended without an exception (a loop of fewer epochs than
+        trainer.epochs: the supervisor ends the run as finished, and says
+        so); else stops it. Safe twice."""
         try:
             if getattr(self, "_c", None) and not self._ended:
                 # after the last epoch the END is on its way: 0.5 s for it
-                # (a run cut short gets a batch instead, and is stopped)
+                # (a run cut short gets a batch instead)
                 self._ended = self._lib.zp_client_next(self._c, ctypes.byref(Batch()), 500) == END
             Client.close(self)
         finally:
+            self._ended = self._ended or getattr(self, "_left_cleanly", False)
             self._stop_pipeline()
+
+    def __exit__(self, *exc):
+        self._left_cleanly = exc[0] is None
+        self.close()
+        return False
 
 
 @atexit.register

@@ -148,14 +148,16 @@ class Client:
         table, item = ctypes.POINTER(Field)(), ctypes.c_int()
         n = self._check(self._lib.zp_client_fields(self._c, ctypes.byref(table),
                                                    ctypes.byref(item)), "fields")
+        # offset None: the field is the batch's label column, not in the record
         self.fields = [(table[i].name.decode(), DTYPES[table[i].dtype],
-                        tuple(table[i].shape[:table[i].ndim]), int(table[i].offset),
+                        tuple(table[i].shape[:table[i].ndim]),
+                        None if table[i].offset == IN_LABELS else int(table[i].offset),
                         int(table[i].bytes)) for i in range(n)]
         self._dict = item.value == ITEM_DICT
         self.normalized = next((table[i].name.decode() for i in range(n) if table[i].normalize),
                                None)  # the field device="cuda" hands out normalised
         names = [f[0] for f in self.fields]
-        self._records = not (names == ["image", "label"] and self.fields[1][3] == IN_LABELS)
+        self._records = not (names == ["image", "label"] and self.fields[1][3] is None)
 
     def split_fields(self, rec, n, normalize=False):
         """The batch's fields from its records `rec` (uint8, n x sample_bytes,

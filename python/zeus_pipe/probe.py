@@ -49,7 +49,7 @@ def draws_differ(spec, ds, split, n, layout, names):
 def same(what, first, here, hint=""):
     if first is not None and here.describe() != first.describe():
         raise FieldError("the test split's %s other fields than the train split's%s:\n"
-                         "train: %stest: %s" % (what, hint, first.describe(), here.describe()))
+                         "train: %s\ntest:  %s" % (what, hint, first.text(), here.text()))
 
 
 def probe(spec):

@@ -779,6 +779,8 @@ int zp_prefetch_main(zp_stage_t *st)
                 (long long)st->meta.n[1]);
         rc = run(&p);
     }
+    if (rc == ZP_EZMQ && zp_stop)
+        rc = ZP_ESTOP; /* a ZeroMQ call the supervisor's TERM interrupted: the stop, not a fault */
     if (rc && rc != ZP_ESTOP)
         zp_error("stopped: %s", zp_strerror(rc));
     close_all(&p);

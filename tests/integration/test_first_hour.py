@@ -89,7 +89,7 @@ def down_stops_a_trainer_command_program_with_an_error():
         p = w.start("up", cfg, env=env())
         down_and_check(w, out, p)
         o, err = p.communicate(timeout=60)
-        zp.check(p.returncode == 0, "up exited %d after down:\n%s" % (p.returncode, err[-2000:]))
+        zp.check(p.returncode == 3, "up exited %d after down:\n%s" % (p.returncode, err[-2000:]))
 
 
 EARLY = """

@@ -201,7 +201,7 @@ def each_node_retires_its_idle_loaders():
         rc, out, err = w.run("down", run)
         zp.check(rc == 0, err)
         (rc0, err0), (rc1, err1) = finish(r0), finish(r1)
-        zp.check(rc0 == 0, "rank 0 exit %s:\n%s" % (rc0, err0))
+        zp.check(rc0 == 3, "rank 0 exit %s after down:\n%s" % (rc0, err0))
         zp.check(rc1 == 1 and "rank 0's run has ended" in err1, "rank 1 exit %s:\n%s" % (rc1, err1))
         for rank, err in ((0, err0), (1, err1)):
             d = retired()[rank]

@@ -123,7 +123,7 @@ def a_random_getitem_with_the_cache_on_is_refused_before_any_stage_starts():
                 "    [b for b in zp.train]; [b for b in zp.test]\n")
         text = ("run: {name: noisy}\ndataset:\n  source: python\n  python:\n"
                 "    class: zp_test_data:Noisy\n    path: [%s]\n    interpreter: %s\n"
-                "cache: {enabled: true}\ntrainer: {epochs: 1, command: [%s, consumer.py]}\n"
+                "cache: {enabled: true, path: cache}\ntrainer: {epochs: 1, command: [%s, consumer.py]}\n"
                 % (DATA, PYTHON, PYTHON))
         cfg = w.write("noisy.yaml", text)
         for cmd in ("up", "warm"):
@@ -297,6 +297,7 @@ dataset:
     args: {{n: 200, hwc: {hwc}}}
     splits: {{train: {{}}, test: {{n: 40}}}}
     interpreter: {python}
+    normalize: image
   augment: {augment}
   mean: [0.5]
   std: [0.25]

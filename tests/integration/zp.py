@@ -96,7 +96,13 @@ class Workdir:
 
     def start(self, *args, prefix=(), **kw):
         """Starts zeus-pipe ARGS in its own process group (like a shell job),
-        under the command `prefix` when given (`ip netns exec NS`)."""
+        under the command `prefix` when given (`ip netns exec NS`). A cache
+        whose config sets no cache.path goes under this folder, not into the
+        user's ~/.cache, unless the caller's env names XDG_CACHE_HOME itself."""
+        env = dict(kw.pop("env", None) or os.environ)
+        if env.get("XDG_CACHE_HOME") == os.environ.get("XDG_CACHE_HOME"):
+            env["XDG_CACHE_HOME"] = os.path.join(self.path, "xdg-cache")
+        kw["env"] = env
         p = subprocess.Popen(list(prefix) + [BIN] + list(args), cwd=self.path, stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True, start_new_session=True, **kw)
         self.procs.append(p)
