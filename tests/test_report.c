@@ -4,8 +4,9 @@
  * zp_report / zp_report_summary on a run directory whose events.msgpack the
  * test writes as the logger does — each record sent by the stages' own
  * zp_event_* calls, received and appended as it came off the wire — including
- * a missing, empty, garbled or torn file; and the text and the page of one
- * run saying the same, as renderers of one run model. */
+ * a missing, empty, garbled or torn file; a cold-then-warm run judged phase
+ * by phase; and the text and the page of one run saying the same, as
+ * renderers of one run model. */
 #define _GNU_SOURCE
 #include <setjmp.h>
 #include <stdarg.h>
@@ -70,6 +71,33 @@ static void the_busiest_data_stage_is_named_with_its_advice(void **state)
     assert_int_equal(name(0.9, 0.5, 0.6, 0.61, 1, stage, advice), 2);
     assert_string_equal(stage, "prefetch");
     assert_non_null(strstr(advice, "prefetch.readers"));
+}
+
+/* A cold phase's busy loaders are advised the warm cache first: the epochs
+ * after it read from LMDB, not from the loaders. The whole run's sentence is
+ * as it was; a warm phase's names the loaders for the cache's misses. */
+static void busy_loaders_of_a_cold_phase_are_advised_to_warm_the_cache_first(void **state)
+{
+    (void)state;
+    char stage[16], advice[600];
+    zp_data_stages_t d = {.busy = {0.99, 0.05, 0.05}, .loaders = 1, .seconds = 20,
+                          .phase = ZP_PHASE_COLD};
+    assert_int_equal(zp_report_bottleneck(&d, 0.3, stage, 16, advice, 600), 0);
+    assert_string_equal(stage, "loader");
+    assert_non_null(strstr(advice, "The loaders are the bottleneck: the trainer waited for data "
+                                   "30.0% of its time while the 1 loader(s) were busy 99% of theirs; "
+                                   "warm the cache first (zeus-pipe warm CONFIG)"));
+    assert_non_null(strstr(advice, "or more loaders (loader.workers=2) for cold epochs."));
+    d.phase = ZP_PHASE_WARM;
+    assert_int_equal(zp_report_bottleneck(&d, 0.3, stage, 16, advice, 600), 0);
+    assert_null(strstr(advice, "zeus-pipe warm"));
+    assert_non_null(strstr(advice, "loader.workers=2"));
+    d.phase = ZP_PHASE_RUN;
+    assert_int_equal(zp_report_bottleneck(&d, 0.3, stage, 16, advice, 600), 0);
+    assert_non_null(strstr(advice, "; try more loaders (loader.workers=2) or warm the cache "
+                                   "(zeus-pipe warm CONFIG) so that epochs read from LMDB."));
+    assert_string_equal(zp_report_phase_name(ZP_PHASE_COLD), "cold");
+    assert_string_equal(zp_report_phase_name(ZP_PHASE_RUN), "run");
 }
 
 /* The case that was advised wrong: the default config on the cuda backend, the
@@ -258,6 +286,138 @@ static void the_report_of_a_run_has_its_epochs_stages_and_bottleneck(void **stat
     assert_non_null(strstr(json, "\"loaders_lost\":1,\"tasks_requeued\":3,\"skips\":2,\"skipped_samples\":"
                                  "[{\"split\":\"train\",\"index\":17,\"error\":\"broken.jpg: not a JPEG\"}]"));
     assert_non_null(strstr(json, "\"trainer_wait_share\":0.3,\"bottleneck\":{\"stage\":\"loader\","));
+    /* the cache off: one phase, with the whole run's figures and sentence */
+    assert_non_null(strstr(json, "\"phases\":[{\"first_epoch\":1,\"last_epoch\":2,\"kind\":\"run\","
+                                 "\"seconds\":20,\"trainer_wait_share\":0.3,\"busy\":{\"loader\":0.9,"
+                                 "\"cache\":0.1,\"prefetch\":0.2},\"loaders\":2,\"stage\":\"loader\","
+                                 "\"advice\":\"The loaders are the bottleneck"));
+    assert_null(strstr(text, "Epoch 1 ("));
+    free(text);
+    free(json);
+}
+
+/* ---- a cold epoch, then warm ones: each phase judged on its own ------------------------- */
+
+#define T0 1000.0 /* the synthetic run's start, s since 1970 */
+
+/* One stats record of stage[instance] at T0 + t: a window of 1 s with these shares. */
+static void window(const char *stage, int instance, double t, double busy, double wait_in)
+{
+    zp_event_t ev;
+    st->name = stage;
+    st->instance = instance;
+    zp_event_record_at(st, &ev, ZP_REC_STATS, T0 + t);
+    zp_event_num(&ev, "busy", busy);
+    zp_event_num(&ev, "wait_in", wait_in);
+    zp_event_num(&ev, "window_s", 1);
+    zp_event_num(&ev, "uptime_s", t);
+    zp_event_num(&ev, "total_busy_s", busy * t); /* as if every window were this one */
+    zp_event_num(&ev, "total_wait_in_s", wait_in * t);
+    deliver(&ev);
+}
+
+/* The prefetch's cache record and the trainer's epoch_end records of one epoch ending at T0 + t. */
+static void epoch_ended(int epoch, double t, int64_t hits, int64_t misses, double seconds)
+{
+    zp_event_t ev;
+    st->name = "prefetch";
+    st->instance = 0;
+    zp_event_record_at(st, &ev, ZP_REC_CACHE, T0 + t - 0.1);
+    zp_event_str(&ev, "split", "train");
+    zp_event_int(&ev, "epoch", epoch);
+    zp_event_int(&ev, "hits", hits);
+    zp_event_int(&ev, "misses", misses);
+    deliver(&ev);
+    st->name = "trainer";
+    for (int s = 0; s < ZP_SPLITS; s++) {
+        zp_event_record_at(st, &ev, ZP_REC_EPOCH_END, T0 + t - 0.05 + 0.05 * s);
+        zp_event_str(&ev, "split", zp_dataset_split_name(s));
+        zp_event_int(&ev, "epoch", epoch);
+        zp_event_num(&ev, "seconds", seconds);
+        deliver(&ev);
+    }
+}
+
+/* The user's run of issue 37: epoch 1 read through a slow loader (busy 99%,
+ * the trainer waiting 30%) for 20 s; epochs 2-4 from the warm cache (the
+ * loader idle, the trainer waiting 1%) for 10 s each. Over the whole run the
+ * loader was busy 41% and the trainer waited 12.6%: "no data stage was busy
+ * half of its time", which named nothing. */
+static void a_cold_then_warm_run(void)
+{
+    for (int t = 0; t <= 50; t++) { /* the windows that end at T0 + 1 ... T0 + 50, and start-up */
+        int cold = t <= 20;
+        window("loader", 0, t, cold ? 0.99 : 0.02, cold ? 0.01 : 0.98);
+        window("cache", 0, t, 0.05, 0.95);
+        window("prefetch", 0, t, 0.05, cold ? 0.95 : 0.05);
+        window("trainer", 0, t, cold ? 0.7 : 0.99, cold ? 0.3 : 0.01);
+        if (t == 20)
+            epoch_ended(0, t, 0, 3000, 20);
+        else if (t > 20 && t % 10 == 0)
+            epoch_ended(t / 10 - 2, t, 3000, 0, 10);
+    }
+    /* the whole run: 6.3 s of waiting in 50 s of epochs; the loader busy 20.4 s
+     * of 50.5, as its final record says after the last epoch (in no phase) */
+    window("loader", 0, 50.5, 20.4 / 50.5, 0);
+    timer("trainer", "io", (const int64_t[]){6000000000, 300000000}, 2);
+    timer("trainer", "epoch", (const int64_t[]){20000000000, 30000000000}, 2);
+}
+
+static void a_cold_then_warm_run_is_judged_phase_by_phase(void **state)
+{
+    (void)state;
+    a_cold_then_warm_run();
+    char *text, *json;
+    assert_int_equal(report(&text, &json), 0);
+    assert_non_null(strstr(text, "The trainer waited for data 12.6% of its time.\n"
+                                 "Epoch 1 (cold): The loaders are the bottleneck: the trainer waited "
+                                 "for data 30.0% of its time while the 1 loader(s) were busy 99% of "
+                                 "theirs; warm the cache first (zeus-pipe warm CONFIG)"));
+    assert_non_null(strstr(text, " Epochs 2-4 (warm): The trainer is the bottleneck: it waited for "
+                                 "data 1.0% of its time"));
+    assert_null(strstr(text, "hand-off"));
+    /* the bottleneck is the cold phase's: the trainer waited 6 s there, 0.3 s in the warm one */
+    assert_non_null(strstr(json, "\"bottleneck\":{\"stage\":\"loader\",\"advice\":\"Epoch 1 (cold): "));
+    assert_non_null(strstr(json, "\"phases\":[{\"first_epoch\":1,\"last_epoch\":1,\"kind\":\"cold\","
+                                 "\"seconds\":20,\"trainer_wait_share\":0.3,\"busy\":{\"loader\":0.99,"
+                                 "\"cache\":0.05,\"prefetch\":0.05},\"loaders\":1,\"stage\":\"loader\","));
+    assert_non_null(strstr(json, "{\"first_epoch\":2,\"last_epoch\":4,\"kind\":\"warm\","
+                                 "\"seconds\":30,\"trainer_wait_share\":0.01,\"busy\":{\"loader\":0.02,"
+                                 "\"cache\":0.05,\"prefetch\":0.05},\"loaders\":1,\"stage\":\"trainer\","
+                                 "\"advice\":\"The trainer is the bottleneck"));
+    /* the page says the same, phase by phase */
+    char *html;
+    size_t n;
+    FILE *f = open_memstream(&html, &n);
+    assert_int_equal(zp_report_html(dir, f, err, sizeof err), 0);
+    fclose(f);
+    const char *said = strstr(text, "Epoch 1 (cold): ");
+    char advice[1600];
+    snprintf(advice, sizeof advice, "%.*s", (int)strcspn(said, "\n"), said);
+    assert_non_null(strstr(html, advice));
+    free(html);
+    free(text);
+    free(json);
+}
+
+/* A short warm phase gets the rule's "too short" sentence, and the phase in
+ * which the trainer waited the most is the one named. */
+static void a_phase_too_short_for_advice_says_so(void **state)
+{
+    (void)state;
+    for (int t = 0; t <= 25; t++) {
+        window("loader", 0, t, t <= 20 ? 0.99 : 0.02, 0);
+        window("trainer", 0, t, 0, t <= 20 ? 0.3 : 0.01);
+        if (t == 20)
+            epoch_ended(0, t, 0, 3000, 20);
+        if (t == 25)
+            epoch_ended(1, t, 3000, 0, 5);
+    }
+    char *text, *json;
+    assert_int_equal(report(&text, &json), 0);
+    assert_non_null(strstr(text, "Epoch 2 (warm): The trainer waited for data 1.0% of its time over "
+                                 "5.0 s of epochs: too short a run"));
+    assert_non_null(strstr(json, "\"bottleneck\":{\"stage\":\"loader\","));
     free(text);
     free(json);
 }
@@ -466,8 +626,11 @@ int main(void)
         cmocka_unit_test(a_run_too_short_for_its_shares_gets_no_advice),
         cmocka_unit_test(the_busiest_data_stage_is_named_with_its_advice),
         cmocka_unit_test(waiting_with_no_busy_stage_advises_no_setting_and_no_timings_are_unknown),
+        cmocka_unit_test(busy_loaders_of_a_cold_phase_are_advised_to_warm_the_cache_first),
 #define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
         T(the_report_of_a_run_has_its_epochs_stages_and_bottleneck),
+        T(a_cold_then_warm_run_is_judged_phase_by_phase),
+        T(a_phase_too_short_for_advice_says_so),
         T(the_summary_has_the_last_and_the_best_epoch),
         T(a_missing_events_file_is_enoent_naming_it),
         T(an_empty_events_file_is_a_run_without_epochs),

@@ -1,9 +1,12 @@
 /* cmd_stat.c — `zeus-pipe stat [RUN] [--watch SECONDS] [--json]`: the live
- * counters of every stage instance, from the logger's latest records; with
- * --watch, a sparkline of each instance's items/s over the last minute (the
- * refreshes this command has seen, as `top` keeps its own history). */
+ * counters of every stage instance, from the logger's latest records, and
+ * the bottleneck the report's rule (report_bottleneck.h) names from them at
+ * each refresh; with --watch, a sparkline of each instance's items/s over
+ * the last minute (the refreshes this command has seen, as `top` keeps its
+ * own history). */
 #define _GNU_SOURCE
 #include "pipeline/cli/cmd.h"
+#include "pipeline/report/report_bottleneck.h"
 #include "pipeline/runtime/json.h"
 #include "pipeline/runtime/log.h"
 #include "pipeline/runtime/names.h"
@@ -139,6 +142,37 @@ static int fetch_rows(const char *dir, row_t *rows, int max)
     return n;
 }
 
+/* The bottleneck now: the report's rule on the rows' last windows. Each data
+ * stage's busy share and the trainer's wait for data are the means over
+ * their instances; the loaders are the loader rows; the seconds measured are
+ * the trainer's uptime (early in a run, too few for advice); the window is
+ * cold or warm by the prefetches' cache hit rate in it (with the cache on).
+ * Writes the rule's sentence to `advice`; returns the stage it names
+ * (names.h), or -1 for none. */
+static int judge(const row_t *rows, int n, char *advice, size_t len)
+{
+    double busy[3] = {0}, wait = 0, hits = 0, up = 0;
+    int count[3] = {0}, trainers = 0, prefetches = 0;
+    for (int i = 0; i < n; i++) {
+        const zp_rec_stats_t *s = &rows[i].s;
+        int stage = zp_names_stage_of(rows[i].h.stage);
+        if (stage >= 0 && stage < 3) /* the data stages lead names.h */
+            busy[stage] += s->busy, count[stage]++;
+        if (stage == ZP_STAGE_TRAINER)
+            wait += s->wait_in, trainers++, up = fmax(up, s->uptime_s);
+        if (stage == ZP_STAGE_PREFETCH && s->hit_rate >= 0) /* -1: no lookup in the window */
+            hits += fmin(s->hit_rate, 1), prefetches++;
+    }
+    zp_data_stages_t d = {.loaders = count[0], .seconds = up};
+    for (int i = 0; i < 3; i++)
+        d.busy[i] = count[i] ? busy[i] / count[i] : 0;
+    if (prefetches)
+        d.phase = hits / prefetches < ZP_PHASE_WARM_HIT_RATE ? ZP_PHASE_COLD : ZP_PHASE_WARM;
+    char name[16];
+    int k = zp_report_bottleneck(&d, trainers ? wait / trainers : -1, name, sizeof name, advice, len);
+    return k == 3 ? ZP_STAGE_TRAINER : k;
+}
+
 /* ,"key":value with `prec` decimals */
 static void json_num(const char *key, double v, int prec)
 {
@@ -147,6 +181,8 @@ static void json_num(const char *key, double v, int prec)
 
 static void print_json(const char *dir, const row_t *rows, int n)
 {
+    char advice[600];
+    int hot = judge(rows, n, advice, sizeof advice);
     printf("{\"run\":");
     zp_json_str(stdout, dir);
     printf(",\"stages\":[");
@@ -166,18 +202,19 @@ static void print_json(const char *dir, const row_t *rows, int n)
         json_num(ZP_KEY(STATS, hit_rate), s->hit_rate, 4);
         json_num(ZP_KEY(STATS, lmdb_errors), (double)s->lmdb_errors, 0);
         json_num(ZP_KEY(STATS, readers_busy), s->readers_busy, 4);
+        json_num(ZP_KEY(STATS, uptime_s), s->uptime_s, 3);
         printf("}");
     }
-    printf("]}\n");
+    printf("],\"bottleneck\":{\"stage\":\"%s\",\"advice\":",
+           hot < 0 ? "unknown" : zp_names_stage(hot));
+    zp_json_str(stdout, advice);
+    printf("}}\n");
 }
 
 static void print_table(const row_t *rows, int n, const hist_t *h, int nh)
 {
-    int hot = -1;
-    for (int i = 0; i < n; i++)
-        if (zp_names_stage_of(rows[i].h.stage) != ZP_STAGE_LOGGER &&
-            (hot < 0 || fmax(rows[i].s.busy, rows[i].s.cpu) > fmax(rows[hot].s.busy, rows[hot].s.cpu)))
-            hot = i;
+    char advice[600];
+    int hot = judge(rows, n, advice, sizeof advice);
     printf("%-9s %4s %10s %11s %5s %6s %8s %9s %6s %5s %7s %7s%s\n", "STAGE", "INST", "ITEMS/S", "BYTES/S",
            "CPU", "BUSY", "WAIT-IN", "WAIT-OUT", "QUEUE", "HIT", "ERRORS", "READERS",
            nh ? "  ITEMS/S, LAST MINUTE" : "");
@@ -197,8 +234,9 @@ static void print_table(const row_t *rows, int n, const hist_t *h, int nh)
                rows[i].h.stage, (int)rows[i].h.instance, items, bytes, 100 * s->cpu, 100 * s->busy,
                100 * s->wait_in, 100 * s->wait_out, (double)s->queue, hit,
                (double)(s->errors + s->lmdb_errors), readers, spark[0] ? "  " : "", spark,
-               i == hot && fmax(s->busy, s->cpu) > 0.5 ? "  <- bottleneck" : "");
+               hot >= 0 && zp_names_stage_of(rows[i].h.stage) == hot ? "  <- bottleneck" : "");
     }
+    printf("%s\n", advice);
 }
 
 int cmd_stat(int argc, char **argv)
@@ -219,6 +257,9 @@ int cmd_stat(int argc, char **argv)
                     "waiting for input %%, waiting on output %% (back pressure), queue depth,\n"
                     "the prefetch's readers' busy share (assembly: copying, cropping, decoding hits);\n"
                     "with --watch, each one's items/s over the last minute as a sparkline.\n"
+                    "Under the table, the bottleneck: the report's rule (zeus-pipe report) on the\n"
+                    "last window of every row, its stage's rows marked \"<- bottleneck\"; --json\n"
+                    "gives it as \"bottleneck\": {\"stage\", \"advice\"}.\n"
                     "RUN is a run directory or a name under runs/; without it, the only running run.\n");
             return help ? 0 : 2;
         } else

@@ -16,16 +16,22 @@ typedef struct {
     size_t n, cap;
 } series_t;
 
-typedef struct { /* one stats record, for the series over time */
+typedef struct { /* one stats record, for the series over time and the phases */
     double t, items_per_s, wait_in;
     int64_t instance;
     int final;
+    double busy, window_s; /* the window's busy share, and its length (0: none said) */
 } point_t;
 
 typedef struct {
     point_t *v;
     size_t n, cap;
 } points_t;
+
+typedef struct { /* one cache record: a prefetch's hits and lookups in one split of an epoch */
+    int64_t epoch;
+    double hits, lookups;
+} cache_t;
 
 typedef struct { /* the latest stats record of one stage instance */
     int stage;
@@ -40,6 +46,8 @@ typedef struct {
     points_t points[STAGES];             /* stats records with a time */
     inst_t *inst;
     size_t ninst, inst_cap;
+    cache_t *cache; /* every cache record, in the order read */
+    size_t ncache, cache_cap;
     int32_t *row_of; /* epoch number -> 1 + its row in m->epoch; 0: none yet */
     int64_t nrow_of;
     size_t epoch_cap, skip_cap;
@@ -101,7 +109,7 @@ static zp_model_epoch_t *row_at(load_t *l, int64_t epoch)
     return &m->epoch[l->row_of[epoch] - 1];
 }
 
-static int on_epoch_end(load_t *l, const msgpack_object *b)
+static int on_epoch_end(load_t *l, const zp_rec_head_t *h, const msgpack_object *b)
 {
     zp_rec_epoch_end_t x;
     zp_record_decode(ZP_REC_EPOCH_END, b, &x);
@@ -121,6 +129,8 @@ static int on_epoch_end(load_t *l, const msgpack_object *b)
     snprintf(r->checksum[s], sizeof r->checksum[s], "%.16s", x.index_checksum);
     if (s == ZP_SPLIT_TRAIN)
         r->samples_per_s = x.samples_per_s, r->seconds = x.seconds;
+    if (isfinite(h->time) && h->time > r->t_end) /* the epoch ends with its last split */
+        r->t_end = h->time;
     return 0;
 }
 
@@ -205,7 +215,8 @@ static int on_stats(load_t *l, int stage, const zp_rec_head_t *h, const msgpack_
     if (!v)
         return ZP_ENOMEM;
     p->v = v;
-    v[p->n++] = (point_t){h->time, x.items_per_s, x.wait_in, h->instance, x.final == 1};
+    v[p->n++] = (point_t){h->time, x.items_per_s, x.wait_in, h->instance, x.final == 1,
+                          x.busy, isfinite(x.window_s) && x.window_s > 0 ? x.window_s : 0};
     return 0;
 }
 
@@ -230,6 +241,24 @@ static int on_skip(load_t *l, const msgpack_object *b)
     v[m->nskips] = (zp_model_skip_t){.split = s, .index = x.index};
     memcpy(v[m->nskips++].error, x.error, sizeof x.error);
     m->nskipped[s]++;
+    return 0;
+}
+
+/* A prefetch's hits and misses in one split of an epoch (the cache on): what
+ * tells a cold epoch from a warm one (model.h). Its stats records' hit_rate
+ * cannot: it counts a batch's lookups as the batch starts and its hits as
+ * it gets a slot, later, so that a warm epoch's windows read 0.6 to 5. */
+static int on_cache(load_t *l, const msgpack_object *b)
+{
+    zp_rec_cache_t x;
+    zp_record_decode(ZP_REC_CACHE, b, &x);
+    if (split_of(x.split) < 0 || !in_run(x.epoch, 0) || x.hits < 0 || x.misses < 0)
+        return ZP_EPROTO;
+    cache_t *v = grown(l->cache, l->ncache + 1, &l->cache_cap, sizeof *v);
+    if (!v)
+        return ZP_ENOMEM;
+    l->cache = v;
+    v[l->ncache++] = (cache_t){x.epoch, (double)x.hits, (double)x.hits + (double)x.misses};
     return 0;
 }
 
@@ -259,12 +288,13 @@ static int on_record(load_t *l, const msgpack_object *b)
     switch (type) {
     case ZP_REC_TIMER: return on_timer(l, stage, b);
     case ZP_REC_STATS: return on_stats(l, stage, &h, b);
-    case ZP_REC_EPOCH_END: return on_epoch_end(l, b);
+    case ZP_REC_EPOCH_END: return on_epoch_end(l, &h, b);
     case ZP_REC_TRAIN_EPOCH: return on_program_epoch(l, ZP_SPLIT_TRAIN, b);
     case ZP_REC_TEST_EPOCH: return on_program_epoch(l, ZP_SPLIT_TEST, b);
     case ZP_REC_STEP: return on_step(l, b);
     case ZP_REC_SAMPLE_SKIPPED: return on_skip(l, b);
     case ZP_REC_LOADER_LOST: on_loader_lost(l->m, b); return 0;
+    case ZP_REC_CACHE: return on_cache(l, b);
     default: return 0; /* a record no report uses, or one this version does not know */
     }
 }
@@ -357,7 +387,8 @@ static int timelines(load_t *l)
     return over_time(&l->points[ZP_STAGE_TRAINER], m->t0, 1, &m->trainer_wait);
 }
 
-/* The time per region, the trainer's wait and the verdict. */
+/* The time per region, the trainer's wait and the whole run's verdict (phases() may judge
+ * the run phase by phase instead). */
 static void verdict(load_t *l)
 {
     zp_model_t *m = l->m;
@@ -372,7 +403,258 @@ static void verdict(load_t *l)
     zp_data_stages_t d = {.busy = {st[0].busy, st[1].busy, st[2].busy},
                           .loaders = st[ZP_STAGE_LOADER].instances, .seconds = m->epoch_s};
     zp_report_bottleneck(&d, m->wait_share, m->bottleneck, sizeof m->bottleneck, m->advice,
-                         sizeof m->advice);
+                         sizeof m->phase->advice); /* it fits a phase: a one-phase run's holds it */
+}
+
+/* ---- the phases: cold and warm epochs, each judged on its own (model.h) -------------------- */
+
+/* What the phases are made of: the epochs that ended at a known time, in
+ * epoch order, and what each one's records say; then each phase's end and
+ * the sums of its records' shares. Everything here is owned; see phases(). */
+typedef struct {
+    int64_t n;        /* epochs */
+    int64_t *row;     /* each one's row in m->epoch */
+    double *end;      /* its end, never before the one before it */
+    double *hits, *lookups; /* the prefetches' cache hits and lookups in it */
+    int *kind;        /* ZP_PHASE_*; -1: not known yet */
+    double *phase_end; /* each phase's end: its last epoch's */
+    double (*sum)[4], (*win)[4]; /* per phase: loader, cache, prefetch busy and the
+                                  * trainer's wait, times their windows; the windows */
+} ended_t;
+
+/* The first of the n ascending `end`s at or after t: the epoch (or phase) a
+ * record of time t belongs to; n when it came after the last one ended. */
+static int64_t ending_at(const double *end, int64_t n, double t)
+{
+    int64_t lo = 0, hi = n;
+    while (lo < hi) {
+        int64_t mid = lo + (hi - lo) / 2;
+        if (end[mid] < t)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* The ended epoch of number `epoch`, or -1 (their numbers ascend). */
+static int64_t ended_of(const zp_model_t *m, const ended_t *e, int64_t epoch)
+{
+    int64_t lo = 0, hi = e->n;
+    while (lo < hi) {
+        int64_t mid = lo + (hi - lo) / 2;
+        if (m->epoch[e->row[mid]].epoch < epoch)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < e->n && m->epoch[e->row[lo]].epoch == epoch ? lo : -1;
+}
+
+/* The kind of each ended epoch from its cache records (every split's and
+ * every prefetch's hits over their lookups); 0 when the run has none at all
+ * (the cache off): every epoch is then ZP_PHASE_RUN. */
+static int epoch_kinds(const load_t *l, ended_t *e)
+{
+    for (size_t i = 0; i < l->ncache; i++) {
+        int64_t k = ended_of(l->m, e, l->cache[i].epoch);
+        if (k >= 0)
+            e->hits[k] += l->cache[i].hits, e->lookups[k] += l->cache[i].lookups;
+    }
+    int kind = -1; /* the next epoch's with lookups of its own, scanning backwards */
+    for (int64_t k = e->n - 1; k >= 0; k--) {
+        if (e->lookups[k] > 0)
+            kind = e->hits[k] / e->lookups[k] < ZP_PHASE_WARM_HIT_RATE ? ZP_PHASE_COLD : ZP_PHASE_WARM;
+        e->kind[k] = kind;
+    }
+    if (kind < 0) /* no epoch has one */
+        return 0;
+    for (int64_t k = 1; k < e->n; k++) /* after the last one with lookups: its kind */
+        if (e->kind[k] < 0)
+            e->kind[k] = e->kind[k - 1];
+    return 1;
+}
+
+/* The phases (epochs, kind, span) into m->phase, and their ends, from the
+ * ended epochs: as many as runs of epochs of one kind. 0 or ZP_ENOMEM. */
+static int group_phases(zp_model_t *m, ended_t *e)
+{
+    size_t count = 1;
+    for (int64_t k = 1; k < e->n; k++)
+        count += e->kind[k] != e->kind[k - 1];
+    m->phase = calloc(count, sizeof *m->phase), e->phase_end = malloc(count * sizeof *e->phase_end);
+    e->sum = calloc(count, sizeof *e->sum), e->win = calloc(count, sizeof *e->win);
+    if (!m->phase || !e->phase_end || !e->sum || !e->win)
+        return ZP_ENOMEM;
+    int n = 0;
+    double start = 0;
+    for (int64_t k = 0; k < e->n; k++) {
+        if (!n || e->kind[k] != m->phase[n - 1].kind) {
+            m->phase[n++] = (zp_model_phase_t){.first = m->epoch[e->row[k]].epoch,
+                                               .kind = e->kind[k]};
+            start = k ? e->end[k - 1] : fmin(m->t0, e->end[0]);
+        }
+        m->phase[n - 1].last = m->epoch[e->row[k]].epoch;
+        m->phase[n - 1].seconds = e->end[k] - start;
+        e->phase_end[n - 1] = e->end[k];
+    }
+    m->nphases = n;
+    return 0;
+}
+
+/* Sums each phase's records' shares (those of the first phase include the
+ * start-up's; those after the last epoch, the stages' final ones, count in
+ * none) and counts its loaders. */
+static void phase_sums(const load_t *l, zp_model_t *m, ended_t *e)
+{
+    static const int stages[4] = {ZP_STAGE_LOADER, ZP_STAGE_CACHE, ZP_STAGE_PREFETCH,
+                                  ZP_STAGE_TRAINER};
+    for (int s = 0; s < 4; s++) {
+        const points_t *p = &l->points[stages[s]];
+        int64_t seen[ZP_MODEL_INSTANCES_MAX], at = -1; /* loaders seen in phase `at` */
+        int nseen = 0;
+        for (size_t i = 0; i < p->n; i++) { /* in time order: a phase's records are together */
+            const point_t *x = &p->v[i];
+            int64_t k = ending_at(e->phase_end, m->nphases, x->t);
+            double v = stages[s] == ZP_STAGE_TRAINER ? x->wait_in : x->busy;
+            if (k == m->nphases || !(x->window_s > 0) || !isfinite(v))
+                continue;
+            e->sum[k][s] += v * x->window_s, e->win[k][s] += x->window_s;
+            if (stages[s] != ZP_STAGE_LOADER)
+                continue;
+            if (k != at)
+                at = k, nseen = 0;
+            int known = 0;
+            for (int j = 0; j < nseen && !known; j++)
+                known = seen[j] == x->instance;
+            if (!known && nseen < ZP_MODEL_INSTANCES_MAX)
+                seen[nseen++] = x->instance, m->phase[k].loaders++;
+        }
+    }
+}
+
+/* Each phase's shares, then its verdict. */
+static void judge_phases(zp_model_t *m, const ended_t *e)
+{
+    for (int i = 0; i < m->nphases; i++) {
+        zp_model_phase_t *ph = &m->phase[i];
+        for (int s = 0; s < 3; s++)
+            ph->busy[s] = e->win[i][s] > 0 ? e->sum[i][s] / e->win[i][s] : 0;
+        ph->wait = e->win[i][3] > 0 ? e->sum[i][3] / e->win[i][3] : -1;
+        zp_data_stages_t d = {.busy = {ph->busy[0], ph->busy[1], ph->busy[2]},
+                              .loaders = ph->loaders, .seconds = ph->seconds, .phase = ph->kind};
+        zp_report_bottleneck(&d, ph->wait, ph->stage, sizeof ph->stage, ph->advice,
+                             sizeof ph->advice);
+    }
+}
+
+/* The run's advice: each phase's sentence after its epochs and kind, as many
+ * as m->advice holds (then a pointer to report.json's list); and its
+ * bottleneck: the stage of the phase in which the trainer waited the most
+ * seconds. */
+static void phases_verdict(zp_model_t *m)
+{
+    static const char more[] = " (More phases: report.json's \"phases\".)";
+    size_t used = 0;
+    int worst = 0;
+    for (int i = 0; i < m->nphases; i++) {
+        const zp_model_phase_t *ph = &m->phase[i], *w = &m->phase[worst];
+        if (fmax(ph->wait, 0) * ph->seconds > fmax(w->wait, 0) * w->seconds)
+            worst = i;
+        char one[sizeof ph->advice + 64];
+        int n = ph->first == ph->last
+                    ? snprintf(one, sizeof one, "%sEpoch %lld (%s): %s", i ? " " : "",
+                               (long long)ph->first + 1, zp_report_phase_name(ph->kind), ph->advice)
+                    : snprintf(one, sizeof one, "%sEpochs %lld-%lld (%s): %s", i ? " " : "",
+                               (long long)ph->first + 1, (long long)ph->last + 1,
+                               zp_report_phase_name(ph->kind), ph->advice);
+        if (used == SIZE_MAX || n < 0)
+            continue;
+        if (used + (size_t)n + sizeof more > sizeof m->advice) {
+            memcpy(m->advice + used, more, sizeof more);
+            used = SIZE_MAX; /* full: the rest only in report.json */
+            continue;
+        }
+        memcpy(m->advice + used, one, (size_t)n + 1);
+        used += (size_t)n;
+    }
+    snprintf(m->bottleneck, sizeof m->bottleneck, "%s", m->phase[worst].stage);
+}
+
+/* The one phase of a run with one kind of epoch (`kind`), or with none that
+ * phases could tell apart: the whole run's figures and verdict. */
+static void whole_run_phase(zp_model_t *m, const ended_t *e, int kind)
+{
+    zp_model_phase_t *ph = &m->phase[0];
+    *ph = (zp_model_phase_t){.first = m->epoch[e->row[0]].epoch,
+                             .last = m->epoch[e->row[e->n - 1]].epoch, .kind = kind,
+                             .seconds = m->epoch_s, .wait = m->wait_share,
+                             .loaders = m->stage[ZP_STAGE_LOADER].instances};
+    for (int s = 0; s < 3; s++) /* the data stages lead names.h */
+        ph->busy[s] = m->stage[s].busy;
+    snprintf(ph->stage, sizeof ph->stage, "%s", m->bottleneck);
+    size_t n = strnlen(m->advice, sizeof ph->advice - 1); /* it fits: verdict() */
+    memcpy(ph->advice, m->advice, n);
+    ph->advice[n] = 0;
+    m->nphases = 1;
+}
+
+static void ended_free(ended_t *e)
+{
+    free(e->row), free(e->end), free(e->hits), free(e->lookups), free(e->kind), free(e->phase_end);
+    free(e->sum), free(e->win);
+}
+
+/* The epochs that ended at a known time, with room for their kinds. */
+static int ended_epochs(const zp_model_t *m, ended_t *e)
+{
+    size_t n = (size_t)m->nepochs;
+    e->row = malloc(n * sizeof *e->row), e->end = malloc(n * sizeof *e->end);
+    e->hits = calloc(n, sizeof *e->hits), e->lookups = calloc(n, sizeof *e->lookups);
+    e->kind = malloc(n * sizeof *e->kind);
+    if (n && !(e->row && e->end && e->hits && e->lookups && e->kind))
+        return ZP_ENOMEM;
+    for (int64_t i = 0; i < m->nepochs; i++) {
+        if (!(m->epoch[i].t_end > 0))
+            continue;
+        e->row[e->n] = i;
+        e->end[e->n] = e->n ? fmax(m->epoch[i].t_end, e->end[e->n - 1]) : m->epoch[i].t_end;
+        e->n++;
+    }
+    return 0;
+}
+
+/* The run's phases; with several, the advice and the bottleneck are theirs
+ * (model.h). After verdict() and timelines() (the points in time order). */
+static int phases(load_t *l)
+{
+    zp_model_t *m = l->m;
+    ended_t e = {0};
+    int rc = ended_epochs(m, &e);
+    if (rc || !e.n)
+        goto done;
+    if (!epoch_kinds(l, &e))
+        for (int64_t k = 0; k < e.n; k++)
+            e.kind[k] = ZP_PHASE_RUN;
+    if ((rc = group_phases(m, &e)))
+        goto done;
+    if (m->nphases == 1) {
+        whole_run_phase(m, &e, e.kind[0]);
+        goto done;
+    }
+    phase_sums(l, m, &e);
+    int timed = 0; /* phases with a trainer's window: none in an older version's run */
+    for (int i = 0; i < m->nphases; i++)
+        timed += e.win[i][3] > 0;
+    if (!timed) {
+        whole_run_phase(m, &e, ZP_PHASE_RUN);
+        goto done;
+    }
+    judge_phases(m, &e);
+    phases_verdict(m);
+done:
+    ended_free(&e);
+    return rc;
 }
 
 static int finish(load_t *l)
@@ -382,7 +664,8 @@ static int finish(load_t *l)
         qsort(m->epoch, (size_t)m->nepochs, sizeof *m->epoch, by_epoch);
     stage_sums(l, m->stage);
     verdict(l);
-    return timelines(l);
+    int rc = timelines(l);
+    return rc ? rc : phases(l);
 }
 
 static void release(load_t *l)
@@ -393,6 +676,7 @@ static void release(load_t *l)
         free(l->points[s].v);
     }
     free(l->inst);
+    free(l->cache);
     free(l->row_of);
 }
 
@@ -429,6 +713,7 @@ void zp_model_destroy(zp_model_t **m)
     for (int s = 0; s < STAGES; s++)
         zp_xy_free(&x->stage[s].throughput);
     zp_xy_free(&x->trainer_wait);
+    free(x->phase);
     free(x->skip);
     zp_report_autoscale_free(&x->autoscale);
     free(x);

@@ -5,8 +5,8 @@
  * and computes from them everything a report says: the epochs with their
  * figures and coverage proofs, each stage's counters and throughput over
  * time, the time per stage and region, the trainer's wait, the skipped
- * samples and lost loaders, loader.autoscale's decisions and the
- * bottleneck sentence. Every output is a renderer of this one model: the
+ * samples and lost loaders, loader.autoscale's decisions, the run's
+ * phases (cold and warm epochs) and the bottleneck sentence. Every output is a renderer of this one model: the
  * text and JSON report (report.h), report.html (report_html.h) and a
  * sweep's page; none reads a record itself. (The trace, trace.h, keeps a
  * streaming pass of its own: it draws every timer sample where it started,
@@ -15,9 +15,10 @@
  * One rule for records the model cannot use, whatever renders it: a record
  * that is not a map, names a stage this version does not know, carries
  * timer samples that are not durations, names a split other than train and
- * test, or is of an epoch outside the run (negative, ZP_MODEL_EPOCH_MAX or
+ * test, is of an epoch outside the run (negative, ZP_MODEL_EPOCH_MAX or
  * more, or — for an epoch_end, which carries the run's epoch count — at or
- * past that count) is skipped and counted in `unread`. A record of a kind
+ * past that count), or counts negative cache hits or misses is skipped and
+ * counted in `unread`. A record of a kind
  * the model does not use is neither.
  *
  * Bounded: what the model holds grows with the records read (the epochs
@@ -42,6 +43,7 @@
 #define ZP_MODEL_H
 
 #include "pipeline/report/report_autoscale.h"
+#include "pipeline/report/report_bottleneck.h"
 #include "pipeline/report/runscan.h"
 #include "pipeline/report/xy.h"
 #include "pipeline/runtime/dataset.h"
@@ -69,7 +71,34 @@ typedef struct {
     int64_t samples[ZP_SPLITS], expected[ZP_SPLITS], skipped[ZP_SPLITS], distinct[ZP_SPLITS];
     char checksum[ZP_SPLITS][20];   /* the order-free index checksum: 16 hex digits as sent */
     double samples_per_s, seconds;  /* of the train split */
+    double t_end;                   /* when it ended: the latest time of its epoch_end records
+                                     * (s since 1970); 0: none had a time */
 } zp_model_epoch_t;
+
+/* Epochs of one kind, one after the other: read through the loaders while
+ * the cache fills (cold), read from the warm cache (warm), or every epoch of
+ * a run whose cache is off (run). An epoch is cold when the prefetch's
+ * cache hit rate over it (its cache records' hits over their lookups, every
+ * split and every rank's prefetch together) is under ZP_PHASE_WARM_HIT_RATE
+ * (report_bottleneck.h), warm from there up; an epoch with no cache record
+ * of its own (a run cut short) takes the kind of the next one that has one,
+ * else of the last one. An epoch ends at the latest of its epoch_end
+ * records (t_end) and runs from the end of the one before (the first from
+ * the run's start); a stats record belongs to the epoch, and so to the
+ * phase, whose end is the first at or after its time. */
+typedef struct {
+    int64_t first, last;  /* its epochs, from 0 (reports show epoch + 1) */
+    int kind;             /* ZP_PHASE_* (report_bottleneck.h) */
+    double seconds;       /* from the end of the epoch before it (the run's start) to its end */
+    /* its stats records' shares, weighted by their windows: the trainer's
+     * wait for data (-1: no record) and each data stage's busy share
+     * (loader, cache, prefetch; 0: no record), all instances together; a
+     * run's one phase has the whole run's figures instead (below) */
+    double wait, busy[3];
+    int loaders;          /* loader instances that sent a record in it */
+    char stage[16];       /* its verdict (report_bottleneck.h), or "unknown" */
+    char advice[600];     /* its sentence */
+} zp_model_phase_t;
 
 /* One stage, from the latest stats record of each of its instances. */
 typedef struct {
@@ -111,8 +140,20 @@ typedef struct {
 
     double epoch_s;     /* the trainer's epochs' time in all, seconds */
     double wait_share;  /* the trainer's io time over its epoch time, 0..1; -1: no timings */
+    /* The run's phases (zp_model_phase_t), in epoch order; nphases of them
+     * (none without an epoch that ended). One phase (the cache off, every
+     * epoch warm or every one cold; or phases of which no trainer's stats
+     * record says a window, a run of an older version: one "run" phase) is
+     * judged on the whole run's figures (epoch_s, wait_share, each stage's
+     * busy share) and gets the whole run's verdict. With several, the advice
+     * is each phase's sentence after its epochs and kind ("Epoch 1 (cold):
+     * ...", "Epochs 2-4 (warm): ..."), and the bottleneck is the stage of
+     * the phase in which the trainer waited the most seconds (its wait share
+     * times its seconds). */
+    zp_model_phase_t *phase;
+    int nphases;
     char bottleneck[16]; /* the verdict (report_bottleneck.h): "loader", ..., or "unknown" */
-    char advice[600];    /* its sentence */
+    char advice[1600];   /* its sentence, or the phases' sentences */
 
     zp_model_skip_t *skip; /* distinct skipped samples in the order first seen; nskips of them */
     int nskips;

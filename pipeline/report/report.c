@@ -208,6 +208,26 @@ static void json_faults(const zp_model_t *m, FILE *out)
     fprintf(out, "],");
 }
 
+/* The run's phases (model.h): each one's epochs (from 1), kind, figures and verdict. */
+static void json_phases(const zp_model_t *m, FILE *out)
+{
+    fprintf(out, "\"phases\":[");
+    for (int i = 0; i < m->nphases; i++) {
+        const zp_model_phase_t *p = &m->phase[i];
+        fprintf(out, "%s{\"first_epoch\":%lld,\"last_epoch\":%lld,\"kind\":\"%s\",", i ? "," : "",
+                (long long)p->first + 1, (long long)p->last + 1, zp_report_phase_name(p->kind));
+        json_num(out, "seconds", p->seconds, 0, 0);
+        json_num(out, "trainer_wait_share", p->wait, 1, 0);
+        fprintf(out, "\"busy\":{");
+        for (int s = 0; s < 3; s++) /* the data stages lead names.h */
+            json_num(out, zp_names_stage(s), p->busy[s], 0, s == 2);
+        fprintf(out, "},\"loaders\":%d,\"stage\":\"%s\",\"advice\":", p->loaders, p->stage);
+        zp_json_str(out, p->advice);
+        fputc('}', out);
+    }
+    fputc(']', out);
+}
+
 void zp_report_json(const zp_model_t *m, FILE *out)
 {
     fprintf(out, "{\"run\":");
@@ -225,7 +245,9 @@ void zp_report_json(const zp_model_t *m, FILE *out)
     json_num(out, "trainer_wait_share", m->wait_share, 1, 0);
     fprintf(out, "\"bottleneck\":{\"stage\":\"%s\",\"advice\":", m->bottleneck);
     zp_json_str(out, m->advice);
-    fprintf(out, "}}\n");
+    fprintf(out, "},");
+    json_phases(m, out);
+    fprintf(out, "}\n");
 }
 
 int zp_report(const char *run_dir, FILE *text, FILE *json, char *err, size_t errlen)

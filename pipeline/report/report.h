@@ -5,8 +5,10 @@
  * the timer samples of all its instances (count, min, mean, median, max,
  * stdev, total, in milliseconds); per stage, items, throughput and the share
  * of time busy, waiting for input and waiting on output; the share of the
- * trainer's time spent waiting for data (io / epoch); and one sentence that
- * names the bottleneck and what to try (report_bottleneck.h).
+ * trainer's time spent waiting for data (io / epoch); and the bottleneck with
+ * what to try (report_bottleneck.h): one sentence for a run of one kind of
+ * epoch, one per phase (cold epochs, warm epochs) for a run with the cache
+ * filling and then read (model.h).
  *
  * The logger writes it at the end of a run; `zeus-pipe report RUN` computes
  * it again at any time, also while the run goes on.

@@ -5,6 +5,33 @@
 
 #include <stdio.h>
 
+const char *zp_report_phase_name(int phase)
+{
+    return phase == ZP_PHASE_COLD ? "cold" : phase == ZP_PHASE_WARM ? "warm" : "run";
+}
+
+/* The loaders' sentence: what to try depends on whether the epochs measured
+ * read through the loaders while the cache fills (cold), from the cache
+ * (warm), or are the whole run's. */
+static void loaders_advice(const zp_data_stages_t *d, double wait, char *buf, size_t len)
+{
+    int n = snprintf(buf, len, "The loaders are the bottleneck: the trainer waited for data "
+                     "%.1f%% of its time while the %d loader(s) were busy %.0f%% of theirs; ",
+                     100 * wait, d->loaders, 100 * d->busy[0]);
+    if (n < 0 || (size_t)n >= len)
+        return;
+    if (d->phase == ZP_PHASE_COLD)
+        snprintf(buf + n, len - (size_t)n, "warm the cache first (zeus-pipe warm CONFIG): warm "
+                 "epochs read from LMDB, not from the loaders; or more loaders "
+                 "(loader.workers=%d) for cold epochs.", 2 * d->loaders);
+    else if (d->phase == ZP_PHASE_WARM)
+        snprintf(buf + n, len - (size_t)n, "the cache's misses still go through them: try more "
+                 "loaders (loader.workers=%d).", 2 * d->loaders);
+    else
+        snprintf(buf + n, len - (size_t)n, "try more loaders (loader.workers=%d) or warm the "
+                 "cache (zeus-pipe warm CONFIG) so that epochs read from LMDB.", 2 * d->loaders);
+}
+
 int zp_report_bottleneck(const zp_data_stages_t *d, double wait, char *stage, size_t slen,
                          char *buf, size_t len)
 {
@@ -41,10 +68,7 @@ int zp_report_bottleneck(const zp_data_stages_t *d, double wait, char *stage, si
     }
     snprintf(stage, slen, "%s", zp_names_stage(hot)); /* the data stages lead names.h */
     if (hot == 0)
-        snprintf(buf, len, "The loaders are the bottleneck: the trainer waited for data %.1f%% of "
-                 "its time while the %d loader(s) were busy %.0f%% of theirs; try more loaders "
-                 "(loader.workers=%d) or warm the cache (zeus-pipe warm CONFIG) so that epochs "
-                 "read from LMDB.", 100 * wait, d->loaders, 100 * d->busy[0], 2 * d->loaders);
+        loaders_advice(d, wait, buf, len);
     else if (hot == 1)
         snprintf(buf, len, "The cache stage is the bottleneck: the trainer waited for data %.1f%% "
                  "of its time while the cache stage was busy %.0f%% of its; try a larger "
