@@ -19,7 +19,9 @@ flags="-g -O1 -std=gnu11 -I. -fsanitize=fuzzer,address,undefined -fno-sanitize-r
 $(pkg-config --cflags msgpack yaml-0.1 libzmq)"
 libs="$(pkg-config --libs msgpack yaml-0.1 libzmq) -lm"
 clang $flags -o "$out/fuzz_msg" tests/fuzz/fuzz_msg.c schemas/msg.c $libs
-clang $flags -o "$out/fuzz_config" tests/fuzz/fuzz_config.c pipeline/runtime/config.c pipeline/runtime/config_print.c pipeline/runtime/config_check.c pipeline/runtime/log.c $libs
+clang $flags $(pkg-config --cflags libxxhash) -o "$out/fuzz_config" tests/fuzz/fuzz_config.c \
+    pipeline/runtime/config.c pipeline/runtime/config_print.c pipeline/runtime/config_check.c \
+    pipeline/runtime/log.c $libs $(pkg-config --libs libxxhash) # libxxhash: the default cache folder's name
 # The run-file readers need much of the runtime and the report: they are
 # compiled once (the sources of CMakeLists.txt's zp_runtime, zp_report and
 # zp_schemas) into an archive, from which each target takes what it calls.
