@@ -9,7 +9,7 @@
  * Needs 2 x the largest size in /dev/shm (a container's default 64 MiB is
  * too small for the 38.5 MiB batches: give sizes, or a larger /dev/shm). */
 extern "C" {
-#include "pipeline/runtime/ring.h"
+#include "pipeline/ring/ring.h"
 }
 
 #include <cuda_runtime.h>

@@ -13,10 +13,10 @@
  *
  * usage: zp-bench-jpeg CONFIG [--passes N] [--parts] [KEY=VALUE ...]   prints one JSON object */
 #define _GNU_SOURCE
-#include "pipeline/runtime/config.h"
-#include "pipeline/runtime/dataset.h"
-#include "pipeline/runtime/imagelist.h"
-#include "pipeline/runtime/log.h"
+#include "pipeline/config/config.h"
+#include "pipeline/dataset/dataset.h"
+#include "pipeline/dataset/imagelist.h"
+#include "pipeline/base/log.h"
 #include "stages/loader/source.h"
 
 #include <stdio.h>

@@ -1,7 +1,7 @@
 /* errors.h — the error codes every function of zeus-pipe returns.
  *
  * 0, or a negative ZP_E* code, or a negative errno where the OS said so;
- * zp_strerror() (pipeline/runtime/log.h) names either. They live here, with the
+ * zp_strerror() (pipeline/base/log.h) names either. They live here, with the
  * messages, because the decoders of schemas/ return them too. */
 #ifndef ZP_ERRORS_H
 #define ZP_ERRORS_H

@@ -89,7 +89,7 @@ static inline size_t zp_dtype_size(uint64_t dtype) { return dtype == ZP_DTYPE_U8
     X(VALUES, "values", 2, ZP_B(id) | ZP_B(split) | ZP_B(n),                                       \
       "loader -> cache, before the SAMPLES of task `id`: `n` cache values to keep (whole train "  \
       "images, or the records __getitem__ returned before a step after the cache; "               \
-      "pipeline/runtime/cachedb.h) back to back in frame 1; sent when the sample is made at "     \
+      "pipeline/cachedb/cachedb.h) back to back in frame 1; sent when the sample is made at "     \
       "assembly and the cache is on")                                                             \
     X(FAIL, "fail", 1, ZP_B(id) | ZP_B(error),                                                           \
       "loader -> cache, cache -> prefetch: task or fetch `id` failed with `error`")              \

@@ -38,7 +38,7 @@
 /* Kinds of record: K(NAME, "wire name", meaning). */
 #define ZP_RECORD_KINDS(K)                                                                         \
     K(STATS, "stats", "a stage's counters, every stats.interval_ms and once as it exits")          \
-    K(TIMER, "timer", "durations of one timed region (pipeline/runtime/timer.h) since the last record")    \
+    K(TIMER, "timer", "durations of one timed region (pipeline/base/timer.h) since the last record")    \
     K(RING, "ring", "the BATCH and FREE messages of one ring since the last record")              \
     K(WARNING, "warning", "something a person should know; also printed by the logger")          \
     K(METRIC, "metric", "what the run did: `event` says which record")
@@ -99,7 +99,7 @@
       "or the cache off)")
 
 #define ZP_RECORD_TIMER(F)                                                                         \
-    F(TIMER, region, S, 0, "the timed region's name (pipeline/runtime/timer.h)")                            \
+    F(TIMER, region, S, 0, "the timed region's name (pipeline/base/timer.h)")                            \
     F(TIMER, ns, A, 0, "durations of the region since the last record, nanoseconds")             \
     F(TIMER, start, A, 0, "when each of those began: microseconds before the record's `time`")
 

@@ -20,12 +20,12 @@ $(pkg-config --cflags msgpack yaml-0.1 libzmq)"
 libs="$(pkg-config --libs msgpack yaml-0.1 libzmq) -lm"
 clang $flags -o "$out/fuzz_msg" tests/fuzz/fuzz_msg.c schemas/msg.c $libs
 clang $flags $(pkg-config --cflags libxxhash) -o "$out/fuzz_config" tests/fuzz/fuzz_config.c \
-    pipeline/runtime/config.c pipeline/runtime/config_print.c pipeline/runtime/config_check.c \
-    pipeline/runtime/log.c $libs $(pkg-config --libs libxxhash) # libxxhash: the default cache folder's name
+    pipeline/config/config.c pipeline/config/config_print.c pipeline/config/config_check.c \
+    pipeline/base/log.c $libs $(pkg-config --libs libxxhash) # libxxhash: the default cache folder's name
 # The run-file readers need much of the runtime and the report: they are
-# compiled once (the sources of CMakeLists.txt's zp_runtime, zp_report and
-# zp_schemas) into an archive, from which each target takes what it calls.
-runtime=$(sed -n -e '/^add_library(zp_runtime STATIC/,/)/p' -e '/^add_library(zp_report STATIC/,/)/p' \
+# compiled once (the sources of CMakeLists.txt's runtime floors, ZP_RUNTIME_SOURCES_*,
+# of zp_report and of zp_schemas) into an archive, from which each target takes what it calls.
+runtime=$(sed -n -e '/^set(ZP_RUNTIME_SOURCES_/,/)/p' -e '/^add_library(zp_report STATIC/,/)/p' \
     CMakeLists.txt | tr ' ()' '\n\n\n' | grep '[.]c$')
 rm -rf "$out/obj" # no object of a file since moved or gone
 mkdir -p "$out/obj"

@@ -21,8 +21,10 @@ foreach(file IN LISTS FILES)
     if(bad)
       message(FATAL_ERROR "zeus-pipe layers: ${file} includes \"${bad}\", which the ${LAYER} "
         "layer may not see. Allowed: ${ALLOW}. The floors (each folder's README.md): "
-        "schemas/ includes nothing; pipeline/runtime/ only itself, pipeline/include/ (the "
-        "public API) and schemas/; pipeline/report/ those and itself; a stage the runtime, "
+        "schemas/ includes nothing; each runtime floor (pipeline/base, config, net, image, "
+        "dataset, cachedb, stage, ring, in that order) schemas/, the floors before it and itself; "
+        "pipeline/api/ the runtime, pipeline/include/ and stages/loader/; "
+        "pipeline/report/ the runtime and itself; a stage the runtime, "
         "schemas/ and its own folder (the logger also the report); pipeline/supervisor/ the "
         "runtime, the report and itself; pipeline/cli/ anything.")
     endif()

@@ -11,8 +11,8 @@
  *       IN: SW x SH RGB bytes; OUT: OW x OH RGB bytes, the box resized
  *       (zp_resample) and flipped when FLIP is 1
  * Exit 0, or 2 with a usage line. */
-#include "pipeline/runtime/augment.h"
-#include "pipeline/runtime/resample.h"
+#include "pipeline/image/augment.h"
+#include "pipeline/image/resample.h"
 
 #include <math.h>
 #include <stdio.h>

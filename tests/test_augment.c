@@ -10,8 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "pipeline/runtime/augment.h"
-#include "pipeline/runtime/augment_field.h"
+#include "pipeline/image/augment.h"
+#include "pipeline/dataset/augment_field.h"
 
 #define C 3
 #define H 12
@@ -30,7 +30,7 @@ static void setup(zp_augment_t *a, const char *o1, const char *o2, const char *o
     cfg.mean = (zp_floats_t){3, {0.5, 0.5, 0}};
     cfg.std = (zp_floats_t){3, {0.5, 0.25, 2}};
     zp_dataset_meta_t meta = {.shape = {C, H, W}, .elems = N};
-    assert_int_equal(zp_augment_init(a, &cfg, &meta), 0);
+    assert_int_equal(zp_augment_init(a, &cfg, (int)meta.shape[0], (int)meta.shape[1], (int)meta.shape[2]), 0);
 }
 
 static void sample(float *x, uint32_t salt)

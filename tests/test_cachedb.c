@@ -1,4 +1,4 @@
-/* Unit tests of the LMDB cache as every process sees it (pipeline/runtime/cachedb.h):
+/* Unit tests of the LMDB cache as every process sees it (pipeline/cachedb/cachedb.h):
  * the fingerprint says what a cache was built from and changes with it; a
  * value's header is laid out as documented and any flipped field or pixel is
  * caught; an environment is created, reopened read-only and scanned in a
@@ -15,10 +15,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "pipeline/runtime/cachedb.h"
-#include "pipeline/runtime/config.h"
-#include "pipeline/runtime/dataset.h"
-#include "pipeline/runtime/log.h"
+#include "pipeline/cachedb/cachedb.h"
+#include "pipeline/config/config.h"
+#include "pipeline/dataset/dataset.h"
+#include "pipeline/base/log.h"
 
 static char dir[64], err[2048];
 

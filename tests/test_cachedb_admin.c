@@ -1,4 +1,4 @@
-/* Unit tests of the cache seen from outside a run (pipeline/runtime/cachedb_admin.h,
+/* Unit tests of the cache seen from outside a run (pipeline/cachedb/cachedb_admin.h,
  * `zeus-pipe cache`), on an environment built in a temporary folder: stat
  * lists every database with its entries and fingerprint; verify finds each
  * bad value and names it; drop removes a database and its fingerprint and
@@ -16,10 +16,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "pipeline/runtime/cachedb.h"
-#include "pipeline/runtime/cachedb_admin.h"
-#include "pipeline/runtime/config.h"
-#include "pipeline/runtime/dataset.h"
+#include "pipeline/cachedb/cachedb.h"
+#include "pipeline/cachedb/cachedb_admin.h"
+#include "pipeline/config/config.h"
+#include "pipeline/dataset/dataset.h"
 
 static char dir[64], cache[96], err[4400];
 static zp_config_t cfg;

@@ -14,8 +14,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "pipeline/runtime/ckpt.h"
-#include "pipeline/runtime/log.h"
+#include "pipeline/stage/ckpt.h"
+#include "pipeline/base/log.h"
 
 static char dir[64], path[128], err[512];
 static uint8_t payload[1000];

@@ -2,7 +2,7 @@
  * prefetch played by a thread of this test (the reverse of
  * test_trainer_ring.c): the views' indices, labels and samples are those
  * written into the ring, each release FREEs the batch's slot and generation,
- * the epoch's proof (samples, distinct, index checksum as pipeline/runtime/hash.h
+ * the epoch's proof (samples, distinct, index checksum as pipeline/base/hash.h
  * computes it) reaches the logger's socket as an epoch_end record, a metric
  * and a timer region land there too, and a missing run, a wrong rank and a
  * ring that is not there are refused with a sentence saying so; a seek
@@ -23,10 +23,10 @@
 #include <unistd.h>
 #include <zmq.h>
 
-#include "pipeline/runtime/dataset.h"
-#include "pipeline/runtime/hash.h"
-#include "pipeline/runtime/ring.h"
-#include "pipeline/runtime/sock.h"
+#include "pipeline/dataset/dataset.h"
+#include "pipeline/base/hash.h"
+#include "pipeline/ring/ring.h"
+#include "pipeline/net/sock.h"
 #include "pipeline/include/zeus_pipe.h"
 #include "schemas/errors.h"
 #include "schemas/msg.h"

@@ -1,4 +1,4 @@
-/* Unit tests of the trainer ranks' sums (pipeline/runtime/comm.c), with the
+/* Unit tests of the trainer ranks' sums (pipeline/ring/comm.c), with the
  * ranks as threads of this process over the ipc socket of a scratch run
  * directory: every rank ends with the same totals, reduction after
  * reduction; one rank sums alone with no socket; a rank whose part has
@@ -19,9 +19,9 @@
 #include <unistd.h>
 #include <zmq.h>
 
-#include "pipeline/runtime/stage.h"
+#include "pipeline/stage/stage.h"
 #include "schemas/errors.h"
-#include "pipeline/runtime/comm.h"
+#include "pipeline/ring/comm.h"
 
 #define WORLD 3
 

@@ -16,8 +16,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "pipeline/runtime/config.h"
-#include "pipeline/runtime/log.h"
+#include "pipeline/config/config.h"
+#include "pipeline/base/log.h"
 #include "schemas/config_keys.h"
 
 #define BAD "configs/bad/"

@@ -1,4 +1,4 @@
-/* Unit tests of the dataset's description (pipeline/runtime/dataset.c): what the
+/* Unit tests of the dataset's description (pipeline/dataset/dataset.c): what the
  * supervisor probed, written into a run directory and read back by a stage,
  * is the same dataset — meta, labels, files — with the same cache
  * fingerprint; a missing or damaged description is told apart. */
@@ -14,10 +14,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "pipeline/runtime/cachedb.h"
-#include "pipeline/runtime/config.h"
-#include "pipeline/runtime/dataset.h"
-#include "pipeline/runtime/log.h"
+#include "pipeline/cachedb/cachedb.h"
+#include "pipeline/config/config.h"
+#include "pipeline/dataset/dataset.h"
+#include "pipeline/base/log.h"
 
 static int make_dir(void **state)
 {

@@ -1,4 +1,4 @@
-/* test_fields.c — a sample's named fields (pipeline/runtime/fields.h): each field
+/* test_fields.c — a sample's named fields (pipeline/dataset/fields.h): each field
  * aligned to its element size in the record, the record padded to its
  * largest element, the description's lines read back as written, and a bad
  * field refused with its name. */
@@ -11,7 +11,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "pipeline/runtime/fields.h"
+#include "pipeline/dataset/fields.h"
 #include "schemas/errors.h"
 
 static char err[256];

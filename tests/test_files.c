@@ -1,4 +1,4 @@
-/* Unit tests of pipeline/runtime/files.c: zp_files_mkdirs creates what is missing, accepts
+/* Unit tests of pipeline/base/files.c: zp_files_mkdirs creates what is missing, accepts
  * what exists, and says why it cannot. */
 #define _GNU_SOURCE
 #include <setjmp.h>
@@ -14,7 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "pipeline/runtime/files.h"
+#include "pipeline/base/files.h"
 
 static char g_tmp[64];
 

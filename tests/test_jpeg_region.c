@@ -11,7 +11,7 @@
 #include <string.h>
 #include <turbojpeg.h>
 
-#include "pipeline/runtime/jpeg_region.h"
+#include "pipeline/image/jpeg_region.h"
 #include "schemas/errors.h"
 
 /* A JPEG of w x h (smooth parts and sharp edges) with `samp` subsampling;

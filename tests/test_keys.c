@@ -12,8 +12,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "pipeline/runtime/keys.h"
-#include "pipeline/runtime/log.h"
+#include "pipeline/net/keys.h"
+#include "pipeline/base/log.h"
 
 static int make_dir(void **state)
 {

@@ -3,18 +3,25 @@
 # rule as CMakeLists.txt sets it (ZP_ALLOW_*, handed in by tests/CMakeLists.txt);
 # a refused include must fail, naming the file and the include, an allowed one pass.
 #
-#   cmake -DSOURCE=<repo> -DWORK=<scratch folder> -Druntime=RE -Dreport=RE -Dcache=RE
-#         -Dlogger=RE -Dsupervisor=RE -P test_layers.cmake
+#   cmake -DSOURCE=<repo> -DWORK=<scratch folder> -Dbase=RE -Dimage=RE -Dring=RE -Dapi=RE
+#         -Dreport=RE -Dcache=RE -Dlogger=RE -Dsupervisor=RE -P test_layers.cmake
 # floor, the included path, and whether the rule lets it in
 set(cases
-  "runtime|pipeline/report/report.h|no"
-  "runtime|pipeline/supervisor/supervisor.h|no"
-  "runtime|stages/cache/cache.h|no"
-  "runtime|pipeline/include/zeus_pipe.h|yes"
-  "runtime|pipeline/runtime/config.h|yes"
+  "base|pipeline/config/config.h|no"
+  "base|pipeline/base/log.h|yes"
+  "image|pipeline/dataset/dataset.h|no"
+  "image|pipeline/config/config.h|yes"
+  "ring|pipeline/report/report.h|no"
+  "ring|pipeline/supervisor/supervisor.h|no"
+  "ring|stages/cache/cache.h|no"
+  "ring|pipeline/include/zeus_pipe.h|no"
+  "ring|pipeline/stage/stage.h|yes"
+  "api|pipeline/include/zeus_pipe.h|yes"
+  "api|stages/loader/loader.h|yes"
+  "api|stages/cache/cache.h|no"
   "report|pipeline/supervisor/supervisor.h|no"
   "report|stages/logger/logger.h|no"
-  "report|pipeline/runtime/config.h|yes"
+  "report|pipeline/config/config.h|yes"
   "cache|pipeline/report/report.h|no"
   "cache|stages/prefetch/prefetch.h|no"
   "cache|../pipeline/report/report.h|no"

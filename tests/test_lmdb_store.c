@@ -15,9 +15,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "pipeline/runtime/cachedb.h"
-#include "pipeline/runtime/log.h"
-#include "pipeline/runtime/stage.h"
+#include "pipeline/cachedb/cachedb.h"
+#include "pipeline/base/log.h"
+#include "pipeline/stage/stage.h"
 #include "schemas/msg.h"
 #include "stages/cache/store.h"
 

@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "pipeline/runtime/log.h"
+#include "pipeline/base/log.h"
 #include "schemas/msg.h"
 #include "msg_wire.h"
 

@@ -16,8 +16,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "pipeline/runtime/log.h"
-#include "pipeline/runtime/names.h"
+#include "pipeline/base/log.h"
+#include "pipeline/base/names.h"
 #include "pipeline/supervisor/supervisor.h"
 
 typedef struct {

@@ -15,9 +15,9 @@
 #include <string.h>
 #include <zmq.h>
 
-#include "pipeline/runtime/event.h"
-#include "pipeline/runtime/log.h"
-#include "pipeline/runtime/stage.h"
+#include "pipeline/stage/event.h"
+#include "pipeline/base/log.h"
+#include "pipeline/stage/stage.h"
 #include "schemas/msg.h"
 #include "schemas/records.h"
 

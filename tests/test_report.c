@@ -21,12 +21,12 @@
 #include <unistd.h>
 #include <zmq.h>
 
-#include "pipeline/runtime/event.h"
-#include "pipeline/runtime/log.h"
+#include "pipeline/stage/event.h"
+#include "pipeline/base/log.h"
 #include "pipeline/report/report.h"
 #include "pipeline/report/report_bottleneck.h"
 #include "pipeline/report/report_html.h"
-#include "pipeline/runtime/stage.h"
+#include "pipeline/stage/stage.h"
 
 static int name(double wait, double loader, double cache, double prefetch, int loaders,
                 char *stage, char *advice)

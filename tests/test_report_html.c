@@ -19,10 +19,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "pipeline/runtime/hash.h"
+#include "pipeline/base/hash.h"
 #include "pipeline/report/html.h"
 #include "pipeline/report/model.h"
-#include "pipeline/runtime/log.h"
+#include "pipeline/base/log.h"
 #include "pipeline/report/report.h"
 #include "pipeline/report/report_html.h"
 #include "pipeline/report/report_page.h"

@@ -11,8 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "pipeline/runtime/augment.h"
-#include "pipeline/runtime/resample.h"
+#include "pipeline/image/augment.h"
+#include "pipeline/image/resample.h"
 
 static uint8_t *picture(int w, int h)
 {

@@ -15,8 +15,8 @@
 #include <sys/mount.h>
 #include <unistd.h>
 
-#include "pipeline/runtime/log.h"
-#include "pipeline/runtime/ring.h"
+#include "pipeline/base/log.h"
+#include "pipeline/ring/ring.h"
 #include "schemas/msg.h"
 
 static char name[64];

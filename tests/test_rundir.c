@@ -18,8 +18,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "pipeline/runtime/resources.h"
-#include "pipeline/runtime/ring.h"
+#include "pipeline/base/resources.h"
+#include "pipeline/ring/ring.h"
 #include "pipeline/supervisor/supervisor.h"
 
 static int make_dir(void **state)

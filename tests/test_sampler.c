@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "pipeline/runtime/sampler.h"
+#include "pipeline/dataset/sampler.h"
 
 static void same_seed_same_order(void **state)
 {

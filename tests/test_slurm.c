@@ -8,8 +8,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "pipeline/runtime/log.h"
-#include "pipeline/runtime/slurm.h"
+#include "pipeline/base/log.h"
+#include "pipeline/base/slurm.h"
 
 static void hostlist_first_expands_the_first_range(void **state)
 {

@@ -1,4 +1,4 @@
-/* Unit tests of the ZeroMQ plumbing every stage shares (pipeline/runtime/sock.h),
+/* Unit tests of the ZeroMQ plumbing every stage shares (pipeline/net/sock.h),
  * over inproc sockets in one process: endpoints that do not fit a UNIX
  * socket address are refused; a multipart message is received whole and
  * decoded, with a ROUTER's identity peeled; the inbox dispatches by type,
@@ -13,9 +13,9 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "pipeline/runtime/log.h"
-#include "pipeline/runtime/inbox.h"
-#include "pipeline/runtime/sock.h"
+#include "pipeline/base/log.h"
+#include "pipeline/net/inbox.h"
+#include "pipeline/net/sock.h"
 #include "schemas/msg.h"
 
 static void *ctx, *in, *out; /* a PULL bound and a PUSH connected, inproc */

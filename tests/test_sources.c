@@ -17,9 +17,9 @@
 #include <turbojpeg.h>
 #include <unistd.h>
 
-#include "pipeline/runtime/config.h"
-#include "pipeline/runtime/dataset.h"
-#include "pipeline/runtime/log.h"
+#include "pipeline/config/config.h"
+#include "pipeline/dataset/dataset.h"
+#include "pipeline/base/log.h"
 #include "stages/loader/source.h"
 
 #define FMNIST "/usr/share/datasets/fashion-mnist"

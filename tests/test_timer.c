@@ -10,8 +10,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "pipeline/runtime/log.h"
-#include "pipeline/runtime/timer.h"
+#include "pipeline/base/log.h"
+#include "pipeline/base/timer.h"
 
 static void stats_of_known_samples(void **state)
 {

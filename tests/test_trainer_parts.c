@@ -16,9 +16,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "pipeline/runtime/hash.h"
+#include "pipeline/base/hash.h"
 #include "schemas/errors.h"
-#include "pipeline/runtime/coverage.h"
+#include "pipeline/ring/coverage.h"
 #include "stages/trainer/nan_guard.h"
 #include "stages/trainer/schedule.h"
 

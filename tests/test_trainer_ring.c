@@ -20,9 +20,9 @@
 #include <unistd.h>
 #include <zmq.h>
 
-#include "pipeline/runtime/ring.h"
-#include "pipeline/runtime/sock.h"
-#include "pipeline/runtime/stage.h"
+#include "pipeline/ring/ring.h"
+#include "pipeline/net/sock.h"
+#include "pipeline/stage/stage.h"
 #include "schemas/msg.h"
 
 static const char *exe;

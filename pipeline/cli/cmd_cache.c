@@ -1,12 +1,12 @@
 /* cmd_cache.c — `zeus-pipe cache stat|verify|drop PATH [DB]`: an LMDB cache
  * seen from outside a run. Works on the environment alone; PATH may be a
  * config file instead, whose cache.path (set, or the default folder) is the
- * one meant (pipeline/runtime/cachedb_admin.h does the work; this file prints). */
+ * one meant (pipeline/cachedb/cachedb_admin.h does the work; this file prints). */
 #define _GNU_SOURCE
-#include "pipeline/runtime/cachedb_admin.h"
+#include "pipeline/cachedb/cachedb_admin.h"
 #include "pipeline/cli/cmd.h"
-#include "pipeline/runtime/config.h"
-#include "pipeline/runtime/json.h"
+#include "pipeline/config/config.h"
+#include "pipeline/base/json.h"
 
 #include <errno.h>
 #include <limits.h>

@@ -1,7 +1,7 @@
 /* cmd_config.c — `zeus-pipe config FILE [KEY=VALUE ...]` and `config --keys`. */
 #include "pipeline/cli/cmd.h"
-#include "pipeline/runtime/config.h"
-#include "pipeline/runtime/log.h"
+#include "pipeline/config/config.h"
+#include "pipeline/base/log.h"
 
 #include <stdio.h>
 #include <string.h>

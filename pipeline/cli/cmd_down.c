@@ -1,9 +1,9 @@
 /* cmd_down.c — `zeus-pipe down [RUN]`: asks a run's supervisor to stop. */
 #define _GNU_SOURCE
 #include "pipeline/cli/cmd.h"
-#include "pipeline/runtime/log.h"
-#include "pipeline/runtime/names.h"
-#include "pipeline/runtime/sock.h"
+#include "pipeline/base/log.h"
+#include "pipeline/base/names.h"
+#include "pipeline/net/sock.h"
 #include "pipeline/supervisor/supervisor.h"
 
 #include <limits.h>

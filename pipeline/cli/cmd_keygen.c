@@ -1,6 +1,6 @@
 /* cmd_keygen.c — `zeus-pipe keygen NAME`: a CURVE key pair for a loader host. */
 #include "pipeline/cli/cmd.h"
-#include "pipeline/runtime/keys.h"
+#include "pipeline/net/keys.h"
 
 #include <stdio.h>
 

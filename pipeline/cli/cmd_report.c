@@ -2,7 +2,7 @@
  * report of a run, from its events.msgpack, finished or still running; or its
  * timeline, RUN/trace.json, or its page, RUN/report.html, written again. */
 #include "pipeline/cli/cmd.h"
-#include "pipeline/runtime/config.h"
+#include "pipeline/config/config.h"
 #include "pipeline/report/report.h"
 #include "pipeline/report/report_html.h"
 #include "pipeline/report/trace.h"

@@ -5,9 +5,9 @@
  * --connect HOST:PORT --server-key FILE --key FILE. */
 #define _GNU_SOURCE
 #include "pipeline/cli/cmd.h"
-#include "pipeline/runtime/log.h"
-#include "pipeline/runtime/names.h"
-#include "pipeline/runtime/stage.h"
+#include "pipeline/base/log.h"
+#include "pipeline/base/names.h"
+#include "pipeline/stage/stage.h"
 #include "stages/cache/cache.h"
 #include "stages/loader/loader.h"
 #include "stages/logger/logger.h"
@@ -22,7 +22,7 @@
 #include <sys/prctl.h>
 #include <unistd.h>
 
-/* Each stage's entry point, by its ZP_STAGE_* (pipeline/runtime/names.h names them). */
+/* Each stage's entry point, by its ZP_STAGE_* (pipeline/base/names.h names them). */
 static int (*const MAINS[ZP_STAGE_COUNT])(zp_stage_t *) = {
     [ZP_STAGE_LOADER] = zp_loader_main,     [ZP_STAGE_CACHE] = zp_cache_main,
     [ZP_STAGE_PREFETCH] = zp_prefetch_main, [ZP_STAGE_TRAINER] = zp_trainer_main,

@@ -7,15 +7,16 @@
 #define _GNU_SOURCE
 #include "pipeline/cli/cmd.h"
 #include "pipeline/report/report_bottleneck.h"
-#include "pipeline/runtime/json.h"
-#include "pipeline/runtime/log.h"
-#include "pipeline/runtime/names.h"
+#include "pipeline/base/json.h"
+#include "pipeline/base/log.h"
+#include "pipeline/base/names.h"
 #include "pipeline/supervisor/supervisor.h"
-#include "pipeline/runtime/sock.h"
+#include "pipeline/net/sock.h"
 #include "schemas/records.h"
 
 #include <limits.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -173,10 +174,64 @@ static int judge(const row_t *rows, int n, char *advice, size_t len)
     return k == 3 ? ZP_STAGE_TRAINER : k;
 }
 
-/* ,"key":value with `prec` decimals */
-static void json_num(const char *key, double v, int prec)
+/* How a column of the table shows its value. */
+enum { AS_RATE, AS_BYTES, AS_SHARE, AS_COUNT, AS_SHARE_OR_DASH, AS_ERRORS };
+
+/* One column of `stat`: its heading and width in the table (NULL: JSON
+ * only), the stats record's field (records.h) whose wire name JSON uses,
+ * where that field is in zp_rec_stats_t and whether it is an integer, its
+ * decimals in JSON, and how the table shows it. */
+typedef struct {
+    const char *head;
+    int width;
+    const char *key;
+    size_t at;
+    int integer, prec, as;
+} column_t;
+
+/* The record's field names its wire key (records.h makes them alike); offsetof
+ * refuses a name the record does not have. */
+#define COLUMN(head, width, field, prec, as)                                                       \
+    {head, width, #field, offsetof(zp_rec_stats_t, field),                                         \
+     _Generic(((zp_rec_stats_t *)0)->field, int64_t: 1, default: 0), prec, as}
+
+/* Every column, in the order of the table and of each JSON row. The
+ * table's ERRORS (AS_ERRORS) adds lmdb_errors to errors; JSON gives both. */
+static const column_t COLUMNS[] = {
+    COLUMN("ITEMS/S", 10, items_per_s, 3, AS_RATE),
+    COLUMN("BYTES/S", 11, bytes_per_s, 1, AS_BYTES),
+    COLUMN("CPU", 5, cpu, 4, AS_SHARE),
+    COLUMN("BUSY", 6, busy, 4, AS_SHARE),
+    COLUMN("WAIT-IN", 8, wait_in, 4, AS_SHARE),
+    COLUMN("WAIT-OUT", 9, wait_out, 4, AS_SHARE),
+    COLUMN("QUEUE", 6, queue, 0, AS_COUNT),
+    COLUMN("HIT", 5, hit_rate, 4, AS_SHARE_OR_DASH),
+    COLUMN("ERRORS", 7, errors, 0, AS_ERRORS),
+    COLUMN(NULL, 0, lmdb_errors, 0, AS_COUNT),
+    COLUMN("READERS", 7, readers_busy, 4, AS_SHARE_OR_DASH),
+    COLUMN(NULL, 0, uptime_s, 3, AS_COUNT),
+};
+
+static double value(const zp_rec_stats_t *s, const column_t *c)
 {
-    printf(",\"%s\":%.*f", key, prec, v);
+    const char *p = (const char *)s + c->at;
+    return c->integer ? (double)*(const int64_t *)p : *(const double *)p;
+}
+
+/* Column c of row s as the table shows it. */
+static void cell(char *buf, size_t len, const zp_rec_stats_t *s, const column_t *c)
+{
+    double v = value(s, c);
+    if (c->as == AS_ERRORS) /* malformed messages and failed items, and LMDB's */
+        v += (double)s->lmdb_errors;
+    if (c->as == AS_RATE || c->as == AS_BYTES)
+        human(buf, len, v, c->as == AS_RATE ? "/s" : "B/s");
+    else if (c->as == AS_COUNT || c->as == AS_ERRORS)
+        snprintf(buf, len, "%.0f", v);
+    else if (v < 0) /* AS_SHARE_OR_DASH: none measured */
+        snprintf(buf, len, "-");
+    else
+        snprintf(buf, len, "%.0f%%", 100 * v);
 }
 
 static void print_json(const char *dir, const row_t *rows, int n)
@@ -187,22 +242,11 @@ static void print_json(const char *dir, const row_t *rows, int n)
     zp_json_str(stdout, dir);
     printf(",\"stages\":[");
     for (int i = 0; i < n; i++) {
-        const zp_rec_stats_t *s = &rows[i].s;
         printf("%s{\"%s\":", i ? "," : "", ZP_KEY(HEAD, stage));
         zp_json_str(stdout, rows[i].h.stage); /* from the stage's events: bytes off a socket */
         printf(",\"%s\":%d", ZP_KEY(HEAD, instance), (int)rows[i].h.instance);
-        json_num(ZP_KEY(STATS, items_per_s), s->items_per_s, 3);
-        json_num(ZP_KEY(STATS, bytes_per_s), s->bytes_per_s, 1);
-        json_num(ZP_KEY(STATS, cpu), s->cpu, 4);
-        json_num(ZP_KEY(STATS, busy), s->busy, 4);
-        json_num(ZP_KEY(STATS, wait_in), s->wait_in, 4);
-        json_num(ZP_KEY(STATS, wait_out), s->wait_out, 4);
-        json_num(ZP_KEY(STATS, queue), (double)s->queue, 0);
-        json_num(ZP_KEY(STATS, errors), (double)s->errors, 0);
-        json_num(ZP_KEY(STATS, hit_rate), s->hit_rate, 4);
-        json_num(ZP_KEY(STATS, lmdb_errors), (double)s->lmdb_errors, 0);
-        json_num(ZP_KEY(STATS, readers_busy), s->readers_busy, 4);
-        json_num(ZP_KEY(STATS, uptime_s), s->uptime_s, 3);
+        for (size_t k = 0; k < sizeof COLUMNS / sizeof COLUMNS[0]; k++)
+            printf(",\"%s\":%.*f", COLUMNS[k].key, COLUMNS[k].prec, value(&rows[i].s, &COLUMNS[k]));
         printf("}");
     }
     printf("],\"bottleneck\":{\"stage\":\"%s\",\"advice\":",
@@ -215,25 +259,23 @@ static void print_table(const row_t *rows, int n, const hist_t *h, int nh)
 {
     char advice[600];
     int hot = judge(rows, n, advice, sizeof advice);
-    printf("%-9s %4s %10s %11s %5s %6s %8s %9s %6s %5s %7s %7s%s\n", "STAGE", "INST", "ITEMS/S", "BYTES/S",
-           "CPU", "BUSY", "WAIT-IN", "WAIT-OUT", "QUEUE", "HIT", "ERRORS", "READERS",
-           nh ? "  ITEMS/S, LAST MINUTE" : "");
+    printf("%-9s %4s", "STAGE", "INST");
+    for (size_t k = 0; k < sizeof COLUMNS / sizeof COLUMNS[0]; k++)
+        if (COLUMNS[k].head)
+            printf(" %*s", COLUMNS[k].width, COLUMNS[k].head);
+    printf("%s\n", nh ? "  ITEMS/S, LAST MINUTE" : "");
     for (int i = 0; i < n; i++) {
-        const zp_rec_stats_t *s = &rows[i].s;
-        char items[24], bytes[24];
-        human(items, sizeof items, s->items_per_s, "/s");
-        human(bytes, sizeof bytes, s->bytes_per_s, "B/s");
-        char hit[8] = "-", readers[8] = "-"; /* readers: the prefetch's, busy copying hits */
-        if (s->hit_rate >= 0)
-            snprintf(hit, sizeof hit, "%.0f%%", 100 * s->hit_rate);
-        if (s->readers_busy >= 0)
-            snprintf(readers, sizeof readers, "%.0f%%", 100 * s->readers_busy);
+        printf("%-9s %4d", rows[i].h.stage, (int)rows[i].h.instance);
+        for (size_t k = 0; k < sizeof COLUMNS / sizeof COLUMNS[0]; k++) {
+            char text[32];
+            if (!COLUMNS[k].head)
+                continue;
+            cell(text, sizeof text, &rows[i].s, &COLUMNS[k]);
+            printf(" %*s", COLUMNS[k].width, text);
+        }
         char spark[HIST_MAX * 3 + 8];
         sparkline(spark, sizeof spark, h, nh, &rows[i]);
-        printf("%-9s %4d %10s %11s %4.0f%% %5.0f%% %7.0f%% %8.0f%% %6.0f %5s %7.0f %7s%s%s%s\n",
-               rows[i].h.stage, (int)rows[i].h.instance, items, bytes, 100 * s->cpu, 100 * s->busy,
-               100 * s->wait_in, 100 * s->wait_out, (double)s->queue, hit,
-               (double)(s->errors + s->lmdb_errors), readers, spark[0] ? "  " : "", spark,
+        printf("%s%s%s\n", spark[0] ? "  " : "", spark,
                hot >= 0 && zp_names_stage_of(rows[i].h.stage) == hot ? "  <- bottleneck" : "");
     }
     printf("%s\n", advice);

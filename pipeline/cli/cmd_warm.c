@@ -4,8 +4,8 @@
  * the cache holds at the end. */
 #define _GNU_SOURCE
 #include "pipeline/cli/cmd.h"
-#include "pipeline/runtime/cachedb_admin.h"
-#include "pipeline/runtime/log.h"
+#include "pipeline/cachedb/cachedb_admin.h"
+#include "pipeline/base/log.h"
 #include "pipeline/supervisor/supervisor.h"
 
 #include <limits.h>

@@ -1,6 +1,6 @@
 /* html.c — escaping of data written into HTML (html.h). */
 #include "pipeline/report/html.h"
-#include "pipeline/runtime/json.h"
+#include "pipeline/base/json.h"
 
 #include <stdint.h>
 #include <string.h>

@@ -46,9 +46,9 @@
 #include "pipeline/report/report_bottleneck.h"
 #include "pipeline/report/runscan.h"
 #include "pipeline/report/xy.h"
-#include "pipeline/runtime/dataset.h"
-#include "pipeline/runtime/names.h"
-#include "pipeline/runtime/timer.h"
+#include "pipeline/dataset/dataset.h"
+#include "pipeline/base/names.h"
+#include "pipeline/base/timer.h"
 #include "schemas/records.h"
 
 #include <stddef.h>

@@ -3,9 +3,9 @@
 #define _GNU_SOURCE
 #include "pipeline/report/report.h"
 #include "pipeline/report/report_html.h"
-#include "pipeline/runtime/files.h"
-#include "pipeline/runtime/json.h"
-#include "pipeline/runtime/log.h"
+#include "pipeline/base/files.h"
+#include "pipeline/base/json.h"
+#include "pipeline/base/log.h"
 #include "schemas/errors.h"
 
 #include <errno.h>

@@ -2,7 +2,7 @@
  * report_autoscale.h. */
 #include "pipeline/report/report_autoscale.h"
 #include "pipeline/report/html.h"
-#include "pipeline/runtime/json.h"
+#include "pipeline/base/json.h"
 #include "schemas/errors.h"
 #include "schemas/records.h"
 

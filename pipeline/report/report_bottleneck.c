@@ -1,7 +1,7 @@
 /* report_bottleneck.c — which stage limits a run, and what to try
  * (report_bottleneck.h). */
 #include "pipeline/report/report_bottleneck.h"
-#include "pipeline/runtime/names.h"
+#include "pipeline/base/names.h"
 
 #include <stdio.h>
 

@@ -2,7 +2,7 @@
  * inline SVG plots and tables (report_html.h). */
 #define _GNU_SOURCE
 #include "pipeline/report/report_html.h"
-#include "pipeline/runtime/files.h"
+#include "pipeline/base/files.h"
 #include "pipeline/report/html.h"
 #include "pipeline/report/report_page.h"
 #include "pipeline/report/svg.h"

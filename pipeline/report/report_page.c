@@ -1,6 +1,6 @@
 /* report_page.c — head, foot and tables of the HTML reports (report_page.h). */
 #include "pipeline/report/report_page.h"
-#include "pipeline/runtime/hash.h"
+#include "pipeline/base/hash.h"
 #include "pipeline/report/html.h"
 #include "pipeline/report/report_html.h"
 

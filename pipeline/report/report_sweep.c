@@ -1,7 +1,7 @@
 /* report_sweep.c — the comparison page of a sweep: its runs ranked, linked,
  * and their test curves, from each run's model, overlaid (report_sweep.h). */
 #define _GNU_SOURCE
-#include "pipeline/runtime/files.h"
+#include "pipeline/base/files.h"
 #include "pipeline/report/html.h"
 #include "pipeline/report/report_sweep.h"
 #include "pipeline/report/report_page.h"

@@ -12,11 +12,11 @@
  * node's (the ranks of a data-parallel job step together).
  * The contract: supervisor.h. */
 #define _GNU_SOURCE
-#include "pipeline/runtime/event.h"
-#include "pipeline/runtime/log.h"
-#include "pipeline/runtime/names.h"
-#include "pipeline/runtime/sock.h"
-#include "pipeline/runtime/stage.h"
+#include "pipeline/stage/event.h"
+#include "pipeline/base/log.h"
+#include "pipeline/base/names.h"
+#include "pipeline/net/sock.h"
+#include "pipeline/stage/stage.h"
 #include "pipeline/supervisor/autoscale.h"
 #include "pipeline/supervisor/supervisor.h"
 #include "schemas/records.h"

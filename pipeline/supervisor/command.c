@@ -7,8 +7,8 @@
  * "trainer[R]: LINE". procs.c starts it where it would start
  * `zeus-pipe stage trainer`. The contract: supervisor.h. */
 #define _GNU_SOURCE
-#include "pipeline/runtime/log.h"
-#include "pipeline/runtime/python.h"
+#include "pipeline/base/log.h"
+#include "pipeline/dataset/python.h"
 #include "pipeline/supervisor/supervisor.h"
 
 #include <arpa/inet.h>

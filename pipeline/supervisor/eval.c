@@ -3,8 +3,8 @@
  * split) and `zeus-pipe overfit` (one batch, again and again). supervisor.h
  * states the contract. */
 #define _GNU_SOURCE
-#include "pipeline/runtime/ckpt.h"
-#include "pipeline/runtime/stage.h"
+#include "pipeline/stage/ckpt.h"
+#include "pipeline/stage/stage.h"
 #include "pipeline/supervisor/supervisor.h"
 
 #include <dirent.h>

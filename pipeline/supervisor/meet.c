@@ -1,13 +1,13 @@
 /* meet.c — `srun zeus-pipe up CONFIG`: every Slurm task is one rank
- * (pipeline/runtime/slurm.h). Rank 0 creates the run and announces it in a
+ * (pipeline/base/slurm.h). Rank 0 creates the run and announces it in a
  * rendezvous file on the shared run.dir; rank r > 0 waits for it, checks
  * that its config is rank 0's word for word and runs in RUN/rank-<r>. Each
  * node's first task prepares the node's cache and announces its data plane
  * in RUN/node-<node>; the node's other tasks wait for that and use it. */
 #define _GNU_SOURCE
-#include "pipeline/runtime/log.h"
-#include "pipeline/runtime/resources.h"
-#include "pipeline/runtime/slurm.h"
+#include "pipeline/base/log.h"
+#include "pipeline/base/resources.h"
+#include "pipeline/base/slurm.h"
 #include "pipeline/supervisor/supervisor.h"
 
 #include <dirent.h>
@@ -19,7 +19,7 @@
 #include <unistd.h>
 
 /* Rank 0: the ranks' keys (a CURVE pair each; rank 0's stages let a rank's
- * key in as that rank, pipeline/runtime/zap.h) and the rendezvous, written whole
+ * key in as that rank, pipeline/stage/zap.h) and the rendezvous, written whole
  * and then renamed. */
 int zp_sup_announce(zp_sup_t *s)
 {

@@ -2,15 +2,15 @@
  * the config and its dataset, the cache, room in /dev/shm, a resumed run's
  * checkpoint, and the run's CURVE keys. */
 #define _GNU_SOURCE
-#include "pipeline/runtime/augment.h"
-#include "pipeline/runtime/cachedb.h"
-#include "pipeline/runtime/cachedb_admin.h"
-#include "pipeline/runtime/ckpt.h"
-#include "pipeline/runtime/keys.h"
-#include "pipeline/runtime/log.h"
-#include "pipeline/runtime/resources.h"
-#include "pipeline/runtime/ring.h"
-#include "pipeline/runtime/stage.h"
+#include "pipeline/image/augment.h"
+#include "pipeline/cachedb/cachedb.h"
+#include "pipeline/cachedb/cachedb_admin.h"
+#include "pipeline/stage/ckpt.h"
+#include "pipeline/net/keys.h"
+#include "pipeline/base/log.h"
+#include "pipeline/base/resources.h"
+#include "pipeline/ring/ring.h"
+#include "pipeline/stage/stage.h"
 #include "pipeline/supervisor/supervisor.h"
 
 #include <errno.h>

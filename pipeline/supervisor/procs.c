@@ -1,10 +1,10 @@
 /* procs.c — starting, watching and stopping stage processes (for `up`, `warm`
  * and `loader`): fork and exec `zeus-pipe stage NAME`, reap, TERM then KILL. */
 #define _GNU_SOURCE
-#include "pipeline/runtime/log.h"
-#include "pipeline/runtime/names.h"
-#include "pipeline/runtime/python.h"
-#include "pipeline/runtime/stage.h"
+#include "pipeline/base/log.h"
+#include "pipeline/base/names.h"
+#include "pipeline/dataset/python.h"
+#include "pipeline/stage/stage.h"
 #include "pipeline/supervisor/supervisor.h"
 
 #include <dirent.h>

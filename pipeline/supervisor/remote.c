@@ -3,10 +3,10 @@
  * `zeus-pipe stage loader --connect ...`, started from a private directory
  * that holds the config and the dataset as probed here, once. */
 #define _GNU_SOURCE
-#include "pipeline/runtime/keys.h"
-#include "pipeline/runtime/log.h"
-#include "pipeline/runtime/names.h"
-#include "pipeline/runtime/stage.h"
+#include "pipeline/net/keys.h"
+#include "pipeline/base/log.h"
+#include "pipeline/base/names.h"
+#include "pipeline/stage/stage.h"
 #include "pipeline/supervisor/supervisor.h"
 
 #include <errno.h>

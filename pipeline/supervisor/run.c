@@ -5,13 +5,13 @@
  * the loop acts on it. Nothing it created (shared memory, sockets) outlives
  * it. The contract: supervisor.h. */
 #define _GNU_SOURCE
-#include "pipeline/runtime/ckpt.h"
-#include "pipeline/runtime/log.h"
-#include "pipeline/runtime/names.h"
-#include "pipeline/runtime/resources.h"
-#include "pipeline/runtime/inbox.h"
-#include "pipeline/runtime/sock.h"
-#include "pipeline/runtime/stage.h"
+#include "pipeline/stage/ckpt.h"
+#include "pipeline/base/log.h"
+#include "pipeline/base/names.h"
+#include "pipeline/base/resources.h"
+#include "pipeline/net/inbox.h"
+#include "pipeline/net/sock.h"
+#include "pipeline/stage/stage.h"
 #include "pipeline/supervisor/supervisor.h"
 
 #include <limits.h>

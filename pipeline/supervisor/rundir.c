@@ -1,10 +1,10 @@
 /* rundir.c — run directories: made (runs/NAME, NAME-2, ...), found by name or
  * as the latest, and swept of what a dead run left (RUN/resources). */
 #define _GNU_SOURCE
-#include "pipeline/runtime/files.h"
-#include "pipeline/runtime/log.h"
-#include "pipeline/runtime/resources.h"
-#include "pipeline/runtime/ring.h"
+#include "pipeline/base/files.h"
+#include "pipeline/base/log.h"
+#include "pipeline/base/resources.h"
+#include "pipeline/ring/ring.h"
 #include "pipeline/supervisor/supervisor.h"
 
 #include <dirent.h>
@@ -188,7 +188,7 @@ int zp_rundir_find_or_latest(const char *run, char *dir, size_t len)
     return find_run(run, dir, len, 1);
 }
 
-/* ---- after a run: what RUN/resources lists (pipeline/runtime/resources.h) ------------------------------ */
+/* ---- after a run: what RUN/resources lists (pipeline/base/resources.h) ------------------------------ */
 
 #define NEST_MAX 2 /* RUN/rank-<r>, and one more level */
 
@@ -361,7 +361,7 @@ int zp_rundir_delivered(const char *run_dir, int instance, pid_t pid)
     return 1;
 }
 
-/* Removes what the run recorded that it created (pipeline/runtime/resources.h):
+/* Removes what the run recorded that it created (pipeline/base/resources.h):
  * every rank's ring, the socket files, nested Slurm ranks; then its pid file. */
 void zp_rundir_cleanup(const char *run_dir)
 {

@@ -35,11 +35,11 @@
 #ifndef ZP_SUPERVISOR_H
 #define ZP_SUPERVISOR_H
 
-#include "pipeline/runtime/names.h"
-#include "pipeline/runtime/config.h"
-#include "pipeline/runtime/dataset.h"
+#include "pipeline/base/names.h"
+#include "pipeline/config/config.h"
+#include "pipeline/dataset/dataset.h"
 #include "pipeline/report/report.h"
-#include "pipeline/runtime/slurm.h"
+#include "pipeline/base/slurm.h"
 
 #include <limits.h>
 #include <pthread.h>
@@ -87,7 +87,7 @@ int zp_up(const zp_config_t *cfg, const zp_dataset_t *ds);
  * zeus_pipe.h) to the run directory, which is printed on stdout as one line
  * "ZP_RUN=<dir>" before any stage starts. The run ends with status 0 once
  * every prefetch has sent END and exited and every rank has detached
- * (RUN/logs/trainer-R.attached is released: pipeline/runtime/resources.h), and
+ * (RUN/logs/trainer-R.attached is released: pipeline/base/resources.h), and
  * stops every stage (status 1) when the process that started the supervisor
  * exits, however it exits (polled: its parent changes). SIGPIPE is ignored:
  * a reader of its output that died is no reason to stop uncleanly.
@@ -346,7 +346,7 @@ void zp_command_destroy(zp_command_t **c);
 #define ZP_CHILDREN_MAX 300
 
 typedef struct {
-    int stage; /* ZP_STAGE_* (pipeline/runtime/names.h) */
+    int stage; /* ZP_STAGE_* (pipeline/base/names.h) */
     int instance;
     pid_t pid; /* 0 once reaped */
     int status;
@@ -368,7 +368,7 @@ typedef struct {
     char exe[PATH_MAX];
     zp_child_t child[ZP_CHILDREN_MAX];
     int nchild;
-    int mode;          /* ZP_MODE_* of pipeline/runtime/stage.h, passed to every stage */
+    int mode;          /* ZP_MODE_* of pipeline/stage/stage.h, passed to every stage */
     int keep_loaders;  /* a loader that exits is flagged `exited`, not failed */
     int inherit;       /* stages write to the supervisor's stdout/stderr, not to logs/ */
     char ckpts[1024];  /* eval: the checkpoints to evaluate */
@@ -410,7 +410,7 @@ void zp_procs_log_tail(zp_procs_t *s, const zp_child_t *c);
 
 /* runs/<name>/ with config.yaml, sock/ (0700), logs/, dataset/ (what the
  * supervisor probed), metrics.jsonl, stats.jsonl, report.txt,
- * supervisor.pid, resources (pipeline/runtime/resources.h). */
+ * supervisor.pid, resources (pipeline/base/resources.h). */
 
 /* Creates `<dir>/<name>` (or `<name>-2`, `-3`... when taken) with sock/ and
  * logs/, and writes the absolute path into out. 0, or a negative errno
@@ -439,7 +439,7 @@ int zp_rundir_find(const char *run, char *dir, size_t len);
 int zp_rundir_find_or_latest(const char *run, char *dir, size_t len);
 
 /* Removes the shared memory, socket files and nested rank folders' leftovers
- * that the run recorded in RUN/resources (pipeline/runtime/resources.h), and its pid
+ * that the run recorded in RUN/resources (pipeline/base/resources.h), and its pid
  * file; nothing for a run whose supervisor is on another host. */
 void zp_rundir_cleanup(const char *run_dir);
 /* Does that for every run under `dir` whose supervisor died without it. */

@@ -2,7 +2,7 @@
  * and arguments, one run per point, and their ranking (supervisor.h). */
 #define _GNU_SOURCE
 #include "pipeline/report/report.h"
-#include "pipeline/runtime/stage.h"
+#include "pipeline/stage/stage.h"
 #include "pipeline/supervisor/supervisor.h"
 
 #include <limits.h>

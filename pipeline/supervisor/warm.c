@@ -4,13 +4,13 @@
  * prefetcher would, for every sample the cache lacks; the cache stage writes
  * them. Resumable: what an earlier (even killed) warm committed is skipped. */
 #define _GNU_SOURCE
-#include "pipeline/runtime/cachedb.h"
-#include "pipeline/runtime/config.h"
-#include "pipeline/runtime/dataset.h"
-#include "pipeline/runtime/log.h"
-#include "pipeline/runtime/names.h"
-#include "pipeline/runtime/inbox.h"
-#include "pipeline/runtime/sock.h"
+#include "pipeline/cachedb/cachedb.h"
+#include "pipeline/config/config.h"
+#include "pipeline/dataset/dataset.h"
+#include "pipeline/base/log.h"
+#include "pipeline/base/names.h"
+#include "pipeline/net/inbox.h"
+#include "pipeline/net/sock.h"
 #include "pipeline/supervisor/supervisor.h"
 
 #include <errno.h>

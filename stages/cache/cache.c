@@ -12,17 +12,17 @@
  * dead that speaks again (it was stopped, not killed) is taken back. */
 #define _GNU_SOURCE
 #include "stages/cache/cache.h"
-#include "pipeline/runtime/cachedb.h"
-#include "pipeline/runtime/event.h"
-#include "pipeline/runtime/log.h"
-#include "pipeline/runtime/names.h"
-#include "pipeline/runtime/inbox.h"
-#include "pipeline/runtime/sock.h"
-#include "pipeline/runtime/stage.h"
-#include "pipeline/runtime/keys.h"
+#include "pipeline/cachedb/cachedb.h"
+#include "pipeline/stage/event.h"
+#include "pipeline/base/log.h"
+#include "pipeline/base/names.h"
+#include "pipeline/net/inbox.h"
+#include "pipeline/net/sock.h"
+#include "pipeline/stage/stage.h"
+#include "pipeline/net/keys.h"
 #include "stages/cache/store.h"
 #include "stages/cache/tasks.h"
-#include "pipeline/runtime/zap.h"
+#include "pipeline/stage/zap.h"
 
 #include <errno.h>
 #include <stdio.h>

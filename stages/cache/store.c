@@ -3,10 +3,10 @@
 #define _GNU_SOURCE
 #include "stages/cache/store.h"
 #include "schemas/msg.h"
-#include "pipeline/runtime/cachedb.h"
-#include "pipeline/runtime/augment.h"
-#include "pipeline/runtime/event.h"
-#include "pipeline/runtime/log.h"
+#include "pipeline/cachedb/cachedb.h"
+#include "pipeline/image/augment.h"
+#include "pipeline/stage/event.h"
+#include "pipeline/base/log.h"
 
 #include <stdio.h>
 #include <stdlib.h>

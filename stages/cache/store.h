@@ -5,7 +5,7 @@
 #ifndef ZP_STORE_H
 #define ZP_STORE_H
 
-#include "pipeline/runtime/stage.h"
+#include "pipeline/stage/stage.h"
 
 #include <stdint.h>
 

@@ -10,17 +10,17 @@
  * retires it: RETIRE, finish what was sent before RETIRED, exit 0. */
 #define _GNU_SOURCE
 #include "stages/loader/loader.h"
-#include "pipeline/runtime/buf.h"
-#include "pipeline/runtime/augment.h"
-#include "pipeline/runtime/augment_field.h"
-#include "pipeline/runtime/cachedb.h"
-#include "pipeline/runtime/event.h"
-#include "pipeline/runtime/log.h"
-#include "pipeline/runtime/names.h"
-#include "pipeline/runtime/resources.h"
-#include "pipeline/runtime/inbox.h"
-#include "pipeline/runtime/sock.h"
-#include "pipeline/runtime/stage.h"
+#include "pipeline/base/buf.h"
+#include "pipeline/image/augment.h"
+#include "pipeline/dataset/augment_field.h"
+#include "pipeline/cachedb/cachedb.h"
+#include "pipeline/stage/event.h"
+#include "pipeline/base/log.h"
+#include "pipeline/base/names.h"
+#include "pipeline/base/resources.h"
+#include "pipeline/net/inbox.h"
+#include "pipeline/net/sock.h"
+#include "pipeline/stage/stage.h"
 #include "stages/loader/source.h"
 
 #include <errno.h>
@@ -54,7 +54,7 @@ typedef struct {
     char ep[ZP_ENDPOINT_MAX + 16];
     int64_t last_send, last_recv; /* ns */
     int retire_sent;
-    int delivered; /* samples went out: the supervisor knows (pipeline/runtime/resources.h) */
+    int delivered; /* samples went out: the supervisor knows (pipeline/base/resources.h) */
     int64_t skipped;
     zp_augment_t aug; /* dataset.augment.where = loader (cache off) */
     float *scratch;   /* one transformed sample before its augmentation; owned */
@@ -547,7 +547,8 @@ int zp_loader_run(zp_stage_t *st, zp_source_t *src)
     l.chunk = l.chunk < 1 ? 1 : l.chunk;
     l.pixels = malloc((size_t)st->meta.elems * l.chunk);
     if (st->cfg.aug_where == ZP_AUG_IN_LOADER && st->mode != ZP_MODE_OVERFIT &&
-        (zp_augment_init(&l.aug, &st->cfg, &st->meta) ||
+        (zp_augment_init(&l.aug, &st->cfg, (int)st->meta.shape[0], (int)st->meta.shape[1],
+                        (int)st->meta.shape[2]) ||
          !(l.scratch = malloc(sizeof(float) * (size_t)st->meta.elems)))) {
         zp_error("out of memory");
         rc = 1;

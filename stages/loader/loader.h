@@ -1,10 +1,10 @@
 /* loader.h — the loader stage: reads and decodes samples from the dataset for the tasks the cache stage hands out.
  * `zeus-pipe stage loader` calls its entry point with the stage filled in
- * (pipeline/runtime/stage.h); the return value is the exit status. */
+ * (pipeline/stage/stage.h); the return value is the exit status. */
 #ifndef ZP_STAGE_LOADER_H
 #define ZP_STAGE_LOADER_H
 
-#include "pipeline/runtime/stage.h"
+#include "pipeline/stage/stage.h"
 #include "stages/loader/source.h"
 
 /* Opens the built-in source dataset.source names and runs the loader. */

@@ -1,12 +1,12 @@
 /* source.h — where a loader's samples come from. A source turns a sample index
  * of a split into uint8 pixels (channels x height x width) and a label; the
  * Python source (loader_api.c), into a record of the sample's fields
- * (pipeline/runtime/fields.h) and the label 0. */
+ * (pipeline/dataset/fields.h) and the label 0. */
 #ifndef ZP_SOURCE_H
 #define ZP_SOURCE_H
 
-#include "pipeline/runtime/config.h"
-#include "pipeline/runtime/dataset.h"
+#include "pipeline/config/config.h"
+#include "pipeline/dataset/dataset.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -20,7 +20,7 @@ struct zp_source {
     void (*destroy)(zp_source_t *src);
     uint64_t epoch; /* the task's epoch, set by the loader before its samples (0 when absent) */
     /* The whole image the last get() cropped its sample from, as the cache
-     * keeps it (pipeline/runtime/augment.h zp_augment_whole, with the cache on): RGB
+     * keeps it (pipeline/image/augment.h zp_augment_whole, with the cache on): RGB
      * rows of whole_w x 3 bytes; owned by the source, valid until its next
      * get(). NULL when that get made none. */
     const uint8_t *whole;

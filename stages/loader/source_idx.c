@@ -2,7 +2,7 @@
  * labels come from the supervisor's probe (meta->probed) when the stage has
  * it, so that they are gunzipped once per run; else from the label files. */
 #include "stages/loader/source.h"
-#include "pipeline/runtime/log.h"
+#include "pipeline/base/log.h"
 
 #include <stdio.h>
 #include <stdlib.h>

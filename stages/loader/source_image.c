@@ -11,19 +11,19 @@
  * With the crop at assembly (zp_augment_whole), a train sample is instead the
  * random-resized crop of the image drawn for (seed, epoch, index) on the
  * image as the cache keeps it (longer side at most dataset.image.cache_side),
- * resized to crop x crop (pipeline/runtime/resample.h) and flipped as drawn. With the
+ * resized to crop x crop (pipeline/image/resample.h) and flipped as drawn. With the
  * cache on, that whole image is made first and kept for the loader to send
  * (base.whole); with it off, the box is mapped onto the file's own pixels and
  * a JPEG is decoded at the smallest DCT scale that still covers the box at
  * the crop size, only the part of it that the resize reads (jpeg_region.h). */
 #define _GNU_SOURCE
 #include "stages/loader/source.h"
-#include "pipeline/runtime/buf.h"
-#include "pipeline/runtime/imagelist.h"
-#include "pipeline/runtime/augment.h"
-#include "pipeline/runtime/resample.h"
-#include "pipeline/runtime/jpeg_region.h"
-#include "pipeline/runtime/log.h"
+#include "pipeline/base/buf.h"
+#include "pipeline/dataset/imagelist.h"
+#include "pipeline/image/augment.h"
+#include "pipeline/image/resample.h"
+#include "pipeline/image/jpeg_region.h"
+#include "pipeline/base/log.h"
 
 #include <errno.h>
 #include <png.h>

@@ -1,8 +1,8 @@
 /* source_synthetic.c — generated samples: deterministic pixels and labels from
  * (seed, split, index), and a configurable CPU cost per sample. */
 #include "stages/loader/source.h"
-#include "pipeline/runtime/hash.h"
-#include "pipeline/runtime/log.h"
+#include "pipeline/base/hash.h"
+#include "pipeline/base/log.h"
 
 #include <stdio.h>
 #include <stdlib.h>

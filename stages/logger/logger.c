@@ -9,14 +9,14 @@
 #define _GNU_SOURCE
 #include "stages/logger/logger.h"
 #include "stages/logger/tb.h"
-#include "pipeline/runtime/log.h"
-#include "pipeline/runtime/names.h"
+#include "pipeline/base/log.h"
+#include "pipeline/base/names.h"
 #include "pipeline/report/report.h"
-#include "pipeline/runtime/inbox.h"
-#include "pipeline/runtime/sock.h"
-#include "pipeline/runtime/stage.h"
+#include "pipeline/net/inbox.h"
+#include "pipeline/net/sock.h"
+#include "pipeline/stage/stage.h"
 #include "pipeline/report/trace.h"
-#include "pipeline/runtime/json.h"
+#include "pipeline/base/json.h"
 #include "schemas/records.h"
 
 #include <errno.h>
@@ -258,7 +258,7 @@ static int open_all(logger_t *l)
         return 1;
     int hwm = 100000;
     zmq_setsockopt(l->pull, ZMQ_RCVHWM, &hwm, sizeof hwm);
-    /* under Slurm also tcp, for each node's autoscale (pipeline/runtime/names.h) */
+    /* under Slurm also tcp, for each node's autoscale (pipeline/base/names.h) */
     if (zp_stage_socket(st, &l->rep, ZMQ_REP, zp_names_sock(ZP_SOCK_STAT), 1, 0))
         return 1;
     return 0;

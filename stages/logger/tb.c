@@ -2,8 +2,8 @@
  * each an Event (protobuf-c, schemas/tensorboard.proto) in a TFRecord frame. */
 #define _GNU_SOURCE
 #include "stages/logger/tb.h"
-#include "pipeline/runtime/files.h"
-#include "pipeline/runtime/log.h"
+#include "pipeline/base/files.h"
+#include "pipeline/base/log.h"
 #include "schemas/errors.h"
 #include "schemas/records.h"
 #include "schemas/tensorboard.pb-c.h"

@@ -6,7 +6,7 @@
 #ifndef ZP_PREFETCH_BATCH_H
 #define ZP_PREFETCH_BATCH_H
 
-#include "pipeline/runtime/sock.h"
+#include "pipeline/net/sock.h"
 
 #include <stddef.h>
 #include <stdint.h>

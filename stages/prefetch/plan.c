@@ -1,7 +1,7 @@
 /* plan.c — the order of the prefetch's phases (plan.h). */
 #include "stages/prefetch/plan.h"
-#include "pipeline/runtime/names.h"
-#include "pipeline/runtime/sampler.h"
+#include "pipeline/base/names.h"
+#include "pipeline/dataset/sampler.h"
 #include "schemas/errors.h"
 #include "schemas/msg.h"
 

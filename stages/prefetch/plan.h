@@ -6,7 +6,7 @@
 #ifndef ZP_PREFETCH_PLAN_H
 #define ZP_PREFETCH_PLAN_H
 
-#include "pipeline/runtime/stage.h"
+#include "pipeline/stage/stage.h"
 
 #include <stddef.h>
 #include <stdint.h>

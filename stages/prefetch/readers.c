@@ -2,11 +2,11 @@
  * ring slot (cropping or decoding a whole image on the way). */
 #define _GNU_SOURCE
 #include "stages/prefetch/readers.h"
-#include "pipeline/runtime/buf.h"
-#include "pipeline/runtime/cachedb.h"
-#include "pipeline/runtime/log.h"
-#include "pipeline/runtime/jpeg_region.h"
-#include "pipeline/runtime/resample.h"
+#include "pipeline/base/buf.h"
+#include "pipeline/cachedb/cachedb.h"
+#include "pipeline/base/log.h"
+#include "pipeline/image/jpeg_region.h"
+#include "pipeline/image/resample.h"
 
 #include <errno.h>
 #include <pthread.h>

@@ -6,7 +6,7 @@
  * copied, so the pointers stay valid), then checks, copies and checksums each
  * value.
  *
- * With the crop at assembly (pipeline/runtime/augment.h zp_augment_whole) a train
+ * With the crop at assembly (pipeline/image/augment.h zp_augment_whole) a train
  * value is a whole image: its copy is the augmentation. A reader checks it,
  * decodes it when it is a JPEG, draws the box and flip of (seed, epoch,
  * index) on it and resizes the box straight into the slot (pipeline/
@@ -16,10 +16,10 @@
 #ifndef ZP_READERS_H
 #define ZP_READERS_H
 
-#include "pipeline/runtime/augment.h"
-#include "pipeline/runtime/augment_field.h"
-#include "pipeline/runtime/cachedb.h"
-#include "pipeline/runtime/dataset.h"
+#include "pipeline/image/augment.h"
+#include "pipeline/dataset/augment_field.h"
+#include "pipeline/cachedb/cachedb.h"
+#include "pipeline/dataset/dataset.h"
 
 #include <lmdb.h>
 #include <stdint.h>

@@ -1,8 +1,8 @@
 /* ringlog.c — the prefetch's log of the ring: each BATCH sent and FREE
  * received, batched into ring records for the logger. */
 #include "stages/prefetch/ringlog.h"
-#include "pipeline/runtime/event.h"
-#include "pipeline/runtime/log.h"
+#include "pipeline/stage/event.h"
+#include "pipeline/base/log.h"
 #include "schemas/records.h"
 
 static void send_log(zp_ringlog_t *l, zp_stage_t *st)

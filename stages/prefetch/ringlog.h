@@ -5,7 +5,7 @@
 #ifndef ZP_RINGLOG_H
 #define ZP_RINGLOG_H
 
-#include "pipeline/runtime/stage.h"
+#include "pipeline/stage/stage.h"
 
 #include <stdint.h>
 

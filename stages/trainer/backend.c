@@ -2,7 +2,7 @@
  * model's shape, the optimizer's settings, the host's view of a batch. */
 #define _GNU_SOURCE
 #include "stages/trainer/backend.h"
-#include "pipeline/runtime/log.h"
+#include "pipeline/base/log.h"
 #include "stages/trainer/gpu.h"
 
 #include <stdlib.h>
@@ -91,7 +91,9 @@ int zp_backend_input_init(zp_backend_input_t *h, zp_stage_t *st, int normalise, 
         (!(h->lut = zp_dataset_normalize_lut(&st->cfg, st->meta.shape[0])) ||
          !(h->norm = malloc(sizeof(float) * floats))))
         return ZP_ENOMEM;
-    int rc = augment ? zp_augment_init(&h->aug, &st->cfg, &st->meta) : 0;
+    int rc = augment ? zp_augment_init(&h->aug, &st->cfg, (int)st->meta.shape[0],
+                                       (int)st->meta.shape[1], (int)st->meta.shape[2])
+                     : 0;
     if (!rc && h->aug.on && !(h->augmented = malloc(sizeof(float) * floats)))
         rc = ZP_ENOMEM;
     return rc;

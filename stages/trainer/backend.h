@@ -4,7 +4,7 @@
  * model and its compute, and never sees a message or a slot number.
  *
  *   cpu   (backend_cpu.c)   the MLP on OpenBLAS (mlp.c); with ranks, the
- *                           gradients summed through pipeline/runtime/comm.c
+ *                           gradients summed through pipeline/ring/comm.c
  *   cuda  (backend_cuda.c)  the same MLP on one GPU (gpu_load.c -> the
  *                           module zeus-pipe-cuda.so); with ranks, NCCL
  *   eval  (backend_eval.c)  `zeus-pipe eval`: test batches through several
@@ -37,10 +37,10 @@
 #ifndef ZP_TRAINER_BACKEND_H
 #define ZP_TRAINER_BACKEND_H
 
-#include "pipeline/runtime/consumer.h"
-#include "pipeline/runtime/ring.h"
-#include "pipeline/runtime/stage.h"
-#include "pipeline/runtime/comm.h"
+#include "pipeline/ring/consumer.h"
+#include "pipeline/ring/ring.h"
+#include "pipeline/stage/stage.h"
+#include "pipeline/ring/comm.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -105,7 +105,7 @@ int zp_backend_null_create(zp_backend_t **out, zp_stage_t *st, zp_comm_t *comm);
 
 /* ---- shared by the implementations ---- */
 
-#include "pipeline/runtime/augment.h"
+#include "pipeline/image/augment.h"
 #include "stages/trainer/mlp.h"
 
 /* The model trainer.model.hidden describes over the dataset's samples:

@@ -1,7 +1,7 @@
 /* backend_cpu.c — the cpu backend: the MLP on OpenBLAS (mlp.c). With ranks,
  * every train step's gradients are summed over them through comm.c. */
 #define _GNU_SOURCE
-#include "pipeline/runtime/log.h"
+#include "pipeline/base/log.h"
 #include "stages/trainer/backend.h"
 #include "stages/trainer/nan_guard.h"
 

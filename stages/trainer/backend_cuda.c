@@ -5,7 +5,7 @@
  * are collected. With ranks, gradients are summed by NCCL; rank 0's NCCL id
  * reaches the others through comm.c. */
 #define _GNU_SOURCE
-#include "pipeline/runtime/log.h"
+#include "pipeline/base/log.h"
 #include "stages/trainer/backend.h"
 #include "stages/trainer/gpu.h"
 
@@ -220,7 +220,8 @@ int zp_backend_cuda_create(zp_backend_t **out, zp_stage_t *st, zp_comm_t *comm)
     if (!rc)
         rc = zp_mlp_init(&b->mlp, dims, L, (int)c->batch_size, (uint64_t)c->seed);
     if (!rc && c->aug_where == ZP_AUG_IN_TRAINER)
-        rc = zp_augment_init(&b->aug, c, &st->meta);
+        rc = zp_augment_init(&b->aug, c, (int)st->meta.shape[0], (int)st->meta.shape[1],
+                        (int)st->meta.shape[2]);
     if (!rc && b->aug.on && !(b->draws = malloc(sizeof *b->draws * (size_t)c->batch_size)))
         rc = ZP_ENOMEM;
     if (!rc && st->meta.dtype == ZP_DTYPE_U8 && !(b->lut = zp_dataset_normalize_lut(c, st->meta.shape[0])))

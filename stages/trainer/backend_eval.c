@@ -3,7 +3,7 @@
  * checkpoint's figures, and each epoch's end writes every one's results
  * beside the evaluated run. Nothing is trained. */
 #define _GNU_SOURCE
-#include "pipeline/runtime/log.h"
+#include "pipeline/base/log.h"
 #include "stages/trainer/backend.h"
 #include "stages/trainer/scores.h"
 

@@ -2,8 +2,8 @@
  * epoch-N), pruned, and read back for --resume. */
 #define _GNU_SOURCE
 #include "stages/trainer/ckpts.h"
-#include "pipeline/runtime/ckpt.h"
-#include "pipeline/runtime/log.h"
+#include "pipeline/stage/ckpt.h"
+#include "pipeline/base/log.h"
 
 #include <errno.h>
 #include <limits.h>

@@ -1,7 +1,7 @@
 /* ckpts.h — the trainer's checkpoints and --resume. A checkpoint's
  * payload is the best test accuracy so far (f64), then the backend's model
  * and optimizer state; its position (step, epoch, batch, seed) is where the
- * sampler goes on (pipeline/runtime/ckpt.h). Every rank holds the same model: only
+ * sampler goes on (pipeline/stage/ckpt.h). Every rank holds the same model: only
  * the writer (rank 0) writes. A backend with no state writes none. */
 #ifndef ZP_TRAINER_CHECKPOINTS_H
 #define ZP_TRAINER_CHECKPOINTS_H

@@ -27,8 +27,8 @@
 #ifndef ZP_GPU_H
 #define ZP_GPU_H
 
-#include "pipeline/runtime/augment.h"
-#include "pipeline/runtime/timer.h"
+#include "pipeline/image/augment.h"
+#include "pipeline/base/timer.h"
 #include "stages/trainer/mlp.h"
 
 #include <stddef.h>

@@ -5,9 +5,9 @@
 #define ZP_GPU_IMPL_H
 
 extern "C" {
-#include "pipeline/runtime/augment.h"
-#include "pipeline/runtime/log.h"
-#include "pipeline/runtime/timer.h"
+#include "pipeline/image/augment.h"
+#include "pipeline/base/log.h"
+#include "pipeline/base/timer.h"
 #include "stages/trainer/mlp.h"
 }
 #include "stages/trainer/gpu.h"
@@ -20,7 +20,7 @@ extern "C" {
 #include <signal.h>
 #include <stdio.h>
 
-extern "C" volatile sig_atomic_t zp_stop; /* the stage's stop flag (pipeline/runtime/stage.h) */
+extern "C" volatile sig_atomic_t zp_stop; /* the stage's stop flag (pipeline/stage/stage.h) */
 
 #define BUFS 2        /* device batch buffers: copy of k + 1 while k computes */
 #define TIMED 64      /* batches whose events may be in flight */

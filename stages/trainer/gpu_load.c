@@ -3,7 +3,7 @@
  * the file of that name beside the executable. Without it there is no
  * device, and zp_gpu_count says why. */
 #define _GNU_SOURCE
-#include "pipeline/runtime/log.h"
+#include "pipeline/base/log.h"
 #include "stages/trainer/gpu.h"
 
 #include <dlfcn.h>

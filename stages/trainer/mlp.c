@@ -2,8 +2,8 @@
  * backward on OpenBLAS, SGD with momentum or Adam, and its parameters'
  * checkpoint layout. */
 #include "stages/trainer/mlp.h"
-#include "pipeline/runtime/hash.h"
-#include "pipeline/runtime/log.h"
+#include "pipeline/base/hash.h"
+#include "pipeline/base/log.h"
 
 #include <cblas.h>
 #include <math.h>

@@ -1,8 +1,8 @@
 /* nan_guard.c — see nan_guard.h. */
 #define _GNU_SOURCE
 #include "stages/trainer/nan_guard.h"
-#include "pipeline/runtime/log.h"
-#include "pipeline/runtime/dataset.h"
+#include "pipeline/base/log.h"
+#include "pipeline/dataset/dataset.h"
 
 #include <limits.h>
 #include <stdio.h>

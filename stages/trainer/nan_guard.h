@@ -6,7 +6,7 @@
 #ifndef ZP_TRAINER_NAN_GUARD_H
 #define ZP_TRAINER_NAN_GUARD_H
 
-#include "pipeline/runtime/config.h"
+#include "pipeline/config/config.h"
 #include "stages/trainer/backend.h"
 
 #include <stdint.h>

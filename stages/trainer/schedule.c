@@ -1,7 +1,7 @@
 /* schedule.c — the learning-rate schedule; see schedule.h. */
 #define _GNU_SOURCE
 #include "stages/trainer/schedule.h"
-#include "pipeline/runtime/sampler.h"
+#include "pipeline/dataset/sampler.h"
 
 #include <math.h>
 

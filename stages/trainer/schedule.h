@@ -4,7 +4,7 @@
 #ifndef ZP_TRAINER_SCHEDULE_H
 #define ZP_TRAINER_SCHEDULE_H
 
-#include "pipeline/runtime/config.h"
+#include "pipeline/config/config.h"
 
 #include <stdint.h>
 

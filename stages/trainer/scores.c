@@ -3,8 +3,8 @@
  * matrix, written as JSON and text. */
 #define _GNU_SOURCE
 #include "stages/trainer/scores.h"
-#include "pipeline/runtime/json.h"
-#include "pipeline/runtime/log.h"
+#include "pipeline/base/json.h"
+#include "pipeline/base/log.h"
 
 #include <errno.h>
 #include <limits.h>

@@ -5,7 +5,7 @@
 #ifndef ZP_SCORES_H
 #define ZP_SCORES_H
 
-#include "pipeline/runtime/ckpt.h"
+#include "pipeline/stage/ckpt.h"
 #include "stages/trainer/mlp.h"
 
 typedef struct {

@@ -1,26 +1,26 @@
 /* trainer.c — the trainer stage's loop: takes every BATCH of its rank's ring
- * (pipeline/runtime/consumer.c, shared with the client library), accounts its sample
- * indices (pipeline/runtime/coverage.c, which also sends the epoch_end record), hands it to the
+ * (pipeline/ring/consumer.c, shared with the client library), accounts its sample
+ * indices (pipeline/ring/coverage.c, which also sends the epoch_end record), hands it to the
  * backend (backend.h: cpu, cuda, eval or null) with the step's learning rate
  * (schedule.c), gives the slot back with FREE(slot, gen), and writes the
  * step and epoch records and checkpoints (ckpts.c). At an epoch's end
- * the ranks' counts are summed (pipeline/runtime/comm.c; one rank sums alone), so every
+ * the ranks' counts are summed (pipeline/ring/comm.c; one rank sums alone), so every
  * epoch-end record carries the whole epoch's samples, distinct indices, an
  * order-independent checksum of them and an order-dependent digest of the
  * batch sequence. */
 #define _GNU_SOURCE
 #include "stages/trainer/trainer.h"
-#include "pipeline/runtime/augment.h"
-#include "pipeline/runtime/event.h"
-#include "pipeline/runtime/hash.h"
-#include "pipeline/runtime/log.h"
+#include "pipeline/image/augment.h"
+#include "pipeline/stage/event.h"
+#include "pipeline/base/hash.h"
+#include "pipeline/base/log.h"
 #include "schemas/records.h"
-#include "pipeline/runtime/stage.h"
+#include "pipeline/stage/stage.h"
 #include "stages/trainer/backend.h"
 #include "stages/trainer/ckpts.h"
-#include "pipeline/runtime/comm.h"
-#include "pipeline/runtime/consumer.h"
-#include "pipeline/runtime/coverage.h"
+#include "pipeline/ring/comm.h"
+#include "pipeline/ring/consumer.h"
+#include "pipeline/ring/coverage.h"
 #include "stages/trainer/schedule.h"
 
 #include <errno.h>

@@ -1,4 +1,4 @@
-/* libFuzzer target: a value read from the LMDB cache (pipeline/runtime/cachedb.c:
+/* libFuzzer target: a value read from the LMDB cache (pipeline/cachedb/cachedb.c:
  * zp_cachedb_check_value, the check every hit passes before its bytes are copied
  * into a batch), for a dataset of 1x8x8 u8 samples of 4 classes. The
  * input's first byte is not the value: with its bit 2 set the target writes
@@ -13,7 +13,7 @@
  * them (tests/fuzz/seeds/cache holds some).
  * Build and run: scripts/fuzz.sh [SECONDS]. */
 #define _GNU_SOURCE
-#include "pipeline/runtime/cachedb.h"
+#include "pipeline/cachedb/cachedb.h"
 
 #include <stdint.h>
 #include <stdio.h>

@@ -1,4 +1,4 @@
-/* libFuzzer target: a checkpoint file (pipeline/runtime/ckpt.c), header and payload,
+/* libFuzzer target: a checkpoint file (pipeline/stage/ckpt.c), header and payload,
  * read back as up --resume, the prefetch and the trainer do, then its
  * position checked against a run of 10 epochs of 50 batches. The input's
  * first byte is not the file: with its bit 0 set the target writes the
@@ -8,7 +8,7 @@
  * run's last.ckpt behind a 0 and a 1 (tests/fuzz/seeds/ckpt).
  * Build and run: scripts/fuzz.sh [SECONDS]. */
 #include "tests/fuzz/fuzz_rundir.h"
-#include "pipeline/runtime/ckpt.h"
+#include "pipeline/stage/ckpt.h"
 
 #include <stdint.h>
 #include <xxhash.h>

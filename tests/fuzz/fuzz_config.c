@@ -3,7 +3,7 @@
  * is tests/configs/good and tests/configs/bad.
  * Build and run: scripts/fuzz.sh [SECONDS]. */
 #define _GNU_SOURCE
-#include "pipeline/runtime/config.h"
+#include "pipeline/config/config.h"
 
 #include <stdio.h>
 #include <stdlib.h>

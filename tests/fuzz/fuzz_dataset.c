@@ -6,7 +6,7 @@
  * and an image folder's (tests/fuzz/seeds/dataset).
  * Build and run: scripts/fuzz.sh [SECONDS]. */
 #include "tests/fuzz/fuzz_rundir.h"
-#include "pipeline/runtime/dataset.h"
+#include "pipeline/dataset/dataset.h"
 
 #include <stdint.h>
 

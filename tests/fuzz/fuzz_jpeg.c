@@ -1,5 +1,5 @@
-/* libFuzzer target: the region decoder (pipeline/runtime/jpeg_region.c) and
- * the resampler (pipeline/runtime/resample.c) on any bytes, held to the
+/* libFuzzer target: the region decoder (pipeline/image/jpeg_region.c) and
+ * the resampler (pipeline/image/resample.c) on any bytes, held to the
  * whole decode. The input's first 8 bytes are the parameters: the DCT scale
  * (byte 0, among TurboJPEG's), a box as fractions of the scaled image (bytes
  * 1-4: x0, y0, x1, y1 over 200, so a box may reach past the image), the
@@ -12,8 +12,8 @@
  * `fuzz_jpeg --write-seeds=DIR` is not needed: tests/fuzz/seeds/jpeg holds
  * small JPEGs of each subsampling, gray and progressive, made by Pillow.
  * Build and run: scripts/fuzz.sh [SECONDS]. */
-#include "pipeline/runtime/jpeg_region.h"
-#include "pipeline/runtime/resample.h"
+#include "pipeline/image/jpeg_region.h"
+#include "pipeline/image/resample.h"
 
 #include <stdint.h>
 #include <stdlib.h>

@@ -2,8 +2,10 @@
 of docs/configuration.md is the binary's `config --keys --markdown` output,
 byte for byte but trailing blanks; and every relative link in the tree's
 markdown (README.md, docs/*.md, ARCHITECTURE.md, the folders' README.md ...)
-names a file that exists and, for `#anchor`, a heading of that page. A third
-test feeds both checks a broken tree and makes sure they say so."""
+names a file that exists and, for `#anchor`, a heading of that page; and
+schemas/protocol.md, "every message on the wire", shows every message of
+schemas/msg.h's table. The last tests feed the checks a broken tree, and a
+page that lacks a message, and make sure they say so."""
 import difflib
 import os
 import re
@@ -144,6 +146,29 @@ def table_drift(page, output):
         page, COMMAND, "\n".join(list(diff)[:60]))
 
 
+MESSAGE = re.compile(r"^\s*X\(([A-Z_]+),\s*\"[a-z_]+\"", re.M)
+
+
+def missing_messages(msg_h, page):
+    """The messages of msg_h's ZP_MSGS table that `page` does not show as
+    `NAME {` (a message with its fields, as the protocol page writes them)."""
+    table = msg_h[msg_h.index("#define ZP_MSGS"):]
+    table = table[:table.index("\n\n")]
+    names = MESSAGE.findall(table)
+    zp.check(len(names) >= 20, "only %d messages read from msg.h's table: %s" % (len(names), names))
+    return [n for n in names if not re.search(r"\b%s \{" % n, page)]
+
+
+def the_protocol_page_shows_every_wire_message():
+    msg_h = zp.text(os.path.join(ROOT, "schemas", "msg.h"))
+    page = zp.text(os.path.join(ROOT, "schemas", "protocol.md"))
+    missing = missing_messages(msg_h, page)
+    zp.check(not missing, "schemas/protocol.md does not show %s (schemas/msg.h has them)" % missing)
+    # the check sees a message left out, and does not take a name in prose for one
+    cut = "\n".join(l for l in page.split("\n") if "HEARTBEAT {" not in l) + "\nHEARTBEAT is sent.\n"
+    zp.check(missing_messages(msg_h, cut) == ["HEARTBEAT"], missing_messages(msg_h, cut))
+
+
 def key_output():
     p = subprocess.run([zp.BIN, "config", "--keys", "--markdown"], capture_output=True, text=True, timeout=60)
     zp.check(p.returncode == 0, "config --keys --markdown: exit %d:\n%s" % (p.returncode, p.stderr))
@@ -197,5 +222,6 @@ def the_checks_catch_a_broken_link_an_unknown_anchor_and_a_drifted_table():
 
 if __name__ == "__main__":
     zp.main([config_page_key_table_is_the_binarys_output,
+             the_protocol_page_shows_every_wire_message,
              every_relative_link_in_the_markdown_resolves,
              the_checks_catch_a_broken_link_an_unknown_anchor_and_a_drifted_table])

@@ -121,7 +121,7 @@ def a_dead_runs_ring_left_in_shm_is_never_read():
     with zp.Workdir() as w:
         cfg = w.write("stale.yaml", CONFIG.format(name="stale", train=640, shape="[1, 8, 8]"))
         ring = ring_file(w.run_dir("stale"), 0)
-        # a dead run's ring of this run's name and layout: a header as pipeline/runtime/ring.c
+        # a dead run's ring of this run's name and layout: a header as pipeline/ring/ring.c
         # writes it (magic, depth, slot bytes, nonce), then slots whose every index
         # is 0 and every pixel NaN
         slot = 20480  # 64 x 4 + 64 x 4 (64-byte aligned) + 64 x 64 floats, in pages

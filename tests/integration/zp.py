@@ -17,7 +17,7 @@ MASK = (1 << 64) - 1
 
 
 def mix64(x):
-    """splitmix64, as pipeline/runtime/hash.h."""
+    """splitmix64, as pipeline/base/hash.h."""
     x = (x + 0x9E3779B97F4A7C15) & MASK
     x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & MASK
     x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & MASK

@@ -1,0 +1,67 @@
+/* coverage.h — the trainer's proof that an epoch reached it exactly once:
+ * per split and epoch, the samples and batches seen, the number of distinct
+ * sample indices, an order-independent checksum of them (a sum of
+ * zp_index_term) and an order-dependent digest of the sequence
+ * (zp_order_step from ZP_ORDER_INIT); with the epoch's loss and hits beside.
+ * With ranks, every rank's counts are summed (zp_coverage_pack/unpack). */
+#ifndef ZP_COVERAGE_H
+#define ZP_COVERAGE_H
+
+#include "pipeline/ring/comm.h"
+#include "pipeline/stage/stage.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct {
+    int64_t samples, distinct, batches, correct;
+    uint64_t checksum, order;
+    double loss_sum;
+    int64_t start_ns; /* zp_now_ns() at the epoch's first batch */
+    int64_t n;        /* indices of the split: 0 .. n-1 */
+    uint8_t *seen;    /* bitmap of n bits; owned */
+} zp_coverage_t;
+
+/* For a split of n samples. Returns 0, or ZP_ENOMEM (with nothing held). */
+int zp_coverage_init(zp_coverage_t *a, int64_t n);
+/* Safe on a zeroed or freed one. */
+void zp_coverage_free(zp_coverage_t *a);
+
+/* A batch's n indices, in order. The first batch after zp_coverage_end (or
+ * init) starts a new epoch: every count, loss and hit is reset then. An
+ * index >= the split's size counts in samples and the digest only (the
+ * prefetch refuses those before). */
+void zp_coverage_add(zp_coverage_t *a, const uint32_t *idx, int64_t n);
+/* The epoch is recorded: the next batch starts another. */
+void zp_coverage_end(zp_coverage_t *a);
+
+/* The counts a sum over ranks adds: samples, distinct, the checksum as two
+ * 32-bit halves (a double adds those exactly), loss sum, correct. */
+#define ZP_COVERAGE_SUMS 6
+void zp_coverage_pack(const zp_coverage_t *a, double *s);
+void zp_coverage_unpack(zp_coverage_t *a, const double *s);
+
+/* The epoch's counts of every rank, and the sampler's counts (EPOCH_END's n
+ * and skipped), summed over the ranks of `comm` into `a`, *n and *skipped:
+ * after it every rank holds the whole epoch's. The built-in trainer and the
+ * client library call it at each EPOCH_END, every rank in the same order.
+ * With one rank nothing changes. Returns 0, or zp_comm_sum's error (then a,
+ * *n and *skipped are as they were). */
+int zp_coverage_sum_ranks(zp_coverage_t *a, zp_comm_t *comm, uint64_t *n, uint64_t *skipped);
+
+/* What an epoch_end record says beside the counts. */
+typedef struct {
+    int split;
+    uint64_t epoch;           /* from 0 */
+    int64_t epochs, step;     /* the run's epochs; train steps taken */
+    int64_t expected, skipped; /* the sampler's count (EPOCH_END's n) and samples left out */
+    int with_model;           /* loss and accuracy, from loss_sum and correct */
+} zp_epoch_info_t;
+
+/* Sends the epoch_end metric record of `a` (dt: the epoch's seconds) to the
+ * logger: the one record of an epoch's proof, of the built-in trainer and of
+ * the client library alike. */
+void zp_coverage_record(zp_stage_t *st, const zp_coverage_t *a, const zp_epoch_info_t *e,
+                        double dt);
+
+#endif
