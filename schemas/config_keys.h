@@ -22,6 +22,19 @@
 #ifndef ZP_CONFIG_KEYS_H
 #define ZP_CONFIG_KEYS_H
 
+/* The dataset sources, X(NAME, name): dataset.source's choices, in the order
+ * that makes config.h's enum (ZP_SOURCE_NAME is the index of `name`), so the
+ * two cannot disagree. */
+#define ZP_SOURCES(X)                                                                              \
+    X(IDX, idx)                                                                                    \
+    X(SYNTHETIC, synthetic)                                                                        \
+    X(IMAGE_FOLDER, image_folder)                                                                  \
+    X(IMAGE_LIST, image_list)                                                                      \
+    X(PYTHON, python)
+#define ZP_SOURCE_CHOICE(NAME, name) "|" #name
+/* "idx|synthetic|...": the choices, without the first bar */
+#define ZP_SOURCE_CHOICES (ZP_SOURCES(ZP_SOURCE_CHOICE) + 1)
+
 #define ZP_CONFIG_KEYS(X)                                                                          \
     X("run.name", STR, run_name, "", 0, 0,                                                         \
       "name of the run; its folder is run.dir/run.name, so no '/' nor a leading '.' "             \
@@ -29,7 +42,7 @@
     X("run.dir", PATH, run_dir, "runs", 0, 0,                                                      \
       "folder that holds the run folders")                                                         \
     X("seed", INT, seed, "0", 0, 2147483647, "seed of the sampler and of the model's initial weights") \
-    X("dataset.source", ENUM, dataset_source, NULL, "idx|synthetic|image_folder|image_list|python", 0, \
+    X("dataset.source", ENUM, dataset_source, NULL, ZP_SOURCE_CHOICES, 0,                          \
       "gzip IDX files (the MNIST family), generated samples, a CLASS/*.jpg folder, a list file, "  \
       "or your own map-style Dataset (dataset.python.*)")                                        \
     X("dataset.path", PATH, dataset_path, "/usr/share/datasets/fashion-mnist", 0, 0,                \

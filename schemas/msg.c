@@ -48,7 +48,7 @@ static int key_is(const msgpack_object *k, const char *s)
            memcmp(k->via.str.ptr, s, k->via.str.size) == 0;
 }
 
-const msgpack_object *zp_map_get(const msgpack_object *map, const char *key)
+const msgpack_object *zp_msg_map_get(const msgpack_object *map, const char *key)
 {
     if (!map || map->type != MSGPACK_OBJECT_MAP)
         return NULL;
@@ -58,9 +58,9 @@ const msgpack_object *zp_map_get(const msgpack_object *map, const char *key)
     return NULL;
 }
 
-double zp_map_num(const msgpack_object *map, const char *key, double fallback)
+double zp_msg_map_num(const msgpack_object *map, const char *key, double fallback)
 {
-    const msgpack_object *v = zp_map_get(map, key);
+    const msgpack_object *v = zp_msg_map_get(map, key);
     if (!v)
         return fallback;
     switch (v->type) {
@@ -72,9 +72,9 @@ double zp_map_num(const msgpack_object *map, const char *key, double fallback)
     }
 }
 
-const char *zp_map_str(const msgpack_object *map, const char *key, char *buf, size_t len)
+const char *zp_msg_map_str(const msgpack_object *map, const char *key, char *buf, size_t len)
 {
-    const msgpack_object *v = zp_map_get(map, key);
+    const msgpack_object *v = zp_msg_map_get(map, key);
     buf[0] = 0;
     if (v && v->type == MSGPACK_OBJECT_STR)
         snprintf(buf, len, "%.*s", (int)v->via.str.size, v->via.str.ptr);
@@ -123,7 +123,7 @@ static int check_header(zp_msg_t *m, const msgpack_object *h, char *why, size_t 
 {
     if (h->type != MSGPACK_OBJECT_MAP)
         return reject(why, len, "header is not a msgpack map");
-    const msgpack_object *v = zp_map_get(h, "v"), *t = zp_map_get(h, "t");
+    const msgpack_object *v = zp_msg_map_get(h, "v"), *t = zp_msg_map_get(h, "t");
     if (!v || v->type != MSGPACK_OBJECT_POSITIVE_INTEGER)
         return reject(why, len, "header has no version 'v'");
     if (v->via.u64 != ZP_WIRE_VERSION)
@@ -295,7 +295,7 @@ void zp_msg_release(zp_msg_t *m)
     m->has_unpacked = 0;
 }
 
-void zp_pack_str(msgpack_packer *pk, const char *s)
+void zp_msg_pack_str(msgpack_packer *pk, const char *s)
 {
     size_t n = strlen(s);
     msgpack_pack_str(pk, n);
@@ -305,10 +305,10 @@ void zp_pack_str(msgpack_packer *pk, const char *s)
 void zp_msg_pack_begin(msgpack_packer *pk, zp_msg_type_t t, int extra)
 {
     msgpack_pack_map(pk, 2 + (uint32_t)extra);
-    zp_pack_str(pk, "v");
+    zp_msg_pack_str(pk, "v");
     msgpack_pack_uint32(pk, ZP_WIRE_VERSION);
-    zp_pack_str(pk, "t");
-    zp_pack_str(pk, SPECS[t].wire);
+    zp_msg_pack_str(pk, "t");
+    zp_msg_pack_str(pk, SPECS[t].wire);
 }
 
 int zp_msg_encode(const zp_msg_t *m, msgpack_sbuffer *sb)
@@ -326,11 +326,11 @@ int zp_msg_encode(const zp_msg_t *m, msgpack_sbuffer *sb)
     for (int f = 0; f < ZP_F_COUNT; f++) {
         if (!(req & (1u << f)))
             continue;
-        zp_pack_str(&pk, FIELD_NAMES[f]);
+        zp_msg_pack_str(&pk, FIELD_NAMES[f]);
         if (FIELD_KINDS[f] == 'U')
             msgpack_pack_uint64(&pk, *u_field(mm, f));
         else
-            zp_pack_str(&pk, f == ZP_F_error ? m->error : m->cmd);
+            zp_msg_pack_str(&pk, f == ZP_F_error ? m->error : m->cmd);
     }
     return 0;
 }

@@ -186,13 +186,13 @@ int zp_msg_encode(const zp_msg_t *m, msgpack_sbuffer *sb);
  * whose body is one map/array the caller writes: pass extra = 1 and pack
  * the key "body" and its value). */
 void zp_msg_pack_begin(msgpack_packer *pk, zp_msg_type_t t, int extra);
-void zp_pack_str(msgpack_packer *pk, const char *s);
+void zp_msg_pack_str(msgpack_packer *pk, const char *s);
 
 /* Looks up `key` in a msgpack map; NULL when absent. */
-const msgpack_object *zp_map_get(const msgpack_object *map, const char *key);
+const msgpack_object *zp_msg_map_get(const msgpack_object *map, const char *key);
 /* Typed lookups with a fallback value. */
-double zp_map_num(const msgpack_object *map, const char *key, double fallback);
+double zp_msg_map_num(const msgpack_object *map, const char *key, double fallback);
 /* Copies a string value into buf (empty when absent or not a string). */
-const char *zp_map_str(const msgpack_object *map, const char *key, char *buf, size_t len);
+const char *zp_msg_map_str(const msgpack_object *map, const char *key, char *buf, size_t len);
 
 #endif

@@ -41,7 +41,7 @@ static const record_t RECORDS[ZP_REC_COUNT] = {
 static const char *const KIND_NAMES[] = {ZP_RECORD_KINDS(KIND_NAME_)};
 #undef KIND_NAME_
 
-const zp_rec_field_t *zp_record_fields(zp_record_type_t t, int *n)
+const zp_rec_field_t *zp_records_fields(zp_record_type_t t, int *n)
 {
     if ((int)t < 0 || t >= ZP_REC_COUNT) {
         *n = 0;
@@ -51,22 +51,22 @@ const zp_rec_field_t *zp_record_fields(zp_record_type_t t, int *n)
     return RECORDS[t].fields;
 }
 
-const char *zp_record_kind_name(int kind)
+const char *zp_records_kind_name(int kind)
 {
     return kind >= 0 && kind < ZP_KIND_COUNT ? KIND_NAMES[kind] : "?";
 }
 
-int zp_record_kind(zp_record_type_t t)
+int zp_records_kind(zp_record_type_t t)
 {
     return t > ZP_REC_NONE && t < ZP_REC_COUNT ? RECORDS[t].kind : -1;
 }
 
-const char *zp_record_event(zp_record_type_t t)
+const char *zp_records_event(zp_record_type_t t)
 {
     return t > ZP_REC_NONE && t < ZP_REC_COUNT ? RECORDS[t].event : "";
 }
 
-const char *zp_record_doc(zp_record_type_t t)
+const char *zp_records_doc(zp_record_type_t t)
 {
     return (int)t >= 0 && t < ZP_REC_COUNT ? RECORDS[t].doc : "";
 }
@@ -91,7 +91,7 @@ static int is_number(const msgpack_object *v)
 /* Reads one field into its member; 1 when the body had it with a usable type. */
 static int read_field(const zp_rec_field_t *f, const msgpack_object *body, char *base)
 {
-    const msgpack_object *v = zp_map_get(body, f->key);
+    const msgpack_object *v = zp_msg_map_get(body, f->key);
     void *dst = base + f->offset;
     switch (f->type) {
     case 'I': {
@@ -100,7 +100,7 @@ static int read_field(const zp_rec_field_t *f, const msgpack_object *body, char 
         return v && is_number(v);
     }
     case 'N': {
-        double x = zp_map_num(body, f->key, f->fallback);
+        double x = zp_msg_map_num(body, f->key, f->fallback);
         memcpy(dst, &x, sizeof x);
         return v && is_number(v);
     }
@@ -110,7 +110,7 @@ static int read_field(const zp_rec_field_t *f, const msgpack_object *body, char 
         return x != NULL;
     }
     default: /* S, T */
-        zp_map_str(body, f->key, dst, f->size);
+        zp_msg_map_str(body, f->key, dst, f->size);
         return v && v->type == MSGPACK_OBJECT_STR;
     }
 }
@@ -124,7 +124,7 @@ static void read_fields(const record_t *r, const msgpack_object *body, void *out
     memcpy(out, &present, sizeof present);
 }
 
-zp_record_type_t zp_record_head(const msgpack_object *body, zp_rec_head_t *h)
+zp_record_type_t zp_records_head(const msgpack_object *body, zp_rec_head_t *h)
 {
     read_fields(&RECORDS[ZP_REC_NONE], body, h);
     if (!body || body->type != MSGPACK_OBJECT_MAP)
@@ -136,7 +136,7 @@ zp_record_type_t zp_record_head(const msgpack_object *body, zp_rec_head_t *h)
     return ZP_REC_NONE;
 }
 
-zp_record_type_t zp_record_decode(zp_record_type_t t, const msgpack_object *body, void *out)
+zp_record_type_t zp_records_decode(zp_record_type_t t, const msgpack_object *body, void *out)
 {
     if (t <= ZP_REC_NONE || t >= ZP_REC_COUNT)
         return ZP_REC_NONE;

@@ -24,7 +24,7 @@
  *
  * Writers name a key with ZP_KEY(RECORD, key), which does not build for a
  * key the record does not declare; readers decode a record into its struct
- * (zp_rec_<name>_t) with zp_record_decode(). */
+ * (zp_rec_<name>_t) with zp_records_decode(). */
 #ifndef ZP_RECORDS_SCHEMA_H
 #define ZP_RECORDS_SCHEMA_H
 
@@ -251,23 +251,23 @@ typedef struct {
 } zp_rec_field_t;
 
 /* The fields of record `t` (ZP_REC_NONE: the head), in order; their count in *n. */
-const zp_rec_field_t *zp_record_fields(zp_record_type_t t, int *n);
+const zp_rec_field_t *zp_records_fields(zp_record_type_t t, int *n);
 /* The wire name of a kind ("stats", ...), and the kind a record type has. */
-const char *zp_record_kind_name(int kind);
-int zp_record_kind(zp_record_type_t t);
+const char *zp_records_kind_name(int kind);
+int zp_records_kind(zp_record_type_t t);
 /* A metric record's `event` ("step", ...); "" for another kind. */
-const char *zp_record_event(zp_record_type_t t);
-const char *zp_record_doc(zp_record_type_t t);
+const char *zp_records_event(zp_record_type_t t);
+const char *zp_records_doc(zp_record_type_t t);
 
 /* Reads the head of `body` into h and returns the record type its kind and
  * event name; ZP_REC_NONE when `body` is not a map or the kind or event is
  * not declared here (h is filled with what is there all the same). */
-zp_record_type_t zp_record_head(const msgpack_object *body, zp_rec_head_t *h);
+zp_record_type_t zp_records_head(const msgpack_object *body, zp_rec_head_t *h);
 /* Reads the fields of record type t from body into `out`, a zp_rec_<name>_t
- * (the head is read by zp_record_head): a field that is absent or of another
+ * (the head is read by zp_records_head): a field that is absent or of another
  * type reads as its fallback with its `present` bit clear; an integer field
  * given as a float is truncated; unknown keys are ignored. Returns t, or
  * ZP_REC_NONE for a t that is not a record type (out untouched). */
-zp_record_type_t zp_record_decode(zp_record_type_t t, const msgpack_object *body, void *out);
+zp_record_type_t zp_records_decode(zp_record_type_t t, const msgpack_object *body, void *out);
 
 #endif

@@ -72,7 +72,7 @@ static inline void expect_refused(wire_t *w, const char *reason)
         fail_msg("reason '%s' does not say '%s'", why, reason);
 }
 
-static inline void key(wire_t *w, const char *k) { zp_pack_str(&w->pk, k); }
+static inline void key(wire_t *w, const char *k) { zp_msg_pack_str(&w->pk, k); }
 
 static inline void kv_u(wire_t *w, const char *k, uint64_t v)
 {
@@ -83,7 +83,7 @@ static inline void kv_u(wire_t *w, const char *k, uint64_t v)
 static inline void kv_s(wire_t *w, const char *k, const char *v)
 {
     key(w, k);
-    zp_pack_str(&w->pk, v);
+    zp_msg_pack_str(&w->pk, v);
 }
 
 /* Payloads. The decoder only looks at their sizes; they hold values anyway. */
@@ -156,7 +156,7 @@ static inline void pack_every_kind(msgpack_packer *pk)
     msgpack_pack_array(pk, 0);
     msgpack_pack_map(pk, 0);
     msgpack_pack_map(pk, 1);
-    zp_pack_str(pk, "deep");
+    zp_msg_pack_str(pk, "deep");
     msgpack_pack_array(pk, 1);
     msgpack_pack_array(pk, 1);
     msgpack_pack_map(pk, 0);

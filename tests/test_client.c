@@ -232,9 +232,9 @@ static void read_records(void *pull, seen_t *s)
         assert_int_equal(zp_frames_decode(&f, 0, &m, why, sizeof why), 0);
         assert_int_equal(m.type, ZP_MSG_EVENT);
         zp_rec_head_t h;
-        zp_record_type_t t = zp_record_head(&m.body, &h);
+        zp_record_type_t t = zp_records_head(&m.body, &h);
         if (t == ZP_REC_EPOCH_END && s->epoch_ends++ == 0)
-            zp_record_decode(t, &m.body, &s->epoch_end);
+            zp_records_decode(t, &m.body, &s->epoch_end);
         if (t == ZP_REC_TIMER)
             s->timers++;
         if (!strcmp(h.kind, "metric") && !strcmp(h.event, "train_step")) {

@@ -251,14 +251,14 @@ static void event_round_trips_its_body_map(void **state)
     assert_int_equal(w.m.body.type, MSGPACK_OBJECT_MAP);
     assert_int_equal(w.m.body.via.map.size, 4);
     char buf[32];
-    assert_string_equal(zp_map_str(&w.m.body, "kind", buf, sizeof buf), "stage_up");
-    assert_string_equal(zp_map_str(&w.m.body, "stage", buf, sizeof buf), "loader");
-    assert_string_equal(zp_map_str(&w.m.body, "absent", buf, sizeof buf), "");
-    assert_true(zp_map_num(&w.m.body, "instance", -1) == 3);
-    assert_true(zp_map_num(&w.m.body, "loss", -1) == 0.25);
-    assert_true(zp_map_num(&w.m.body, "kind", -1) == -1); /* a string is not a number */
-    assert_true(zp_map_num(&w.m.body, "absent", -1) == -1);
-    assert_null(zp_map_get(&w.m.body, "absent"));
+    assert_string_equal(zp_msg_map_str(&w.m.body, "kind", buf, sizeof buf), "stage_up");
+    assert_string_equal(zp_msg_map_str(&w.m.body, "stage", buf, sizeof buf), "loader");
+    assert_string_equal(zp_msg_map_str(&w.m.body, "absent", buf, sizeof buf), "");
+    assert_true(zp_msg_map_num(&w.m.body, "instance", -1) == 3);
+    assert_true(zp_msg_map_num(&w.m.body, "loss", -1) == 0.25);
+    assert_true(zp_msg_map_num(&w.m.body, "kind", -1) == -1); /* a string is not a number */
+    assert_true(zp_msg_map_num(&w.m.body, "absent", -1) == -1);
+    assert_null(zp_msg_map_get(&w.m.body, "absent"));
     wire_free(&w);
 }
 
@@ -282,8 +282,8 @@ static void stat_rep_round_trips_its_body_array(void **state)
     assert_int_equal(w.m.body.via.array.size, 2);
     char buf[32];
     const msgpack_object *r = &w.m.body.via.array.ptr[1];
-    assert_string_equal(zp_map_str(r, "stage", buf, sizeof buf), "cache");
-    assert_true(zp_map_num(r, "total_samples", 0) == 2000);
+    assert_string_equal(zp_msg_map_str(r, "stage", buf, sizeof buf), "cache");
+    assert_true(zp_msg_map_num(r, "total_samples", 0) == 2000);
     wire_free(&w);
 }
 
@@ -298,7 +298,7 @@ static void event_body_of_every_msgpack_format_is_accepted(void **state)
     key(&w, "all");
     pack_every_kind(&w.pk);
     expect_accepted(&w);
-    const msgpack_object *all = zp_map_get(&w.m.body, "all");
+    const msgpack_object *all = zp_msg_map_get(&w.m.body, "all");
     assert_non_null(all);
     assert_int_equal(all->type, MSGPACK_OBJECT_ARRAY);
     assert_int_equal(all->via.array.size, 32);

@@ -53,7 +53,7 @@ static void header_that_is_not_a_map_is_refused(void **state)
     wire_init(&w);
     msgpack_pack_array(&w.pk, 2);
     msgpack_pack_uint32(&w.pk, 1);
-    zp_pack_str(&w.pk, "ready");
+    zp_msg_pack_str(&w.pk, "ready");
     expect_refused(&w, "header is not a msgpack map");
 }
 

@@ -1,6 +1,6 @@
 /* Unit tests of schemas/records.h: every record the stages write (through
  * zp_event_record and ZP_KEY, as the stages do, and the stats record through
- * zp_stage_stats_tick itself) is read back by zp_record_head/zp_record_decode with
+ * zp_stage_stats_tick itself) is read back by zp_records_head/zp_records_decode with
  * every declared field; absent, mistyped and unknown fields read as the
  * readers have always read them (the row's fallback, "", ignored). */
 #define _GNU_SOURCE
@@ -81,7 +81,7 @@ static void every_record_written_with_every_field_reads_back_with_every_field(vo
     (void)state;
     for (int t = ZP_REC_NONE + 1; t < ZP_REC_COUNT; t++) {
         int n;
-        const zp_rec_field_t *f = zp_record_fields((zp_record_type_t)t, &n);
+        const zp_rec_field_t *f = zp_records_fields((zp_record_type_t)t, &n);
         assert_true(n > 0 && n < 64);
         zp_event_t ev;
         zp_event_record(st, &ev, (zp_record_type_t)t);
@@ -101,15 +101,15 @@ static void every_record_written_with_every_field_reads_back_with_every_field(vo
         const msgpack_object *b = receive();
 
         zp_rec_head_t h;
-        assert_int_equal(zp_record_head(b, &h), t);
-        int metric = zp_record_kind((zp_record_type_t)t) == ZP_KIND_METRIC;
+        assert_int_equal(zp_records_head(b, &h), t);
+        int metric = zp_records_kind((zp_record_type_t)t) == ZP_KIND_METRIC;
         /* the map holds exactly the head and the fields written: counted, not typed */
         assert_int_equal(b->type, MSGPACK_OBJECT_MAP);
         assert_int_equal(b->via.map.size, 5 + metric + n);
         uint64_t head_all = all_bits(ZP_RI_HEAD_COUNT_);
         assert_true(h.present == (metric ? head_all : head_all & ~(1ull << ZP_RI_HEAD_event)));
-        assert_string_equal(h.kind, zp_record_kind_name(zp_record_kind((zp_record_type_t)t)));
-        assert_string_equal(h.event, zp_record_event((zp_record_type_t)t));
+        assert_string_equal(h.kind, zp_records_kind_name(zp_records_kind((zp_record_type_t)t)));
+        assert_string_equal(h.event, zp_records_event((zp_record_type_t)t));
         assert_string_equal(h.stage, "prefetch");
         assert_int_equal(h.instance, 2);
         assert_true(h.pid > 0 && h.time > 1e9);
@@ -121,7 +121,7 @@ static void every_record_written_with_every_field_reads_back_with_every_field(vo
             char bytes[4096];
         } out;
         assert_true(sizeof out.bytes >= f[n - 1].offset + f[n - 1].size);
-        assert_int_equal(zp_record_decode((zp_record_type_t)t, b, &out), t);
+        assert_int_equal(zp_records_decode((zp_record_type_t)t, b, &out), t);
         uint64_t present;
         memcpy(&present, &out, sizeof present);
         assert_true(present == all_bits(n));
@@ -158,11 +158,11 @@ static void the_stats_tick_writes_the_declared_stats_record(void **state)
     zp_stage_stats_tick(st);
     const msgpack_object *b = receive();
     zp_rec_head_t h;
-    assert_int_equal(zp_record_head(b, &h), ZP_REC_STATS);
+    assert_int_equal(zp_records_head(b, &h), ZP_REC_STATS);
     zp_rec_stats_t x;
-    zp_record_decode(ZP_REC_STATS, b, &x);
+    zp_records_decode(ZP_REC_STATS, b, &x);
     int n;
-    zp_record_fields(ZP_REC_STATS, &n);
+    zp_records_fields(ZP_REC_STATS, &n);
     assert_true(x.present == all_bits(n)); /* the writer sends every declared field */
     assert_int_equal(x.total_items, 12345);
     assert_int_equal(x.total_bytes, 678);
@@ -186,9 +186,9 @@ static void absent_or_mistyped_fields_read_as_their_fallback_and_unknown_keys_ar
     zp_event_send(st, &ev);
     const msgpack_object *b = receive();
     zp_rec_head_t h;
-    assert_int_equal(zp_record_head(b, &h), ZP_REC_STATS);
+    assert_int_equal(zp_records_head(b, &h), ZP_REC_STATS);
     zp_rec_stats_t x;
-    zp_record_decode(ZP_REC_STATS, b, &x);
+    zp_records_decode(ZP_REC_STATS, b, &x);
     assert_true(x.present == 1ull << ZP_RI_STATS_total_items);
     assert_false(ZP_HAS(&x, STATS, queue));
     assert_int_equal(x.queue, 0);
@@ -200,8 +200,8 @@ static void absent_or_mistyped_fields_read_as_their_fallback_and_unknown_keys_ar
     zp_event_send(st, &ev);
     b = receive();
     zp_rec_epoch_end_t e;
-    assert_int_equal(zp_record_head(b, &h), ZP_REC_EPOCH_END);
-    zp_record_decode(ZP_REC_EPOCH_END, b, &e);
+    assert_int_equal(zp_records_head(b, &h), ZP_REC_EPOCH_END);
+    zp_records_decode(ZP_REC_EPOCH_END, b, &e);
     assert_true(e.present == 0);
     assert_int_equal(e.epoch, -1); /* the report refuses it */
     assert_true(e.loss == -1 && e.accuracy == -1); /* no model: the logger prints samples */
@@ -211,7 +211,7 @@ static void absent_or_mistyped_fields_read_as_their_fallback_and_unknown_keys_ar
     zp_event_send(st, &ev);
     b = receive();
     zp_rec_step_t p;
-    zp_record_decode(ZP_REC_STEP, b, &p);
+    zp_records_decode(ZP_REC_STEP, b, &p);
     assert_int_equal(p.epochs, 1);
     assert_int_equal(p.steps_per_epoch, 1);
     assert_int_equal(p.epoch, 0);
@@ -227,22 +227,22 @@ static void an_undeclared_kind_or_event_is_none_with_its_head_read(void **state)
     zp_event_send(st, &ev);
     const msgpack_object *b = receive();
     zp_rec_head_t h;
-    assert_int_equal(zp_record_head(b, &h), ZP_REC_NONE);
+    assert_int_equal(zp_records_head(b, &h), ZP_REC_NONE);
     assert_string_equal(h.kind, "metric");
     assert_string_equal(h.event, "from_a_newer_version");
     assert_int_equal(h.instance, 2);
 
     zp_event_begin(st, &ev, "gossip");
     zp_event_send(st, &ev);
-    assert_int_equal(zp_record_head(receive(), &h), ZP_REC_NONE);
+    assert_int_equal(zp_records_head(receive(), &h), ZP_REC_NONE);
 
     msgpack_object not_a_map = {.type = MSGPACK_OBJECT_NIL};
-    assert_int_equal(zp_record_head(&not_a_map, &h), ZP_REC_NONE);
+    assert_int_equal(zp_records_head(&not_a_map, &h), ZP_REC_NONE);
     assert_true(h.present == 0);
     assert_string_equal(h.stage, "");
     zp_rec_stats_t x;
-    assert_int_equal(zp_record_decode(ZP_REC_NONE, &not_a_map, &x), ZP_REC_NONE);
-    assert_int_equal(zp_record_decode(ZP_REC_COUNT, &not_a_map, &x), ZP_REC_NONE);
+    assert_int_equal(zp_records_decode(ZP_REC_NONE, &not_a_map, &x), ZP_REC_NONE);
+    assert_int_equal(zp_records_decode(ZP_REC_COUNT, &not_a_map, &x), ZP_REC_NONE);
 }
 
 static void keys_are_the_declared_names_and_unique_in_their_record(void **state)
@@ -253,9 +253,9 @@ static void keys_are_the_declared_names_and_unique_in_their_record(void **state)
     assert_string_equal(ZP_KEY(SAMPLE_SKIPPED, error), "error");
     for (int t = ZP_REC_NONE; t < ZP_REC_COUNT; t++) {
         int n, nh;
-        const zp_rec_field_t *f = zp_record_fields((zp_record_type_t)t, &n);
-        const zp_rec_field_t *head = zp_record_fields(ZP_REC_NONE, &nh);
-        assert_true(strlen(zp_record_doc((zp_record_type_t)t)) > 0);
+        const zp_rec_field_t *f = zp_records_fields((zp_record_type_t)t, &n);
+        const zp_rec_field_t *head = zp_records_fields(ZP_REC_NONE, &nh);
+        assert_true(strlen(zp_records_doc((zp_record_type_t)t)) > 0);
         for (int i = 0; i < n; i++) {
             assert_true(strchr("INSTA", f[i].type) != NULL);
             assert_true(strlen(f[i].doc) > 0);
@@ -266,7 +266,7 @@ static void keys_are_the_declared_names_and_unique_in_their_record(void **state)
         }
     }
     int n;
-    assert_null(zp_record_fields(ZP_REC_COUNT, &n));
+    assert_null(zp_records_fields(ZP_REC_COUNT, &n));
     assert_int_equal(n, 0);
 }
 

@@ -96,8 +96,8 @@ static void busy_loaders_of_a_cold_phase_are_advised_to_warm_the_cache_first(voi
     assert_int_equal(zp_report_bottleneck(&d, 0.3, stage, 16, advice, 600), 0);
     assert_non_null(strstr(advice, "; try more loaders (loader.workers=2) or warm the cache "
                                    "(zeus-pipe warm CONFIG) so that epochs read from LMDB."));
-    assert_string_equal(zp_report_phase_name(ZP_PHASE_COLD), "cold");
-    assert_string_equal(zp_report_phase_name(ZP_PHASE_RUN), "run");
+    assert_string_equal(zp_report_bottleneck_phase_name(ZP_PHASE_COLD), "cold");
+    assert_string_equal(zp_report_bottleneck_phase_name(ZP_PHASE_RUN), "run");
 }
 
 /* The case that was advised wrong: the default config on the cuda backend, the

@@ -81,14 +81,14 @@ static void a_json_line_becomes_the_same_record(void **state)
     assert_non_null(o);
     assert_int_equal(o->type, MSGPACK_OBJECT_MAP);
     assert_int_equal(o->via.map.size, 8);
-    const msgpack_object *v = zp_map_get(o, "epoch");
+    const msgpack_object *v = zp_msg_map_get(o, "epoch");
     assert_true(v && v->type == MSGPACK_OBJECT_POSITIVE_INTEGER && v->via.u64 == 3);
-    v = zp_map_get(o, "loss");
+    v = zp_msg_map_get(o, "loss");
     assert_true(v && v->type == MSGPACK_OBJECT_FLOAT64 && v->via.f64 == 0.25);
-    v = zp_map_get(o, "s");
+    v = zp_msg_map_get(o, "s");
     assert_true(v && v->type == MSGPACK_OBJECT_STR && v->via.str.size == 6);
     assert_memory_equal(v->via.str.ptr, "a\"b\xc3\xa9\n", 6);
-    v = zp_map_get(o, "ns");
+    v = zp_msg_map_get(o, "ns");
     assert_true(v && v->type == MSGPACK_OBJECT_NIL);
     assert_null(parse("{\"kind\":\"metric\", \"epoch\": 3", &u, &sb)); /* torn by a kill */
     assert_null(parse("[1, 2]", &u, &sb));

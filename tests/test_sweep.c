@@ -115,8 +115,8 @@ static void ranking_puts_finished_runs_first_then_accuracy_then_loss(void **stat
 static void a_grid_over_the_maximum_is_refused_before_any_load(void **state)
 {
     (void)state;
-    zp_sweep_t *s = zp_sweep_create();
-    assert_non_null(s);
+    zp_sweep_t *s;
+    assert_int_equal(zp_sweep_create(&s), 0);
     s->config = "/no/such/config.yaml"; /* never read: the count is refused first */
     s->naxes = 3;
     for (int i = 0; i < 3; i++)

@@ -21,6 +21,6 @@ int cmd_keygen(int argc, char **argv);
 int cmd_loader(int argc, char **argv);
 
 /* True when argv holds -h or --help. */
-int zp_wants_help(int argc, char **argv);
+int zp_cmd_wants_help(int argc, char **argv);
 
 #endif

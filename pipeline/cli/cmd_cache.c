@@ -142,7 +142,7 @@ static int cache_of(char **path, char *out, size_t len)
 
 int cmd_cache(int argc, char **argv)
 {
-    if (zp_wants_help(argc, argv))
+    if (zp_cmd_wants_help(argc, argv))
         return usage(stdout, 0);
     char from_config[PATH_MAX];
     if (argc >= 3 && cache_of(&argv[2], from_config, sizeof from_config))

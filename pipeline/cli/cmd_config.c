@@ -8,7 +8,7 @@
 
 int cmd_config(int argc, char **argv)
 {
-    if (zp_wants_help(argc, argv) || argc < 2) {
+    if (zp_cmd_wants_help(argc, argv) || argc < 2) {
         fprintf(argc < 2 ? stderr : stdout,
                 "usage: zeus-pipe config FILE [KEY=VALUE ...]   print the resolved config as YAML\n"
                 "       zeus-pipe config --keys [--markdown]     list every key, its type, default and range\n");

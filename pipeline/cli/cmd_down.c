@@ -13,7 +13,7 @@
 
 int cmd_down(int argc, char **argv)
 {
-    if (zp_wants_help(argc, argv) || argc > 2) {
+    if (zp_cmd_wants_help(argc, argv) || argc > 2) {
         fprintf(argc > 2 ? stderr : stdout,
                 "usage: zeus-pipe down [RUN]\n\n"
                 "Stops a running pipeline cleanly and waits until it has stopped.\n"

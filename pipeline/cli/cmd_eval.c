@@ -42,7 +42,7 @@ static void print_results(const char *dir, const char *ckpts)
 
 int cmd_eval(int argc, char **argv)
 {
-    if (zp_wants_help(argc, argv))
+    if (zp_cmd_wants_help(argc, argv))
         return usage(stdout, 0);
     const char *run = NULL, *which = NULL;
     for (int i = 1; i < argc; i++) {

@@ -6,7 +6,7 @@
 
 int cmd_keygen(int argc, char **argv)
 {
-    if (zp_wants_help(argc, argv) || argc != 2) {
+    if (zp_cmd_wants_help(argc, argv) || argc != 2) {
         fprintf(argc != 2 ? stderr : stdout,
                 "usage: zeus-pipe keygen NAME\n\n"
                 "Writes a new CURVE key pair: NAME.key (keep it; mode 0600) and NAME.pub.\n"

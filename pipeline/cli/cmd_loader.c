@@ -29,7 +29,7 @@ static int usage(FILE *out, int status)
 
 int cmd_loader(int argc, char **argv)
 {
-    if (zp_wants_help(argc, argv))
+    if (zp_cmd_wants_help(argc, argv))
         return usage(stdout, 0);
     const char *connect = NULL, *server = NULL, *key = NULL;
     long workers = 1;

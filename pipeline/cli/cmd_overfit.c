@@ -25,7 +25,7 @@ static int usage(FILE *out, int status)
 
 int cmd_overfit(int argc, char **argv)
 {
-    if (zp_wants_help(argc, argv))
+    if (zp_cmd_wants_help(argc, argv))
         return usage(stdout, 0);
     long steps = 300;
     double target = 0.05;

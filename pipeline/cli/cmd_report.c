@@ -62,7 +62,7 @@ int cmd_report(int argc, char **argv)
         } else if (!strcmp(argv[i], "--html")) {
             html = 1;
         } else if (argv[i][0] == '-' || run) {
-            int help = zp_wants_help(argc, argv);
+            int help = zp_cmd_wants_help(argc, argv);
             fprintf(help ? stdout : stderr,
                     "usage: zeus-pipe report [RUN] [--json | --trace | --html]\n\n"
                     "Prints the report of a run, finished or running: per-epoch metrics, time\n"

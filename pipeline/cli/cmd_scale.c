@@ -24,8 +24,8 @@ int cmd_scale(int argc, char **argv)
         else
             what = NULL, run = argv[i], i = argc; /* usage below */
     }
-    if (zp_wants_help(argc, argv) || !what) {
-        int help = zp_wants_help(argc, argv);
+    if (zp_cmd_wants_help(argc, argv) || !what) {
+        int help = zp_cmd_wants_help(argc, argv);
         fprintf(help ? stdout : stderr,
                 "usage: zeus-pipe scale [RUN] loader=N|+K|-K\n\n"
                 "Starts loaders (loader=+2, or a count above the current one) or retires\n"

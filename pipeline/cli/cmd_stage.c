@@ -31,7 +31,7 @@ static int (*const MAINS[ZP_STAGE_COUNT])(zp_stage_t *) = {
 
 int cmd_stage(int argc, char **argv)
 {
-    if (zp_wants_help(argc, argv) || argc < 2) {
+    if (zp_cmd_wants_help(argc, argv) || argc < 2) {
         printf("usage: zeus-pipe stage NAME --run DIR [--instance I] [--mode M] [--ckpts A,B]\n"
                "Runs one stage of the run in DIR (started by `zeus-pipe up`).\n"
                "NAME: loader, cache, prefetch, trainer, logger\n");

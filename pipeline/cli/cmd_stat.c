@@ -133,8 +133,8 @@ static int fetch_rows(const char *dir, row_t *rows, int max)
     for (uint32_t i = 0; i < m.body.via.array.size && n < max; i++) {
         const msgpack_object *o = &m.body.via.array.ptr[i];
         row_t *r = &rows[n++];
-        zp_record_head(o, &r->h);
-        zp_record_decode(ZP_REC_STATS, o, &r->s);
+        zp_records_head(o, &r->h);
+        zp_records_decode(ZP_REC_STATS, o, &r->s);
     }
     zp_msg_release(&m);
     zp_frames_free(&f);

@@ -110,11 +110,13 @@ static void print_results(zp_sweep_t *s)
 
 int cmd_sweep(int argc, char **argv)
 {
-    if (zp_wants_help(argc, argv))
+    if (zp_cmd_wants_help(argc, argv))
         return usage(stdout, 0);
-    zp_sweep_t *s = zp_sweep_create();
-    if (!s)
+    zp_sweep_t *s;
+    if (zp_sweep_create(&s)) {
+        fprintf(stderr, "zeus-pipe: sweep: out of memory\n");
         return 1;
+    }
     if (parse(s, argc, argv)) {
         zp_sweep_destroy(&s);
         return usage(stderr, 2);

@@ -37,7 +37,7 @@ static int usage(FILE *out, int status)
 
 int cmd_up(int argc, char **argv)
 {
-    if (zp_wants_help(argc, argv))
+    if (zp_cmd_wants_help(argc, argv))
         return usage(stdout, 0);
     if (argc >= 2 && !strcmp(argv[1], "--resume"))
         return argc == 3 ? zp_up_resume(argv[2]) : usage(stderr, 2);

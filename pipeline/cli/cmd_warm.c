@@ -110,7 +110,7 @@ static int print_report(const zp_warm_progress_t *p)
 
 int cmd_warm(int argc, char **argv)
 {
-    if (zp_wants_help(argc, argv))
+    if (zp_cmd_wants_help(argc, argv))
         return usage(stdout, 0);
     zp_warm_t *w;
     int status = zp_warm_create(&w, argc, argv);

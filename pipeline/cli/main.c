@@ -25,14 +25,6 @@ static const struct {
     {"stage", cmd_stage, "run one stage process (started by `up`; not for people)"},
 };
 
-int zp_wants_help(int argc, char **argv)
-{
-    for (int i = 1; i < argc; i++)
-        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help"))
-            return 1;
-    return 0;
-}
-
 static int usage(FILE *out)
 {
     fprintf(out, "usage: zeus-pipe COMMAND [ARGS]   (zeus-pipe COMMAND --help for more)\n\n");

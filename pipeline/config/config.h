@@ -8,6 +8,8 @@
 #ifndef ZP_CONFIG_H
 #define ZP_CONFIG_H
 
+#include "schemas/config_keys.h"
+
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -32,7 +34,8 @@ typedef struct {
     char v[ZP_STRS_MAX][ZP_STR_LEN];
 } zp_strs_t;
 
-enum { ZP_SOURCE_IDX, ZP_SOURCE_SYNTHETIC, ZP_SOURCE_IMAGE_FOLDER, ZP_SOURCE_IMAGE_LIST, ZP_SOURCE_PYTHON };
+#define ZP_SOURCE_ENUM(NAME, name) ZP_SOURCE_##NAME,
+enum { ZP_SOURCES(ZP_SOURCE_ENUM) ZP_SOURCE_COUNT }; /* schemas/config_keys.h's table */
 enum { ZP_BACKEND_CPU, ZP_BACKEND_NULL, ZP_BACKEND_CUDA, ZP_BACKEND_AUTO };
 enum { ZP_MISMATCH_ERROR, ZP_MISMATCH_REBUILD };
 enum { ZP_KEEP_LAST, ZP_KEEP_BEST, ZP_KEEP_ALL };

@@ -112,7 +112,7 @@ static zp_model_epoch_t *row_at(load_t *l, int64_t epoch)
 static int on_epoch_end(load_t *l, const zp_rec_head_t *h, const msgpack_object *b)
 {
     zp_rec_epoch_end_t x;
-    zp_record_decode(ZP_REC_EPOCH_END, b, &x);
+    zp_records_decode(ZP_REC_EPOCH_END, b, &x);
     int s = split_of(x.split);
     if (s < 0 || !in_run(x.epoch, x.epochs))
         return ZP_EPROTO;
@@ -139,7 +139,7 @@ static int on_program_epoch(load_t *l, int s, const msgpack_object *b)
 {
     zp_rec_train_epoch_t x; /* test_epoch has the very same fields */
     _Static_assert(sizeof(zp_rec_train_epoch_t) == sizeof(zp_rec_test_epoch_t), "alike");
-    zp_record_decode(s == ZP_SPLIT_TEST ? ZP_REC_TEST_EPOCH : ZP_REC_TRAIN_EPOCH, b, &x);
+    zp_records_decode(s == ZP_SPLIT_TEST ? ZP_REC_TEST_EPOCH : ZP_REC_TRAIN_EPOCH, b, &x);
     if (!in_run(x.epoch, 0))
         return ZP_EPROTO;
     zp_model_epoch_t *r = row_at(l, x.epoch);
@@ -155,7 +155,7 @@ static int on_program_epoch(load_t *l, int s, const msgpack_object *b)
 static int on_step(load_t *l, const msgpack_object *b)
 {
     zp_rec_step_t x;
-    zp_record_decode(ZP_REC_STEP, b, &x);
+    zp_records_decode(ZP_REC_STEP, b, &x);
     double at = (double)x.step / (x.steps_per_epoch > 0 ? (double)x.steps_per_epoch : 1);
     int rc = zp_xy_push(&l->m->step_loss, at, x.loss);
     return rc ? rc : zp_xy_push(&l->m->step_acc, at, x.accuracy);
@@ -165,7 +165,7 @@ static int on_step(load_t *l, const msgpack_object *b)
 static int on_timer(load_t *l, int stage, const msgpack_object *b)
 {
     zp_rec_timer_t t;
-    zp_record_decode(ZP_REC_TIMER, b, &t);
+    zp_records_decode(ZP_REC_TIMER, b, &t);
     int region = zp_timer_region_of(t.region);
     if (region < 0 || !t.ns)
         return ZP_EPROTO;
@@ -202,7 +202,7 @@ static inst_t *instance_of(load_t *l, int stage, int64_t instance)
 static int on_stats(load_t *l, int stage, const zp_rec_head_t *h, const msgpack_object *b)
 {
     zp_rec_stats_t x;
-    zp_record_decode(ZP_REC_STATS, b, &x);
+    zp_records_decode(ZP_REC_STATS, b, &x);
     inst_t *e = instance_of(l, stage, h->instance);
     if (!e)
         return ZP_ENOMEM;
@@ -224,7 +224,7 @@ static int on_skip(load_t *l, const msgpack_object *b)
 {
     zp_model_t *m = l->m;
     zp_rec_sample_skipped_t x;
-    zp_record_decode(ZP_REC_SAMPLE_SKIPPED, b, &x);
+    zp_records_decode(ZP_REC_SAMPLE_SKIPPED, b, &x);
     int s = split_of(x.split);
     if (s < 0)
         return ZP_EPROTO;
@@ -251,7 +251,7 @@ static int on_skip(load_t *l, const msgpack_object *b)
 static int on_cache(load_t *l, const msgpack_object *b)
 {
     zp_rec_cache_t x;
-    zp_record_decode(ZP_REC_CACHE, b, &x);
+    zp_records_decode(ZP_REC_CACHE, b, &x);
     if (split_of(x.split) < 0 || !in_run(x.epoch, 0) || x.hits < 0 || x.misses < 0)
         return ZP_EPROTO;
     cache_t *v = grown(l->cache, l->ncache + 1, &l->cache_cap, sizeof *v);
@@ -265,7 +265,7 @@ static int on_cache(load_t *l, const msgpack_object *b)
 static void on_loader_lost(zp_model_t *m, const msgpack_object *b)
 {
     zp_rec_loader_lost_t x;
-    zp_record_decode(ZP_REC_LOADER_LOST, b, &x);
+    zp_records_decode(ZP_REC_LOADER_LOST, b, &x);
     m->loaders_lost++;
     m->tasks_requeued += x.requeued > 0 ? x.requeued : 0;
 }
@@ -277,7 +277,7 @@ static int on_record(load_t *l, const msgpack_object *b)
     if (b->type != MSGPACK_OBJECT_MAP)
         return ZP_EPROTO;
     zp_rec_head_t h;
-    zp_record_type_t type = zp_record_head(b, &h);
+    zp_record_type_t type = zp_records_head(b, &h);
     if (isfinite(h.time) && h.time > 0 && (!l->m->t0 || h.time < l->m->t0))
         l->m->t0 = h.time;
     if (type == ZP_REC_AUTOSCALE) /* the supervisor's: no stage of its own */
@@ -564,10 +564,10 @@ static void phases_verdict(zp_model_t *m)
         char one[sizeof ph->advice + 64];
         int n = ph->first == ph->last
                     ? snprintf(one, sizeof one, "%sEpoch %lld (%s): %s", i ? " " : "",
-                               (long long)ph->first + 1, zp_report_phase_name(ph->kind), ph->advice)
+                               (long long)ph->first + 1, zp_report_bottleneck_phase_name(ph->kind), ph->advice)
                     : snprintf(one, sizeof one, "%sEpochs %lld-%lld (%s): %s", i ? " " : "",
                                (long long)ph->first + 1, (long long)ph->last + 1,
-                               zp_report_phase_name(ph->kind), ph->advice);
+                               zp_report_bottleneck_phase_name(ph->kind), ph->advice);
         if (used == SIZE_MAX || n < 0)
             continue;
         if (used + (size_t)n + sizeof more > sizeof m->advice) {

@@ -215,7 +215,7 @@ static void json_phases(const zp_model_t *m, FILE *out)
     for (int i = 0; i < m->nphases; i++) {
         const zp_model_phase_t *p = &m->phase[i];
         fprintf(out, "%s{\"first_epoch\":%lld,\"last_epoch\":%lld,\"kind\":\"%s\",", i ? "," : "",
-                (long long)p->first + 1, (long long)p->last + 1, zp_report_phase_name(p->kind));
+                (long long)p->first + 1, (long long)p->last + 1, zp_report_bottleneck_phase_name(p->kind));
         json_num(out, "seconds", p->seconds, 0, 0);
         json_num(out, "trainer_wait_share", p->wait, 1, 0);
         fprintf(out, "\"busy\":{");

@@ -19,8 +19,8 @@ int zp_report_autoscale_add(zp_report_autoscale_t *l, const msgpack_object *body
         return ZP_ENOMEM;
     zp_rec_head_t h;
     zp_rec_autoscale_t x;
-    zp_record_head(body, &h);
-    zp_record_decode(ZP_REC_AUTOSCALE, body, &x);
+    zp_records_head(body, &h);
+    zp_records_decode(ZP_REC_AUTOSCALE, body, &x);
     zp_report_autoscale_row_t *r = &l->row[l->n++];
     *r = (zp_report_autoscale_row_t){h.time, h.instance, (int)x.change, (int)x.workers_before,
                               (int)x.workers_after, x.wait, x.busy, ""};

@@ -5,7 +5,7 @@
 
 #include <stdio.h>
 
-const char *zp_report_phase_name(int phase)
+const char *zp_report_bottleneck_phase_name(int phase)
 {
     return phase == ZP_PHASE_COLD ? "cold" : phase == ZP_PHASE_WARM ? "warm" : "run";
 }

@@ -59,6 +59,6 @@ int zp_report_bottleneck(const zp_data_stages_t *d, double wait, char *stage, si
                          char *buf, size_t len);
 
 /* The phase's name in reports: "cold", "warm", or "run" (ZP_PHASE_RUN). */
-const char *zp_report_phase_name(int phase);
+const char *zp_report_bottleneck_phase_name(int phase);
 
 #endif

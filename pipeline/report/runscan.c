@@ -2,7 +2,7 @@
  * stats.jsonl when that is missing or holds none (runscan.h). */
 #define _GNU_SOURCE
 #include "pipeline/report/runscan.h"
-#include "pipeline/report/events.h"
+#include "pipeline/report/eventlog.h"
 #include "schemas/errors.h"
 #include "schemas/msg.h"
 
@@ -244,7 +244,7 @@ typedef struct {
 static int relay(void *ctx, const msgpack_object *record)
 {
     relay_t *r = ctx;
-    const msgpack_object *b = zp_map_get(record, "body");
+    const msgpack_object *b = zp_msg_map_get(record, "body");
     return r->fn(r->ctx, b ? b : record);
 }
 
@@ -278,12 +278,12 @@ int zp_runscan(const char *run_dir, zp_runscan_fn *fn, void *ctx, zp_runscan_t *
     scan->source = "events.msgpack";
     const char *data;
     size_t size;
-    int rc = zp_events_map(run_dir, &data, &size, err, errlen);
+    int rc = zp_eventlog_map(run_dir, &data, &size, err, errlen);
     if (!rc) {
         relay_t r = {fn, ctx};
         zp_events_count_t count = {0};
-        rc = zp_events_scan(data, size, relay, &r, &count);
-        zp_events_unmap(&data, size);
+        rc = zp_eventlog_scan(data, size, relay, &r, &count);
+        zp_eventlog_unmap(&data, size);
         scan->records = count.records;
         scan->skipped_bytes = count.skipped_bytes;
         scan->skipped_records = count.skipped_records;

@@ -4,10 +4,10 @@
  * each region's statistics, while the trace draws every timer sample at the
  * time it started, every ring message and every stats record, and keeps
  * the earliest and the latest of them in bounded memory as it goes. So it
- * makes a streaming pass of its own over the raw records (events.h). */
+ * makes a streaming pass of its own over the raw records (eventlog.h). */
 #define _GNU_SOURCE
 #include "pipeline/report/trace.h"
-#include "pipeline/report/events.h"
+#include "pipeline/report/eventlog.h"
 #include "pipeline/base/files.h"
 #include "pipeline/base/json.h"
 #include "pipeline/base/names.h"
@@ -230,7 +230,7 @@ static int int_at(const msgpack_object *a, uint32_t i, int64_t *v)
 static int on_timer(trace_t *t, int proc, int64_t time_us, const msgpack_object *b)
 {
     zp_rec_timer_t x;
-    zp_record_decode(ZP_REC_TIMER, b, &x);
+    zp_records_decode(ZP_REC_TIMER, b, &x);
     int region = zp_timer_region_of(x.region);
     uint32_t n = x.ns && x.ns->type == MSGPACK_OBJECT_ARRAY ? x.ns->via.array.size : 0;
     if (region < 0) {
@@ -290,7 +290,7 @@ static int ring_message(trace_t *t, int proc, int64_t ts, int is_free, int64_t s
 static int on_ring(trace_t *t, int proc, int64_t time_us, const msgpack_object *b)
 {
     zp_rec_ring_t x;
-    zp_record_decode(ZP_REC_RING, b, &x);
+    zp_records_decode(ZP_REC_RING, b, &x);
     uint32_t n = x.at && x.at->type == MSGPACK_OBJECT_ARRAY ? x.at->via.array.size : 0;
     for (uint32_t i = 0; i < n; i++) {
         int64_t at, slot, gen, is_free, ts;
@@ -309,7 +309,7 @@ static int on_ring(trace_t *t, int proc, int64_t time_us, const msgpack_object *
 static int on_stats(trace_t *t, int proc, int64_t time_us, const msgpack_object *b)
 {
     zp_rec_stats_t x;
-    zp_record_decode(ZP_REC_STATS, b, &x);
+    zp_records_decode(ZP_REC_STATS, b, &x);
     double v[C_STATS] = {[C_QUEUE] = (double)x.queue, [C_ITEMS] = x.items_per_s, [C_BUSY] = x.busy};
     for (int c = 0; c < C_STATS; c++) {
         tev_t e = {.ts = time_us, .value = isfinite(v[c]) ? v[c] : 0, .proc = proc, .what = (int16_t)c, .ph = 'C'};
@@ -323,9 +323,9 @@ static int on_stats(trace_t *t, int proc, int64_t time_us, const msgpack_object 
 static int on_record(void *ctx, const msgpack_object *o)
 {
     trace_t *t = ctx;
-    const msgpack_object *b = zp_map_get(o, "body");
+    const msgpack_object *b = zp_msg_map_get(o, "body");
     zp_rec_head_t h;
-    zp_record_type_t type = b ? zp_record_head(b, &h) : ZP_REC_NONE;
+    zp_record_type_t type = b ? zp_records_head(b, &h) : ZP_REC_NONE;
     if (type != ZP_REC_TIMER && type != ZP_REC_STATS && type != ZP_REC_RING)
         return 0;
     double time = h.time * 1e6;
@@ -460,7 +460,7 @@ int zp_trace(const char *data, size_t size, const char *run, int64_t max_events,
     zp_events_count_t count = {0};
     vec_t kept = {0};
     int64_t nearly;
-    int rc = zp_events_scan(data, size, on_record, &t, &count);
+    int rc = zp_eventlog_scan(data, size, on_record, &t, &count);
     if (!rc)
         rc = gather(&t, &kept, &nearly);
     if (!rc)
@@ -492,7 +492,7 @@ int zp_trace_write(const char *run_dir, int64_t max_events, zp_trace_info_t *inf
                    size_t errlen)
 {
     fill_t f = {.max_events = max_events, .info = info};
-    int rc = zp_events_map(run_dir, &f.data, &f.size, err, errlen);
+    int rc = zp_eventlog_map(run_dir, &f.data, &f.size, err, errlen);
     if (rc)
         return rc;
     char path[PATH_MAX + 32];
@@ -500,6 +500,6 @@ int zp_trace_write(const char *run_dir, int64_t max_events, zp_trace_info_t *inf
     const char *slash = strrchr(run_dir, '/');
     f.run = slash && slash[1] ? slash + 1 : run_dir;
     rc = zp_files_write_aside(path, fill, &f, err, errlen);
-    zp_events_unmap(&f.data, f.size);
+    zp_eventlog_unmap(&f.data, f.size);
     return rc;
 }

@@ -20,7 +20,7 @@ static void ev_begin_at(zp_stage_t *st, zp_event_t *ev, const char *kind, double
     ev->buf = zp_sock_thread_buffer(ZP_BUF_EVENT); /* NULL: the event is dropped, counted */
     msgpack_packer_init(&ev->pk, ev->buf, ev->buf ? msgpack_sbuffer_write : drop_write);
     zp_msg_pack_begin(&ev->pk, ZP_MSG_EVENT, 1);
-    zp_pack_str(&ev->pk, "body");
+    zp_msg_pack_str(&ev->pk, "body");
     ev->map_at = ev->buf ? ev->buf->size : 0;
     ev->fields = 0;
     ev->pk.callback(ev->pk.data, map32, sizeof map32);
@@ -38,9 +38,9 @@ void zp_event_begin(zp_stage_t *st, zp_event_t *ev, const char *kind)
 
 void zp_event_record_at(zp_stage_t *st, zp_event_t *ev, zp_record_type_t type, double wall)
 {
-    ev_begin_at(st, ev, zp_record_kind_name(zp_record_kind(type)), wall);
-    if (zp_record_kind(type) == ZP_KIND_METRIC)
-        zp_event_str(ev, ZP_KEY(HEAD, event), zp_record_event(type));
+    ev_begin_at(st, ev, zp_records_kind_name(zp_records_kind(type)), wall);
+    if (zp_records_kind(type) == ZP_KIND_METRIC)
+        zp_event_str(ev, ZP_KEY(HEAD, event), zp_records_event(type));
 }
 
 void zp_event_record(zp_stage_t *st, zp_event_t *ev, zp_record_type_t type)
@@ -51,14 +51,14 @@ void zp_event_record(zp_stage_t *st, zp_event_t *ev, zp_record_type_t type)
 /* A field's key, counted. */
 static void ev_key(zp_event_t *ev, const char *key)
 {
-    zp_pack_str(&ev->pk, key);
+    zp_msg_pack_str(&ev->pk, key);
     ev->fields++;
 }
 
 void zp_event_str(zp_event_t *ev, const char *key, const char *val)
 {
     ev_key(ev, key);
-    zp_pack_str(&ev->pk, val);
+    zp_msg_pack_str(&ev->pk, val);
 }
 
 void zp_event_int(zp_event_t *ev, const char *key, int64_t val)

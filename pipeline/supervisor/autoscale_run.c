@@ -152,9 +152,9 @@ static void add_row(struct zp_autoscaler *a, const zp_sup_t *s, const msgpack_ob
 {
     zp_rec_head_t h;
     zp_rec_stats_t x;
-    if (zp_record_head(o, &h) != ZP_REC_STATS)
+    if (zp_records_head(o, &h) != ZP_REC_STATS)
         return;
-    zp_record_decode(ZP_REC_STATS, o, &x);
+    zp_records_decode(ZP_REC_STATS, o, &x);
     int stage = zp_names_stage_of(h.stage);
     int first = s->slurm.world > 1 ? s->slurm.rank : 0;
     int mine = stage == ZP_STAGE_LOADER

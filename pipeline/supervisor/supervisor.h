@@ -203,8 +203,8 @@ typedef struct {
     char run_dir[256], run_name[64];      /* the base config's run.dir and run.name */
 } zp_sweep_t;
 
-/* An empty sweep; NULL when out of memory. */
-zp_sweep_t *zp_sweep_create(void);
+/* An empty sweep into *out: 0, or ZP_ENOMEM (*out NULL). */
+int zp_sweep_create(zp_sweep_t **out);
 /* Frees s and its points (NULL does nothing); sets *s to NULL. */
 void zp_sweep_destroy(zp_sweep_t **s);
 

@@ -4,6 +4,7 @@
 #include "pipeline/report/report.h"
 #include "pipeline/stage/stage.h"
 #include "pipeline/supervisor/supervisor.h"
+#include "schemas/errors.h"
 
 #include <limits.h>
 #include <stdio.h>
@@ -12,7 +13,11 @@
 
 #define ARG_BYTES 1200 /* KEY=VALUE of an axis: key < 128, value < 1024 bytes */
 
-zp_sweep_t *zp_sweep_create(void) { return calloc(1, sizeof(zp_sweep_t)); }
+int zp_sweep_create(zp_sweep_t **out)
+{
+    *out = calloc(1, sizeof **out);
+    return *out ? 0 : ZP_ENOMEM;
+}
 
 void zp_sweep_destroy(zp_sweep_t **s)
 {

@@ -76,7 +76,7 @@ static void fmt_rate(char *buf, size_t len, double v)
 static void progress(logger_t *l, const msgpack_object *b)
 {
     zp_rec_step_t x;
-    zp_record_decode(ZP_REC_STEP, b, &x);
+    zp_records_decode(ZP_REC_STEP, b, &x);
     int64_t now = zp_now_ns();
     if (!l->first_step_ns) {
         l->first_step_ns = now;
@@ -103,7 +103,7 @@ static void progress(logger_t *l, const msgpack_object *b)
 static void epoch_end(logger_t *l, const msgpack_object *b)
 {
     zp_rec_epoch_end_t x;
-    zp_record_decode(ZP_REC_EPOCH_END, b, &x);
+    zp_records_decode(ZP_REC_EPOCH_END, b, &x);
     if (l->progress_shown)
         printf("\r\033[K");
     l->progress_shown = 0;
@@ -123,7 +123,7 @@ static void epoch_end(logger_t *l, const msgpack_object *b)
 static void keep_stats(logger_t *l, const zp_rec_head_t *h, const msgpack_object *b)
 {
     zp_rec_stats_t x;
-    zp_record_decode(ZP_REC_STATS, b, &x);
+    zp_records_decode(ZP_REC_STATS, b, &x);
     latest_t *e = latest_slot(l, h->stage, h->instance);
     if (e && x.final == 1) {
         e->received = 0; /* gone: `stat` stops listing it */
@@ -145,21 +145,21 @@ static void write_line(FILE *f, const msgpack_object *b)
 static void on_event(logger_t *l, const zp_msg_t *m)
 {
     zp_rec_head_t h;
-    zp_record_type_t type = zp_record_head(&m->body, &h);
+    zp_record_type_t type = zp_records_head(&m->body, &h);
     zp_tb_record(l->tb, &m->body);
     if (type == ZP_REC_STATS) {
         keep_stats(l, &h, &m->body);
         write_line(l->stats, &m->body);
     } else if (type == ZP_REC_WARNING) {
         zp_rec_warning_t x;
-        zp_record_decode(ZP_REC_WARNING, &m->body, &x);
+        zp_records_decode(ZP_REC_WARNING, &m->body, &x);
         if (l->progress_shown)
             printf("\r\033[K");
         l->progress_shown = 0;
         printf("warning: %s[%lld]: %s\n", h.stage, (long long)h.instance, x.message);
         fflush(stdout);
         write_line(l->metrics, &m->body);
-    } else if (!strcmp(h.kind, zp_record_kind_name(ZP_KIND_METRIC))) { /* also one not declared */
+    } else if (!strcmp(h.kind, zp_records_kind_name(ZP_KIND_METRIC))) { /* also one not declared */
         write_line(l->metrics, &m->body);
         fflush(l->metrics);
         if (type == ZP_REC_STEP)
@@ -210,7 +210,7 @@ static int on_stat_req(void *ctx, const zp_msg_t *m, zp_frames_t *f)
     for (int i = 0; i < l->nlatest; i++)
         fresh += now - l->latest[i].received < stale;
     zp_msg_pack_begin(&pk, ZP_MSG_STAT_REP, 1);
-    zp_pack_str(&pk, "body");
+    zp_msg_pack_str(&pk, "body");
     msgpack_pack_array(&pk, (uint32_t)fresh);
     for (int i = 0; i < l->nlatest; i++)
         if (now - l->latest[i].received < stale)
@@ -232,8 +232,8 @@ static void on_bad_request(void *ctx, const char *why)
     msgpack_packer pk;
     msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
     zp_msg_pack_begin(&pk, ZP_MSG_CTL_REP, 1);
-    zp_pack_str(&pk, "error");
-    zp_pack_str(&pk, "expected a stat_req");
+    zp_msg_pack_str(&pk, "error");
+    zp_msg_pack_str(&pk, "expected a stat_req");
     zmq_send(l->rep, sb.data, sb.size, 0);
 }
 

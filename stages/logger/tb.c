@@ -197,7 +197,7 @@ static void scalar2(zp_tb_t *tb, const char *a, const char *b, int64_t step, dou
 static void on_step(zp_tb_t *tb, const zp_rec_head_t *h, const msgpack_object *body)
 {
     zp_rec_step_t x;
-    zp_record_decode(ZP_REC_STEP, body, &x);
+    zp_records_decode(ZP_REC_STEP, body, &x);
     tb->train_step = x.step;
     scalar2(tb, "train_step", "loss", x.step, h->time, x.loss);
     scalar2(tb, "train_step", "accuracy", x.step, h->time, x.accuracy);
@@ -208,7 +208,7 @@ static void on_step(zp_tb_t *tb, const zp_rec_head_t *h, const msgpack_object *b
 static void on_epoch_end(zp_tb_t *tb, const zp_rec_head_t *h, const msgpack_object *body)
 {
     zp_rec_epoch_end_t x;
-    zp_record_decode(ZP_REC_EPOCH_END, body, &x);
+    zp_records_decode(ZP_REC_EPOCH_END, body, &x);
     if (!x.split[0])
         return;
     tb->train_step = x.step;
@@ -224,7 +224,7 @@ static void on_program_epoch(zp_tb_t *tb, const zp_rec_head_t *h, int test,
                              const msgpack_object *body)
 {
     zp_rec_train_epoch_t x; /* test_epoch has the very same fields */
-    zp_record_decode(test ? ZP_REC_TEST_EPOCH : ZP_REC_TRAIN_EPOCH, body, &x);
+    zp_records_decode(test ? ZP_REC_TEST_EPOCH : ZP_REC_TRAIN_EPOCH, body, &x);
     const char *split = test ? "test" : "train"; /* as epoch_end names them */
     int64_t step = ZP_HAS(&x, TRAIN_EPOCH, step) ? x.step : tb->train_step;
     if (ZP_HAS(&x, TRAIN_EPOCH, loss))
@@ -236,7 +236,7 @@ static void on_program_epoch(zp_tb_t *tb, const zp_rec_head_t *h, int test,
 static void on_cache(zp_tb_t *tb, const zp_rec_head_t *h, const msgpack_object *body)
 {
     zp_rec_cache_t x;
-    zp_record_decode(ZP_REC_CACHE, body, &x);
+    zp_records_decode(ZP_REC_CACHE, body, &x);
     if (x.split[0])
         scalar2(tb, x.split, "cache_hit_rate", tb->train_step, h->time, x.hit_rate);
 }
@@ -244,7 +244,7 @@ static void on_cache(zp_tb_t *tb, const zp_rec_head_t *h, const msgpack_object *
 static void on_stats(zp_tb_t *tb, const zp_rec_head_t *h, const msgpack_object *body)
 {
     zp_rec_stats_t x;
-    zp_record_decode(ZP_REC_STATS, body, &x);
+    zp_records_decode(ZP_REC_STATS, body, &x);
     char who[ZP_REC_NAME_MAX + 24];
     snprintf(who, sizeof who, "%s[%lld]", h->stage, (long long)h->instance);
     int64_t s = h->time > tb->t0 ? (int64_t)(h->time - tb->t0) : 0;
@@ -274,7 +274,7 @@ static void on_user_metric(zp_tb_t *tb, const zp_rec_head_t *h, const msgpack_ob
         if (key_is(&m->ptr[i].key, "step") && m->ptr[i].val.type == MSGPACK_OBJECT_POSITIVE_INTEGER)
             step = (int64_t)(m->ptr[i].val.via.u64 & INT64_MAX);
     int nhead;
-    const zp_rec_field_t *head = zp_record_fields(ZP_REC_NONE, &nhead);
+    const zp_rec_field_t *head = zp_records_fields(ZP_REC_NONE, &nhead);
     for (uint32_t i = 0; i < m->size; i++) {
         const msgpack_object *k = &m->ptr[i].key, *v = &m->ptr[i].val;
         int skip = k->type != MSGPACK_OBJECT_STR || !k->via.str.size ||
@@ -303,7 +303,7 @@ void zp_tb_record(zp_tb_t *tb, const msgpack_object *body)
     if (!tb || tb->failed)
         return;
     zp_rec_head_t h;
-    zp_record_type_t type = zp_record_head(body, &h);
+    zp_record_type_t type = zp_records_head(body, &h);
     if (type == ZP_REC_STEP)
         on_step(tb, &h, body);
     else if (type == ZP_REC_EPOCH_END)
@@ -315,6 +315,6 @@ void zp_tb_record(zp_tb_t *tb, const msgpack_object *body)
     else if (type == ZP_REC_STATS)
         on_stats(tb, &h, body);
     else if (type == ZP_REC_NONE && body->type == MSGPACK_OBJECT_MAP && h.event[0] &&
-             !strcmp(h.kind, zp_record_kind_name(ZP_KIND_METRIC)))
+             !strcmp(h.kind, zp_records_kind_name(ZP_KIND_METRIC)))
         on_user_metric(tb, &h, body);
 }

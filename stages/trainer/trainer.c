@@ -3,7 +3,7 @@
  * indices (pipeline/ring/coverage.c, which also sends the epoch_end record), hands it to the
  * backend (backend.h: cpu, cuda, eval or null) with the step's learning rate
  * (schedule.c), gives the slot back with FREE(slot, gen), and writes the
- * step and epoch records and checkpoints (ckpts.c). At an epoch's end
+ * step and epoch records and checkpoints (checkpoints.c). At an epoch's end
  * the ranks' counts are summed (pipeline/ring/comm.c; one rank sums alone), so every
  * epoch-end record carries the whole epoch's samples, distinct indices, an
  * order-independent checksum of them and an order-dependent digest of the
@@ -17,7 +17,7 @@
 #include "schemas/records.h"
 #include "pipeline/stage/stage.h"
 #include "stages/trainer/backend.h"
-#include "stages/trainer/ckpts.h"
+#include "stages/trainer/checkpoints.h"
 #include "pipeline/ring/comm.h"
 #include "pipeline/ring/consumer.h"
 #include "pipeline/ring/coverage.h"
@@ -34,7 +34,7 @@ typedef struct {
     zp_consumer_t ring;
     zp_comm_t *comm;    /* sums over the ranks (trainer.gpus); one rank sums alone */
     zp_backend_t *be;
-    zp_ckpts_t ckpts;
+    zp_checkpoints_t ckpts;
     zp_coverage_t acc[ZP_SPLITS];
     int rank, world;
     int leader;         /* rank 0: writes the run's records */
@@ -95,7 +95,7 @@ static int epoch_record(trainer_t *t, const zp_msg_t *m)
     zp_info("%s epoch %llu done: %lld samples in %.2f s", zp_dataset_split_name(split),
             (unsigned long long)m->epoch + 1, (long long)a->samples, dt);
     if (split == ZP_SPLIT_TEST || t->st->meta.n[ZP_SPLIT_TEST] == 0)
-        zp_ckpts_epoch(&t->ckpts, t->step, m->epoch,
+        zp_checkpoints_epoch(&t->ckpts, t->step, m->epoch,
                        split == ZP_SPLIT_TEST && a->samples ? (double)a->correct / (double)a->samples
                                                             : -1);
     zp_coverage_end(a);
@@ -204,7 +204,7 @@ static int on_batch(trainer_t *t, const zp_msg_t *m)
         if (log_now)
             step_record(t, (int64_t)m->epoch);
         if (ckpt_now)
-            zp_ckpts_write(&t->ckpts, "last", t->step, m->epoch, m->index + 1);
+            zp_checkpoints_write(&t->ckpts, "last", t->step, m->epoch, m->index + 1);
     }
     return rc;
 }
@@ -355,9 +355,9 @@ static int setup(trainer_t *t, zp_stage_t *st)
     if (!rc)
         rc = zp_backend_create(&t->be, st, t->comm);
     if (!rc)
-        rc = zp_ckpts_open(&t->ckpts, st, t->be, t->leader);
+        rc = zp_checkpoints_open(&t->ckpts, st, t->be, t->leader);
     if (!rc && st->mode == ZP_MODE_RESUME)
-        rc = zp_ckpts_resume(&t->ckpts, &t->step, &t->resume_epoch, &t->resume_batch);
+        rc = zp_checkpoints_resume(&t->ckpts, &t->step, &t->resume_epoch, &t->resume_batch);
     t->crops = zp_augment_whole(&st->cfg);
     if (!rc && st->cfg.log_batches)
         rc = open_batches_log(t);
@@ -386,7 +386,7 @@ int zp_trainer_main(zp_stage_t *st)
         rc = overfit_record(&t);
     zp_backend_destroy(&t.be); /* a GPU unregisters the ring: before it is unmapped */
     zp_consumer_close(&t.ring);
-    zp_ckpts_close(&t.ckpts);
+    zp_checkpoints_close(&t.ckpts);
     zp_comm_destroy(&t.comm);
     if (t.batches)
         fclose(t.batches);

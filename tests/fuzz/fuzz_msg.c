@@ -64,13 +64,13 @@ static void write_seed(const char *dir, zp_msg_type_t t)
         msgpack_packer pk;
         msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
         zp_msg_pack_begin(&pk, t, 1);
-        zp_pack_str(&pk, "body");
+        zp_msg_pack_str(&pk, "body");
         if (t == ZP_MSG_STAT_REP)
             msgpack_pack_array(&pk, 1);
         msgpack_pack_map(&pk, 2);
-        zp_pack_str(&pk, "kind");
-        zp_pack_str(&pk, "stats");
-        zp_pack_str(&pk, "ns");
+        zp_msg_pack_str(&pk, "kind");
+        zp_msg_pack_str(&pk, "stats");
+        zp_msg_pack_str(&pk, "ns");
         msgpack_pack_array(&pk, 2);
         msgpack_pack_int64(&pk, 1000);
         msgpack_pack_int64(&pk, 2000);

@@ -1,7 +1,7 @@
-/* events.c — a run's events.msgpack mapped and split into its records,
- * skipping torn or garbled spans in bounded memory (events.h). */
+/* eventlog.c — a run's events.msgpack mapped and split into its records,
+ * skipping torn or garbled spans in bounded memory (eventlog.h). */
 #define _GNU_SOURCE
-#include "pipeline/report/events.h"
+#include "pipeline/report/eventlog.h"
 #include "schemas/errors.h"
 #include "schemas/msg.h"
 
@@ -101,7 +101,7 @@ static int well_formed(const uint8_t *p, size_t n)
     return i == n;
 }
 
-int zp_events_scan(const char *data, size_t size, zp_events_fn *fn, void *ctx,
+int zp_eventlog_scan(const char *data, size_t size, zp_eventlog_fn *fn, void *ctx,
                    zp_events_count_t *count)
 {
     if (!size)
@@ -135,7 +135,7 @@ int zp_events_scan(const char *data, size_t size, zp_events_fn *fn, void *ctx,
     return rc;
 }
 
-int zp_events_map(const char *run_dir, const char **data, size_t *size, char *err, size_t errlen)
+int zp_eventlog_map(const char *run_dir, const char **data, size_t *size, char *err, size_t errlen)
 {
     char path[PATH_MAX + 32];
     snprintf(path, sizeof path, "%s/events.msgpack", run_dir);
@@ -163,7 +163,7 @@ int zp_events_map(const char *run_dir, const char **data, size_t *size, char *er
     return 0;
 }
 
-void zp_events_unmap(const char **data, size_t size)
+void zp_eventlog_unmap(const char **data, size_t size)
 {
     if (*data && size)
         munmap((void *)*data, size);

@@ -1,7 +1,7 @@
-/* ckpts.c — the trainer's checkpoints: written every epoch (last, best,
+/* checkpoints.c — the trainer's checkpoints: written every epoch (last, best,
  * epoch-N), pruned, and read back for --resume. */
 #define _GNU_SOURCE
-#include "stages/trainer/ckpts.h"
+#include "stages/trainer/checkpoints.h"
 #include "pipeline/stage/ckpt.h"
 #include "pipeline/base/log.h"
 
@@ -12,7 +12,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-int zp_ckpts_open(zp_ckpts_t *k, zp_stage_t *st, zp_backend_t *be, int writer)
+int zp_checkpoints_open(zp_checkpoints_t *k, zp_stage_t *st, zp_backend_t *be, int writer)
 {
     memset(k, 0, sizeof *k);
     k->st = st, k->be = be, k->writer = writer, k->best = -1;
@@ -32,13 +32,13 @@ int zp_ckpts_open(zp_ckpts_t *k, zp_stage_t *st, zp_backend_t *be, int writer)
     return 0;
 }
 
-void zp_ckpts_close(zp_ckpts_t *k)
+void zp_checkpoints_close(zp_checkpoints_t *k)
 {
     free(k->buf);
     k->buf = NULL;
 }
 
-void zp_ckpts_write(zp_ckpts_t *k, const char *name, int64_t step, uint64_t epoch, uint64_t batch)
+void zp_checkpoints_write(zp_checkpoints_t *k, const char *name, int64_t step, uint64_t epoch, uint64_t batch)
 {
     if (!k->buf || !k->writer)
         return;
@@ -53,7 +53,7 @@ void zp_ckpts_write(zp_ckpts_t *k, const char *name, int64_t step, uint64_t epoc
         zp_error("%s: cannot write the checkpoint: %s", path, zp_strerror(rc));
 }
 
-void zp_ckpts_epoch(zp_ckpts_t *k, int64_t step, uint64_t epoch, double accuracy)
+void zp_checkpoints_epoch(zp_checkpoints_t *k, int64_t step, uint64_t epoch, double accuracy)
 {
     const zp_config_t *c = &k->st->cfg;
     if (!c->ckpt_every_epochs || (epoch + 1) % (uint64_t)c->ckpt_every_epochs)
@@ -61,17 +61,17 @@ void zp_ckpts_epoch(zp_ckpts_t *k, int64_t step, uint64_t epoch, double accuracy
     int better = accuracy > k->best;
     if (better)
         k->best = accuracy;
-    zp_ckpts_write(k, "last", step, epoch + 1, 0);
+    zp_checkpoints_write(k, "last", step, epoch + 1, 0);
     if (c->ckpt_keep != ZP_KEEP_LAST && better)
-        zp_ckpts_write(k, "best", step, epoch + 1, 0);
+        zp_checkpoints_write(k, "best", step, epoch + 1, 0);
     if (c->ckpt_keep == ZP_KEEP_ALL) {
         char name[32];
         snprintf(name, sizeof name, "epoch-%llu", (unsigned long long)epoch + 1);
-        zp_ckpts_write(k, name, step, epoch + 1, 0);
+        zp_checkpoints_write(k, name, step, epoch + 1, 0);
     }
 }
 
-int zp_ckpts_resume(zp_ckpts_t *k, int64_t *step, int64_t *epoch, int64_t *batch)
+int zp_checkpoints_resume(zp_checkpoints_t *k, int64_t *step, int64_t *epoch, int64_t *batch)
 {
     *epoch = *batch = -1;
     if (!k->buf)

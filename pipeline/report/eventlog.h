@@ -1,11 +1,11 @@
-/* events.h — reads a run's events.msgpack: every EVENT message the logger
+/* eventlog.h — reads a run's events.msgpack: every EVENT message the logger
  * received, appended back to back as it came off the wire.
  *
  * Read by the run scan (runscan.h), for the run model every report renders
  * (model.h), and by the trace (trace.h).
  */
-#ifndef ZP_EVENTS_H
-#define ZP_EVENTS_H
+#ifndef ZP_EVENTLOG_H
+#define ZP_EVENTLOG_H
 
 #include <msgpack.h>
 #include <stddef.h>
@@ -13,7 +13,7 @@
 
 /* Called with each whole record (the EVENT message, its `body` a map or
  * not); 0 goes on, anything else stops the scan and is returned by it. */
-typedef int zp_events_fn(void *ctx, const msgpack_object *record);
+typedef int zp_eventlog_fn(void *ctx, const msgpack_object *record);
 
 typedef struct {
     int64_t records;         /* whole records handed to the callback */
@@ -31,14 +31,14 @@ typedef struct {
  * is skipped and counted in *count, and the records after it are read; what
  * is allocated is bounded by the span's size. Returns 0 or fn's non-zero
  * value. */
-int zp_events_scan(const char *data, size_t size, zp_events_fn *fn, void *ctx,
+int zp_eventlog_scan(const char *data, size_t size, zp_eventlog_fn *fn, void *ctx,
                    zp_events_count_t *count);
 
 /* <run_dir>/events.msgpack, mapped read-only: what is there now (a running
  * logger appends). 0, or a negative errno with the path and the reason in
  * err (-ENOENT: no events file); *data is NULL for an empty file. Release
- * with zp_events_unmap. */
-int zp_events_map(const char *run_dir, const char **data, size_t *size, char *err, size_t errlen);
-void zp_events_unmap(const char **data, size_t size);
+ * with zp_eventlog_unmap. */
+int zp_eventlog_map(const char *run_dir, const char **data, size_t *size, char *err, size_t errlen);
+void zp_eventlog_unmap(const char **data, size_t size);
 
 #endif

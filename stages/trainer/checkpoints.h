@@ -1,4 +1,4 @@
-/* ckpts.h — the trainer's checkpoints and --resume. A checkpoint's
+/* checkpoints.h — the trainer's checkpoints and --resume. A checkpoint's
  * payload is the best test accuracy so far (f64), then the backend's model
  * and optimizer state; its position (step, epoch, batch, seed) is where the
  * sampler goes on (pipeline/stage/ckpt.h). Every rank holds the same model: only
@@ -18,24 +18,24 @@ typedef struct {
     double best;      /* best test accuracy so far; -1 before any */
     uint8_t *buf;     /* the payload; owned; NULL without a model */
     size_t bytes;
-} zp_ckpts_t;
+} zp_checkpoints_t;
 
 /* Creates <run>/checkpoints where the backend has a model. Returns 0, or
  * ZP_ENOMEM / -errno (the folder cannot be made), logged. */
-int zp_ckpts_open(zp_ckpts_t *k, zp_stage_t *st, zp_backend_t *be, int writer);
-void zp_ckpts_close(zp_ckpts_t *k);
+int zp_checkpoints_open(zp_checkpoints_t *k, zp_stage_t *st, zp_backend_t *be, int writer);
+void zp_checkpoints_close(zp_checkpoints_t *k);
 
 /* Writes <run>/checkpoints/<name>.ckpt; a failure is logged, the run goes on. */
-void zp_ckpts_write(zp_ckpts_t *k, const char *name, int64_t step, uint64_t epoch, uint64_t batch);
+void zp_checkpoints_write(zp_checkpoints_t *k, const char *name, int64_t step, uint64_t epoch, uint64_t batch);
 
 /* After epoch `epoch`'s evaluation (accuracy -1 without a test split), as
  * trainer.checkpoint says: last, best (when better), epoch-N. */
-void zp_ckpts_epoch(zp_ckpts_t *k, int64_t step, uint64_t epoch, double accuracy);
+void zp_checkpoints_epoch(zp_checkpoints_t *k, int64_t step, uint64_t epoch, double accuracy);
 
 /* Loads "last" into the backend: *step, and the epoch and batch the run goes
  * on from. A backend with no model resumes nothing (0, positions -1).
  * Returns 0, or the error (logged) when the file cannot be read or holds
  * another model. */
-int zp_ckpts_resume(zp_ckpts_t *k, int64_t *step, int64_t *epoch, int64_t *batch);
+int zp_checkpoints_resume(zp_checkpoints_t *k, int64_t *step, int64_t *epoch, int64_t *batch);
 
 #endif
