@@ -20,12 +20,12 @@
 #include <unistd.h>
 
 #include "pipeline/base/hash.h"
-#include "pipeline/report/html.h"
+#include "pipeline/report/escape.h"
 #include "pipeline/report/model.h"
 #include "pipeline/base/log.h"
 #include "pipeline/report/report.h"
 #include "pipeline/report/report_html.h"
-#include "pipeline/report/report_page.h"
+#include "pipeline/report/page.h"
 #include "pipeline/report/report_sweep.h"
 #include "pipeline/report/runscan.h"
 #include "pipeline/report/svg.h"
@@ -38,7 +38,7 @@ static char *escaped(const char *s)
     char *buf;
     size_t n;
     FILE *f = open_memstream(&buf, &n);
-    zp_html_str(f, s);
+    zp_escape_html(f, s);
     fclose(f);
     return buf;
 }
@@ -536,7 +536,7 @@ static void each_epochs_checksum_is_of_its_own_size_and_huge_counts_do_not_overf
     size_t len;
     FILE *out = open_memstream(&html, &len);
     zp_model_t model = {.epoch = rows, .nepochs = n + 1};
-    zp_report_page_coverage(out, &model);
+    zp_page_coverage(out, &model);
     fclose(out);
     assert_int_equal(count(html, "ok: every index once"), n);
     assert_int_equal(count(html, "NOT exactly once"), 1);

@@ -1,7 +1,7 @@
 /* report_autoscale.c — the report's section on loader.autoscale; see
  * report_autoscale.h. */
 #include "pipeline/report/report_autoscale.h"
-#include "pipeline/report/html.h"
+#include "pipeline/report/escape.h"
 #include "pipeline/base/json.h"
 #include "schemas/errors.h"
 #include "schemas/records.h"
@@ -93,7 +93,7 @@ void zp_report_autoscale_html(const zp_report_autoscale_t *l, double t0, FILE *o
             fprintf(out, "<td>rank %lld</td>", (long long)r->node);
         fprintf(out, "<td>%d &rarr; %d</td><td>%s</td><td>%s</td><td>", r->before, r->after,
                 share(w, sizeof w, r->wait), share(b, sizeof b, r->busy));
-        zp_html_str(out, r->reason); /* from a record: bytes off a socket */
+        zp_escape_html(out, r->reason); /* from a record: bytes off a socket */
         fputs("</td></tr>\n", out);
     }
     fputs("</table>\n", out);

@@ -3,8 +3,8 @@
 #define _GNU_SOURCE
 #include "pipeline/report/report_html.h"
 #include "pipeline/base/files.h"
-#include "pipeline/report/html.h"
-#include "pipeline/report/report_page.h"
+#include "pipeline/report/escape.h"
+#include "pipeline/report/page.h"
 #include "pipeline/report/svg.h"
 
 #include <limits.h>
@@ -78,7 +78,7 @@ static void faults(FILE *out, const zp_model_t *m)
                 m->nskips >= SKIPS_SHOWN ? "; the first ten (all in report.json):" : ":");
         for (int i = 0; i < m->nskips && i < SKIPS_SHOWN; i++) {
             fprintf(out, "<li>%lld: ", (long long)m->skip[i].index);
-            zp_html_str(out, m->skip[i].error);
+            zp_escape_html(out, m->skip[i].error);
             fputs("</li>\n", out);
         }
         fputs("</ul>\n", out);
@@ -93,7 +93,7 @@ static void gaps(FILE *out, const zp_model_t *m)
 {
     if (m->scan.missing[0]) {
         fputs("<p class=\"missing\">", out);
-        zp_html_str(out, m->scan.missing);
+        zp_escape_html(out, m->scan.missing);
         fputs("</p>\n", out);
     }
     if (m->scan.skipped_records)
@@ -107,10 +107,10 @@ static void gaps(FILE *out, const zp_model_t *m)
 
 void zp_report_html_page(const zp_model_t *m, FILE *out)
 {
-    zp_report_page_head(out, "zeus-pipe run ", m->run);
+    zp_page_head(out, "zeus-pipe run ", m->run);
     gaps(out, m);
     fputs("<p class=\"bottleneck\">", out);
-    zp_html_str(out, m->advice);
+    zp_escape_html(out, m->advice);
     fputs("</p>\n<h2>Training</h2>\n", out);
     curves(out, m, 0);
     curves(out, m, 1);
@@ -118,12 +118,12 @@ void zp_report_html_page(const zp_model_t *m, FILE *out)
     timelines(out, m);
     regions(out, m);
     fputs("<h2>Epochs</h2>\n", out);
-    zp_report_page_epochs(out, m);
+    zp_page_epochs(out, m);
     fputs("<h2>Coverage</h2>\n", out);
-    zp_report_page_coverage(out, m);
+    zp_page_coverage(out, m);
     faults(out, m);
     zp_report_autoscale_html(&m->autoscale, m->t0, out);
-    zp_report_page_foot(out, "zeus-pipe report RUN --html");
+    zp_page_foot(out, "zeus-pipe report RUN --html");
 }
 
 int zp_report_html(const char *run_dir, FILE *out, char *err, size_t errlen)

@@ -17,7 +17,7 @@
  * Bounded: every series is drawn from at most ZP_SVG_BUCKETS buckets (svg.h)
  * and the tables hold the first and last ZP_HTML_ROWS/2 epochs, so a run of
  * a million steps gets a page of a few hundred kB. Every string from the
- * run (names, errors, paths) goes through zp_html_str.
+ * run (names, errors, paths) goes through zp_escape_html.
  */
 #ifndef ZP_REPORT_HTML_H
 #define ZP_REPORT_HTML_H

@@ -2,9 +2,9 @@
  * and their test curves, from each run's model, overlaid (report_sweep.h). */
 #define _GNU_SOURCE
 #include "pipeline/base/files.h"
-#include "pipeline/report/html.h"
+#include "pipeline/report/escape.h"
 #include "pipeline/report/report_sweep.h"
-#include "pipeline/report/report_page.h"
+#include "pipeline/report/page.h"
 #include "pipeline/report/svg.h"
 
 #include <limits.h>
@@ -42,11 +42,11 @@ static void table(FILE *out, const zp_report_sweep_run_t *runs, int n)
     for (int i = 0; i < n; i++) {
         const zp_report_sweep_run_t *r = &runs[i];
         fprintf(out, "<tr class=\"run\"><td>%d</td><td class=\"l\"><a href=\"", i + 1);
-        zp_html_str(out, folder(r)); /* a run's name holds [A-Za-z0-9._=-] only: no %-escapes needed */
+        zp_escape_html(out, folder(r)); /* a run's name holds [A-Za-z0-9._=-] only: no %-escapes needed */
         fputs("/report.html\">", out);
-        zp_html_str(out, r->name);
+        zp_escape_html(out, r->name);
         fputs("</a></td><td class=\"l\">", out);
-        zp_html_str(out, r->values);
+        zp_escape_html(out, r->values);
         fputs("</td>", out);
         if (r->status) {
             fprintf(out, "<td class=\"l bad\" colspan=\"6\">failed: exit %d</td></tr>\n", r->status);
@@ -66,7 +66,7 @@ static void page(FILE *out, const char *title, const zp_report_sweep_run_t *runs
     curves_t *c = calloc((size_t)(n > 0 ? n : 1), sizeof *c);
     zp_svg_series_t *acc = calloc((size_t)(n > 0 ? n : 1), sizeof *acc),
                     *loss = calloc((size_t)(n > 0 ? n : 1), sizeof *loss);
-    zp_report_page_head(out, "zeus-pipe sweep ", title);
+    zp_page_head(out, "zeus-pipe sweep ", title);
     fprintf(out, "<p>%d run(s), best first (by the last epoch's test accuracy). Each run's own "
                  "report is behind its name.</p>\n", n);
     table(out, runs, n);
@@ -82,7 +82,7 @@ static void page(FILE *out, const char *title, const zp_report_sweep_run_t *runs
         zp_svg_plot_t pl = {"test-loss", "Test loss per epoch", "epoch", "loss", 0};
         zp_svg_lines(out, &pl, loss, n);
     }
-    zp_report_page_foot(out, "zeus-pipe sweep");
+    zp_page_foot(out, "zeus-pipe sweep");
     for (int i = 0; c && i < n; i++)
         zp_xy_free(&c[i].acc), zp_xy_free(&c[i].loss);
     free(c), free(acc), free(loss);

@@ -1,6 +1,6 @@
 /* svg.c — line charts and bar charts as inline SVG (svg.h). */
 #include "pipeline/report/svg.h"
-#include "pipeline/report/html.h"
+#include "pipeline/report/escape.h"
 #include "schemas/errors.h"
 
 #include <math.h>
@@ -104,10 +104,10 @@ static void axes(FILE *out, const frame_t *f, const zp_svg_plot_t *p)
     fprintf(out, "<rect class=\"frame\" x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\"/>\n", LEFT, TOP,
             W - LEFT - RIGHT, H - TOP - BOTTOM);
     fprintf(out, "<text class=\"label\" x=\"%d\" y=\"%d\" text-anchor=\"middle\">", (LEFT + W - RIGHT) / 2, H - 6);
-    zp_html_str(out, p->xlabel);
+    zp_escape_html(out, p->xlabel);
     fprintf(out, "</text><text class=\"label\" transform=\"translate(14 %d) rotate(-90)\" "
                  "text-anchor=\"middle\">", (TOP + H - BOTTOM) / 2);
-    zp_html_str(out, p->ylabel);
+    zp_escape_html(out, p->ylabel);
     fputs("</text>\n", out);
 }
 
@@ -140,7 +140,7 @@ static void series(FILE *out, const frame_t *f, const zp_svg_series_t *s, const 
                    const char *colour)
 {
     fprintf(out, "<g class=\"series\" data-%s=\"", s->key);
-    zp_html_str(out, s->name);
+    zp_escape_html(out, s->name);
     fprintf(out, "\" stroke=\"%s\" fill=\"%s\">\n", colour, colour);
     int band = 0;
     for (int k = 0; k < m && !band; k++)
@@ -167,7 +167,7 @@ static void legend(FILE *out, const zp_svg_series_t *s, int n)
     fputs("<div class=\"legend\">", out);
     for (int i = 0; i < n; i++) {
         fprintf(out, "<span><i style=\"background:%s\"></i>", PALETTE[i % COLOURS]);
-        zp_html_str(out, s[i].name);
+        zp_escape_html(out, s[i].name);
         fputs("</span> ", out);
     }
     fputs("</div>\n", out);
@@ -183,7 +183,7 @@ void zp_svg_lines(FILE *out, const zp_svg_plot_t *p, const zp_svg_series_t *s, i
     frame_t f = {0, 1, 0, 1};
     int any = b && m && frame_of(b, m, n, p->share, &f);
     fprintf(out, "<figure class=\"plot\"><figcaption>");
-    zp_html_str(out, p->title);
+    zp_escape_html(out, p->title);
     fprintf(out, "</figcaption>\n<svg id=\"%s\" class=\"chart\" xmlns=\"http://www.w3.org/2000/svg\" "
                  "viewBox=\"0 0 %d %d\" width=\"%d\" height=\"%d\">\n", p->id, W, H, W, H);
     if (any) {
@@ -225,7 +225,7 @@ void zp_svg_bars(FILE *out, const char *id, const char *title, const zp_svg_bar_
     for (int i = 0; i < n; i++)
         max = fmax(max, b[i].value);
     fprintf(out, "<figure class=\"plot\"><figcaption>");
-    zp_html_str(out, title);
+    zp_escape_html(out, title);
     fprintf(out, "</figcaption>\n<svg id=\"%s\" class=\"chart\" xmlns=\"http://www.w3.org/2000/svg\" "
                  "viewBox=\"0 0 %d %d\" width=\"%d\" height=\"%d\">\n", id, width, n * row + 8, width,
             n * row + 8);
@@ -233,9 +233,9 @@ void zp_svg_bars(FILE *out, const char *id, const char *title, const zp_svg_bar_
         double len = max > 0 && isfinite(b[i].value) ? b[i].value / max * (width - label - 90) : 0;
         int y = 4 + i * row;
         fputs("<g class=\"bar\" data-label=\"", out);
-        zp_html_str(out, b[i].label);
+        zp_escape_html(out, b[i].label);
         fprintf(out, "\"><text class=\"tick\" x=\"%d\" y=\"%d\" text-anchor=\"end\">", label - 6, y + 13);
-        zp_html_str(out, b[i].label);
+        zp_escape_html(out, b[i].label);
         fprintf(out, "</text><rect x=\"%d\" y=\"%d\" width=\"%.1f\" height=\"%d\" fill=\"%s\"/>"
                      "<text class=\"tick\" x=\"%.1f\" y=\"%d\">",
                 label, y + 2, len < 1 && b[i].value > 0 ? 1 : len, row - 5, PALETTE[0],

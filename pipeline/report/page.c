@@ -1,7 +1,7 @@
-/* report_page.c — head, foot and tables of the HTML reports (report_page.h). */
-#include "pipeline/report/report_page.h"
+/* page.c — head, foot and tables of the HTML reports (page.h). */
+#include "pipeline/report/page.h"
 #include "pipeline/base/hash.h"
-#include "pipeline/report/html.h"
+#include "pipeline/report/escape.h"
 #include "pipeline/report/report_html.h"
 
 #include <inttypes.h>
@@ -29,22 +29,22 @@ static const char STYLE[] =
     "td,th{border:1px solid #ddd;padding:3px 8px;text-align:right}th{background:#f4f4f4}"
     "td.l,th.l{text-align:left}.bad{color:#c0392b;font-weight:bold}.ok{color:#1e8449}";
 
-void zp_report_page_head(FILE *out, const char *title, const char *name)
+void zp_page_head(FILE *out, const char *title, const char *name)
 {
     fputs("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>", out);
-    zp_html_str(out, title);
-    zp_html_str(out, name);
+    zp_escape_html(out, title);
+    zp_escape_html(out, name);
     fprintf(out, "</title>\n<style>%s</style></head>\n<body>\n<h1>", STYLE);
-    zp_html_str(out, title);
+    zp_escape_html(out, title);
     fputs("<code>", out);
-    zp_html_str(out, name);
+    zp_escape_html(out, name);
     fputs("</code></h1>\n", out);
 }
 
-void zp_report_page_foot(FILE *out, const char *again)
+void zp_page_foot(FILE *out, const char *again)
 {
     fputs("<p class=\"foot\">Written by zeus-pipe from the runs' records; <code>", out);
-    zp_html_str(out, again);
+    zp_escape_html(out, again);
     fputs("</code> writes it again.</p>\n</body></html>\n", out);
 }
 
@@ -82,7 +82,7 @@ static void gap_row(FILE *out, int64_t total, int cols)
                  "in report.json and metrics.jsonl)</td></tr>\n", cols, total - ZP_HTML_ROWS);
 }
 
-void zp_report_page_epochs(FILE *out, const zp_model_t *m)
+void zp_page_epochs(FILE *out, const zp_model_t *m)
 {
     int64_t total = count_epochs(m), rank = 0;
     if (!total) {
@@ -200,7 +200,7 @@ static void coverage_row(FILE *out, const range_sums_t *rs, const zp_model_t *m,
                  "</td><td>%" PRId64 "</td><td>%" PRId64 "</td><td>%" PRId64 "</td><td class=\"l\"><code>",
             r->epoch + 1, zp_dataset_split_name(s), r->samples[s], r->expected[s], r->skipped[s],
             r->distinct[s]);
-    zp_html_str(out, r->checksum[s]);
+    zp_escape_html(out, r->checksum[s]);
     fputs("</code></td><td class=\"l\">", out);
     if (!counts)
         fputs("<span class=\"bad\">NOT exactly once: samples + skipped differ from expected, or "
@@ -214,7 +214,7 @@ static void coverage_row(FILE *out, const range_sums_t *rs, const zp_model_t *m,
     fputs("</td></tr>\n", out);
 }
 
-void zp_report_page_coverage(FILE *out, const zp_model_t *m)
+void zp_page_coverage(FILE *out, const zp_model_t *m)
 {
     int64_t total = count_epochs(m), rank = 0;
     if (!total) {

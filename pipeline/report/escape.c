@@ -1,11 +1,11 @@
-/* html.c — escaping of data written into HTML (html.h). */
-#include "pipeline/report/html.h"
+/* escape.c — escaping of data written into HTML (escape.h). */
+#include "pipeline/report/escape.h"
 #include "pipeline/base/json.h"
 
 #include <stdint.h>
 #include <string.h>
 
-void zp_html_str(FILE *out, const char *s)
+void zp_escape_html(FILE *out, const char *s)
 {
     if (!s)
         return;
