@@ -8,7 +8,7 @@
  * the fields of item 0 and the hash of the callable's source file, which
  * become the run's dataset description (dataset.h); what the Dataset prints
  * goes to the log, never into the answer. The loaders (`INTERPRETER -m
- * zeus_pipe.loader`) build the Dataset again from the same SPEC,
+ * zeus_pipe._loader_process`) build the Dataset again from the same SPEC,
  * RUN/dataset/python.json. Every child waited on has a bound: 30 s for the
  * interpreter to answer `import zeus_pipe`, 10 minutes for the probe. */
 #ifndef ZP_PYTHON_H

@@ -1,6 +1,6 @@
 /* zeus_pipe_loader.h — the loader side of libzeuspipe.so: a loader process
  * whose samples come from code in another language, the Python package's
- * `python3 -m zeus_pipe.loader` for `dataset.source: python`.
+ * `python3 -m zeus_pipe._loader_process` for `dataset.source: python`.
  *
  * The whole loader protocol stays in the library: zp_loader_serve() is the
  * loader stage (credit, tasks, heartbeats, SAMPLES, RETIRE on SIGUSR1,

@@ -97,7 +97,7 @@ static void spawn_prepare(spawn_t *p, zp_procs_t *s, int stage, int instance)
     snprintf(p->mode, sizeof p->mode, "%d", s->mode);
     int n = wrapper_args(p->args, 36);
     char *head[] = {s->exe, "stage", (char *)zp_names_stage(stage)};
-    char *python[] = {(char *)s->python, "-m", "zeus_pipe.loader"}; /* same arguments after these */
+    char *python[] = {(char *)s->python, "-m", "zeus_pipe._loader_process"}; /* same arguments after these */
     int py = stage == ZP_STAGE_LOADER && s->python;
     p->group = py; /* a Python loader leads a group: what its Dataset starts stops with it */
     memcpy(p->args + n, py ? python : head, sizeof head);

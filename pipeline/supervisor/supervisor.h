@@ -374,7 +374,7 @@ typedef struct {
     char ckpts[1024];  /* eval: the checkpoints to evaluate */
     char *extra[8];    /* more arguments for every stage, NULL-terminated; borrowed */
     zp_command_t *command; /* trainer.command: started instead of the trainer; borrowed */
-    /* dataset.source python: loaders are `INTERPRETER -m zeus_pipe.loader`
+    /* dataset.source python: loaders are `INTERPRETER -m zeus_pipe._loader_process`
      * (dataset.python.interpreter, borrowed from the config); NULL: `zeus-pipe
      * stage loader` */
     const char *python;

@@ -21,7 +21,7 @@ or Python-first, the script starting the pipeline itself:
 
     python3 python/examples/custom_dataset.py --config configs/custom-dataset.yaml
 
-The loaders (python3 -m zeus_pipe.loader, as many as loader.workers) import
+The loaders (python3 -m zeus_pipe._loader_process, as many as loader.workers) import
 this module and call the Dataset's __getitem__; the cache keeps what it
 returned, so from the second epoch (and the next run) nothing is decoded.
 The training loop below is the DataLoader loop with one line changed:

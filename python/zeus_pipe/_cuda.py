@@ -17,16 +17,25 @@ pipeline (not when the loop is done with the batch). x and y are then the
 loop's own tensors, valid as long as it keeps them. uint8 batches are
 normalised on the device with the run's dataset.mean/std
 (zp_client_normalization), as the built-in trainer does: x is float32."""
+from __future__ import annotations
+
 import ctypes
+from typing import TYPE_CHECKING, Any, Tuple
 
 import torch
 
-from ._lib import U8, ZeusPipeError
+from ._lib import U8, Batch, ZeusPipeError
+
+if TYPE_CHECKING:
+    from .client import Client
+
+# A copy issued on the side stream: ((slot, generation), x, y, indices, its event)
+_Copy = Tuple[Tuple[int, int], torch.Tensor, torch.Tensor, torch.Tensor, torch.cuda.Event]
 
 _MAX_CHANNELS = 64
 
 
-def check(device):
+def check(device: str | torch.device) -> torch.device:
     """The torch.device that `device` names, or ZeusPipeError when it is no
     CUDA device this process can use. Called before anything is attached."""
     try:
@@ -51,7 +60,7 @@ def check(device):
     return torch.device("cuda", index)
 
 
-def _cudart():
+def _cudart() -> ctypes.CDLL:
     """The CUDA runtime, through ctypes: the one torch mapped (seen in
     /proc/self/maps once CUDA is initialised), else the loader's."""
     names = []
@@ -82,29 +91,31 @@ class Device:
     normalisation. Made by Client for attach(device=...); close() before the
     client detaches."""
 
-    def __init__(self, client, device):
+    def __init__(self, client: Client, device: torch.device) -> None:
         self.device = device
         self._client = client
         self._stream = torch.cuda.Stream(device=device)
-        self._rt = None
-        self._pinned = None  # the ring's address, while it is page-locked
-        self._ahead = None   # the copy of the batch taken ahead: (slot, gen), x, y, indices, event
+        self._rt: ctypes.CDLL | None = None
+        self._pinned: int | None = None  # the ring's address, while it is page-locked
+        self._ahead: _Copy | None = None  # the copy of the batch taken ahead
         self.indices = torch.empty(0, dtype=torch.int64)  # of the last batch, a CPU copy
         mean = (ctypes.c_float * _MAX_CHANNELS)()
         std = (ctypes.c_float * _MAX_CHANNELS)()
         n = client._check(client._lib.zp_client_normalization(client._c, mean, std,
                                                               _MAX_CHANNELS), "normalization")
         # a Python Dataset: the uint8 field dataset.python.normalize names, if any (C, ...)
-        self._norm = None
+        self._norm: str | None = None
+        self._norm_dims: int | None = None
         for name, dtype, shape, _, _ in client.fields if client._records else ():
             if name == client.normalized and dtype == "uint8":
                 self._norm = name
                 self._norm_dims = len(shape)
-        shape = (1, n) + (1,) * (max(getattr(self, "_norm_dims", 3), 1) - 1)
+        dims = 3 if self._norm_dims is None else self._norm_dims
+        shape = (1, n) + (1,) * (max(dims, 1) - 1)
         self._mean = torch.tensor(mean[:n], dtype=torch.float32, device=device).view(shape)
         self._std = torch.tensor(std[:n], dtype=torch.float32, device=device).view(shape)
 
-    def _pin(self):
+    def _pin(self) -> None:
         c = self._client
         base, size = ctypes.c_void_p(), ctypes.c_size_t()
         c._check(c._lib.zp_client_ring(c._c, ctypes.byref(base), ctypes.byref(size)), "ring")
@@ -113,11 +124,11 @@ class Device:
             err = self._rt.cudaHostRegister(base, size.value, 0)
         if err:
             raise ZeusPipeError("zeus_pipe: page-locking the ring (%d bytes at %#x) for %s: "
-                                "cudaHostRegister: %s" % (size.value, base.value, self.device,
+                                "cudaHostRegister: %s" % (size.value, base.value or 0, self.device,
                                                           self._rt.cudaGetErrorString(err).decode()))
         self._pinned = base.value
 
-    def _copy(self, b):
+    def _copy(self, b: Batch) -> _Copy:
         """Issues batch b's copy on the side stream (no wait): its tensors,
         indices and the copy's event."""
         if self._pinned is None:
@@ -139,20 +150,20 @@ class Device:
             copied.record(self._stream)
         return (int(b.slot), int(b.gen)), x, y, indices, copied
 
-    def start(self, b):
+    def start(self, b: Batch) -> None:
         """Starts the copy of batch b (taken ahead, not yet handed out) while
         the loop still computes on the one before."""
         self.cancel()
         self._ahead = self._copy(b)
 
-    def cancel(self):
+    def cancel(self) -> None:
         """Forgets a copy started ahead, once it is done (before its slot goes
         back to the pipeline unread: a seek)."""
         if self._ahead:
             self._ahead[4].synchronize()
             self._ahead = None
 
-    def tensors(self, b):
+    def tensors(self, b: Batch) -> Any:
         """Batch b (held by the client) as (x, y) on the device; its slot is
         released as soon as its copy is done."""
         c = self._client
@@ -166,9 +177,9 @@ class Device:
         current.wait_event(copied)
         # made on the side stream, used on the current one: the allocator must
         # not hand their memory to the side stream's next copy before the
-        # current stream is done with them
-        x.record_stream(current)
-        y.record_stream(current)
+        # current stream is done with them (torch 1.13's stubs want a torch._C.Stream)
+        x.record_stream(current)  # type: ignore[arg-type]
+        y.record_stream(current)  # type: ignore[arg-type]
         copied.synchronize()  # the copy only: the loop's queued work goes on
         c._release()
         if c._records:  # every field, from the one copy of the records, made contiguous here
@@ -181,16 +192,16 @@ class Device:
             x = (x.to(torch.float32) / 255 - self._mean) / self._std
         return x, y.to(torch.int64)
 
-    def _field(self, name, t):
+    def _field(self, name: str, t: torch.Tensor) -> torch.Tensor:
         """A field on the device: contiguous, and the normalised field as float32."""
         if name == self._norm and not self._client._raw:
             return (t.to(torch.float32) / 255 - self._mean) / self._std
         return t.contiguous()
 
-    def close(self):
+    def close(self) -> None:
         """Unregisters the ring (after the side stream's copies). Safe twice."""
         self._ahead = None
-        if self._pinned is not None:
+        if self._pinned is not None and self._rt is not None:
             self._stream.synchronize()
             self._rt.cudaHostUnregister(ctypes.c_void_p(self._pinned))
             self._pinned = None

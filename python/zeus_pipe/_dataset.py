@@ -11,8 +11,10 @@ An item is a tuple (or list) or a dict of fields; each field is a numpy
 array, a CPU torch tensor, or a Python int (int64) or float (float64), of
 one of the element types below, and every item of a split has the same
 fields with the same types and shapes. A sample's record lays the fields
-out as pipeline/runtime/fields.h says: each at an offset aligned to its element
+out as pipeline/dataset/fields.h says: each at an offset aligned to its element
 size, the record padded to a multiple of its largest element size."""
+from __future__ import annotations
+
 import ctypes
 import hashlib
 import importlib
@@ -20,11 +22,15 @@ import inspect
 import json
 import random
 import sys
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from . import _seed
+from ._seed import sample_seed as sample_seed  # as before _seed.py: tests import it from here
+
 SPLITS = ("train", "test")
-# element types, numbered as pipeline/runtime/fields.h's ZP_FT_* and zeus_pipe.h's ZP_CLIENT_*
+# element types, numbered as pipeline/dataset/fields.h's ZP_FT_* and zeus_pipe.h's ZP_CLIENT_*
 DTYPES = {"float32": 1, "uint8": 2, "int8": 3, "int16": 4, "int32": 5, "int64": 6,
           "float16": 7, "bfloat16": 8, "float64": 9}
 SIZES = {"float32": 4, "uint8": 1, "int8": 1, "int16": 2, "int32": 4, "int64": 8,
@@ -37,24 +43,25 @@ class FieldError(ValueError):
     split's first item: the sentence names the field and what was expected."""
 
 
-def load_spec(path):
+def load_spec(path: str) -> dict[str, Any]:
     with open(path) as f:
-        return json.load(f)
+        spec: dict[str, Any] = json.load(f)
+        return spec
 
 
-def callable_of(spec):
+def callable_of(spec: dict[str, Any]) -> Any:
     """The callable spec["class"] names, its folders first on sys.path."""
     for folder in reversed(spec.get("path", [])):
         if folder not in sys.path:
             sys.path.insert(0, folder)
     module, _, name = spec["class"].partition(":")
-    obj = importlib.import_module(module)
+    obj: Any = importlib.import_module(module)
     for part in name.split("."):
         obj = getattr(obj, part)
     return obj
 
 
-def source_hash(obj):
+def source_hash(obj: Any) -> str:
     """SHA-256 of the file that defines obj (part of the cache's fingerprint),
     or of its qualified name when it has no file."""
     try:
@@ -65,32 +72,32 @@ def source_hash(obj):
         return hashlib.sha256(spec_name(obj).encode()).hexdigest()
 
 
-def spec_name(obj):
+def spec_name(obj: object) -> str:
     return "%s.%s" % (getattr(obj, "__module__", "?"), getattr(obj, "__qualname__", repr(obj)))
 
 
-def augment_of(spec, split):
+def augment_of(spec: dict[str, Any], split: str) -> Callable[[Any], Any] | None:
     """The augment step of a split (dataset.python.augment.SPLIT: the object
     that module:callable names, called with each item after the cache), or
     None."""
     name = (spec.get("augment") or {}).get(split) or ""
     if not name:
         return None
-    obj = callable_of(dict(spec, **{"class": name}))
+    obj: object = callable_of(dict(spec, **{"class": name}))
     if not callable(obj):
         raise FieldError("dataset.python.augment.%s: %s is a %s, not a callable"
                          % (split, name, type(obj).__name__))
     return obj
 
 
-def names_for(names, count):
+def names_for(names: list[str] | None, count: int) -> list[str] | None:
     """dataset.python.fields for a tuple of `count` fields: they name the
     delivered sample's, and __getitem__'s too where an augment step leaves
     their number as it is (else __getitem__'s are named by default)."""
     return names if names and len(names) == count else None
 
 
-def item_types(item, names):
+def item_types(item: Any, names: list[str] | None) -> list[str]:
     """What each field of an item is (ndarray, tensor, int or float), so that
     a record read back from the cache is given to the augment step as
     __getitem__ returned it."""
@@ -106,7 +113,7 @@ def item_types(item, names):
     return out
 
 
-def build(spec, split):
+def build(spec: dict[str, Any], split: str) -> Any:
     """The split's Dataset: the callable with args and the split's kwargs;
     None for a test split the config does not name (when it names splits)."""
     splits = spec.get("splits") or {}
@@ -123,7 +130,7 @@ def build(spec, split):
     return callable_of(spec)(**kwargs)
 
 
-def _as_array(value, where):
+def _as_array(value: Any, where: str) -> tuple[np.ndarray[Any, Any], str]:
     """value as a numpy array of one of DTYPES (bfloat16 as its int16 bits)
     and that type's name."""
     if isinstance(value, bool) or value is None or isinstance(value, (str, bytes)):
@@ -155,7 +162,7 @@ def _as_array(value, where):
     return arr, name
 
 
-def _named(item, names):
+def _named(item: Any, names: Sequence[str] | None) -> tuple[str, list[tuple[str, Any]]]:
     """(kind, [(name, value)]) of an item: a dict names its fields; a tuple's
     come from `names`, else image, label for a pair, else f0, f1, ..."""
     if isinstance(item, dict):
@@ -178,10 +185,11 @@ _I64, _F64 = ctypes.c_int64, ctypes.c_double
 class Layout:
     """The fields of a split's items and their place in a record."""
 
-    def __init__(self, kind, fields):
-        self._fast = None
+    def __init__(self, kind: str, fields: Sequence[tuple[str, str, Sequence[int]]]) -> None:
+        self._fast: list[tuple[str, np.dtype[Any], tuple[int, ...], int, int, str]] | None = None
         self.kind = kind  # "tuple" or "dict"
-        self.fields = []  # (name, dtype name, shape, offset, bytes)
+        # (name, dtype name, shape, offset in the record, bytes) of each field
+        self.fields: list[tuple[str, str, tuple[int, ...], int, int]] = []
         end, most = 0, 1
         for name, dtype, shape in fields:
             size = SIZES[dtype]
@@ -196,9 +204,9 @@ class Layout:
                              % (end, MAX_RECORD))
 
     @classmethod
-    def of(cls, item, names):
+    def of(cls, item: Any, names: list[str] | None) -> Layout:
         kind, named = _named(item, names)
-        fields = []
+        fields: list[tuple[str, str, Sequence[int]]] = []
         for name, value in named:
             arr, dtype = _as_array(value, "field %r" % name)
             if arr.ndim > 6:
@@ -206,20 +214,20 @@ class Layout:
             fields.append((name, dtype, arr.shape))
         return cls(kind, fields)
 
-    def text(self):
+    def text(self) -> str:
         """The fields as a person reads them: "image: uint8 [3, 494, 398], label: int64 []"."""
         return ", ".join("%s: %s [%s]" % (name, dtype, ", ".join(str(d) for d in shape))
                          for name, dtype, shape, _, _ in self.fields)
 
-    def describe(self):
-        """The "fields" lines of RUN/dataset/meta (pipeline/runtime/fields.h)."""
+    def describe(self) -> str:
+        """The "fields" lines of RUN/dataset/meta (pipeline/dataset/fields.h)."""
         out = ["fields %d %s" % (len(self.fields), self.kind)]
         for name, dtype, shape, _, _ in self.fields:
             out.append("field %s %s %d%s" % (name, dtype, len(shape),
                                               "".join(" %d" % d for d in shape)))
         return "\n".join(out) + "\n"
 
-    def _pack_fast(self, item, names, record):
+    def _pack_fast(self, item: Any, names: list[str] | None, record: int) -> bool:
         """The common case, checked as cheaply as it can be: every field a
         C-contiguous numpy array of the right type and shape, or a Python
         int or float where the field is int64 or float64. False: let the
@@ -231,7 +239,7 @@ class Layout:
         if self.kind == "dict":
             if type(item) is not dict or len(item) != len(fast):
                 return False
-            values = [item.get(f[0], _MISSING) for f in fast]
+            values: Sequence[Any] = [item.get(f[0], _MISSING) for f in fast]
         else:
             if type(item) is not tuple or len(item) != len(fast) or names is not None and \
                     len(names) != len(item):
@@ -252,17 +260,17 @@ class Layout:
                 return False
         return True
 
-    def record(self, item, names, index, split):
+    def record(self, item: Any, names: list[str] | None, index: int, split: str) -> bytes:
         """The item packed into a record, as bytes (for comparing two draws)."""
         buf = (ctypes.c_char * self.record_bytes)()
         self.pack(item, names, ctypes.addressof(buf), index, split)
         return bytes(buf)
 
-    def unpack(self, record, types):
+    def unpack(self, record: int, types: list[str]) -> Any:
         """The item a record at address `record` holds, each field as `types`
         says (item_types), in fresh memory of its own: a tuple, or a dict."""
         torch = importlib.import_module("torch") if "tensor" in types else None
-        values = []
+        values: list[Any] = []
         for (name, dtype, shape, at, nbytes), kind in zip(self.fields, types):
             arr = np.empty(shape, np.int16 if dtype == "bfloat16" else dtype)
             _memmove(arr.ctypes.data, record + at, nbytes)
@@ -280,14 +288,14 @@ class Layout:
         return tuple(values)
 
     @classmethod
-    def parse(cls, text):
+    def parse(cls, text: str) -> Layout | None:
         """The Layout of the "fields" lines of a RUN/dataset/meta (with
         text from its "cached" line on: the cache's records)."""
         lines = text.splitlines()
         for i, line in enumerate(lines):
             if line.startswith("fields "):
                 n, kind = int(line.split()[1]), line.split()[2]
-                fields = []
+                fields: list[tuple[str, str, Sequence[int]]] = []
                 for f in lines[i + 1:i + 1 + n]:
                     w = f.split()
                     if len(w) > 4 and w[4] == "labels":  # the built-in sources' label column
@@ -296,7 +304,8 @@ class Layout:
                 return cls(kind, fields)
         return None
 
-    def pack(self, item, names, record, index, split):
+    def pack(self, item: Any, names: list[str] | None, record: int, index: int,
+             split: str) -> None:
         """Writes item's fields into the record at address `record`; raises
         FieldError naming the field, the index and what was expected."""
         if self._pack_fast(item, names, record):
@@ -318,26 +327,11 @@ class Layout:
             _memmove(record + at, arr.__array_interface__["data"][0], nbytes)
 
 
-_SPLIT_CODE = {"train": 0, "test": 1}
-_current = [0]
-
-
-def sample_seed(seed=None, split=None, epoch=None, index=None):
-    """The seed of one sample: a 63-bit number of (run seed, split, epoch,
-    index). Without arguments, inside a loader's __getitem__: the seed of the
-    sample being loaded (the one Python's random, NumPy's global generator and
-    torch were seeded with), for a Dataset that keeps generators of its own."""
-    if seed is None:
-        return _current[0]
-    split = _SPLIT_CODE.get(split, split)
-    h = hashlib.blake2b(b"%d/%d/%d/%d" % (seed, split, epoch, index), digest_size=8).digest()
-    return int.from_bytes(h, "little") >> 1
-
-
-def seed_all(s):
+def seed_all(s: int) -> None:
     """Seeds Python's random, NumPy's global generator and (when imported)
-    torch's default generator with s, before a __getitem__."""
-    _current[0] = s
+    torch's default generator with s, before a __getitem__; sample_seed()
+    says s until the next."""
+    _seed._current[0] = s
     random.seed(s)
     np.random.seed(s & 0xFFFFFFFF)
     torch = sys.modules.get("torch")

@@ -12,9 +12,12 @@ this package sits in (python/../build), beside the zeus-pipe binary ($ZP_BIN,
 else the one on PATH) or in the folder above it (where `cmake --install`
 puts it), then the system's loader path (ldconfig, LD_LIBRARY_PATH). load() raises
 ZeusPipeError naming every place tried and why it failed."""
+from __future__ import annotations
+
 import ctypes
 import os
 import shutil
+from typing import Any, Iterator
 
 API_VERSION = 4  # ZP_CLIENT_API_VERSION this package was written for (zp_client_fields)
 
@@ -30,9 +33,9 @@ class ZeusPipeError(RuntimeError):
 
 IN_LABELS = 2 ** (8 * ctypes.sizeof(ctypes.c_size_t)) - 1  # ZP_CLIENT_IN_LABELS
 ITEM_DICT = 1  # ZP_CLIENT_ITEM_DICT
-# ZP_CLIENT_* element types by name (pipeline/runtime/fields.h numbers them alike)
-DTYPES = {1: "float32", 2: "uint8", 3: "int8", 4: "int16", 5: "int32", 6: "int64",
-          7: "float16", 8: "bfloat16", 9: "float64"}
+# ZP_CLIENT_* element types by name (pipeline/dataset/fields.h numbers them alike)
+DTYPES: dict[int, str] = {1: "float32", 2: "uint8", 3: "int8", 4: "int16", 5: "int32",
+                          6: "int64", 7: "float16", 8: "bfloat16", 9: "float64"}
 
 
 class Field(ctypes.Structure):
@@ -95,7 +98,7 @@ class RunInfo(ctypes.Structure):
     ]
 
 
-def _candidates():
+def _candidates() -> Iterator[tuple[str, str]]:
     """(where, path) in the order they are tried."""
     env = os.environ.get("ZP_LIBRARY")
     if env:
@@ -110,10 +113,10 @@ def _candidates():
     yield "the loader path", "libzeuspipe.so.1"
 
 
-def _prototypes(lib):
+def _prototypes(lib: ctypes.CDLL) -> None:
     P, I, I64, S = ctypes.c_void_p, ctypes.c_int, ctypes.c_int64, ctypes.c_char_p
     BP = ctypes.POINTER(Batch)
-    sigs = {
+    sigs: dict[str, tuple[Any, list[Any]]] = {
         "zp_client_api_version": (I, []),
         "zp_client_strerror": (S, [I]),
         "zp_client_attach": (P, [S, I, I, ctypes.c_char_p, ctypes.c_size_t]),
@@ -142,10 +145,10 @@ def _prototypes(lib):
         f.restype, f.argtypes = res, args
 
 
-_lib = None
+_lib: ctypes.CDLL | None = None
 
 
-def load():
+def load() -> ctypes.CDLL:
     """The library, loaded once. Raises ZeusPipeError naming what was tried."""
     global _lib
     if _lib is not None:
@@ -175,5 +178,6 @@ def load():
                         "libzeuspipe.so beside the zeus-pipe binary")
 
 
-def strerror(rc):
-    return load().zp_client_strerror(rc).decode(errors="replace")
+def strerror(rc: int) -> str:
+    """zp_client_strerror: the code's name and a sentence."""
+    return str(load().zp_client_strerror(rc).decode(errors="replace"))

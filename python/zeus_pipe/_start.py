@@ -30,6 +30,8 @@ pipeline to end by itself (every rank detached), else stops it (SIGTERM: every
 stage stops, shared memory and sockets removed). A script killed outright
 (SIGKILL, or torchrun's SIGTERM) cannot do this: the supervisor notices that
 its parent is gone and stops by itself."""
+from __future__ import annotations
+
 import atexit
 import collections
 import ctypes
@@ -43,20 +45,25 @@ import tempfile
 import threading
 import time
 import weakref
+from types import TracebackType
+from typing import TYPE_CHECKING, Mapping, TextIO
 
 from ._lib import END, Batch, ZeusPipeError, load
 from .client import Client
 
+if TYPE_CHECKING:
+    import torch
+
 _STOP_S = 30           # a stopping pipeline gets this long before it is killed
 _ALONE_S = 2           # a run of one rank that had its END gets this long to end by itself
 _TAIL = 40             # lines of the pipeline's output kept for an error
-_started = weakref.WeakSet()  # clients whose pipeline atexit stops
+_started: weakref.WeakSet[Started] = weakref.WeakSet()  # clients whose pipeline atexit stops
 # what the supervisor says (and the last lines of a stage's log it quotes), as
 # opposed to the logger's progress line and report on the same output
 _SAYS = re.compile(r"zeus-pipe: |  \d\d:\d\d:\d\d")
 
 
-def find_bin():
+def find_bin() -> str:
     """The zeus-pipe binary: $ZP_BIN (which must be it), beside the libzeuspipe.so loaded (a
     build folder) or in its zeus-pipe/ (installed), the checkout's build/, then PATH. Raises ZeusPipeError naming what was tried."""
     env = os.environ.get("ZP_BIN")
@@ -84,7 +91,7 @@ def find_bin():
                         ". Set ZP_BIN to it, or build zeus-pipe (cmake --build build)")
 
 
-def _library_folder():
+def _library_folder() -> str | None:
     """The folder of the libzeuspipe.so this process loaded, from /proc/self/maps."""
     try:
         load()
@@ -98,7 +105,7 @@ def _library_folder():
     return None
 
 
-def _ranks():
+def _ranks() -> tuple[int, int, int]:
     """(rank, world, local_rank) of this process: torchrun's, else (0, 1, 0)."""
     names = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE")
     if not all(n in os.environ for n in names):
@@ -115,7 +122,7 @@ def _ranks():
 class Pipeline:
     """`zeus-pipe up --attach CONFIG ...`, this process's child, and its output."""
 
-    def __init__(self, config, overrides, world):
+    def __init__(self, config: str, overrides: Mapping[str, object] | None, world: int) -> None:
         if not os.path.isfile(config):
             raise ZeusPipeError("zeus_pipe: config %s: no such file (a path from %s, or "
                                 "absolute)" % (config, os.getcwd()))
@@ -127,19 +134,23 @@ class Pipeline:
                 value = "[%s]" % ", ".join(str(v) for v in value)
             args.append("%s=%s" % (key, value))
         args.append("trainer.gpus=%d" % world)  # one rank per process of the script
-        self.args, self.run, self.stopping, self.world = args, None, False, world
-        self.tail = collections.deque(maxlen=_TAIL)
-        self._log, self._early, self.shown = None, [], False
+        self.args, self.stopping, self.world = args, False, world
+        self.run: str | None = None  # the run directory, once the supervisor said it
+        self.tail: collections.deque[str] = collections.deque(maxlen=_TAIL)
+        self._log: TextIO | None = None
+        self._early: list[str] = []
+        self.shown = False
         self._ready = threading.Event()
         self.proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                      stderr=subprocess.STDOUT)
         self._reader = threading.Thread(target=self._read, name="zeus-pipe output", daemon=True)
         self._reader.start()
 
-    def _read(self):
+    def _read(self) -> None:
         """The supervisor's lines: the run directory from ZP_RUN=, then every
         line into RUN/logs/supervisor.log; the last _TAIL lines it says
         itself (every line until the run directory is made) in tail."""
+        assert self.proc.stdout is not None  # Popen(stdout=PIPE)
         for raw in self.proc.stdout:
             line = raw.decode(errors="replace")
             if self.run is None and line.startswith("ZP_RUN="):
@@ -157,7 +168,7 @@ class Pipeline:
             self._log.close()
         self._ready.set()
 
-    def _open_log(self, run):
+    def _open_log(self, run: str) -> None:
         try:
             self._log = open(os.path.join(run, "logs", "supervisor.log"), "a")
             self._log.writelines(self._early)
@@ -167,24 +178,25 @@ class Pipeline:
         self._early, self.run = [], run
         self._ready.set()
 
-    def failed(self):
+    def failed(self) -> bool:
         """True when the pipeline has ended with a failure this process did not
         cause (not Ctrl-C: that is the user's)."""
         rc = self.proc.poll()
         return rc not in (None, 0, 128 + signal.SIGINT) and not self.stopping
 
-    def error(self):
+    def error(self) -> str:
         """The failure in words, with the last lines of the output; once said
         (raised), stop() does not print it again."""
         self._reader.join(5)  # every line read
         self.shown = True
         rc = self.proc.poll()
+        assert rc is not None  # only said once the pipeline has ended
         where = " (its log: %s)" % os.path.join(self.run, "logs", "supervisor.log") if self.run else ""
         return "zeus_pipe: `%s` %s%s:\n%s" % (
             " ".join(self.args), "exited with status %d" % rc if rc >= 0 else
             "was killed by signal %d" % -rc, where, "\n".join(self.tail))
 
-    def wait_run(self, timeout_s):
+    def wait_run(self, timeout_s: float) -> str:
         """The run directory, once the supervisor has made it; raises
         ZeusPipeError with its output when it exits first or takes too long."""
         if not self._ready.wait(timeout_s):
@@ -195,7 +207,7 @@ class Pipeline:
             raise ZeusPipeError(self.error())
         return self.run
 
-    def stop(self, ended):
+    def stop(self, ended: bool) -> None:
         """Waits for the pipeline to end by itself when the run had ended
         (every rank detaching), else stops it: SIGTERM, then SIGKILL after
         _STOP_S."""
@@ -221,7 +233,7 @@ class Pipeline:
         self._reader.join(5)
 
 
-def _rendezvous():
+def _rendezvous() -> str:
     """Under torchrun: the file through which local rank 0 tells the other
     ranks its run directory, named after the torchrun agent (the parent of
     every local rank: its pid and start time) and its restart count."""
@@ -238,14 +250,14 @@ def _rendezvous():
     return os.path.join(folder, name.replace("/", "_"))
 
 
-def _tell(path, text):
+def _tell(path: str, text: str) -> None:
     tmp = "%s.%d" % (path, os.getpid())
     with open(tmp, "w") as f:
         f.write(text)
     os.replace(tmp, path)
 
 
-def _hear(path, timeout_s):
+def _hear(path: str, timeout_s: float) -> str:
     """Local rank 0's run directory; raises its error, or after timeout_s."""
     end = time.monotonic() + timeout_s
     while time.monotonic() < end:
@@ -262,7 +274,7 @@ def _hear(path, timeout_s):
                         "does rank 0 call zeus_pipe.attach(config=...) too?" % (timeout_s, path))
 
 
-def _supervisor_alive(run):
+def _supervisor_alive(run: str) -> bool:
     try:
         with open(os.path.join(run, "supervisor.pid")) as f:
             os.kill(int(f.read().split()[0]), 0)
@@ -271,7 +283,9 @@ def _supervisor_alive(run):
         return False
 
 
-def start(config, overrides=None, timeout_s=60, device=None, raw=False):
+def start(config: str | os.PathLike[str], overrides: Mapping[str, object] | None = None,
+          timeout_s: float = 60, device: str | torch.device | None = None,
+          raw: bool = False) -> Started:
     """zeus_pipe.attach(config=...): the pipeline started (or, under torchrun
     on local rank > 0, local rank 0's found) and this rank attached. Returns a
     Client; raises ZeusPipeError with the pipeline's error text."""
@@ -289,6 +303,7 @@ def start(config, overrides=None, timeout_s=60, device=None, raw=False):
         if meet:
             _tell(meet, run)
     else:
+        assert meet is not None  # local rank > 0: world > 1
         run = _hear(meet, timeout_s)
     return Started(pipeline, meet, run, rank, timeout_s, device, raw)
 
@@ -298,7 +313,8 @@ class Started(Client):
     (the other ranks): its failure raises at the next wait for a batch, and
     close() stops it."""
 
-    def __init__(self, pipeline, meet, run, rank, timeout_s, device, raw):
+    def __init__(self, pipeline: Pipeline | None, meet: str | None, run: str, rank: int,
+                 timeout_s: float, device: str | torch.device | None, raw: bool) -> None:
         self._pipeline, self._meet, self._ended = pipeline, meet, False
         end = time.monotonic() + timeout_s
         while True:  # short attaches, so that a pipeline failing at start is seen
@@ -313,7 +329,7 @@ class Started(Client):
                     raise
         _started.add(self)
 
-    def _heard(self, rc, timeout_ms):
+    def _heard(self, rc: int, timeout_ms: int) -> None:
         """Every zp_client_next: END is noted (the run has ended: close()
         waits for the pipeline instead of stopping it), and a wait that timed
         out checks that the pipeline still runs."""
@@ -322,7 +338,7 @@ class Started(Client):
         elif rc == 0 and timeout_ms:  # not a look without waiting (device="cuda" takes ahead)
             self._check_pipeline(self.run)
 
-    def _check_pipeline(self, run):
+    def _check_pipeline(self, run: str) -> None:
         p = self._pipeline
         if p is not None and p.failed():
             error = p.error()
@@ -333,7 +349,7 @@ class Started(Client):
                                 "output and %s say why)" % (
                                     run, os.path.join(run, "logs", "supervisor.log")))
 
-    def _stop_pipeline(self):
+    def _stop_pipeline(self) -> None:
         p, self._pipeline = self._pipeline, None
         if p is not None:
             p.stop(self._ended)
@@ -343,7 +359,7 @@ class Started(Client):
                 except FileNotFoundError:
                     pass
 
-    def close(self):
+    def close(self) -> None:
         """Detaches, then ends the pipeline this script started: waits for it
         when the run had sent END (until every rank detached), or when the
         `with` block ended without an exception (a loop of fewer epochs than
@@ -359,14 +375,14 @@ class Started(Client):
             self._ended = self._ended or getattr(self, "_left_cleanly", False)
             self._stop_pipeline()
 
-    def __exit__(self, *exc):
-        self._left_cleanly = exc[0] is None
+    def __exit__(self, kind: type[BaseException] | None, value: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self._left_cleanly = kind is None
         self.close()
-        return False
 
 
 @atexit.register
-def _stop_all():
+def _stop_all() -> None:
     for client in list(_started):
         try:
             client.close()

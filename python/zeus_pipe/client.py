@@ -1,21 +1,85 @@
 """client.py — Client, rank r's side of a run over libzeuspipe.so, and
 Source, one split's batches as a DataLoader gives them (`zp.train`,
-`zp.test`). The package's docstring (__init__.py) says how a loop uses them:
-the order of the epochs, resume, the lifetime of a batch, DDP.
+`zp.test`). docs/pytorch.md is the manual; this says what the code promises.
+
+Order: the loop decides. Iterating `train` gives the next train epoch,
+iterating `test` the next test epoch, in any order. The pipeline prepares
+each epoch's train batches, then its test batches, ahead of the loop; when
+the loop asks for a split that is not the one coming, the client seeks
+(zp_client_seek): the pipeline drops what it prepared, starts there, and
+learns the loop's pattern from it. A loop that reads only `train` gets only
+train epochs from then on (the test split is never loaded again, after at
+most 2 x prefetch.depth + prefetch.window unread batches: a ring's worth,
+and those in flight behind it); a loop that reads `test` before `train` gets
+each epoch's test batches first. The usual loop (train, then test, every
+epoch) never seeks and never waits at an epoch's end. A loop left early (a
+`break`, or next(iter(...))) leaves the rest of that epoch: the next loop
+over that split starts the epoch after. The loop decides how many epochs it
+runs; trainer.epochs caps them: an epoch past the cap has no batches (said
+once on stderr), and trainer.epochs 0 is no cap.
+
+Resume: state_dict() is the data position, a dict of plain ints; after
+load_state_dict() in a new run of the same config, the next loops give
+exactly the batches the first run would have got next, mid-epoch included.
+A batch's samples depend only on the seed, the split, the epoch, the rank and
+the batch size, never on the loaders or the cache; a state saved by a run of
+another seed, world size, batch size or dataset raises ZeusPipeError naming
+what differs.
+
+Lifetime (CPU): x is a view of the ring slot (torch.frombuffer over the
+shared memory, no copy), owned by the pipeline: valid until the next batch
+is taken, when the slot goes back (or at the end of the epoch). Keep one
+longer with x.clone(); never use one after close(). y is made from the
+slot's int32 labels: one copy, into int64. uint8 samples come as float32
+normalised with the run's dataset.mean/std through the built-in trainer's
+own table (one copy, the same bits as its batches), unless attach(raw=True)
+asks for the uint8 pixels (a view, as above). A Python Dataset's fields are
+views of the slot's records, with the same lifetime. With device="cuda" x
+and y are copies on the GPU, the loop's own (_cuda.py).
+
+DDP: every rank iterates its own shard, and len(train) is this rank's
+batches. DistributedDataParallel needs every rank to take the same number of
+steps (docs/ranks-and-nodes.md, "DDP with zeus_pipe", says when the ranks'
+counts are equal): a rank with a batch more waits in its all-reduce while the
+others wait for it at the epoch's end, and the run fails after
+trainer.comm_timeout_s.
 
 A Source asks its client through five members only: batches_per_epoch(),
 samples(), batch_size, epochs and next_epoch(); the position of each split
 (the next epoch and batch of its loop), the batch held and the seeks are the
 client's. A subclass may watch every zp_client_next through the _heard hook
 (_start.Started: a pipeline the script started)."""
+from __future__ import annotations
+
 import contextlib
 import ctypes
 import os
 import sys
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, ClassVar, Dict, Iterator, Mapping, Optional, SupportsFloat, \
+    Tuple, TypeVar, Union
 
 from ._lib import (BATCH, DTYPES, END, EPOCH_END, F32, IN_LABELS, ITEM_DICT, PLAN_TEST,
                    PLAN_TEST_FIRST, PLAN_TRAIN, TEST, TRAIN, Batch, Field, RunInfo, ZeusPipeError,
                    load, strerror)
+
+if TYPE_CHECKING:
+    import torch
+
+    from ._cuda import Device
+
+# One field of every sample, as Client.fields lists it: (name, torch dtype
+# name, shape, offset in the record or None for the batch's label column,
+# bytes).
+FieldInfo = Tuple[str, str, Tuple[int, ...], Optional[int], int]
+# A batch of a Python Dataset's fields: a tuple in the item's order, or a
+# dict when its items were dicts.
+Fields = Union[Tuple["torch.Tensor", ...], Dict[str, "torch.Tensor"]]
+# What iterating a Source gives: (x, y) for the built-in sources, a Python
+# Dataset's Fields for its own. Which one is the run's config's, not the
+# code's: Any, as DataLoader's batches are.
+Item = Any
+_Self = TypeVar("_Self", bound="Client")
 
 _SPLIT = {TRAIN: "train", TEST: "test"}
 _POLL_MS = 200  # zp_client_next waits this long at a time, so that Ctrl-C is seen
@@ -23,49 +87,64 @@ _POLL_MS = 200  # zp_client_next waits this long at a time, so that Ctrl-C is se
 
 class _Torch:
     """torch, imported when the package first uses it: the loaders and the
-    probe (python -m zeus_pipe.loader) of a Dataset that does not use torch
+    probe (python -m zeus_pipe._loader_process) of a Dataset that does not use torch
     never load it."""
 
-    def __getattr__(self, name):
+    def __getattr__(self, name: str) -> Any:
         import torch as real
         globals()["torch"] = real
         return getattr(real, name)
 
 
-torch = _Torch()
+if not TYPE_CHECKING:
+    torch = _Torch()
 
 
 class Client:
     """Rank r's side of a run: `.train` and `.test` sources, log(), region().
-    Not thread-safe: one thread uses a client. close() (or `with`) detaches."""
+    Not thread-safe: one thread uses a client. close() (or `with`) detaches.
+    zeus_pipe.attach() makes one."""
 
-    def __init__(self, run, rank, timeout_s=60, device=None, raw=False):
-        self._c, self._gpu, self._raw, self._lut = None, None, raw, None
+    run: str                 # the run's folder
+    rank: int                # this program's rank
+    train: Source            # the train split's batches
+    test: Source             # the test split's batches
+    fields: list[FieldInfo]  # every sample's fields
+    normalized: str | None   # the field handed out normalised (dataset.python.normalize)
+
+    def __init__(self, run: str | os.PathLike[str], rank: int, timeout_s: float = 60,
+                 device: str | torch.device | None = None, raw: bool = False) -> None:
+        self._c: int | None = None  # the zp_client_t, None once closed
+        self._gpu: Device | None = None
+        self._raw = raw
+        self._lut: torch.Tensor | None = None
+        cuda = None
         if device is not None and str(device) != "cpu":
             from . import _cuda
-            device = _cuda.check(device)  # before attaching: a clear error, nothing held
+            cuda = _cuda.check(device)  # before attaching: a clear error, nothing held
         self._lib = load()
         err = ctypes.create_string_buffer(1024)
         self._c = self._lib.zp_client_attach(os.fsencode(run), rank, int(timeout_s * 1000),
                                              err, len(err))
         if not self._c:
             raise ZeusPipeError("zeus_pipe: " + err.value.decode(errors="replace"))
-        self.run, self.rank = run, rank
+        self.run, self.rank = os.fspath(run), rank
         self._batch = Batch()   # the batch last taken from the library
         self._peeked = 0        # its kind, while it is taken but not handed out
         self._held = False      # the batch handed out, its slot not yet released
         self._step = 0          # train batches handed out
         self._epoch = 0         # the train epoch of the last train batch
-        self._open = {}         # split -> epoch left unfinished by a loop that stopped early
-        self._next = {TRAIN: [0, 0], TEST: [0, 0]}  # split -> [epoch, batch] its next loop starts at
+        self._open: dict[int, bool] = {}  # split -> left unfinished by a loop that stopped early
+        # split -> [epoch, batch] its next loop starts at
+        self._next: dict[int, list[int]] = {TRAIN: [0, 0], TEST: [0, 0]}
         self._last = -1         # the split the loop read last (-1: none yet)
         self._plan = PLAN_TRAIN | PLAN_TEST  # what the pipeline prepares (ZP_CLIENT_PLAN_*)
-        self._loaded_plan = None  # a loaded state's plan, for the first seek after it
+        self._loaded_plan: int | None = None  # a loaded state's plan, for the first seek after it
         self._info = RunInfo()
         self._check(self._lib.zp_client_run_info(self._c, ctypes.byref(self._info)), "run_info")
         self._read_fields()
         self._augment = bool(self._info.augment)
-        if self._augment and (self._records or raw or (device is not None and str(device) != "cpu")):
+        if self._augment and (self._records or raw or cuda is not None):
             self.close()
             raise ZeusPipeError(
                 "zeus_pipe: the run's config asks for train augmentation (dataset.augment.*), "
@@ -75,45 +154,45 @@ class Client:
                     "a Python Dataset's fields are its own" if self._records else
                     "raw=True keeps the pixels as they are" if raw else
                     "device=%r copies the ring's samples to the GPU first" % (device,)))
-        self._per_epoch = {}  # split -> this rank's batches in each of its epochs
+        self._per_epoch: dict[int, int] = {}  # split -> this rank's batches in each of its epochs
         for split in (TRAIN, TEST):
             n = self._check(self._lib.zp_client_batches(self._c, split), "batches")
             self._per_epoch[split] = int(n)
         self.train = Source(self, TRAIN)
         self.test = Source(self, TEST)
-        if device is not None and str(device) != "cpu":
+        if cuda is not None:
             try:
-                self._gpu = _cuda.Device(self, device)
+                self._gpu = _cuda.Device(self, cuda)
             except BaseException:
                 self.close()
                 raise
 
     # ---- the library's batches ------------------------------------------------------------------
 
-    def _check(self, rc, what):
+    def _check(self, rc: int, what: str) -> int:
         if rc < 0:
             said = self._lib.zp_client_error(self._c) if self._c else None
             raise ZeusPipeError("zeus_pipe: %s: %s" % (what, said.decode(errors="replace") if said
                                                       else strerror(rc)))
         return rc
 
-    def _release(self):
+    def _release(self) -> None:
         if self._held:
             self._held = False
             self._check(self._lib.zp_client_release(self._c, ctypes.byref(self._batch)), "release")
 
-    def _receive(self, timeout_ms):
+    def _receive(self, timeout_ms: int) -> int:
         """zp_client_next into self._batch: what it returned, shown to
         _heard, then checked."""
         rc = self._lib.zp_client_next(self._c, ctypes.byref(self._batch), timeout_ms)
         self._heard(rc, timeout_ms)
         return self._check(rc, "next")
 
-    def _heard(self, rc, timeout_ms):
+    def _heard(self, rc: int, timeout_ms: int) -> None:
         """What zp_client_next returned, before it is checked: a hook for a
         client that watches its pipeline (_start.Started); nothing here."""
 
-    def _peek(self):
+    def _peek(self) -> int:
         """The kind of the next thing the pipeline sends, into self._batch."""
         if not self._c:
             raise ZeusPipeError("zeus_pipe: the client is closed")
@@ -122,14 +201,14 @@ class Client:
             self._peeked = self._receive(_POLL_MS)
         return self._peeked
 
-    def _take(self):
+    def _take(self) -> int:
         kind = self._peek()
         if kind != END:
             self._peeked = 0
         self._held = kind == BATCH
         return kind
 
-    def _look_ahead(self):
+    def _look_ahead(self) -> None:
         """device="cuda": takes the next batch if it is already there (a
         timeout of 0: no wait, and no wait counted) and starts its copy while
         the loop computes on this one. Only inside an epoch: its end (the
@@ -138,10 +217,10 @@ class Client:
         if self._peeked or b.index + 1 >= b.batches:
             return
         self._peeked = self._receive(0)
-        if self._peeked == BATCH:
+        if self._peeked == BATCH and self._gpu:
             self._gpu.start(self._batch)
 
-    def _read_fields(self):
+    def _read_fields(self) -> None:
         """The run's sample fields: (name, torch dtype name, shape, offset,
         bytes) each; `_records` is True unless they are the built-in (image,
         label), which keep their (x, y) with y int64."""
@@ -159,20 +238,21 @@ class Client:
         names = [f[0] for f in self.fields]
         self._records = not (names == ["image", "label"] and self.fields[1][3] is None)
 
-    def split_fields(self, rec, n, normalize=False):
+    def split_fields(self, rec: torch.Tensor, n: int, normalize: bool = False) -> Fields:
         """The batch's fields from its records `rec` (uint8, n x sample_bytes,
         on the CPU or the GPU), as views: a tuple in the item's order, or a
         dict when the Dataset's items were dicts. normalize: the normalised
         field (dataset.python.normalize) as float32, unless attach(raw=True)."""
         out = []
         for name, dtype, shape, at, nbytes in self.fields:
+            assert at is not None, "a record's fields all lie in the record"
             t = rec[:, at:at + nbytes].view(getattr(torch, dtype)).view((n,) + shape)
             if normalize and name == self.normalized and not self._raw:
                 t = self._normalize(t)
             out.append(t)
         return dict(zip((f[0] for f in self.fields), out)) if self._dict else tuple(out)
 
-    def _normalize(self, x):
+    def _normalize(self, x: torch.Tensor) -> torch.Tensor:
         """uint8 pixels x (N, C, ...) as float32, normalised with the run's
         dataset.mean/std through the built-in trainer's own table (the same
         bits as its batches)."""
@@ -186,7 +266,7 @@ class Client:
         offsets = (torch.arange(c, dtype=torch.int64) * 256).view((1, c) + (1,) * (x.dim() - 2))
         return self._lut.view(-1)[x.to(torch.int64) + offsets]
 
-    def _tensors(self):
+    def _tensors(self) -> Item:
         b = self._batch
         if self._gpu:
             xy = self._gpu.tensors(b)  # copied, and the slot released
@@ -218,24 +298,24 @@ class Client:
 
     # ---- a split's epochs: what a Source asks of its client -------------------------------------
 
-    def batches_per_epoch(self, split):
+    def batches_per_epoch(self, split: int) -> int:
         """This rank's batches in each epoch of `split` (TRAIN or TEST)."""
         return self._per_epoch[split]
 
-    def samples(self, split):
+    def samples(self, split: int) -> int:
         """The samples of `split` (TRAIN or TEST), all ranks together."""
         return int(self._info.samples[split])
 
     @property
-    def batch_size(self):
+    def batch_size(self) -> int:
         """prefetch.batch_size (the last batch of an epoch may be smaller)."""
         return int(self._info.batch_size)
 
-    def next_epoch(self, split):
+    def next_epoch(self, split: int) -> Iterator[Item]:
         """The next epoch of `split` (what iterating `train` or `test` gives):
         an iterator of its batches as (x, y). The pipeline is moved there now,
         when what it sends next is not that epoch's next batch (see the
-        package's docstring); an epoch past the run's cap, or of a split
+        module's docstring); an epoch past the run's cap, or of a split
         without batches, is empty."""
         if not self._per_epoch[split]:
             return iter(())  # a split without samples (or limited to none): nothing to seek
@@ -255,9 +335,9 @@ class Client:
         self._last = split
         return self._hand_out(split, e)
 
-    _warned = 0
+    _warned: ClassVar[int] = 0
 
-    def _left_early(self, split, epoch, taken):
+    def _left_early(self, split: int, epoch: int, taken: int) -> None:
         """One line when an epoch is left before its end (a `break`, or a peek
         with next(iter(...))): its other batches are not handed out, and the
         next loop starts the epoch after. The first three times a run."""
@@ -269,9 +349,9 @@ class Client:
                                  name, epoch, taken, self._per_epoch[split], name, epoch + 1,
                                  "" if Client._warned < 3 else "; not said again"))
 
-    _capped = set()
+    _capped: ClassVar[set[int]] = set()
 
-    def _begin(self, split):
+    def _begin(self, split: int) -> tuple[int, int] | None:
         """Where this split's next loop starts: [epoch, batch], past a
         finished epoch's end; None past the run's cap (trainer.epochs), said
         once: the loop decides how many epochs it runs, the config caps them."""
@@ -289,7 +369,7 @@ class Client:
         self._next[split] = [e, b]
         return e, b
 
-    def _hand_out(self, split, e):
+    def _hand_out(self, split: int, e: int) -> Iterator[Item]:
         """Epoch e of `split`, batch by batch, its position kept in _next."""
         self._open[split] = True
         try:
@@ -317,13 +397,13 @@ class Client:
     # ---- the user's side ------------------------------------------------------------------------
 
     @property
-    def epochs(self):
+    def epochs(self) -> int | None:
         """The run's trainer.epochs: the most epochs of each split it gives
         (a loop may stop before); None for no cap (trainer.epochs 0)."""
         return int(self._info.epochs) or None
 
     @property
-    def epoch(self):
+    def epoch(self) -> int:
         """The train epoch the next `for ... in zp.train` gives: 0 at the
         start, the epoch after a finished one, the saved position's after
         load_state_dict (the epoch to resume a `for epoch in range(...)` at)."""
@@ -331,13 +411,13 @@ class Client:
         return e + 1 if b >= self._per_epoch[TRAIN] else e
 
     @property
-    def classes(self):
+    def classes(self) -> int:
         """The train split's number of classes (the built-in sources; 1 for a
         Python Dataset, whose targets are fields of its own)."""
         return int(self._info.classes)
 
     @property
-    def class_names(self):
+    def class_names(self) -> list[str] | None:
         """An image folder's class names in label order (its sub-folders, as
         torchvision's ImageFolder.classes); None for other sources."""
         try:
@@ -347,7 +427,7 @@ class Client:
             return None
 
     @property
-    def sample_shape(self):
+    def sample_shape(self) -> tuple[int, ...] | dict[str, tuple[int, ...]]:
         """One sample's shape: (C, H, W) of the built-in sources' images; a
         Python Dataset's, {field: shape} (see `fields`)."""
         if not self._records:
@@ -355,12 +435,12 @@ class Client:
         return {name: shape for name, _, shape, _, _ in self.fields}
 
     @property
-    def step(self):
+    def step(self) -> int:
         """Train batches handed out so far."""
         return self._step
 
     @property
-    def indices(self):
+    def indices(self) -> torch.Tensor:
         """The sample indices (in the split) of the batch last handed out, as
         int64 (a copy); valid while that batch is."""
         b = self._batch
@@ -376,14 +456,14 @@ class Client:
     _IDENTITY = ("seed", "world", "rank", "batch_size", "train_samples", "test_samples",
                  "train_batches", "test_batches")
 
-    def _identity(self):
+    def _identity(self) -> dict[str, int]:
         i = self._info
         return dict(seed=int(i.seed), world=int(i.world), rank=int(i.rank),
                     batch_size=int(i.batch_size), train_samples=int(i.samples[0]),
                     test_samples=int(i.samples[1]), train_batches=int(i.batches[0]),
                     test_batches=int(i.batches[1]))
 
-    def state_dict(self):
+    def state_dict(self) -> dict[str, int]:
         """The data position, a dict of plain ints: `split`, `epoch`, `batch`:
         the next batch not yet handed out of the split the loop read last
         (split -1 before any); `other_epoch`: the epoch the other split's next
@@ -396,7 +476,7 @@ class Client:
         return dict(self._identity(), version=1, split=split, epoch=e, batch=b, other_epoch=other,
                     plan=self._plan, step=self._step)
 
-    def load_state_dict(self, d):
+    def load_state_dict(self, d: Mapping[str, int]) -> None:
         """Makes the next loops start where state_dict() was taken. Raises
         ZeusPipeError for a state of another run's sampling (naming what
         differs) or one that is not a state of this package."""
@@ -426,7 +506,7 @@ class Client:
         self._check(self._lib.zp_client_set_step(self._c, self._step), "set_step")
         self._epoch = self._next[TRAIN][0]
 
-    def _seek(self, split, epoch, batch):
+    def _seek(self, split: int, epoch: int, batch: int) -> None:
         """Moves the pipeline to batch `batch` of `split`'s epoch `epoch`,
         with the plan the loop shows (see the module's docstring)."""
         if self._loaded_plan is not None:
@@ -455,10 +535,12 @@ class Client:
         # the batch taken ahead and given back counted as a step in the library: not one
         self._check(self._lib.zp_client_set_step(self._c, self._step), "set_step")
 
-    def log(self, event="step", step=None, epoch=None, **metrics):
-        """Appends {event, step, epoch, **metrics} (numbers) to the run's
-        metrics.jsonl. step and epoch default to the train batches handed out
-        and the current train epoch."""
+    def log(self, event: str = "step", step: int | None = None, epoch: int | None = None,
+            **metrics: SupportsFloat) -> None:
+        """Appends {event, step, epoch, **metrics} (numbers: anything float()
+        takes, a one-element tensor too) to the run's metrics.jsonl. step and
+        epoch default to the train batches handed out and the current train
+        epoch."""
         keys = [k.encode() for k in metrics]
         n = len(keys)
         rc = self._lib.zp_client_log(
@@ -468,7 +550,7 @@ class Client:
         self._check(rc, "log(%s)" % event)
 
     @contextlib.contextmanager
-    def region(self, name):
+    def region(self, name: str) -> Iterator[None]:
         """Times the block as region `name` ("forward", "backward", ... the
         report's names): its samples appear in `zeus-pipe report`."""
         self._check(self._lib.zp_client_region_begin(self._c, name.encode()), "region(%r)" % name)
@@ -477,7 +559,7 @@ class Client:
         finally:
             self._check(self._lib.zp_client_region_end(self._c, name.encode()), "region(%r)" % name)
 
-    def close(self):
+    def close(self) -> None:
         """Detaches (zp_client_destroy); every tensor view of a slot is invalid
         after it. Safe twice."""
         if self._gpu:
@@ -487,14 +569,14 @@ class Client:
             self._lib.zp_client_destroy(ctypes.byref(p))
             self._c = None
 
-    def __enter__(self):
+    def __enter__(self: _Self) -> _Self:
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, kind: type[BaseException] | None, value: BaseException | None,
+                 tb: TracebackType | None) -> None:
         self.close()
-        return False
 
-    def __del__(self):
+    def __del__(self) -> None:
         try:
             self.close()
         except Exception:
@@ -503,31 +585,34 @@ class Client:
 
 class Source:
     """One split's batches, DataLoader-shaped: iterating gives the split's
-    next epoch as (x, y) (see the package's docstring for the order and the
+    next epoch as (x, y) (see the module's docstring for the order and the
     lifetime of x); len() is this rank's batches per epoch."""
 
-    def __init__(self, client, split):
+    split: int  # TRAIN (0) or TEST (1)
+    name: str   # "train" or "test"
+
+    def __init__(self, client: Client, split: int) -> None:
         self._client, self.split = client, split
         self.name = _SPLIT[split]
         self._len = client.batches_per_epoch(split)
 
-    def __len__(self):
+    def __len__(self) -> int:
         return self._len
 
     @property
-    def batch_size(self):
+    def batch_size(self) -> int:
         """prefetch.batch_size (the last batch of an epoch may be smaller)."""
         return self._client.batch_size
 
     @property
-    def samples(self):
+    def samples(self) -> int:
         """The split's samples (all ranks together)."""
         return self._client.samples(self.split)
 
     @property
-    def epochs(self):
+    def epochs(self) -> int | None:
         """How many epochs of this split the run gives (trainer.epochs)."""
         return self._client.epochs
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[Item]:
         return self._client.next_epoch(self.split)

@@ -1,6 +1,6 @@
 """python -m zeus_pipe.probe SPEC [ANSWER] — the probe of a `dataset.source:
 python` Dataset, run once by the supervisor before any stage starts
-(pipeline/runtime/python.c): imports the callable, builds each split, takes its
+(pipeline/dataset/python.c): imports the callable, builds each split, takes its
 len() and item 0 (and, with an augment step, what the step makes of item 0),
 and writes what the run's description needs into the file ANSWER (standard
 output without one; what the Dataset prints goes to standard output, the
@@ -24,16 +24,21 @@ __getitem__ draws random numbers and the cache would freeze its first draw.
 
 Exit status 0; 2 when the Dataset cannot be imported, built or read, or its
 items are not fields zeus-pipe carries (the traceback's end on stderr)."""
+from __future__ import annotations
+
 import ctypes
 import json
 import sys
 import traceback
+from typing import Any
 
 from ._dataset import (SPLITS, FieldError, Layout, augment_of, build, callable_of, item_types,
-                       names_for, seed_all, sample_seed, source_hash)
+                       names_for, seed_all, source_hash)
+from ._seed import sample_seed
 
 
-def draws_differ(spec, ds, split, n, layout, names):
+def draws_differ(spec: dict[str, Any], ds: Any, split: str, n: int, layout: Layout,
+                 names: list[str] | None) -> tuple[int, int]:
     """(differed, tried): of up to three items drawn under two epochs' seeds."""
     seed, picks = spec.get("seed", 0), sorted({0, n // 2, n - 1})
     differed = 0
@@ -46,13 +51,13 @@ def draws_differ(spec, ds, split, n, layout, names):
     return differed, len(picks)
 
 
-def same(what, first, here, hint=""):
+def same(what: str, first: Layout | None, here: Layout, hint: str = "") -> None:
     if first is not None and here.describe() != first.describe():
         raise FieldError("the test split's %s other fields than the train split's%s:\n"
                          "train: %s\ntest:  %s" % (what, hint, first.text(), here.text()))
 
 
-def probe(spec):
+def probe(spec: dict[str, Any]) -> str:
     n, cached, delivered, types, random = {}, None, None, None, [0, 0]
     names = spec.get("fields") or None
     steps = [augment_of(spec, split) for split in SPLITS]
@@ -90,6 +95,8 @@ def probe(spec):
             random[1] += t
     out = ["zeus-pipe probe 1", "n %d %d" % (n["train"], n["test"]),
            "source_hash %s" % source_hash(callable_of(spec)), "random %d %d" % tuple(random)]
+    # build() raises for a config without a train split, and the loop for an empty one
+    assert delivered is not None and cached is not None and types is not None
     text = "\n".join(out) + "\n" + delivered.describe()
     if any(steps):
         text += "augment %d %d\ncached\n%sitem_types %s\n" % (
@@ -97,11 +104,11 @@ def probe(spec):
     return text
 
 
-def _count(item):
+def _count(item: Any) -> int:
     return len(item) if isinstance(item, (tuple, list)) else 0
 
 
-def main(argv):
+def main(argv: list[str]) -> int:
     if len(argv) not in (2, 3) or argv[1] in ("-h", "--help"):
         print(__doc__)
         return 0 if len(argv) == 2 else 2

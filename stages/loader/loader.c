@@ -620,7 +620,7 @@ int zp_loader_main(zp_stage_t *st)
     zp_source_t *src = NULL;
     int kind = st->cfg.dataset_source, rc;
     if (kind == ZP_SOURCE_PYTHON) {
-        zp_error("dataset.source python: a Python loader runs it (python3 -m zeus_pipe.loader), "
+        zp_error("dataset.source python: a Python loader runs it (python3 -m zeus_pipe._loader_process), "
                  "not `zeus-pipe stage loader`");
         return 2;
     }

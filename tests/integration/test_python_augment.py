@@ -196,7 +196,7 @@ def a_loader_killed_mid_epoch_changes_no_sample_and_no_draw():
         killed, end = 0, time.time() + 90
         while p.poll() is None and time.time() < end and killed < 4:
             time.sleep(0.5)
-            pids = subprocess.run(["pgrep", "-f", "zeus_pipe.loader --run %s" % run],
+            pids = subprocess.run(["pgrep", "-f", "zeus_pipe._loader_process --run %s" % run],
                                   capture_output=True, text=True).stdout.split()
             if pids:
                 os.kill(int(pids[killed % len(pids)]), signal.SIGKILL)

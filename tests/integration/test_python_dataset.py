@@ -1,5 +1,5 @@
 """dataset.source: python — a user's map-style Dataset through the whole
-pipeline: Python loaders (python -m zeus_pipe.loader over libzeuspipe.so's
+pipeline: Python loaders (python -m zeus_pipe._loader_process over libzeuspipe.so's
 loader) run __getitem__, samples of named fields cross the wire, the cache
 and the ring, and a trainer.command gets them as the Dataset returned them
 (a dict of tensors, a tuple), every sample once, its random draws seeded
@@ -197,7 +197,7 @@ def killed_and_hung_python_loaders_lose_no_sample():
         killed, end = 0, time.time() + 60
         while p.poll() is None and time.time() < end and killed < 4:
             time.sleep(0.4)
-            out = subprocess.run(["pgrep", "-f", "zeus_pipe.loader --run %s" % run],
+            out = subprocess.run(["pgrep", "-f", "zeus_pipe._loader_process --run %s" % run],
                                  capture_output=True, text=True).stdout.split()
             if out:
                 os.kill(int(random.choice(out)), signal.SIGKILL)
@@ -248,7 +248,7 @@ def a_python_first_script_starts_the_pipeline_of_its_dataset():
 
 
 def python_loaders(run):
-    out = subprocess.run(["pgrep", "-f", "zeus_pipe.loader --run %s" % run], capture_output=True,
+    out = subprocess.run(["pgrep", "-f", "zeus_pipe._loader_process --run %s" % run], capture_output=True,
                          text=True).stdout.split()
     return [int(p) for p in out]
 

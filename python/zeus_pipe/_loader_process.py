@@ -1,4 +1,4 @@
-"""python -m zeus_pipe.loader --run DIR --instance I ... — a loader of a
+"""python -m zeus_pipe._loader_process --run DIR --instance I ... — a loader of a
 `dataset.source: python` run, started by `zeus-pipe up`, `scale`, autoscale
 and `zeus-pipe loader --connect` in place of `zeus-pipe stage loader`, with
 the same arguments.
@@ -16,6 +16,8 @@ ops on a field, dataset.augment.*, are made by the library in C). A
 __getitem__ that raises is reported with the index and the exception
 (loader.on_error decides); one that never returns stops the heartbeats,
 and the run gives its task to another loader."""
+from __future__ import annotations
+
 import ctypes
 import os
 import sys
@@ -23,6 +25,7 @@ import traceback
 
 from . import _dataset
 from ._lib import ZeusPipeError, load
+from ._seed import sample_seed
 
 # zp_loader_get2_fn (pipeline/include/zeus_pipe_loader.h)
 GET = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_int, ctypes.c_uint32,
@@ -30,18 +33,25 @@ GET = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_int, ctypes.c_uin
                        ctypes.c_size_t, ctypes.c_void_p, ctypes.c_size_t)
 
 
-def _say(err, errlen, text):
+def _say(err: int, errlen: int, text: str) -> None:
     data = text.encode(errors="replace")[:errlen - 1] + b"\0"
     ctypes.memmove(err, data, len(data))
 
 
 class Loader:
-    def __init__(self, run):
+    """The run's Dataset, its layouts and augment steps, and the callback the
+    library calls for each sample."""
+
+    def __init__(self, run: str) -> None:
         desc = os.path.join(run, "dataset")
         self.spec = _dataset.load_spec(os.path.join(desc, "python.json"))
         with open(os.path.join(desc, "meta")) as f:
             meta = f.read()
-        self.layout = _dataset.Layout.parse(meta)
+        layout = _dataset.Layout.parse(meta)
+        if layout is None:
+            raise ZeusPipeError("%s: no fields (the probe writes them)"
+                                % os.path.join(desc, "meta"))
+        self.layout = layout
         cached = meta.find("\ncached\n")  # an augment step: the cache's records, before it
         self.cached = _dataset.Layout.parse(meta[cached:]) if cached >= 0 else None
         types = [line for line in meta.splitlines() if line.startswith("item_types ")]
@@ -55,24 +65,29 @@ class Loader:
             self.names = _dataset.names_for(self.names, len(self.layout.fields))
         self.get = GET(self._get)  # kept: the library calls it until serve returns
 
-    def _get(self, ctx, split, index, epoch, cached, keep, record, nbytes, err, errlen):
+    def _get(self, ctx: int | None, split: int, index: int, epoch: int, cached: int | None,
+             keep: int | None, record: int, nbytes: int, err: int, errlen: int) -> int:
         name = _dataset.SPLITS[split]
         try:
-            seed = _dataset.sample_seed(self.seed, split, epoch, index)
+            seed = sample_seed(self.seed, split, epoch, index)
             if not keep:
                 _dataset.seed_all(seed)
                 item = self.splits[split][index]
                 self.layout.pack(item, self.names, record, index, name)
                 return 0
+            # keep: the split has a step (the meta's `cached` fields), or the built-in ops
+            assert self.cached is not None, "keep given, and the meta has no cached fields"
+            step = self.steps[split]
             if not cached:  # a miss: __getitem__, packed as the cache keeps it
                 _dataset.seed_all(seed)
                 self.cached.pack(self.splits[split][index], self.cached_names, keep, index, name)
-                if self.steps[split] is None:  # the built-in ops on a field: in C, from keep
+                if step is None:  # the built-in ops on a field: in C, from keep
                     return 0
                 cached = keep
+            assert step is not None, "a cached record, and the split has no augment step"
             item = self.cached.unpack(cached, self.types)
             _dataset.seed_all(seed)
-            self.layout.pack(self.steps[split](item), self.names, record, index, name)
+            self.layout.pack(step(item), self.names, record, index, name)
             return 0
         except _dataset.FieldError as e:
             _say(err, errlen, str(e))
@@ -80,14 +95,15 @@ class Loader:
         except Exception as e:  # the user's __getitem__: the index, the split, the exception
             where = traceback.extract_tb(e.__traceback__)[-1]
             _say(err, errlen, "%s sample %d: %s: %s (%s:%d)" % (
-                name, index, type(e).__name__, e, os.path.basename(where.filename), where.lineno))
+                name, index, type(e).__name__, e, os.path.basename(where.filename),
+                where.lineno or 0))
             return 1
         except BaseException as e:  # KeyboardInterrupt, SystemExit: stop this loader
             _say(err, errlen, "%s sample %d: %s" % (name, index, type(e).__name__))
             return -1
 
 
-def main(argv):
+def main(argv: list[str]) -> int:
     if "-h" in argv or "--help" in argv:
         print(__doc__)
         return 0
@@ -102,15 +118,15 @@ def main(argv):
                                          ctypes.c_void_p]
         loader = Loader(run)
     except ZeusPipeError as e:
-        print("zeus_pipe.loader: %s" % e, file=sys.stderr)
+        print("zeus_pipe._loader_process: %s" % e, file=sys.stderr)
         return 1
     except BaseException:
         traceback.print_exc()
-        print("zeus_pipe.loader: the Dataset could not be built here (as the probe built it)",
+        print("zeus_pipe._loader_process: the Dataset could not be built here (as the probe built it)",
               file=sys.stderr)
         return 2
     args = [a.encode() for a in argv[1:]]
-    status = lib.zp_loader_serve2(len(args), (ctypes.c_char_p * len(args))(*args), loader.get, None)
+    status: int = lib.zp_loader_serve2(len(args), (ctypes.c_char_p * len(args))(*args), loader.get, None)
     sys.stdout.flush()
     return status
 
