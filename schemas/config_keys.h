@@ -140,7 +140,7 @@
     X("cache.path", PATH, cache_path, "", 0, 0,                                                    \
       "folder of the LMDB environment; unset: one per dataset, NAME-HASH in "                     \
       "$XDG_CACHE_HOME/zeus-pipe (~/.cache/zeus-pipe), and under Slurm node-local in "             \
-      "$SLURM_TMPDIR/zeus-pipe, $TMPDIR/zeus-pipe or /tmp/zeus-pipe")                              \
+      "zeus-pipe-UID in $SLURM_TMPDIR, $TMPDIR or /tmp")                                           \
     X("cache.max_bytes", SIZE, cache_max_bytes, "4GiB", 1048576, 1099511627776.0,                  \
       "largest size the LMDB map may grow to; when full, caching stops and the run goes on")     \
     X("cache.commit_every", INT, commit_every, "1024", 1, 1000000,                                 \

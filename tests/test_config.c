@@ -343,14 +343,19 @@ static void an_unset_cache_path_is_a_folder_per_dataset_where_users_keep_caches(
     assert_string_equal(why, "~/.cache");
     assert_string_equal(c + strlen("/home/u/.cache"), a + strlen("/x/c")); /* the same dataset */
     assert_memory_equal(c, "/home/u/.cache/zeus-pipe/", 25);
+    char mine[64]; /* under Slurm the folder is each user's own: zeus-pipe-UID */
+    snprintf(mine, sizeof mine, "zeus-pipe-%u/", (unsigned)getuid());
     cache_path_under(GOOD "minimal.yaml", NULL, 0, c, why, "SLURM_JOB_ID=5", "SLURM_TMPDIR=/l/5",
                      "TMPDIR=/t", (char *)NULL);
     assert_string_equal(why, "$SLURM_TMPDIR: node-local under Slurm");
-    assert_string_equal(c + strlen("/l/5"), a + strlen("/x/c"));
+    assert_memory_equal(c + 5, mine, strlen(mine));
+    assert_string_equal(c + 5 + strlen(mine), a + strlen("/x/c/zeus-pipe/")); /* the same name */
     cache_path_under(GOOD "minimal.yaml", NULL, 0, c, why, "SLURM_TMPDIR=", (char *)NULL);
-    assert_memory_equal(c, "/t/zeus-pipe/synthetic-", 23);
+    assert_memory_equal(c, "/t/", 3);
+    assert_memory_equal(c + 3, mine, strlen(mine));
     cache_path_under(GOOD "minimal.yaml", NULL, 0, c, why, "TMPDIR=", (char *)NULL);
-    assert_memory_equal(c, "/tmp/zeus-pipe/synthetic-", 25);
+    assert_memory_equal(c, "/tmp/", 5);
+    assert_memory_equal(c + 5, mine, strlen(mine));
     cache_path_under(GOOD "minimal.yaml", set, 1, c, why, "SLURM_JOB_ID=", (char *)NULL);
     assert_string_equal(c, "/data/mine");
     assert_string_equal(why, ""); /* set: no default chose it */

@@ -66,6 +66,7 @@ struct zp_client {
     int seeked;           /* a SEEK was taken: the prefetch listens for more after END */
     int ended;            /* END came (not before a SEEKED) */
     int64_t train_epochs; /* train epochs read to their EPOCH_END: the last one's number + 1 */
+    int between_epochs;   /* the last zp_client_next gave an EPOCH_END: a loop may end here */
     zp_client_field_t fields[ZP_FIELDS_MAX]; /* st.meta.fields, names pointing into it */
     int64_t stop_checked; /* ns: when RUN/stopped was last looked for */
     zp_augment_t aug;     /* dataset.augment.* (where: trainer): zp_client_augment */
@@ -412,8 +413,11 @@ int zp_client_next(zp_client_t *c, zp_client_batch_t *b, int timeout_ms)
         c->seek_refused = 0;
         return ZP_EINVAL;
     }
-    if (rc < 0 || !c->kind)
-        return rc < 0 ? rc : 0; /* io stays open: the program waits again */
+    if (rc < 0 || !c->kind) {
+        c->between_epochs &= rc >= 0; /* an error is no place to end a loop */
+        return rc < 0 ? rc : 0;       /* io stays open: the program waits again */
+    }
+    c->between_epochs = c->kind == ZP_CLIENT_EPOCH_END;
     if (zp_timer_is_open(tm, ZP_R_IO))
         ZP_TIME_END(tm, ZP_R_IO);
     if (c->kind == ZP_CLIENT_BATCH) {
@@ -619,8 +623,8 @@ void zp_client_destroy(zp_client_t **cp)
         zp_stage_close(&c->st); /* the last events have reached the logger */
     if (c->mark >= 0 && c->ended)
         zp_resources_attach_end(c->mark); /* had its END: nothing more to wait for */
-    else if (c->mark >= 0 && c->opened == 2)
-        zp_resources_attach_leave(c->mark, c->train_epochs); /* its loop ended first */
+    else if (c->mark >= 0 && c->had_batch && c->between_epochs) /* its loop ended first, */
+        zp_resources_attach_leave(c->mark, c->train_epochs); /* at an epoch's end: not a crash */
     if (c->mark >= 0)
         close(c->mark); /* detached: `up --attach` may end the run */
     for (int s = 0; s < ZP_SPLITS; s++)

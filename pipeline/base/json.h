@@ -16,7 +16,7 @@ void zp_json_write(FILE *out, const msgpack_object *o);
 void zp_json_str(FILE *out, const char *s);
 /* The length of the well-formed UTF-8 sequence at s (n > 0 bytes left), or
  * 0: no overlong form, no surrogate, nothing above U+10FFFF. JSON's and
- * HTML's escapers (html.h) both judge bytes by it. */
+ * HTML's escapers (escape.h) both judge bytes by it. */
 size_t zp_json_utf8_len(const unsigned char *s, size_t n);
 
 #endif

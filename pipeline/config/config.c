@@ -811,9 +811,10 @@ static void dataset_identity(const zp_config_t *cfg, char *buf, size_t len)
 
 /* The folder the default caches live in: node-local under Slurm (a home
  * folder is often NFS, which a multi-node run refuses for a cache):
- * $SLURM_TMPDIR, $TMPDIR, else /tmp; elsewhere the user's cache folder, as
- * torch hub's and the datasets libraries': $XDG_CACHE_HOME, else
- * ~/.cache. Writes `why` (which variable chose it). */
+ * zeus-pipe-UID in $SLURM_TMPDIR, $TMPDIR, else /tmp (folders users share:
+ * each user's own); elsewhere the user's cache folder, as torch hub's and the
+ * datasets libraries': $XDG_CACHE_HOME, else ~/.cache. Writes `why` (which
+ * variable chose it). */
 static void cache_base(char *buf, size_t len, const char **why)
 {
     const char *v;
@@ -824,7 +825,7 @@ static void cache_base(char *buf, size_t len, const char **why)
             *why = "$TMPDIR: node-local under Slurm";
         else
             v = "/tmp", *why = "/tmp: node-local under Slurm";
-        snprintf(buf, len, "%s/zeus-pipe", v);
+        snprintf(buf, len, "%s/zeus-pipe-%u", v, (unsigned)getuid());
     } else if ((v = getenv("XDG_CACHE_HOME")) && v[0] == '/') {
         snprintf(buf, len, "%s/zeus-pipe", v);
         *why = "$XDG_CACHE_HOME";
@@ -839,8 +840,9 @@ static void cache_base(char *buf, size_t len, const char **why)
 
 /* cache.path when the config does not set it: <base>/<name>-<hash>, the
  * dataset's short name and 12 hex digits of its identity, so that two
- * datasets never share a cache and one dataset always finds its own. */
-static void default_cache_path(zp_config_t *cfg)
+ * datasets never share a cache and one dataset always finds its own. 0, or
+ * 1 when the folder's path would not fit (said in o's error). */
+static int default_cache_path(origin_t *o, zp_config_t *cfg)
 {
     char id[8192], name[48], base[PATH_MAX];
     dataset_identity(cfg, id, sizeof id);
@@ -861,9 +863,14 @@ static void default_cache_path(zp_config_t *cfg)
     name[n] = 0;
     const char *why;
     cache_base(base, sizeof base, &why);
-    snprintf(cfg->cache_path, sizeof cfg->cache_path, "%.200s/%.40s-%012llx", base, n ? name : "dataset",
+    if (strlen(base) > 200)
+        return fail_at(o, NULL, "cache.path", NULL, "unset, so the default folder is in %s, whose "
+                       "path is %zu characters (at most 200 fit): set cache.path", base,
+                       strlen(base));
+    snprintf(cfg->cache_path, sizeof cfg->cache_path, "%s/%.40s-%012llx", base, n ? name : "dataset",
              (unsigned long long)(XXH3_64bits(id, strlen(id)) >> 16));
     snprintf(cfg->cache_default, sizeof cfg->cache_default, "%s", why);
+    return 0;
 }
 
 /* ---- paths ------------------------------------------------------------------------------ */
@@ -957,8 +964,8 @@ static int load(zp_config_t *cfg, const char *path, char *const *overrides, int 
         int len = ext && ext != base ? (int)(ext - base) : (int)strlen(base);
         snprintf(cfg->run_name, sizeof cfg->run_name, "%.*s", len, base);
     }
-    if (!as_run && !w.seen[find_key("cache.path")])
-        default_cache_path(cfg);
+    if (!as_run && !w.seen[find_key("cache.path")] && default_cache_path(&o, cfg))
+        return ZP_ECONFIG;
     rc = cross_check(&o, cfg, &w);
     return rc ? rc : normalize_needs_stats(&o, cfg, &w);
 }

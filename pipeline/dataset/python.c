@@ -338,10 +338,10 @@ int zp_python_probe(const zp_config_t *cfg, zp_dataset_t *ds, char *err, size_t 
     for (int i = 0; i < cfg->py_path.n; i++) { /* else the module imports from elsewhere, by luck */
         struct stat st;
         if (stat(cfg->py_path.v[i], &st)) {
-            char cwd[PATH_MAX];
-            snprintf(err, len, "%s: dataset.python.path: '%s' (from %s): %s; relative paths start "
-                     "from the config file's folder: fix the path, or remove it", cfg->file,
-                     cfg->py_path.v[i], getcwd(cwd, sizeof cwd) ? cwd : ".", strerror(errno));
+            int e = errno;
+            snprintf(err, len, "%s: dataset.python.path: '%s': %s; a relative path in the config "
+                     "file starts from the file's folder: fix the path, or remove it", cfg->file,
+                     cfg->py_path.v[i], strerror(e));
             return ZP_ECONFIG;
         }
     }

@@ -102,7 +102,7 @@ static int well_formed(const uint8_t *p, size_t n)
 }
 
 int zp_eventlog_scan(const char *data, size_t size, zp_eventlog_fn *fn, void *ctx,
-                   zp_events_count_t *count)
+                   zp_eventlog_count_t *count)
 {
     if (!size)
         return 0; /* an empty file, maybe not mapped (data NULL) */

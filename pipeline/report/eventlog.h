@@ -19,7 +19,7 @@ typedef struct {
     int64_t records;         /* whole records handed to the callback */
     int64_t skipped_bytes;   /* torn by a kill, garbled, or before the first record */
     int64_t skipped_records; /* spans of such bytes */
-} zp_events_count_t;
+} zp_eventlog_count_t;
 
 /* Containers nested deeper than this are refused (msgpack-c's own limit). */
 #define ZP_EVENTS_DEPTH 32
@@ -32,7 +32,7 @@ typedef struct {
  * is allocated is bounded by the span's size. Returns 0 or fn's non-zero
  * value. */
 int zp_eventlog_scan(const char *data, size_t size, zp_eventlog_fn *fn, void *ctx,
-                   zp_events_count_t *count);
+                   zp_eventlog_count_t *count);
 
 /* <run_dir>/events.msgpack, mapped read-only: what is there now (a running
  * logger appends). 0, or a negative errno with the path and the reason in

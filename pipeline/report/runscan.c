@@ -281,7 +281,7 @@ int zp_runscan(const char *run_dir, zp_runscan_fn *fn, void *ctx, zp_runscan_t *
     int rc = zp_eventlog_map(run_dir, &data, &size, err, errlen);
     if (!rc) {
         relay_t r = {fn, ctx};
-        zp_events_count_t count = {0};
+        zp_eventlog_count_t count = {0};
         rc = zp_eventlog_scan(data, size, relay, &r, &count);
         zp_eventlog_unmap(&data, size);
         scan->records = count.records;

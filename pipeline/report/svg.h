@@ -5,7 +5,7 @@
  * Bounded: a series of more than ZP_SVG_BUCKETS points is drawn as
  * ZP_SVG_BUCKETS buckets of equal width in x, each at its mean with its
  * min..max as a light band, so a plot's size does not grow with the run.
- * Every name taken from data goes through zp_escape_html (html.h). */
+ * Every name taken from data goes through zp_escape_html (escape.h). */
 #ifndef ZP_SVG_H
 #define ZP_SVG_H
 

@@ -420,7 +420,7 @@ static int gather(trace_t *t, vec_t *kept, int64_t *nearly)
 }
 
 static void write_all(trace_t *t, const vec_t *kept, int64_t nearly, const char *run,
-                      const zp_events_count_t *count, FILE *out)
+                      const zp_eventlog_count_t *count, FILE *out)
 {
     int64_t origin = kept->n ? kept->v[0].ts : 0;
     for (int64_t i = 0; i < kept->n; i++) {
@@ -457,7 +457,7 @@ int zp_trace(const char *data, size_t size, const char *run, int64_t max_events,
              zp_trace_info_t *info)
 {
     trace_t t = {.max = max_events < 2 ? 2 : max_events};
-    zp_events_count_t count = {0};
+    zp_eventlog_count_t count = {0};
     vec_t kept = {0};
     int64_t nearly;
     int rc = zp_eventlog_scan(data, size, on_record, &t, &count);

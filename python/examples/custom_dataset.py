@@ -243,8 +243,10 @@ def train(zp, task, epochs, lr):
     opt = torch.optim.Adam(model.parameters(), lr=lr)
 
     def prep(x, y):
-        if task == "images":  # uint8 pixels as SlowImages made them: scaled here
+        if task == "images" and x.dtype == torch.uint8:  # SlowImages' pixels: scaled here
             return x.float().div_(255).sub_(0.5).div_(0.25), y.long()
+        if task == "images":  # an augment step's or the package's float32, already normalised
+            return x, y.long()
         return x, y
 
     for epoch in range(epochs):

@@ -6,6 +6,7 @@ here for sample_seed()."""
 from __future__ import annotations
 
 import hashlib
+import operator
 
 _SPLIT_CODE = {"train": 0, "test": 1}
 _current = [0]  # the seed of the sample being loaded (set by _dataset.seed_all)
@@ -23,8 +24,15 @@ def sample_seed(seed: int | None = None, split: int | str | None = None,
     if split is None or epoch is None or index is None:
         raise TypeError("zeus_pipe.sample_seed: give seed, split, epoch and index, or none of "
                         "them (inside __getitem__: the sample being loaded)")
-    code = _SPLIT_CODE[split] if isinstance(split, str) and split in _SPLIT_CODE else split
-    if not isinstance(code, int):
-        raise ValueError("zeus_pipe.sample_seed: split %r: 0 or 'train', 1 or 'test'" % (split,))
+    bad = "zeus_pipe.sample_seed: split %r: 0 or 'train', 1 or 'test'" % (split,)
+    if isinstance(split, str):
+        if split not in _SPLIT_CODE:
+            raise ValueError(bad)
+        code = _SPLIT_CODE[split]
+    else:
+        try:
+            code = operator.index(split)  # an int, or numpy's and torch's integers
+        except TypeError:
+            raise ValueError(bad) from None
     h = hashlib.blake2b(b"%d/%d/%d/%d" % (seed, code, epoch, index), digest_size=8).digest()
     return int.from_bytes(h, "little") >> 1

@@ -366,9 +366,10 @@ class Started(Client):
         trainer.epochs: the supervisor ends the run as finished, and says
         so); else stops it. Safe twice."""
         try:
-            if getattr(self, "_c", None) and not self._ended:
+            if getattr(self, "_c", None) and not self._ended and not getattr(self, "_left_cleanly", False):
                 # after the last epoch the END is on its way: 0.5 s for it
-                # (a run cut short gets a batch instead)
+                # (a run cut short gets a batch instead). Not after a clean
+                # leave: the loop's last EPOCH_END tells the supervisor it ended there
                 self._ended = self._lib.zp_client_next(self._c, ctypes.byref(Batch()), 500) == END
             Client.close(self)
         finally:

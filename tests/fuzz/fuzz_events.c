@@ -24,7 +24,7 @@ static int count_one(void *ctx, const msgpack_object *record)
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     const char *dir = fuzz_rundir();
-    zp_events_count_t count = {0};
+    zp_eventlog_count_t count = {0};
     int64_t seen = 0;
     if (zp_eventlog_scan((const char *)data, size, count_one, &seen, &count) || seen != count.records ||
         count.skipped_bytes < 0 || (size_t)count.skipped_bytes > size)

@@ -38,6 +38,13 @@ trainer:
 """
 
 
+def own_env():
+    """A script's environment that uses this build's zeus-pipe and library
+    (not the checkout's build/, which the package tries before ZP_BIN)."""
+    return dict(zp.python_env(), ZP_BIN=zp.BIN,
+                ZP_LIBRARY=os.path.join(os.path.dirname(zp.BIN), "libzeuspipe.so"))
+
+
 def run_stderr(w, *args, env=None, timeout=240):
     p = w.start(*args, env=env or zp.python_env())
     out, err = p.communicate(timeout=timeout)
@@ -98,14 +105,46 @@ def a_program_of_fewer_epochs_than_the_config_ends_finished_and_says_so():
         # Python-first: the script starts the pipeline itself, and leaves it after 2 epochs
         w.write("first.yaml", SYNTHETIC.format(name="first", n=400, cost=0, epochs=4, command=""))
         script = w.write("first.py", "import sys; sys.path.insert(0, %r)\n" % zp.PACKAGE + SHORT)
-        env = dict(zp.python_env(), ZP_BIN=zp.BIN)
-        p = subprocess.run([PYTHON, script, "first.yaml"], cwd=w.path, env=env,
+        p = subprocess.run([PYTHON, script, "first.yaml"], cwd=w.path, env=own_env(),
                            capture_output=True, text=True, timeout=240)
         zp.check(p.returncode == 0 and "trained 2 epochs" in p.stderr,
                  "script: exit %d\n%s" % (p.returncode, p.stderr[-2000:]))
         log = zp.text(os.path.join(w.run_dir("first"), "logs", "supervisor.log"))
         zp.check("ended after epoch 2 of 4" in log and "run finished" in log and "signal" not in log,
                  log[-2000:])
+
+
+# argv: RUN MODE. "raise": three train batches, then an exception.
+ATTACHED = """
+import sys, zeus_pipe
+run, mode = sys.argv[1], sys.argv[2]
+with zeus_pipe.attach(run=run, rank=0, timeout_s=60) as zp:
+    for i, (x, y) in enumerate(zp.train):
+        if mode == "raise" and i == 2:
+            raise RuntimeError("a bug in the loop")
+    for x, y in zp.test:
+        pass
+"""
+
+
+def a_program_that_raises_mid_epoch_is_not_taken_for_one_that_ended_its_loop():
+    with zp.Workdir() as w:
+        cfg = w.write("a.yaml", SYNTHETIC.format(name="att", n=400, cost=0, epochs=4, command=""))
+        p = w.start("up", "--attach", cfg, env=zp.python_env())
+        first = p.stdout.readline().strip()
+        zp.check(first.startswith("ZP_RUN="), "up --attach said %r" % first)
+        run = first[len("ZP_RUN="):]
+        script = w.write("attached.py", ATTACHED)
+        mark = os.path.join(run, "logs", "trainer-0.attached")
+        crashed = subprocess.run([PYTHON, script, run, "raise"], cwd=w.path, env=own_env(),
+                                 capture_output=True, text=True, timeout=120)
+        zp.check(crashed.returncode == 1 and "a bug in the loop" in crashed.stderr, crashed.stderr)
+        zp.check(not zp.text(mark).startswith("left"), "a crash read as a clean leave: %r" % zp.text(mark))
+        rc, out, err = w.run("down", run, timeout=60)  # not finished: it waits, as for a crash
+        zp.check(rc == 0, "down: exit %d (had the run ended by itself?)\n%s" % (rc, err))
+        out, err = p.communicate(timeout=60)
+        zp.check(p.returncode == 3 and "run finished" not in err,
+                 "up --attach: exit %d\n%s" % (p.returncode, err[-2000:]))
 
 
 FIELDS = """
@@ -201,13 +240,17 @@ def the_default_cache_is_a_folder_per_dataset_where_users_keep_caches():
         home.pop("XDG_CACHE_HOME")
         zp.check(config_value(w, a, "cache.path", home) == pa.replace(xdg, os.path.join(
             w.path, "home", ".cache")), "no XDG_CACHE_HOME: not under ~/.cache")
-        # under Slurm: node-local, $SLURM_TMPDIR first, then $TMPDIR, then /tmp
+        # under Slurm: node-local, $SLURM_TMPDIR first, then $TMPDIR, then /tmp; each user's own
+        mine = "zeus-pipe-%d/" % os.getuid()
         slurm = dict(env, SLURM_JOB_ID="77", SLURM_TMPDIR="/scratch/job77", TMPDIR="/tmp/job77")
-        zp.check(config_value(w, a, "cache.path", slurm).startswith("/scratch/job77/zeus-pipe/"), slurm)
+        zp.check(config_value(w, a, "cache.path", slurm).startswith("/scratch/job77/" + mine), slurm)
         slurm.pop("SLURM_TMPDIR")
-        zp.check(config_value(w, a, "cache.path", slurm).startswith("/tmp/job77/zeus-pipe/"), slurm)
+        zp.check(config_value(w, a, "cache.path", slurm).startswith("/tmp/job77/" + mine), slurm)
         slurm.pop("TMPDIR")
-        zp.check(config_value(w, a, "cache.path", slurm).startswith("/tmp/zeus-pipe/synthetic-"), slurm)
+        zp.check(config_value(w, a, "cache.path", slurm).startswith("/tmp/" + mine + "synthetic-"), slurm)
+        # a cache folder whose path would not fit is refused, not cut
+        rc, out, err = run_stderr(w, "config", a, env=dict(env, XDG_CACHE_HOME="/" + "x" * 250))
+        zp.check(rc == 2 and "cache.path: unset" in err and "set cache.path" in err, err)
         # warm and up say where it is; cache stat takes the config
         rc, out, err = run_stderr(w, "warm", a, env=env)
         zp.check(rc == 0 and "zeus-pipe: cache: %s (cache.path unset: the default folder, "
@@ -262,8 +305,8 @@ def messages_say_what_happened():
         missing = w.write("m.yaml", FIELDS.format(name="m", data=zp.PYDATA, python=PYTHON, extra="",
                                                   device="cpu").replace("path: [", "path: [no-such-folder, "))
         rc, out, err = run_stderr(w, "up", missing)
-        zp.check(rc == 2 and "dataset.python.path: '" in err and "no-such-folder' (from" in err and
-                 "No such file or directory" in err, "exit %d\n%s" % (rc, err))
+        zp.check(rc == 2 and "dataset.python.path: '" in err and "no-such-folder': No such file or "
+                 "directory" in err, "exit %d\n%s" % (rc, err))
         # a built-in source's label has no offset in the record
         w.write("builtin.py", BUILTIN_FIELDS)
         cfg = w.write("l.yaml", SYNTHETIC.format(name="l", n=64, cost=0, epochs=1,
@@ -332,6 +375,7 @@ if __name__ == "__main__":
     zp.main_needing(["torch", "numpy", "PIL"], [
         up_after_down_exits_3_and_says_where_the_run_goes_on,
         a_program_of_fewer_epochs_than_the_config_ends_finished_and_says_so,
+        a_program_that_raises_mid_epoch_is_not_taken_for_one_that_ended_its_loop,
         a_python_datasets_uint8_field_arrives_as_the_dataset_made_it,
         the_default_cache_is_a_folder_per_dataset_where_users_keep_caches,
         messages_say_what_happened,
