@@ -867,7 +867,8 @@ static int default_cache_path(origin_t *o, zp_config_t *cfg)
         return fail_at(o, NULL, "cache.path", NULL, "unset, so the default folder is in %s, whose "
                        "path is %zu characters (at most 200 fit): set cache.path", base,
                        strlen(base));
-    snprintf(cfg->cache_path, sizeof cfg->cache_path, "%s/%.40s-%012llx", base, n ? name : "dataset",
+    /* %.200s: the base fits (checked above); the bound tells the compiler so */
+    snprintf(cfg->cache_path, sizeof cfg->cache_path, "%.200s/%.40s-%012llx", base, n ? name : "dataset",
              (unsigned long long)(XXH3_64bits(id, strlen(id)) >> 16));
     snprintf(cfg->cache_default, sizeof cfg->cache_default, "%s", why);
     return 0;
