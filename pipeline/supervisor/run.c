@@ -57,11 +57,14 @@ static void tune_openblas(void)
     }
 }
 
+/* The first trainer rank of this host: its Slurm rank, else 0. */
+static int first_rank(const zp_sup_t *s) { return s->slurm.world > 1 ? s->slurm.rank : 0; }
+
 static void cleanup(zp_sup_t *s)
 {
-    for (int r = 0; s->procs.run_dir[0] && r < s->trainers; r++) {
+    for (int r = first_rank(s); s->procs.run_dir[0] && r < first_rank(s) + s->trainers; r++) {
         char mark[PATH_MAX + 64]; /* the programs' attach marks: read, and no use after the run */
-        zp_resources_attach_path(mark, sizeof mark, s->procs.run_dir, r + (s->slurm.world > 1 ? s->slurm.rank : 0));
+        zp_resources_attach_path(mark, sizeof mark, s->procs.run_dir, r);
         unlink(mark);
     }
     zp_rundir_cleanup(s->procs.run_dir);
@@ -324,8 +327,7 @@ static int parent_gone(const zp_sup_t *s)
  * a loop of fewer epochs than trainer.epochs, not a failure. */
 static void say_left(const zp_sup_t *s)
 {
-    int first = s->slurm.world > 1 ? s->slurm.rank : 0;
-    for (int r = first; r < first + s->trainers; r++) {
+    for (int r = first_rank(s); r < first_rank(s) + s->trainers; r++) {
         int64_t read;
         if (!zp_resources_attach_left(s->run_dir, r, &read) || !s->cfg.epochs ||
             read >= s->cfg.epochs)
