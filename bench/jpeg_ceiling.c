@@ -1,6 +1,6 @@
 /* jpeg_ceiling.c — the ceiling a loader process is measured against: the
  * image source's get() (read the file, TurboJPEG decode, bilinear resize,
- * center crop, HWC -> CHW; stages/loader/source_image.c, the very code a
+ * center crop, HWC -> CHW; pipeline/source/source_image.c, the very code a
  * loader runs) called directly on one core for every train image, with no
  * process, socket or cache in the way.
  *
@@ -17,7 +17,7 @@
 #include "pipeline/dataset/dataset.h"
 #include "pipeline/dataset/imagelist.h"
 #include "pipeline/base/log.h"
-#include "stages/loader/source.h"
+#include "pipeline/source/source.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -165,7 +165,8 @@ int main(int argc, char **argv)
     zp_source_t *src = NULL;
     zp_imagelist_t list = {0};
     char err[1024], where[600];
-    if (zp_config_load(&cfg, argv[1], argv + first, argc - first, err, sizeof err)) {
+    if (zp_config_load(&cfg, argv[1], argv + first, argc - first, err, sizeof err) ||
+        zp_source_config(&cfg, err, sizeof err)) {
         fprintf(stderr, "%s\n", err);
         return 2;
     }
@@ -174,9 +175,9 @@ int main(int argc, char **argv)
         return 2;
     }
     zp_dataset_file(&cfg, cfg.image_train, where, sizeof where);
-    int rc = zp_dataset_probe(&cfg, &meta, err, sizeof err);
+    int rc = zp_source_probe_meta(&cfg, &meta, err, sizeof err);
     if (!rc)
-        rc = zp_source_image_create(&src, &cfg, &meta, err, sizeof err);
+        rc = zp_source_ops(cfg.dataset_source)->open(&src, &cfg, &meta, err, sizeof err);
     if (!rc)
         rc = zp_imagelist_read(where, cfg.dataset_source == ZP_SOURCE_IMAGE_LIST, &list, err, sizeof err);
     if (rc) {

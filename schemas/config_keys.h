@@ -23,8 +23,9 @@
 #define ZP_CONFIG_KEYS_H
 
 /* The dataset sources, X(NAME, name): dataset.source's choices, in the order
- * that makes config.h's enum (ZP_SOURCE_NAME is the index of `name`), so the
- * two cannot disagree. */
+ * that makes config.h's enum (ZP_SOURCE_NAME is the index of `name`) and the
+ * registry of pipeline/source/source.c (the ops `zp_source_name`, defined in
+ * a file of pipeline/source/), so none of the three can disagree. */
 #define ZP_SOURCES(X)                                                                              \
     X(IDX, idx)                                                                                    \
     X(SYNTHETIC, synthetic)                                                                        \

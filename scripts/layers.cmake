@@ -22,7 +22,7 @@ foreach(file IN LISTS FILES)
       message(FATAL_ERROR "zeus-pipe layers: ${file} includes \"${bad}\", which the ${LAYER} "
         "layer may not see. Allowed: ${ALLOW}. The floors (each folder's README.md): "
         "schemas/ includes nothing; each runtime floor (pipeline/base, config, net, image, "
-        "dataset, cachedb, stage, ring, in that order) schemas/, the floors before it and itself; "
+        "dataset, source, cachedb, stage, ring, in that order) schemas/, the floors before it and itself; "
         "pipeline/api/ the runtime, pipeline/include/ and stages/loader/; "
         "pipeline/report/ the runtime and itself; a stage the runtime, "
         "schemas/ and its own folder (the logger also the report); pipeline/supervisor/ the "

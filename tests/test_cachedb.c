@@ -18,6 +18,7 @@
 #include "pipeline/cachedb/cachedb.h"
 #include "pipeline/config/config.h"
 #include "pipeline/dataset/dataset.h"
+#include "pipeline/source/source.h"
 #include "pipeline/base/log.h"
 
 static char dir[64], err[2048];
@@ -33,7 +34,7 @@ static void config(zp_config_t *cfg, zp_dataset_meta_t *m, const char *extra)
                    "dataset.synthetic.classes=5", path, (char *)extra};
     if (zp_config_load(cfg, NULL, ov, extra ? 7 : 6, err, sizeof err))
         fail_msg("config: %s", err);
-    if (zp_dataset_probe(cfg, m, err, sizeof err))
+    if (zp_source_probe_meta(cfg, m, err, sizeof err))
         fail_msg("probe: %s", err);
 }
 

@@ -20,6 +20,7 @@
 #include "pipeline/cachedb/cachedb_admin.h"
 #include "pipeline/config/config.h"
 #include "pipeline/dataset/dataset.h"
+#include "pipeline/source/source.h"
 
 static char dir[64], cache[96], err[4400];
 static zp_config_t cfg;
@@ -62,7 +63,7 @@ static int setup(void **state)
     snprintf(path, sizeof path, "cache.path=%s", cache);
     char *ov[] = {"dataset.source=synthetic", "dataset.synthetic.train_samples=4",
                   "dataset.synthetic.test_samples=3", "dataset.synthetic.shape=[1, 2, 3]", path};
-    if (zp_config_load(&cfg, NULL, ov, 5, err, sizeof err) || zp_dataset_probe(&cfg, &meta, err, sizeof err))
+    if (zp_config_load(&cfg, NULL, ov, 5, err, sizeof err) || zp_source_probe_meta(&cfg, &meta, err, sizeof err))
         return -1;
     zp_cachedb_t c;
     if (zp_cachedb_open(&c, &cfg, &meta, 0, err, sizeof err) ||

@@ -1,7 +1,9 @@
 /* Unit tests of the configuration loader: every malformed file under
  * configs/bad/ is rejected with the exact "FILE:LINE:COL: KEY: what" line the
  * user reads; defaults, overrides and `zeus-pipe config` output round-trip.
- * Paths are relative to tests/, where ctest runs this binary. */
+ * A config is loaded as a user's is (load_config: the keys, then its
+ * source's rules and default cache folder). Paths are relative to tests/,
+ * where ctest runs this binary. */
 #define _GNU_SOURCE
 #include <setjmp.h>
 #include <stdarg.h>
@@ -18,12 +20,20 @@
 
 #include "pipeline/config/config.h"
 #include "pipeline/base/log.h"
+#include "pipeline/source/source.h"
 #include "schemas/config_keys.h"
 
 #define BAD "configs/bad/"
 #define GOOD "configs/good/"
 
 static char err[2048];
+
+/* A user's config: zp_config_load, then zp_source_config. */
+static int load_config(zp_config_t *cfg, const char *path, char **ov, int n, char *e, size_t len)
+{
+    int rc = zp_config_load(cfg, path, ov, n, e, len);
+    return rc ? rc : zp_source_config(cfg, e, len);
+}
 
 /* The first line of err (the part before the offending line and caret). */
 static const char *first_line(void)
@@ -62,7 +72,7 @@ static void rejects_bad_file(void **state)
     snprintf(path, sizeof path, BAD "%s", c->file);
     snprintf(first, sizeof first, "%s:%s", path, c->want);
     zp_config_t cfg;
-    assert_int_equal(zp_config_load(&cfg, path, NULL, 0, err, sizeof err), ZP_ECONFIG);
+    assert_int_equal(load_config(&cfg, path, NULL, 0, err, sizeof err), ZP_ECONFIG);
     assert_string_equal(first_line(), first);
     if (!c->shows_line) {
         assert_null(strchr(err, '\n'));
@@ -190,7 +200,7 @@ static void nonexistent_file_is_reported_with_its_path(void **state)
 {
     (void)state;
     zp_config_t cfg;
-    assert_int_equal(zp_config_load(&cfg, BAD "does_not_exist.yaml", NULL, 0, err, sizeof err),
+    assert_int_equal(load_config(&cfg, BAD "does_not_exist.yaml", NULL, 0, err, sizeof err),
                      ZP_ECONFIG);
     assert_string_equal(err, BAD "does_not_exist.yaml: cannot open: No such file or directory");
 }
@@ -283,7 +293,7 @@ static void defaults_fill_every_key_the_file_omits(void **state)
 {
     (void)state;
     zp_config_t c;
-    assert_int_equal(zp_config_load(&c, GOOD "minimal.yaml", NULL, 0, err, sizeof err), 0);
+    assert_int_equal(load_config(&c, GOOD "minimal.yaml", NULL, 0, err, sizeof err), 0);
     assert_string_equal(err, "");
     assert_int_equal(c.dataset_source, ZP_SOURCE_SYNTHETIC);
     assert_string_equal(c.file, GOOD "minimal.yaml");
@@ -300,7 +310,7 @@ static void run_name_defaults_to_the_file_base_name_without_extension(void **sta
 {
     (void)state;
     zp_config_t c;
-    assert_int_equal(zp_config_load(&c, GOOD "minimal.yaml", NULL, 0, err, sizeof err), 0);
+    assert_int_equal(load_config(&c, GOOD "minimal.yaml", NULL, 0, err, sizeof err), 0);
     assert_string_equal(c.run_name, "minimal");
 }
 
@@ -321,7 +331,7 @@ static void cache_path_under(const char *path, char **ov, int n, char *out, char
     }
     va_end(ap);
     zp_config_t c;
-    assert_int_equal(zp_config_load(&c, path, ov, n, err, sizeof err), 0);
+    assert_int_equal(load_config(&c, path, ov, n, err, sizeof err), 0);
     strcpy(out, c.cache_path);
     strcpy(why, c.cache_default);
 }
@@ -365,7 +375,7 @@ static void run_name_drops_only_the_last_extension(void **state)
 {
     (void)state;
     zp_config_t c;
-    assert_int_equal(zp_config_load(&c, GOOD "lr0.05.v2.yaml", NULL, 0, err, sizeof err), 0);
+    assert_int_equal(load_config(&c, GOOD "lr0.05.v2.yaml", NULL, 0, err, sizeof err), 0);
     assert_string_equal(c.run_name, "lr0.05.v2");
 }
 
@@ -373,7 +383,7 @@ static void run_name_in_the_file_wins_over_the_base_name(void **state)
 {
     (void)state;
     zp_config_t c;
-    assert_int_equal(zp_config_load(&c, GOOD "every_key.yaml", NULL, 0, err, sizeof err), 0);
+    assert_int_equal(load_config(&c, GOOD "every_key.yaml", NULL, 0, err, sizeof err), 0);
     assert_string_equal(c.run_name, "every-key");
 }
 
@@ -381,7 +391,7 @@ static void every_key_of_a_full_file_is_parsed(void **state)
 {
     (void)state;
     zp_config_t c;
-    assert_int_equal(zp_config_load(&c, GOOD "every_key.yaml", NULL, 0, err, sizeof err), 0);
+    assert_int_equal(load_config(&c, GOOD "every_key.yaml", NULL, 0, err, sizeof err), 0);
     assert_int_equal(c.dataset_source, ZP_SOURCE_IDX);
     assert_string_equal(c.run_dir, GOOD "runs/a \"quoted\" \\dir"); /* beside the file */
     assert_int_equal(c.seed, 2147483647);
@@ -432,17 +442,17 @@ static void python_source_needs_module_colon_callable_and_a_mapping_of_args(void
     zp_config_t c;
     char *ok[] = {"dataset.source=python", "dataset.python.class=my_data:Pets",
                   "dataset.python.args={root: '01', n: 010, f: .5}"};
-    assert_int_equal(zp_config_load(&c, GOOD "minimal.yaml", ok, 3, err, sizeof err), 0);
+    assert_int_equal(load_config(&c, GOOD "minimal.yaml", ok, 3, err, sizeof err), 0);
     /* what JSON would misread stays a string: a leading zero, a bare dot */
     assert_string_equal(c.py_args, "{\"root\": \"01\", \"n\": \"010\", \"f\": \".5\"}");
     char *noclass[] = {"dataset.source=python", "dataset.python.class=my_data.Pets"};
-    assert_int_equal(zp_config_load(&c, GOOD "minimal.yaml", noclass, 2, err, sizeof err), ZP_ECONFIG);
+    assert_int_equal(load_config(&c, GOOD "minimal.yaml", noclass, 2, err, sizeof err), ZP_ECONFIG);
     assert_non_null(strstr(err, "dataset.python.class: needs module:callable"));
     char *list[] = {"dataset.source=python", "dataset.python.class=a:B", "dataset.python.args=[1, 2]"};
-    assert_int_equal(zp_config_load(&c, GOOD "minimal.yaml", list, 3, err, sizeof err), ZP_ECONFIG);
+    assert_int_equal(load_config(&c, GOOD "minimal.yaml", list, 3, err, sizeof err), ZP_ECONFIG);
     assert_non_null(strstr(err, "dataset.python.args: expected a mapping"));
     char *aug[] = {"dataset.source=python", "dataset.python.class=a:B", "dataset.augment.where=loader"};
-    assert_int_equal(zp_config_load(&c, GOOD "minimal.yaml", aug, 3, err, sizeof err), ZP_ECONFIG);
+    assert_int_equal(load_config(&c, GOOD "minimal.yaml", aug, 3, err, sizeof err), ZP_ECONFIG);
     assert_non_null(strstr(err, "does not apply to dataset.source: python"));
 }
 
@@ -451,16 +461,16 @@ static void string_list_override_and_single_string(void **state)
     (void)state;
     char *ov[] = {"trainer.command=[python3, 'my train.py', --lr, '0.5']"};
     zp_config_t c;
-    assert_int_equal(zp_config_load(&c, GOOD "minimal.yaml", ov, 1, err, sizeof err), 0);
+    assert_int_equal(load_config(&c, GOOD "minimal.yaml", ov, 1, err, sizeof err), 0);
     assert_int_equal(c.trainer_command.n, 4);
     assert_string_equal(c.trainer_command.v[1], "my train.py");
     assert_string_equal(c.trainer_command.v[3], "0.5");
     char *one[] = {"trainer.command=./run.sh"}; /* one string: a list of one */
-    assert_int_equal(zp_config_load(&c, GOOD "minimal.yaml", one, 1, err, sizeof err), 0);
+    assert_int_equal(load_config(&c, GOOD "minimal.yaml", one, 1, err, sizeof err), 0);
     assert_int_equal(c.trainer_command.n, 1);
     assert_string_equal(c.trainer_command.v[0], "./run.sh");
     char *empty[] = {"trainer.command=[a, '']"};
-    assert_int_equal(zp_config_load(&c, GOOD "minimal.yaml", empty, 1, err, sizeof err), ZP_ECONFIG);
+    assert_int_equal(load_config(&c, GOOD "minimal.yaml", empty, 1, err, sizeof err), ZP_ECONFIG);
     assert_string_equal(err, "override 'trainer.command=[a, '']': trainer.command: item 1 is empty: "
                              "remove it or write what it should be");
 }
@@ -477,9 +487,9 @@ static void full_fixture_sets_every_key(void **state)
     (void)state;
     /* so that the round trip below exercises every key with a value of its own */
     zp_config_t a, b, l;
-    assert_int_equal(zp_config_load(&a, GOOD "every_key.yaml", NULL, 0, err, sizeof err), 0);
-    assert_int_equal(zp_config_load(&b, GOOD "minimal.yaml", NULL, 0, err, sizeof err), 0);
-    assert_int_equal(zp_config_load(&l, GOOD "augment_in_loader.yaml", NULL, 0, err, sizeof err), 0);
+    assert_int_equal(load_config(&a, GOOD "every_key.yaml", NULL, 0, err, sizeof err), 0);
+    assert_int_equal(load_config(&b, GOOD "minimal.yaml", NULL, 0, err, sizeof err), 0);
+    assert_int_equal(load_config(&l, GOOD "augment_in_loader.yaml", NULL, 0, err, sizeof err), 0);
     ZP_CONFIG_KEYS(DIFFERS)
 }
 
@@ -491,7 +501,7 @@ static void overrides_apply_after_the_file(void **state)
     char *ov[] = {"loader.workers=3", "trainer.model.hidden=[512,64]", "prefetch.shuffle=false",
                   "trainer.optimizer.lr=0.5", "trainer.backend=null"};
     zp_config_t c;
-    assert_int_equal(zp_config_load(&c, GOOD "every_key.yaml", ov, 5, err, sizeof err), 0);
+    assert_int_equal(load_config(&c, GOOD "every_key.yaml", ov, 5, err, sizeof err), 0);
     assert_int_equal(c.loader_workers, 3);
     assert_int_equal(c.hidden.n, 2);
     assert_int_equal(c.hidden.v[0], 512);
@@ -507,7 +517,7 @@ static void overrides_alone_can_supply_the_required_key(void **state)
     (void)state;
     char *ov[] = {"dataset.source=idx"};
     zp_config_t c;
-    assert_int_equal(zp_config_load(&c, NULL, ov, 1, err, sizeof err), 0);
+    assert_int_equal(load_config(&c, NULL, ov, 1, err, sizeof err), 0);
     assert_int_equal(c.dataset_source, ZP_SOURCE_IDX);
     assert_string_equal(c.run_name, "run");
     assert_string_equal(c.file, "");
@@ -520,9 +530,9 @@ static void one_mean_or_one_std_applies_to_every_channel(void **state)
     char *ov2[] = {"dataset.source=synthetic", "dataset.mean=[0.1, 0.2, 0.3]", "dataset.std=[0.5]"};
     char *ov3[] = {"dataset.source=synthetic", "dataset.mean=[0.1, 0.2]", "dataset.std=[0.5, 0.2, 0.1]"};
     zp_config_t c;
-    assert_int_equal(zp_config_load(&c, NULL, ov1, 3, err, sizeof err), 0);
-    assert_int_equal(zp_config_load(&c, NULL, ov2, 3, err, sizeof err), 0);
-    assert_int_equal(zp_config_load(&c, NULL, ov3, 3, err, sizeof err), ZP_ECONFIG);
+    assert_int_equal(load_config(&c, NULL, ov1, 3, err, sizeof err), 0);
+    assert_int_equal(load_config(&c, NULL, ov2, 3, err, sizeof err), 0);
+    assert_int_equal(load_config(&c, NULL, ov3, 3, err, sizeof err), ZP_ECONFIG);
     assert_string_equal(err, "override 'dataset.std=[0.5, 0.2, 0.1]': dataset.std: has 3 values "
                              "but dataset.mean has 2");
 }
@@ -531,7 +541,7 @@ static void missing_required_key_without_a_file_names_the_command_line(void **st
 {
     (void)state;
     zp_config_t c;
-    assert_int_equal(zp_config_load(&c, NULL, NULL, 0, err, sizeof err), ZP_ECONFIG);
+    assert_int_equal(load_config(&c, NULL, NULL, 0, err, sizeof err), ZP_ECONFIG);
     assert_string_equal(err, "(command line):1:1: dataset.source: required key is missing");
 }
 
@@ -547,15 +557,15 @@ static void image_crop_is_bounded_by_the_wire_limit(void **state)
     (void)state;
     char *ov[] = {"dataset.source=image_folder", "dataset.image.resize=0", "dataset.image.crop=2364"};
     zp_config_t cfg;
-    assert_int_equal(zp_config_load(&cfg, GOOD "minimal.yaml", ov, 3, err, sizeof err), 0);
+    assert_int_equal(load_config(&cfg, GOOD "minimal.yaml", ov, 3, err, sizeof err), 0);
     ov[2] = "dataset.image.crop=16384";
-    assert_int_equal(zp_config_load(&cfg, GOOD "minimal.yaml", ov, 3, err, sizeof err), ZP_ECONFIG);
+    assert_int_equal(load_config(&cfg, GOOD "minimal.yaml", ov, 3, err, sizeof err), ZP_ECONFIG);
     assert_string_equal(err, "override 'dataset.image.crop=16384': dataset.image.crop: 3 x 16384 x "
                              "16384 = 805306368 values a sample, more than a message carries "
                              "(ZP_MAX_ELEMS = 16777216): at most 2364");
     /* the crop of a source without images is not a sample size */
     ov[0] = "dataset.source=synthetic";
-    assert_int_equal(zp_config_load(&cfg, GOOD "minimal.yaml", ov, 3, err, sizeof err), 0);
+    assert_int_equal(load_config(&cfg, GOOD "minimal.yaml", ov, 3, err, sizeof err), 0);
 }
 
 static void rejects_bad_override(void **state)
@@ -563,7 +573,7 @@ static void rejects_bad_override(void **state)
     const bad_override_t *c = *state;
     char *ov[] = {(char *)c->override};
     zp_config_t cfg;
-    assert_int_equal(zp_config_load(&cfg, GOOD "minimal.yaml", ov, 1, err, sizeof err), ZP_ECONFIG);
+    assert_int_equal(load_config(&cfg, GOOD "minimal.yaml", ov, 1, err, sizeof err), ZP_ECONFIG);
     assert_string_equal(err, c->err);
 }
 
@@ -607,6 +617,8 @@ static void normalise(zp_config_t *c)
 {
     memset(c->file, 0, sizeof c->file);
     memset(c->cache_default, 0, sizeof c->cache_default); /* how a path was chosen: not a key */
+    memset(c->where, 0, sizeof c->where);                 /* where keys were set: neither */
+    memset(c->overrides, 0, sizeof c->overrides);
     zp_ints_t *il[] = {&c->synth_shape, &c->hidden};
     for (int i = 0; i < 2; i++)
         memset(il[i]->v + il[i]->n, 0, sizeof(int64_t) * (size_t)(ZP_LIST_MAX - il[i]->n));
@@ -619,7 +631,7 @@ static void normalise(zp_config_t *c)
 static void assert_round_trip(const char *path, char **ov, int n)
 {
     zp_config_t a, b;
-    assert_int_equal(zp_config_load(&a, path, ov, n, err, sizeof err), 0);
+    assert_int_equal(load_config(&a, path, ov, n, err, sizeof err), 0);
     char tmp[] = "/tmp/zp-test-config-XXXXXX";
     int fd = mkstemp(tmp);
     assert_true(fd >= 0);
@@ -670,7 +682,7 @@ static void printed_strings_with_control_characters_load_back_identically(void *
     (void)state;
     char *ov[] = {"dataset.train_images=\"line\\none\\ttab\\x01ctl \\\"q\\\" \\\\\"", "run.name=caf\u00e9"};
     zp_config_t c;
-    assert_int_equal(zp_config_load(&c, GOOD "minimal.yaml", ov, 2, err, sizeof err), 0);
+    assert_int_equal(load_config(&c, GOOD "minimal.yaml", ov, 2, err, sizeof err), 0);
     assert_string_equal(c.train_images, "line\none\ttab\x01" "ctl \"q\" \\");
     assert_string_equal(c.run_name, "caf\u00e9");
     assert_round_trip(GOOD "minimal.yaml", ov, 2);
@@ -701,7 +713,7 @@ static void relative_paths_in_a_file_are_put_in_its_folder(void **state)
     fclose(f);
     char *ov[] = {"run.dir=out/runs"};
     zp_config_t c;
-    assert_int_equal(zp_config_load(&c, path, ov, 1, err, sizeof err), 0);
+    assert_int_equal(load_config(&c, path, ov, 1, err, sizeof err), 0);
     snprintf(want, sizeof want, "%s/sub/data", tmp);
     assert_string_equal(c.dataset_path, want);
     snprintf(want, sizeof want, "%s/sub/../src", tmp);
@@ -730,13 +742,13 @@ static void relative_paths_in_a_file_are_put_in_its_folder(void **state)
 
     /* a config named from its own folder: the paths stay as written */
     assert_int_equal(chdir(tmp), 0);
-    assert_int_equal(zp_config_load(&c, "sub/a.yaml", NULL, 0, err, sizeof err), 0);
+    assert_int_equal(load_config(&c, "sub/a.yaml", NULL, 0, err, sizeof err), 0);
     assert_string_equal(c.dataset_path, "sub/data");
     assert_string_equal(c.cache_path, "sub/c");
     assert_string_equal(c.run_dir, "runs");
     assert_int_equal(chdir("sub"), 0);
     char *ov2[] = {"dataset.python.interpreter=python3.11"};
-    assert_int_equal(zp_config_load(&c, "a.yaml", ov2, 1, err, sizeof err), 0);
+    assert_int_equal(load_config(&c, "a.yaml", ov2, 1, err, sizeof err), 0);
     assert_string_equal(c.dataset_path, "data");
     assert_string_equal(c.py_interp, "python3.11");
     assert_int_equal(chdir(home), 0);

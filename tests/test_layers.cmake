@@ -11,6 +11,8 @@ set(cases
   "base|pipeline/base/log.h|yes"
   "image|pipeline/dataset/dataset.h|no"
   "image|pipeline/config/config.h|yes"
+  "image|pipeline/source/source.h|no"
+  "ring|pipeline/source/source.h|yes"
   "ring|pipeline/report/report.h|no"
   "ring|pipeline/supervisor/supervisor.h|no"
   "ring|stages/cache/cache.h|no"

@@ -17,6 +17,7 @@
 
 #include "pipeline/cachedb/cachedb.h"
 #include "pipeline/base/log.h"
+#include "pipeline/source/source.h"
 #include "pipeline/stage/stage.h"
 #include "schemas/msg.h"
 #include "stages/cache/store.h"
@@ -37,7 +38,7 @@ static void stage(const char *extra)
                   "dataset.synthetic.classes=5", "cache.commit_every=1000", path, (char *)extra};
     if (zp_config_load(&st->cfg, NULL, ov, extra ? 6 : 5, err, sizeof err))
         fail_msg("config: %s", err);
-    if (zp_dataset_probe(&st->cfg, &st->meta, err, sizeof err))
+    if (zp_source_probe_meta(&st->cfg, &st->meta, err, sizeof err))
         fail_msg("probe: %s", err);
     zp_timer_init(&st->timers, NULL, NULL);
 }
@@ -231,7 +232,7 @@ static void a_full_map_turns_caching_off_with_one_warning(void **state)
     char *ov[] = {"dataset.source=synthetic", "dataset.synthetic.shape=[3, 64, 64]",
                   "cache.max_bytes=1MiB", "cache.commit_every=1000", path};
     assert_int_equal(zp_config_load(&st->cfg, NULL, ov, 5, err, sizeof err), 0);
-    assert_int_equal(zp_dataset_probe(&st->cfg, &st->meta, err, sizeof err), 0);
+    assert_int_equal(zp_source_probe_meta(&st->cfg, &st->meta, err, sizeof err), 0);
     record();
     zp_store_t *s;
     assert_int_equal(zp_store_create(&s, st), 0);

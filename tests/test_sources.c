@@ -1,9 +1,10 @@
-/* Unit tests of the loaders' sources (stages/loader/source.h), without a
+/* Unit tests of the loaders' sources (pipeline/source/source.h), without a
  * loader process: the IDX source reads the real Fashion-MNIST files and
  * refuses a truncated or corrupt copy, naming it; the synthetic source is a
  * function of (seed, split, index); the image source decodes a JPEG folder the
  * test writes with TurboJPEG, and refuses a corrupt JPEG by its path and goes
- * on with the next file. */
+ * on with the next file. The registry holds one row per dataset.source
+ * choice, and a source's rule points at the key where the config wrote it. */
 #define _GNU_SOURCE
 #include <setjmp.h>
 #include <stdarg.h>
@@ -20,7 +21,7 @@
 #include "pipeline/config/config.h"
 #include "pipeline/dataset/dataset.h"
 #include "pipeline/base/log.h"
-#include "stages/loader/source.h"
+#include "pipeline/source/source.h"
 
 #define FMNIST "/usr/share/datasets/fashion-mnist"
 
@@ -47,6 +48,57 @@ static void load(zp_config_t *cfg, char **ov, int n)
         fail_msg("config: %s", err);
 }
 
+/* ---- the registry --------------------------------------------------------------------- */
+
+static void every_dataset_source_choice_has_its_row(void **state)
+{
+    (void)state;
+    char choices[256];
+    snprintf(choices, sizeof choices, "%s", ZP_SOURCE_CHOICES);
+    int i = 0;
+    for (char *save, *name = strtok_r(choices, "|", &save); name; name = strtok_r(NULL, "|", &save), i++) {
+        const zp_source_ops_t *ops = zp_source_ops(i);
+        assert_non_null(ops);
+        assert_string_equal(ops->name, name);
+        assert_non_null(ops->dataset_name);
+        assert_non_null(ops->probe);
+        assert_non_null(ops->fingerprint);
+        assert_int_equal(ops->open == NULL, ops->python); /* the C loader reads every other */
+    }
+    assert_int_equal(i, ZP_SOURCE_COUNT);
+    assert_null(zp_source_ops(ZP_SOURCE_COUNT));
+    assert_null(zp_source_ops(-1));
+}
+
+/* A source's rule runs after the keys are loaded, and still names the file,
+ * line and column of the key it blames; another source's keys are not its. */
+static void a_source_rule_points_at_the_key_in_the_file(void **state)
+{
+    (void)state;
+    char path[128];
+    snprintf(path, sizeof path, "%s/four.yaml", dir);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs("dataset:\n  source: synthetic\n  synthetic:\n    shape: [1, 2, 3, 4]\n", f);
+    fclose(f);
+    zp_config_t cfg;
+    assert_int_equal(zp_config_load(&cfg, path, NULL, 0, err, sizeof err), 0);
+    assert_int_equal(zp_source_config(&cfg, err, sizeof err), ZP_ECONFIG);
+    char want[256];
+    snprintf(want, sizeof want, "%s:4:12: dataset.synthetic.shape: needs 1 to 3 dimensions (got 4)\n"
+             "        shape: [1, 2, 3, 4]\n               ^", path);
+    assert_string_equal(err, want);
+    char *idx[] = {"dataset.source=idx"};
+    assert_int_equal(zp_config_load(&cfg, path, idx, 1, err, sizeof err), 0);
+    assert_int_equal(zp_source_config(&cfg, err, sizeof err), 0);
+    char *big[] = {"dataset.synthetic.shape=[3, 4096, 4096]"};
+    assert_int_equal(zp_config_load(&cfg, path, big, 1, err, sizeof err), 0);
+    assert_int_equal(zp_source_config(&cfg, err, sizeof err), ZP_ECONFIG);
+    assert_string_equal(err, "override 'dataset.synthetic.shape=[3, 4096, 4096]': "
+                        "dataset.synthetic.shape: 50331648 values a sample, more than a message "
+                        "carries (ZP_MAX_ELEMS = 16777216)");
+}
+
 /* ---- idx ------------------------------------------------------------------------------ */
 
 static void idx_sample(zp_source_t *src, int split, uint32_t index, int32_t *label, uint64_t *sum,
@@ -65,13 +117,13 @@ static void idx_reads_the_real_fashion_mnist(void **state)
     zp_config_t cfg;
     zp_dataset_meta_t m;
     load(&cfg, (char *[]){"dataset.source=idx", "dataset.path=" FMNIST}, 2);
-    assert_int_equal(zp_dataset_probe(&cfg, &m, err, sizeof err), 0);
+    assert_int_equal(zp_source_probe_meta(&cfg, &m, err, sizeof err), 0);
     assert_int_equal(m.n[ZP_SPLIT_TRAIN], 60000);
     assert_int_equal(m.n[ZP_SPLIT_TEST], 10000);
     assert_int_equal(m.elems, 784);
     assert_int_equal(m.classes, 10);
     zp_source_t *src = NULL;
-    assert_int_equal(zp_source_idx_create(&src, &cfg, &m, err, sizeof err), 0);
+    assert_int_equal(zp_source_ops(ZP_SOURCE_IDX)->open(&src, &cfg, &m, err, sizeof err), 0);
     int32_t label;
     uint64_t sum, weighted;
     /* figures from Python's gzip module on the same files */
@@ -115,13 +167,13 @@ static int idx_open_with(const char *images, const char *labels, zp_source_t **s
     zp_config_t cfg;
     zp_dataset_meta_t m;
     load(&cfg, (char *[]){"dataset.source=idx", "dataset.path=" FMNIST}, 2);
-    assert_int_equal(zp_dataset_probe(&cfg, &m, err, sizeof err), 0); /* what the run started with */
+    assert_int_equal(zp_source_probe_meta(&cfg, &m, err, sizeof err), 0); /* what the run started with */
     if (images)
         snprintf(cfg.test_images, sizeof cfg.test_images, "%s", images);
     if (labels)
         snprintf(cfg.test_labels, sizeof cfg.test_labels, "%s", labels);
     err[0] = 0;
-    return zp_source_idx_create(src, &cfg, &m, err, sizeof err);
+    return zp_source_ops(ZP_SOURCE_IDX)->open(src, &cfg, &m, err, sizeof err);
 }
 
 static void a_truncated_idx_gzip_is_refused_naming_file_and_byte(void **state)
@@ -182,9 +234,9 @@ static zp_source_t *synthetic(const char *seed, const char *corrupt, zp_dataset_
     zp_config_t cfg;
     load(&cfg, (char *[]){"dataset.source=synthetic", "dataset.synthetic.shape=[1, 5, 7]",
                           "dataset.synthetic.classes=4", (char *)seed, (char *)corrupt}, 5);
-    assert_int_equal(zp_dataset_probe(&cfg, m, err, sizeof err), 0);
+    assert_int_equal(zp_source_probe_meta(&cfg, m, err, sizeof err), 0);
     zp_source_t *src = NULL;
-    assert_int_equal(zp_source_synthetic_create(&src, &cfg, m, err, sizeof err), 0);
+    assert_int_equal(zp_source_ops(ZP_SOURCE_SYNTHETIC)->open(&src, &cfg, m, err, sizeof err), 0);
     return src;
 }
 
@@ -287,9 +339,9 @@ static zp_source_t *image_folder(zp_dataset_meta_t *m)
     snprintf(where, sizeof where, "dataset.path=%s", dir);
     load(&cfg, (char *[]){"dataset.source=image_folder", where, "dataset.image.resize=12",
                           "dataset.image.crop=8"}, 4);
-    assert_int_equal(zp_dataset_probe(&cfg, m, err, sizeof err), 0);
+    assert_int_equal(zp_source_probe_meta(&cfg, m, err, sizeof err), 0);
     zp_source_t *src = NULL;
-    assert_int_equal(zp_source_image_create(&src, &cfg, m, err, sizeof err), 0);
+    assert_int_equal(zp_source_ops(cfg.dataset_source)->open(&src, &cfg, m, err, sizeof err), 0);
     return src;
 }
 
@@ -361,6 +413,8 @@ int main(void)
     zp_log_set_level(ZP_LOG_ERROR);
 #define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
     const struct CMUnitTest tests[] = {
+        T(every_dataset_source_choice_has_its_row),
+        T(a_source_rule_points_at_the_key_in_the_file),
         T(idx_reads_the_real_fashion_mnist),
         T(a_truncated_idx_gzip_is_refused_naming_file_and_byte),
         T(a_corrupt_idx_gzip_is_refused_naming_file),

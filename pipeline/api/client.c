@@ -13,6 +13,7 @@
 #include "pipeline/ring/consumer.h"
 #include "pipeline/ring/coverage.h"
 #include "pipeline/dataset/dataset.h"
+#include "pipeline/source/source.h"
 #include "pipeline/stage/event.h"
 #include "pipeline/base/log.h"
 #include "pipeline/base/names.h"
@@ -123,7 +124,7 @@ static void fill_fields(zp_client_t *c)
         zp_client_field_t *o = &c->fields[i];
         *o = (zp_client_field_t){.name = f->name, .dtype = f->dtype, .ndim = f->ndim,
                                  .offset = f->offset, .bytes = f->bytes,
-                                 .normalize = c->st.cfg.dataset_source == ZP_SOURCE_PYTHON &&
+                                 .normalize = zp_source_ops(c->st.cfg.dataset_source)->python &&
                                               f->dtype == ZP_FT_U8 &&
                                               !strcmp(f->name, c->st.cfg.py_normalize)};
         memcpy(o->shape, f->shape, sizeof o->shape);
@@ -252,7 +253,7 @@ static int read_run(zp_client_t *c, const char *run_dir, char *err, size_t len)
         return ZP_ECONFIG;
     int rc = zp_dataset_read(&c->ds, st->run_dir, err, len);
     if (rc == -ENOENT) /* a run directory made by hand: probed here, as a stage does */
-        rc = zp_dataset_create(&c->ds, &st->cfg, err, len);
+        rc = zp_source_probe(&c->ds, &st->cfg, err, len);
     if (rc)
         return rc;
     st->meta = c->ds->meta;
@@ -579,7 +580,7 @@ int zp_client_ring(zp_client_t *c, void **base, size_t *bytes)
  * field's first dimension (1 for a scalar or none). */
 static int64_t norm_channels(const zp_client_t *c)
 {
-    if (c->st.cfg.dataset_source != ZP_SOURCE_PYTHON)
+    if (!zp_source_ops(c->st.cfg.dataset_source)->python)
         return c->st.meta.shape[0];
     const zp_field_t *f = zp_fields_find(&c->st.meta.fields, c->st.cfg.py_normalize);
     return f && f->ndim ? f->shape[0] : 1;

@@ -3,6 +3,7 @@
 #define _GNU_SOURCE
 #include "pipeline/include/zeus_pipe_loader.h"
 #include "pipeline/base/log.h"
+#include "pipeline/source/source.h"
 #include "stages/loader/loader.h"
 
 #include <stdio.h>
@@ -48,9 +49,9 @@ static int serve(int argc, char **argv, zp_loader_get_fn get, zp_loader_get2_fn 
     int status = zp_stage_start(&st, "loader", argc, argv);
     if (status)
         return status;
-    if (st.cfg.dataset_source != ZP_SOURCE_PYTHON || (!get && !get2)) {
-        zp_error("this loader serves dataset.source: python; the run's is another source "
-                 "(its loaders are `zeus-pipe stage loader`)");
+    if (!zp_source_ops(st.cfg.dataset_source)->python || (!get && !get2)) {
+        zp_error("this loader serves dataset.source: python; the run's is %s (its loaders are "
+                 "`zeus-pipe stage loader`)", zp_source_ops(st.cfg.dataset_source)->name);
         zp_stage_close(&st);
         return 2;
     }

@@ -3,6 +3,7 @@
  * which samples are present. */
 #define _GNU_SOURCE
 #include "pipeline/cachedb/cachedb.h"
+#include "pipeline/source/source.h"
 #include "pipeline/dataset/augment_field.h"
 #include "pipeline/image/augment.h"
 #include "pipeline/base/files.h"
@@ -52,25 +53,6 @@ static int lmdb_fail(char *err, size_t len, const char *path, const char *what, 
 {
     snprintf(err, len, "%s: %s: %s", path, what, mdb_strerror(rc));
     return rc;
-}
-
-static void dataset_name(const zp_config_t *cfg, char *buf, size_t len)
-{
-    if (cfg->dataset_source == ZP_SOURCE_SYNTHETIC) {
-        snprintf(buf, len, "synthetic");
-        return;
-    }
-    if (cfg->dataset_source == ZP_SOURCE_PYTHON) { /* the Dataset's module:callable */
-        snprintf(buf, len, "%.80s", cfg->py_class);
-        return;
-    }
-    char p[256];
-    snprintf(p, sizeof p, "%s", cfg->dataset_path);
-    size_t n = strlen(p);
-    while (n > 1 && p[n - 1] == '/')
-        p[--n] = 0;
-    const char *base = strrchr(p, '/');
-    snprintf(buf, len, "%.80s", base ? base + 1 : p);
 }
 
 void zp_cachedb_willneed(zp_cachedb_t *c)
@@ -165,7 +147,7 @@ int zp_cachedb_open(zp_cachedb_t *c, const zp_config_t *cfg, const zp_dataset_me
     c->max_bytes = (size_t)cfg->cache_max_bytes;
     snprintf(c->path, sizeof c->path, "%s", cfg->cache_path);
     char ds[96];
-    dataset_name(cfg, ds, sizeof ds);
+    zp_source_ops(cfg->dataset_source)->dataset_name(cfg, ds, sizeof ds);
     for (int s = 0; s < ZP_SPLITS; s++)
         snprintf(c->name[s], sizeof c->name[s], "%.80s/%s", ds, zp_dataset_split_name(s));
     int made = readonly ? 0 : zp_files_mkdirs(c->path, 0755);
@@ -211,55 +193,15 @@ void zp_cachedb_close(zp_cachedb_t *c)
     c->env = NULL;
 }
 
-static void file_line(char *buf, size_t len, const char *label, const char *path)
-{
-    struct stat st;
-    size_t n = strlen(buf);
-    if (stat(path, &st) == 0)
-        snprintf(buf + n, len - n, "%s: %s size=%lld mtime=%lld\n", label, path,
-                 (long long)st.st_size, (long long)st.st_mtime);
-    else
-        snprintf(buf + n, len - n, "%s: %s missing\n", label, path);
-}
-
 void zp_cachedb_fingerprint(const zp_config_t *cfg, const zp_dataset_meta_t *m, int split,
                             char *buf, size_t len)
 {
-    char p[600];
     int u8 = m->dtype == ZP_DTYPE_U8;
     snprintf(buf, len, "value schema: %d (%s, XXH3-64 of header and payload)\n", ZP_CACHE_VERSION,
              u8 ? "uint8" : "float32");
     size_t n = strlen(buf);
-    if (cfg->dataset_source == ZP_SOURCE_PYTHON) {
-        /* what __getitem__ returns depends on the code, its arguments and the fields;
-         * an augment step runs after the cache and is not part of what it keeps */
-        zp_dataset_meta_t kept = zp_dataset_cached_meta(m, split);
-        n += (size_t)snprintf(buf + n, len - n, "source: python %s version=\"%s\" source "
-                              "sha256=%s\nargs: %s\nsplits: %s\n", cfg->py_class, cfg->py_version,
-                              m->source_hash, cfg->py_args, cfg->py_splits);
-        if (n < len && zp_fields_format(&kept.fields, buf + n, len - n) >= 0)
-            n = strlen(buf);
-        snprintf(buf + n, len - n, "samples: %lld records of %zu bytes\n", (long long)m->n[split],
-                 kept.sample_bytes);
-        return;
-    }
-    if (cfg->dataset_source == ZP_SOURCE_IDX) {
-        snprintf(buf + n, len - n, "source: idx\n");
-        zp_dataset_file(cfg, split ? cfg->test_images : cfg->train_images, p, sizeof p);
-        file_line(buf, len, "images", p);
-        zp_dataset_file(cfg, split ? cfg->test_labels : cfg->train_labels, p, sizeof p);
-        file_line(buf, len, "labels", p);
-    } else if (cfg->dataset_source == ZP_SOURCE_SYNTHETIC) {
-        snprintf(buf + n, len - n, "source: synthetic seed=%lld classes=%lld\n",
-                 (long long)cfg->seed, (long long)cfg->synth_classes);
-    } else {
-        zp_dataset_file(cfg, split ? cfg->image_test : cfg->image_train, p, sizeof p);
-        snprintf(buf + n, len - n, "source: %s %s (%lld bytes, newest %lld); resize %lld (bilinear, 11-bit "
-                 "fixed point), crop %lld\n",
-                 cfg->dataset_source == ZP_SOURCE_IMAGE_LIST ? "image_list" : "image_folder", p,
-                 (long long)m->files_bytes[split], (long long)m->files_mtime[split],
-                 (long long)cfg->image_resize, (long long)cfg->image_crop);
-    }
+    if (zp_source_ops(cfg->dataset_source)->fingerprint(cfg, m, split, buf + n, len - n))
+        return; /* the source's lines say all that is kept */
     n = strlen(buf);
     if (split == ZP_SPLIT_TRAIN && zp_augment_whole(cfg)) { /* the crop is made at assembly */
         n += (size_t)snprintf(buf + n, len - n, "kept: whole images, longer side at most %lld "

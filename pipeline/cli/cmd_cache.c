@@ -6,6 +6,7 @@
 #include "pipeline/cachedb/cachedb_admin.h"
 #include "pipeline/cli/cmd.h"
 #include "pipeline/config/config.h"
+#include "pipeline/source/source.h"
 #include "pipeline/base/json.h"
 
 #include <errno.h>
@@ -126,7 +127,7 @@ static int cache_of(char **path, char *out, size_t len)
         return 0;
     static zp_config_t cfg;
     char err[1024];
-    if (zp_config_load(&cfg, *path, NULL, 0, err, sizeof err)) {
+    if (zp_config_load(&cfg, *path, NULL, 0, err, sizeof err) || zp_source_config(&cfg, err, sizeof err)) {
         fprintf(stderr, "%s\n", err);
         return 2;
     }

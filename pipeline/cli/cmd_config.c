@@ -1,6 +1,7 @@
 /* cmd_config.c — `zeus-pipe config FILE [KEY=VALUE ...]` and `config --keys`. */
 #include "pipeline/cli/cmd.h"
 #include "pipeline/config/config.h"
+#include "pipeline/source/source.h"
 #include "pipeline/base/log.h"
 
 #include <stdio.h>
@@ -20,7 +21,8 @@ int cmd_config(int argc, char **argv)
     }
     static zp_config_t cfg;
     char err[1024];
-    if (zp_config_load(&cfg, argv[1], argv + 2, argc - 2, err, sizeof err)) {
+    if (zp_config_load(&cfg, argv[1], argv + 2, argc - 2, err, sizeof err) ||
+        zp_source_config(&cfg, err, sizeof err)) {
         fprintf(stderr, "%s\n", err);
         return 2;
     }

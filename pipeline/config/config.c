@@ -613,6 +613,8 @@ static int walk_map(origin_t *o, zp_config_t *cfg, walk_t *w, yaml_document_t *d
                 return fail_at(o, &kn->start_mark, full, NULL, "duplicate key");
             w->seen[idx] = 1;
             w->mark[idx] = vn->start_mark;
+            cfg->where[idx] = (zp_config_where_t){(int32_t)vn->start_mark.line + 1,
+                                                  (int32_t)vn->start_mark.column + 1};
             int rc = set_value(o, cfg, &KEYS[idx], doc, vn);
             if (rc)
                 return rc;
@@ -704,6 +706,13 @@ static int apply_override(origin_t *o, zp_config_t *cfg, walk_t *w, const char *
     if (!rc) {
         w->seen[idx] = 1;
         w->override_of[idx] = ov;
+        size_t at = 0, n = strlen(ov) + 1; /* kept for zp_config_fail */
+        while (at < sizeof cfg->overrides && cfg->overrides[at])
+            at += strlen(cfg->overrides + at) + 1;
+        int fits = at + n <= sizeof cfg->overrides;
+        if (fits)
+            memcpy(cfg->overrides + at, ov, n);
+        cfg->where[idx] = (zp_config_where_t){-1, fits ? (int32_t)at : -1};
     }
     return rc;
 }
@@ -730,84 +739,48 @@ static int apply_defaults(zp_config_t *cfg, char *err, size_t errlen)
     return 0;
 }
 
-/* Points an error about key `name` at where it was set: its override, its
- * place in the file, or (a default) the top of the file. */
-static void blame(origin_t *o, walk_t *w, const char *name, const yaml_mark_t **m)
+bool zp_config_written(const zp_config_t *cfg, const char *key)
 {
-    static const yaml_mark_t top = {0};
-    int i = find_key(name);
-    o->override = w->override_of[i];
-    *m = o->override ? NULL : w->seen[i] ? &w->mark[i] : &top;
+    int i = find_key(key);
+    return i >= 0 && cfg->where[i].line != 0;
+}
+
+int zp_config_fail(const zp_config_t *cfg, const char *key, char *err, size_t errlen,
+                   const char *fmt, ...)
+{
+    char what[384];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    int i = find_key(key);
+    zp_config_where_t at = i >= 0 ? cfg->where[i] : (zp_config_where_t){0, 0};
+    if (at.line < 0 && at.col >= 0) {
+        snprintf(err, errlen, "override '%s': %s: %s", cfg->overrides + at.col, key, what);
+    } else if (at.line < 0) {
+        snprintf(err, errlen, "an override: %s: %s", key, what);
+    } else { /* a default is blamed on the top of the file */
+        size_t line = at.line ? (size_t)at.line : 1, col = at.line ? (size_t)at.col : 1;
+        snprintf(err, errlen, "%s:%zu:%zu: %s: %s", cfg->file[0] ? cfg->file : "(command line)",
+                 line, col, key, what);
+        if (cfg->file[0])
+            append_line(err, errlen, cfg->file, line, col);
+    }
+    return ZP_ECONFIG;
 }
 
 /* The rules beyond one key's type and range (config_check.c), the error
  * pointed at the key a rule blames. */
-static int cross_check(origin_t *o, const zp_config_t *cfg, walk_t *w)
+static int cross_check(origin_t *o, const zp_config_t *cfg)
 {
     const char *key;
     char what[384];
     if (!zp_config_check(cfg, &key, what, sizeof what))
         return 0;
-    const yaml_mark_t *m;
-    blame(o, w, key, &m);
-    return fail_at(o, m, key, NULL, "%s", what);
-}
-
-/* A Python Dataset's field normalised by the package (dataset.python.normalize)
- * takes the dataset's own statistics, written in the config: the defaults of
- * dataset.mean/std are Fashion-MNIST's, for the built-in IDX source, and are
- * never applied to another dataset's pixels unasked. */
-static int normalize_needs_stats(origin_t *o, const zp_config_t *cfg, walk_t *w)
-{
-    if (cfg->dataset_source != ZP_SOURCE_PYTHON || !cfg->py_normalize[0])
-        return 0;
-    const char *missing = !w->seen[find_key("dataset.mean")] ? "dataset.mean"
-                          : !w->seen[find_key("dataset.std")] ? "dataset.std" : NULL;
-    if (!missing)
-        return 0;
-    const yaml_mark_t *m;
-    blame(o, w, "dataset.python.normalize", &m);
-    return fail_at(o, m, "dataset.python.normalize", NULL,
-                   "'%s' is normalised with dataset.mean and dataset.std, and the config does not "
-                   "set %s: set both to your dataset's own per-channel statistics of pixels scaled "
-                   "to 0..1 (ImageNet's: [0.485, 0.456, 0.406] and [0.229, 0.224, 0.225]), or "
-                   "leave dataset.python.normalize unset to get the field as it is",
-                   cfg->py_normalize, missing);
+    return zp_config_fail(cfg, key, o->err, o->errlen, "%s", what);
 }
 
 /* ---- the default cache folder --------------------------------------------------------- */
-
-/* What names cfg's dataset (not how it is prepared: a change of that is the
- * cache fingerprint's to catch), as text to hash. */
-static void dataset_identity(const zp_config_t *cfg, char *buf, size_t len)
-{
-    char path[PATH_MAX];
-    if (!cfg->dataset_path[0] || !realpath(cfg->dataset_path, path))
-        snprintf(path, sizeof path, "%s", cfg->dataset_path);
-    FILE *f = fmemopen(buf, len, "w");
-    if (!f) {
-        snprintf(buf, len, "%d %s", cfg->dataset_source, path);
-        return;
-    }
-    fprintf(f, "source %d\npath %s\nidx %s %s %s %s\nimages %s %s\n", cfg->dataset_source, path,
-            cfg->train_images, cfg->train_labels, cfg->test_images, cfg->test_labels,
-            cfg->image_train, cfg->image_test);
-    if (cfg->dataset_source == ZP_SOURCE_PYTHON) {
-        fprintf(f, "python %s %s %s %s\n", cfg->py_class, cfg->py_args, cfg->py_splits, cfg->py_version);
-        for (int i = 0; i < cfg->py_path.n; i++)
-            fprintf(f, "sys.path %s\n", realpath(cfg->py_path.v[i], path) ? path : cfg->py_path.v[i]);
-    }
-    if (cfg->dataset_source == ZP_SOURCE_SYNTHETIC) {
-        fprintf(f, "synthetic %lld %lld %lld %lld %lld", (long long)cfg->synth_train,
-                (long long)cfg->synth_test, (long long)cfg->synth_classes,
-                (long long)cfg->synth_cost_us, (long long)cfg->synth_corrupt);
-        for (int i = 0; i < cfg->synth_shape.n; i++)
-            fprintf(f, " %lld", (long long)cfg->synth_shape.v[i]);
-    }
-    fputc(0, f);
-    fclose(f);
-    buf[len - 1] = 0;
-}
 
 /* The folder the default caches live in: node-local under Slurm (a home
  * folder is often NFS, which a multi-node run refuses for a cache):
@@ -838,35 +811,22 @@ static void cache_base(char *buf, size_t len, const char **why)
     }
 }
 
-/* cache.path when the config does not set it: <base>/<name>-<hash>, the
- * dataset's short name and 12 hex digits of its identity, so that two
- * datasets never share a cache and one dataset always finds its own. 0, or
- * 1 when the folder's path would not fit (said in o's error). */
-static int default_cache_path(origin_t *o, zp_config_t *cfg)
+int zp_config_default_cache(zp_config_t *cfg, const char *label, const char *id, char *err,
+                            size_t errlen)
 {
-    char id[8192], name[48], base[PATH_MAX];
-    dataset_identity(cfg, id, sizeof id);
-    const char *label = cfg->dataset_source == ZP_SOURCE_SYNTHETIC ? "synthetic"
-                        : cfg->dataset_source == ZP_SOURCE_PYTHON  ? cfg->py_class
-                                                                    : cfg->dataset_path;
-    const char *cut = strrchr(label, cfg->dataset_source == ZP_SOURCE_PYTHON ? ':' : '/');
-    while (cut && !cut[1] && cut > label) { /* "photos/": the folder's name, not "" */
-        const char *p = cut - 1;
-        while (p > label && *p != '/')
-            p--;
-        label = *p == '/' ? p + 1 : p, cut = NULL;
-    }
-    label = cut ? cut + 1 : label;
+    char name[48], base[PATH_MAX];
+    const char *cut = strrchr(label, ':'), *slash = strrchr(label, '/');
+    label = cut && cut > slash ? cut + 1 : slash ? slash + 1 : label;
     size_t n = 0;
-    for (; label[n] && n < sizeof name - 1 && label[n] != '/'; n++)
+    for (; label[n] && n < sizeof name - 1; n++)
         name[n] = isalnum((unsigned char)label[n]) || strchr("._-", label[n]) ? label[n] : '_';
     name[n] = 0;
     const char *why;
     cache_base(base, sizeof base, &why);
     if (strlen(base) > 200)
-        return fail_at(o, NULL, "cache.path", NULL, "unset, so the default folder is in %s, whose "
-                       "path is %zu characters (at most 200 fit): set cache.path", base,
-                       strlen(base));
+        return zp_config_fail(cfg, "cache.path", err, errlen, "unset, so the default folder is in "
+                              "%s, whose path is %zu characters (at most 200 fit): set cache.path",
+                              base, strlen(base));
     /* %.200s: the base fits (checked above); the bound tells the compiler so */
     snprintf(cfg->cache_path, sizeof cfg->cache_path, "%.200s/%.40s-%012llx", base, n ? name : "dataset",
              (unsigned long long)(XXH3_64bits(id, strlen(id)) >> 16));
@@ -965,10 +925,7 @@ static int load(zp_config_t *cfg, const char *path, char *const *overrides, int 
         int len = ext && ext != base ? (int)(ext - base) : (int)strlen(base);
         snprintf(cfg->run_name, sizeof cfg->run_name, "%.*s", len, base);
     }
-    if (!as_run && !w.seen[find_key("cache.path")] && default_cache_path(&o, cfg))
-        return ZP_ECONFIG;
-    rc = cross_check(&o, cfg, &w);
-    return rc ? rc : normalize_needs_stats(&o, cfg, &w);
+    return cross_check(&o, cfg);
 }
 
 int zp_config_load(zp_config_t *cfg, const char *path, char *const *overrides, int n, char *err,

@@ -48,6 +48,19 @@ enum { ZP_AUG_IN_TRAINER, ZP_AUG_IN_LOADER };
 enum { ZP_DT_FLOAT32, ZP_DT_UINT8 };
 enum { ZP_ENC_RAW, ZP_ENC_JPEG };
 
+/* The number of keys (rows of ZP_CONFIG_KEYS). */
+#define ZP_CONFIG_KEY_ONE(...) +1
+enum { ZP_CONFIG_NKEYS = 0 ZP_CONFIG_KEYS(ZP_CONFIG_KEY_ONE) };
+
+/* Where a key's value came from, so that a rule checked after loading (a
+ * dataset source's, pipeline/source/) points at the key as a load error
+ * does (zp_config_fail): line 0, a default; line > 0, the line and column in
+ * cfg->file; line -1, the override at offset col of cfg->overrides (col -1:
+ * one that did not fit there). */
+typedef struct {
+    int32_t line, col;
+} zp_config_where_t;
+
 /* The epochs a run gives: trainer.epochs, or (0: a program's loop decides,
  * uncapped) as many as any run lasts. */
 #define ZP_EPOCHS_UNCAPPED ((int64_t)1 << 40)
@@ -115,10 +128,15 @@ typedef struct {
     int64_t trace_max_events;
 
     char file[512]; /* the file it was loaded from */
+    zp_config_where_t where[ZP_CONFIG_NKEYS]; /* where each key was set, in table order */
+    char overrides[1024];                     /* the overrides applied, each NUL-terminated */
 } zp_config_t;
 
 /* Loads `path` (NULL: defaults only, then overrides) and `n` overrides of the
- * form "dotted.key=value". Returns 0, or ZP_ECONFIG with a message of the form
+ * form "dotted.key=value": every key's type and range and the rules between
+ * keys (config_check.c). A user's config is then finished by its dataset
+ * source (zp_source_config in pipeline/source/source.h: the source's own
+ * rules, the default cache.path). Returns 0, or ZP_ECONFIG with a message of the form
  * "FILE:LINE:COL: KEY: what is wrong" (followed by the offending line) in errbuf.
  * A relative path key (run.dir, dataset.path, cache.path, dataset.python.path
  * and .interpreter) written in the file is put in the file's folder as `path`
@@ -126,6 +144,25 @@ typedef struct {
  * override stays relative to the working directory. */
 int zp_config_load(zp_config_t *cfg, const char *path, char *const *overrides, int n, char *errbuf,
                    size_t errlen);
+
+/* Whether the config file or an override set `key` (not its default). */
+bool zp_config_written(const zp_config_t *cfg, const char *key);
+
+/* Writes an error about `key` into err as zp_config_load() does, pointed at
+ * where the key was set ("FILE:LINE:COL: KEY: what" and the line, or
+ * "override 'KEY=VALUE': KEY: what"). Returns ZP_ECONFIG. */
+__attribute__((format(printf, 5, 6))) int zp_config_fail(const zp_config_t *cfg, const char *key,
+                                                         char *err, size_t errlen,
+                                                         const char *fmt, ...);
+
+/* Sets cache.path, which the config did not set, to the default folder of the
+ * dataset called `name` (its last part after '/' or ':' names the folder)
+ * whose identity is the text `identity` (hashed into the folder's name), and
+ * cache_default to what chose that folder. 0, or ZP_ECONFIG with err filled
+ * when the folder's path would not fit. pipeline/source/ calls it (the
+ * dataset's source knows what names its dataset). */
+int zp_config_default_cache(zp_config_t *cfg, const char *name, const char *identity, char *err,
+                            size_t errlen);
 
 /* Loads a run's own config.yaml, as zp_config_print() wrote it: its paths are
  * the ones the supervisor used, relative to the run's working directory, not

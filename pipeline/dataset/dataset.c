@@ -1,11 +1,9 @@
-/* dataset.c — what a dataset holds, probed once from its files (IDX headers,
- * image folders and lists, a Python Dataset's probe), written to RUN/dataset/
- * and read back by every stage; the IDX reader. */
+/* dataset.c — what a dataset holds, as its source's probe found it
+ * (pipeline/source/), written to RUN/dataset/ and read back by every stage. */
 #define _GNU_SOURCE
 #include "pipeline/dataset/dataset.h"
 #include "pipeline/dataset/imagelist.h"
 #include "pipeline/base/log.h"
-#include "pipeline/dataset/python.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -13,7 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <zlib.h>
 
 const char *zp_dataset_split_name(int split) { return split == ZP_SPLIT_TEST ? "test" : "train"; }
 
@@ -58,256 +55,12 @@ int zp_dataset_label_check(const zp_dataset_meta_t *m, const char *where, int64_
     return ZP_EDATA;
 }
 
-/* Each of the split's labels against the train split's classes. */
-static int check_idx_labels(const zp_dataset_meta_t *m, const char *path, const zp_idx_t *lab,
-                            char *err, size_t len)
-{
-    for (size_t i = 0; i < lab->bytes; i++)
-        if (zp_dataset_label_check(m, path, (int64_t)i, lab->data[i], err, len))
-            return ZP_EDATA;
-    return 0;
-}
-
 void zp_dataset_file(const zp_config_t *cfg, const char *name, char *buf, size_t len)
 {
     if (name[0] == '/')
         snprintf(buf, len, "%s", name);
     else
         snprintf(buf, len, "%s/%s", cfg->dataset_path, name);
-}
-
-void zp_dataset_idx_free(zp_idx_t *idx)
-{
-    free(idx->data);
-    idx->data = NULL;
-}
-
-static int gz_fail(gzFile gz, const char *path, const char *what, size_t at, size_t of, char *err,
-                   size_t len)
-{
-    int zerr = 0;
-    const char *msg = gzerror(gz, &zerr);
-    if (zerr != Z_OK && zerr != Z_BUF_ERROR)
-        snprintf(err, len, "%s: corrupt gzip stream near byte %zu: %s", path, at, msg);
-    else
-        snprintf(err, len, "%s: truncated %s at byte %zu of %zu", path, what, at, of);
-    return ZP_EDATA;
-}
-
-int zp_dataset_idx_read(const char *path, int data_too, zp_idx_t *out, char *err, size_t errlen)
-{
-    memset(out, 0, sizeof *out);
-    gzFile gz = gzopen(path, "rb");
-    if (!gz) {
-        snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno ? errno : ENOENT));
-        return ZP_EDATA;
-    }
-    gzbuffer(gz, 1 << 18);
-    uint8_t h[4];
-    int rc = 0;
-    if (gzread(gz, h, 4) != 4) {
-        rc = gz_fail(gz, path, "header", 0, 4, err, errlen);
-        goto out;
-    }
-    if (h[0] || h[1] || h[2] != 0x08 || h[3] < 1 || h[3] > 4) {
-        snprintf(err, errlen,
-                 "%s: bad magic number 0x%02x%02x%02x%02x (expected 0x000008NN: unsigned bytes, "
-                 "1-4 dimensions)", path, h[0], h[1], h[2], h[3]);
-        rc = ZP_EDATA;
-        goto out;
-    }
-    out->ndims = h[3];
-    size_t items = 1;
-    for (int i = 0; i < out->ndims; i++) {
-        uint8_t d[4];
-        if (gzread(gz, d, 4) != 4) {
-            rc = gz_fail(gz, path, "header", 4 + 4 * (size_t)i, 4 + 4 * (size_t)out->ndims, err, errlen);
-            goto out;
-        }
-        out->dims[i] = ((int64_t)d[0] << 24) | (d[1] << 16) | (d[2] << 8) | d[3];
-        if (out->dims[i] <= 0 || out->dims[i] > (1 << 30) ||
-            __builtin_mul_overflow(items, (size_t)out->dims[i], &items)) {
-            snprintf(err, errlen, "%s: dimension %d is %lld", path, i, (long long)out->dims[i]);
-            rc = ZP_EDATA;
-            goto out;
-        }
-    }
-    out->bytes = items;
-    if (!data_too)
-        goto out;
-    if (items > ((size_t)4 << 30)) {
-        snprintf(err, errlen, "%s: %zu bytes of data is more than 4 GiB", path, items);
-        rc = ZP_EDATA;
-        goto out;
-    }
-    out->data = malloc(items ? items : 1);
-    if (!out->data) {
-        rc = ZP_ENOMEM;
-        goto out;
-    }
-    size_t hdr = 4 + 4 * (size_t)out->ndims, got = 0;
-    while (got < items) {
-        unsigned chunk = items - got > (1u << 30) ? (1u << 30) : (unsigned)(items - got);
-        int r = gzread(gz, out->data + got, chunk);
-        if (r <= 0) {
-            rc = gz_fail(gz, path, "data", hdr + got, hdr + items, err, errlen);
-            goto out;
-        }
-        got += (size_t)r;
-    }
-    uint8_t extra;
-    if (gzread(gz, &extra, 1) == 1) {
-        snprintf(err, errlen, "%s: more bytes than the header's %zu", path, hdr + items);
-        rc = ZP_EDATA;
-    }
-out:
-    gzclose(gz);
-    if (rc)
-        zp_dataset_idx_free(out);
-    return rc;
-}
-
-/* One IDX split: its images' header, and its labels kept as int32. */
-static int probe_idx_split(const zp_config_t *cfg, int s, zp_dataset_t *ds, char *err, size_t len)
-{
-    const char *files[ZP_SPLITS][2] = {{cfg->train_images, cfg->train_labels},
-                                       {cfg->test_images, cfg->test_labels}};
-    zp_dataset_meta_t *m = &ds->meta;
-    char path[600];
-    zp_idx_t img, lab;
-    zp_dataset_file(cfg, files[s][0], path, sizeof path);
-    int rc = zp_dataset_idx_read(path, 0, &img, err, len);
-    if (rc)
-        return rc;
-    if (img.ndims != 3) {
-        snprintf(err, len, "%s: %d dimensions, expected 3 (count, rows, columns)", path, img.ndims);
-        return ZP_EDATA;
-    }
-    if (img.dims[1] * img.dims[2] > ZP_MAX_ELEMS) { /* each at most 2^30: no overflow */
-        snprintf(err, len, "%s: images of %lld x %lld = %lld pixels, more than a message "
-                 "carries (ZP_MAX_ELEMS = %u)", path, (long long)img.dims[1],
-                 (long long)img.dims[2], (long long)(img.dims[1] * img.dims[2]), ZP_MAX_ELEMS);
-        return ZP_EDATA;
-    }
-    zp_dataset_file(cfg, files[s][1], path, sizeof path);
-    if ((rc = zp_dataset_idx_read(path, 1, &lab, err, len)))
-        return rc;
-    if (lab.ndims != 1 || lab.dims[0] != img.dims[0]) {
-        snprintf(err, len, "%s: %lld labels for %lld images", path, (long long)lab.dims[0],
-                 (long long)img.dims[0]);
-        rc = ZP_EDATA;
-    } else if (s == ZP_SPLIT_TRAIN) {
-        m->shape[0] = 1;
-        m->shape[1] = img.dims[1];
-        m->shape[2] = img.dims[2];
-        int max = 0;
-        for (size_t i = 0; i < lab.bytes; i++)
-            max = lab.data[i] > max ? lab.data[i] : max;
-        m->classes = max + 1 < 2 ? 2 : max + 1;
-    } else if (img.dims[1] != m->shape[1] || img.dims[2] != m->shape[2]) {
-        snprintf(err, len, "%s: images are %lldx%lld, the train split's %lldx%lld", path,
-                 (long long)img.dims[1], (long long)img.dims[2], (long long)m->shape[1],
-                 (long long)m->shape[2]);
-        rc = ZP_EDATA;
-    } else {
-        rc = check_idx_labels(m, path, &lab, err, len);
-    }
-    zp_imagelist_t *l = &ds->split[s];
-    if (!rc && !(l->label = malloc(sizeof *l->label * (lab.bytes ? lab.bytes : 1))))
-        rc = ZP_ENOMEM;
-    for (size_t i = 0; !rc && i < lab.bytes; i++)
-        l->label[i] = lab.data[i];
-    l->n = m->n[s] = img.dims[0];
-    zp_dataset_idx_free(&lab);
-    return rc;
-}
-
-static int probe_images(const zp_config_t *cfg, zp_dataset_t *ds, char *err, size_t len)
-{
-    zp_dataset_meta_t *m = &ds->meta;
-    for (int s = 0; s < ZP_SPLITS; s++) {
-        char where[600];
-        zp_imagelist_t *l = &ds->split[s];
-        zp_dataset_file(cfg, s == ZP_SPLIT_TRAIN ? cfg->image_train : cfg->image_test, where, sizeof where);
-        int list = cfg->dataset_source == ZP_SOURCE_IMAGE_LIST;
-        int rc = zp_imagelist_read(where, list, l, err, len);
-        if (rc) { /* which keys made the path, and what was expected there */
-            char why[600];
-            snprintf(why, sizeof why, "%s", err);
-            snprintf(err, len, "dataset.path (%s) + dataset.image.%s (%s): %s; expected %s", cfg->dataset_path,
-                     s == ZP_SPLIT_TRAIN ? "train" : "test",
-                     s == ZP_SPLIT_TRAIN ? cfg->image_train : cfg->image_test, why,
-                     list ? "a list file of \"PATH LABEL\" lines (dataset.source: image_list)"
-                          : "a folder of CLASS/*.jpg|jpeg|png (torchvision's ImageFolder layout)");
-            return rc;
-        }
-        m->n[s] = l->n;
-        if (s == ZP_SPLIT_TRAIN)
-            m->classes = l->classes < 2 ? 2 : l->classes;
-        for (int64_t i = 0; !rc && s == ZP_SPLIT_TEST && i < l->n; i++)
-            rc = zp_dataset_label_check(m, where, i, l->label[i], err, len);
-        m->files_bytes[s] = l->bytes;
-        m->files_mtime[s] = l->mtime;
-        if (rc)
-            return rc;
-    }
-    if (cfg->image_resize && cfg->image_crop > cfg->image_resize) {
-        snprintf(err, len, "dataset.image.crop %lld is larger than dataset.image.resize %lld",
-                 (long long)cfg->image_crop, (long long)cfg->image_resize);
-        return ZP_ECONFIG;
-    }
-    m->shape[0] = 3;
-    m->shape[1] = m->shape[2] = cfg->image_crop;
-    return 0;
-}
-
-static int probe(const zp_config_t *cfg, zp_dataset_t *ds, char *err, size_t len)
-{
-    zp_dataset_meta_t *m = &ds->meta;
-    int rc = 0;
-    if (cfg->dataset_source == ZP_SOURCE_PYTHON)
-        return zp_python_probe(cfg, ds, err, len);
-    if (cfg->dataset_source == ZP_SOURCE_IDX) {
-        for (int s = 0; !rc && s < ZP_SPLITS; s++)
-            rc = probe_idx_split(cfg, s, ds, err, len);
-    } else if (cfg->dataset_source != ZP_SOURCE_SYNTHETIC) {
-        rc = probe_images(cfg, ds, err, len);
-    } else {
-        m->n[ZP_SPLIT_TRAIN] = cfg->synth_train;
-        m->n[ZP_SPLIT_TEST] = cfg->synth_test;
-        m->shape[0] = m->shape[1] = m->shape[2] = 1;
-        for (int i = 0; i < cfg->synth_shape.n; i++)
-            m->shape[3 - cfg->synth_shape.n + i] = cfg->synth_shape.v[i];
-        m->classes = cfg->synth_classes;
-    }
-    m->elems = m->shape[0] * m->shape[1] * m->shape[2];
-    m->dtype = cfg->dtype == ZP_DT_UINT8 ? ZP_DTYPE_U8 : ZP_DTYPE_F32;
-    m->sample_bytes = (size_t)m->elems * zp_dtype_size((uint64_t)m->dtype);
-    zp_fields_builtin(&m->fields, m->dtype, m->shape);
-    if (!rc && cfg->mean.n > 1 && cfg->mean.n != m->shape[0]) {
-        snprintf(err, len, "dataset.mean: %d values for %lld channels", cfg->mean.n,
-                 (long long)m->shape[0]);
-        rc = ZP_ECONFIG;
-    }
-    return rc;
-}
-
-int zp_dataset_create(zp_dataset_t **out, const zp_config_t *cfg, char *err, size_t len)
-{
-    *out = NULL;
-    zp_dataset_t *ds = calloc(1, sizeof *ds);
-    if (!ds) {
-        snprintf(err, len, "the dataset's description: out of memory");
-        return ZP_ENOMEM;
-    }
-    int rc = probe(cfg, ds, err, len);
-    if (rc) {
-        zp_dataset_destroy(&ds);
-        return rc;
-    }
-    ds->meta.probed = ds;
-    *out = ds;
-    return 0;
 }
 
 void zp_dataset_destroy(zp_dataset_t **ds)
@@ -319,19 +72,6 @@ void zp_dataset_destroy(zp_dataset_t **ds)
     free((*ds)->python);
     free(*ds);
     *ds = NULL;
-}
-
-int zp_dataset_probe(const zp_config_t *cfg, zp_dataset_meta_t *m, char *err, size_t len)
-{
-    zp_dataset_t *ds;
-    memset(m, 0, sizeof *m);
-    int rc = zp_dataset_create(&ds, cfg, err, len);
-    if (rc)
-        return rc;
-    *m = ds->meta;
-    m->probed = NULL;
-    zp_dataset_destroy(&ds);
-    return 0;
 }
 
 /* ---- The description in RUN/dataset/ ---------------------------------------------------------- */

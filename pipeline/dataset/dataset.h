@@ -1,5 +1,6 @@
 /* dataset.h — what every stage needs to know about the dataset without
- * loading it: split sizes, sample shape, classes; and the IDX file reader. */
+ * loading it: split sizes, sample shape, classes, fields; probed by its
+ * source (pipeline/source/source.h). */
 #ifndef ZP_DATASET_H
 #define ZP_DATASET_H
 
@@ -55,7 +56,7 @@ const char *zp_dataset_split_name(int split);
  * labels and (image sources) files, so that the stages neither gunzip the
  * labels again nor scan an image folder.
  *
- * The supervisor probes (zp_dataset_create) and describes what it found into
+ * The supervisor probes (zp_source_probe) and describes what it found into
  * the run directory (zp_dataset_write: RUN/dataset/meta with the sample's
  * fields, SPLIT.labels as int32 little-endian, SPLIT.paths as NUL-separated
  * paths, an image folder's class names as NUL-separated `classes`,
@@ -73,11 +74,6 @@ typedef struct zp_dataset {
     zp_imagelist_t split[ZP_SPLITS];
 } zp_dataset_t;
 
-/* Probes the dataset that cfg names: reads headers and labels and checks
- * them (a missing file, bad magic, inconsistent count or a test label beyond
- * the train split's classes is reported in `err`, naming the file). Returns
- * 0 with *out set, or a ZP_E* code with *out NULL and err filled. */
-int zp_dataset_create(zp_dataset_t **out, const zp_config_t *cfg, char *err, size_t errlen);
 /* Writes the description into RUN/dataset/ (created). 0, or a negative
  * errno with err naming the file. */
 int zp_dataset_write(const zp_dataset_t *ds, const char *run_dir, char *err, size_t errlen);
@@ -88,10 +84,6 @@ int zp_dataset_read(zp_dataset_t **out, const char *run_dir, char *err, size_t e
 /* Frees the dataset and NULLs *ds; safe on NULL and twice. */
 void zp_dataset_destroy(zp_dataset_t **ds);
 
-/* zp_dataset_create for its meta only (meta->probed NULL): 0 or a ZP_E* code
- * with err filled. */
-int zp_dataset_probe(const zp_config_t *cfg, zp_dataset_meta_t *meta, char *err, size_t errlen);
-
 /* 0 when `label` is one of the train split's classes (0..classes-1); else
  * ZP_EDATA with "WHERE: label L of sample I is outside the train split's
  * classes 0..C-1" in err. Every reader of labels (probe, sources, the cache)
@@ -100,30 +92,16 @@ int zp_dataset_probe(const zp_config_t *cfg, zp_dataset_meta_t *meta, char *err,
 int zp_dataset_label_check(const zp_dataset_meta_t *m, const char *where, int64_t index, int64_t label,
                    char *err, size_t errlen);
 
-/* An IDX file (gzip or plain) read whole. dims[0] is the item count. */
-typedef struct {
-    int ndims;
-    int64_t dims[4];
-    uint8_t *data; /* owned; dims product bytes; NULL after a header-only read */
-    size_t bytes;
-} zp_idx_t;
-
-/* Reads `path`: header only (data_too = 0) or all. Checks the magic number
- * (unsigned byte type, 1..4 dims) and, reading all, that the file holds exactly
- * the bytes its header promises. Errors name the file and the byte offset. */
-int zp_dataset_idx_read(const char *path, int data_too, zp_idx_t *out, char *err, size_t errlen);
-void zp_dataset_idx_free(zp_idx_t *idx);
-
 /* dataset.path joined with a file name. */
 void zp_dataset_file(const zp_config_t *cfg, const char *name, char *buf, size_t len);
 
-/* 0 when the samples are the built-in sources' (image, label), which the
- * built-in trainer takes; else ZP_ECONFIG with a sentence in err. */
 /* The meta of the records the cache keeps for `split`: m itself, or where
  * the split has a Python augment step a copy of m whose fields are
  * m->cached (records of cached.record_bytes, carried as uint8). */
 zp_dataset_meta_t zp_dataset_cached_meta(const zp_dataset_meta_t *m, int split);
 
+/* 0 when the samples are the built-in sources' (image, label), which the
+ * built-in trainer takes; else ZP_ECONFIG with a sentence in err. */
 int zp_dataset_builtin_fields(const zp_dataset_meta_t *m, char *err, size_t errlen);
 
 /* Normalisation of uint8 pixels, a table of channels x 256 floats:

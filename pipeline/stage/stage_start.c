@@ -6,6 +6,7 @@
 #include "pipeline/net/keys.h"
 #include "pipeline/base/log.h"
 #include "pipeline/net/sock.h"
+#include "pipeline/source/source.h"
 #include "pipeline/stage/stage.h"
 
 #include <errno.h>
@@ -38,7 +39,7 @@ static int load_dataset(zp_stage_t *st)
     char err[PATH_MAX + 200];
     int rc = zp_dataset_read(&ds, st->run_dir, err, sizeof err);
     if (rc == -ENOENT)
-        rc = zp_dataset_create(&ds, &st->cfg, err, sizeof err);
+        rc = zp_source_probe(&ds, &st->cfg, err, sizeof err);
     if (rc) {
         zp_error("%s", err);
         return rc;

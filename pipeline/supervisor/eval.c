@@ -4,6 +4,7 @@
  * states the contract. */
 #define _GNU_SOURCE
 #include "pipeline/stage/ckpt.h"
+#include "pipeline/source/source.h"
 #include "pipeline/stage/stage.h"
 #include "pipeline/supervisor/supervisor.h"
 
@@ -159,7 +160,7 @@ int zp_eval(const char *run_dir, const char *ckpts)
         fprintf(stderr, "%s\n", err);
         return 2;
     }
-    if (zp_dataset_create(&ds, &cfg, err, sizeof err)) {
+    if (zp_source_probe(&ds, &cfg, err, sizeof err)) {
         fprintf(stderr, "zeus-pipe: %s\n", err);
         return 2;
     }

@@ -10,6 +10,7 @@
 #include "pipeline/base/log.h"
 #include "pipeline/base/resources.h"
 #include "pipeline/ring/ring.h"
+#include "pipeline/source/source.h"
 #include "pipeline/stage/stage.h"
 #include "pipeline/supervisor/supervisor.h"
 
@@ -38,16 +39,13 @@ int zp_sup_load(int nargs, char **args, const char *force, zp_config_t *cfg, zp_
     if (force)
         over[nover++] = (char *)force;
     char err[1024];
-    if (zp_config_load(cfg, file, over, nover, err, sizeof err)) {
+    if (zp_config_load(cfg, file, over, nover, err, sizeof err) ||
+        zp_source_config(cfg, err, sizeof err)) {
         fprintf(stderr, "%s\n", err);
         return 2;
     }
-    if (zp_dataset_create(ds, cfg, err, sizeof err)) {
+    if (zp_source_probe(ds, cfg, err, sizeof err)) {
         fprintf(stderr, "zeus-pipe: %s\n", err);
-        if (cfg->dataset_source == ZP_SOURCE_IDX &&
-            !strncmp(cfg->dataset_path, "/usr/share/datasets/", 20))
-            fprintf(stderr, "zeus-pipe: (Fashion-MNIST comes with the Debian package "
-                            "dataset-fashion-mnist)\n");
         return 2;
     }
     return 0;
@@ -80,11 +78,9 @@ int zp_sup_prepare_cache(const zp_config_t *cfg, const zp_dataset_meta_t *meta)
 
 int zp_sup_cache_size(const zp_config_t *cfg, const zp_dataset_meta_t *meta)
 {
-    int images = cfg->dataset_source == ZP_SOURCE_IMAGE_FOLDER ||
-                 cfg->dataset_source == ZP_SOURCE_IMAGE_LIST;
     double files = (double)(meta->files_bytes[ZP_SPLIT_TRAIN] + meta->files_bytes[ZP_SPLIT_TEST]);
-    if (!cfg->cache_enabled || !images || cfg->cache_encoding != ZP_ENC_RAW ||
-        !zp_augment_whole(cfg) || files <= 0)
+    if (!cfg->cache_enabled || cfg->cache_encoding != ZP_ENC_RAW || !zp_augment_whole(cfg) ||
+        files <= 0) /* zp_augment_whole: an image source cropped at assembly */
         return 0;
     zp_cachedb_t db;
     char err[1024];
@@ -145,7 +141,7 @@ static int resume_config(zp_sup_t *s, zp_ckpt_pos_t *pos, char *path, size_t len
         fprintf(stderr, "%s\n", err);
         return 2;
     }
-    if (zp_dataset_create(&s->own, &s->cfg, err, sizeof err)) {
+    if (zp_source_probe(&s->own, &s->cfg, err, sizeof err)) {
         fprintf(stderr, "zeus-pipe: %s\n", err);
         return 2;
     }

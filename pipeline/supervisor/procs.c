@@ -4,6 +4,7 @@
 #include "pipeline/base/log.h"
 #include "pipeline/base/names.h"
 #include "pipeline/dataset/python.h"
+#include "pipeline/source/source.h"
 #include "pipeline/stage/stage.h"
 #include "pipeline/supervisor/supervisor.h"
 
@@ -23,7 +24,7 @@ void zp_procs_init(zp_procs_t *s, const char *run_dir, const zp_config_t *cfg)
 {
     memset(s, 0, sizeof *s);
     snprintf(s->run_dir, sizeof s->run_dir, "%s", run_dir);
-    s->python = cfg->dataset_source == ZP_SOURCE_PYTHON ? cfg->py_interp : NULL;
+    s->python = zp_source_ops(cfg->dataset_source)->python ? cfg->py_interp : NULL;
     ssize_t n = readlink("/proc/self/exe", s->exe, sizeof s->exe - 1);
     if (n > 0)
         s->exe[n] = 0;

@@ -21,7 +21,7 @@
 #include "pipeline/net/inbox.h"
 #include "pipeline/net/sock.h"
 #include "pipeline/stage/stage.h"
-#include "stages/loader/source.h"
+#include "pipeline/source/source.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -618,18 +618,13 @@ int zp_loader_main(zp_stage_t *st)
 {
     char err[700];
     zp_source_t *src = NULL;
-    int kind = st->cfg.dataset_source, rc;
-    if (kind == ZP_SOURCE_PYTHON) {
-        zp_error("dataset.source python: a Python loader runs it (python3 -m zeus_pipe._loader_process), "
-                 "not `zeus-pipe stage loader`");
+    const zp_source_ops_t *ops = zp_source_ops(st->cfg.dataset_source);
+    if (ops->python) {
+        zp_error("dataset.source %s: a Python loader runs it (python3 -m zeus_pipe._loader_process), "
+                 "not `zeus-pipe stage loader`", ops->name);
         return 2;
     }
-    if (kind == ZP_SOURCE_IDX)
-        rc = zp_source_idx_create(&src, &st->cfg, &st->meta, err, sizeof err);
-    else if (kind == ZP_SOURCE_SYNTHETIC)
-        rc = zp_source_synthetic_create(&src, &st->cfg, &st->meta, err, sizeof err);
-    else
-        rc = zp_source_image_create(&src, &st->cfg, &st->meta, err, sizeof err);
+    int rc = ops->open(&src, &st->cfg, &st->meta, err, sizeof err);
     if (rc) {
         zp_error("%s", err);
         return 1;

@@ -5,7 +5,7 @@
 #define ZP_STAGE_LOADER_H
 
 #include "pipeline/stage/stage.h"
-#include "stages/loader/source.h"
+#include "pipeline/source/source.h"
 
 /* Opens the built-in source dataset.source names and runs the loader. */
 int zp_loader_main(zp_stage_t *st);

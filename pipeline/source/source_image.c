@@ -1,4 +1,7 @@
-/* source_image.c — image_folder and image_list datasets: JPEG decoded by
+/* source_image.c — dataset.source: image_folder (torchvision's ImageFolder
+ * layout: CLASS/NAME.jpg) and image_list (a file of "PATH LABEL" lines), two
+ * rows of one reader. The probe scans the folder or reads the list
+ * (imagelist.h). The loader's reader: JPEG decoded by
  * libjpeg-turbo's TurboJPEG API (with DCT scaling when the target is at most
  * half the source), PNG by libpng; grayscale, CMYK and palette images become
  * RGB; then the deterministic transforms: resize of the shorter side to
@@ -17,7 +20,7 @@
  * a JPEG is decoded at the smallest DCT scale that still covers the box at
  * the crop size, only the part of it that the resize reads (jpeg_region.h). */
 #define _GNU_SOURCE
-#include "stages/loader/source.h"
+#include "pipeline/source/source.h"
 #include "pipeline/base/buf.h"
 #include "pipeline/dataset/imagelist.h"
 #include "pipeline/image/augment.h"
@@ -26,12 +29,16 @@
 #include "pipeline/base/log.h"
 
 #include <errno.h>
+#include <math.h>
 #include <png.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <turbojpeg.h>
+
+/* The list file's row, not the folder's. */
+static int is_list(const zp_config_t *cfg) { return cfg->dataset_source == ZP_SOURCE_IMAGE_LIST; }
 
 typedef struct {
     zp_source_t base;
@@ -427,7 +434,7 @@ static int scan(image_source_t *s, const zp_config_t *cfg, const zp_dataset_meta
 {
     char where[600];
     zp_dataset_file(cfg, sp == ZP_SPLIT_TRAIN ? cfg->image_train : cfg->image_test, where, sizeof where);
-    int rc = zp_imagelist_read(where, cfg->dataset_source == ZP_SOURCE_IMAGE_LIST, &s->own[sp], err, errlen);
+    int rc = zp_imagelist_read(where, is_list(cfg), &s->own[sp], err, errlen);
     if (!rc && s->own[sp].n != meta->n[sp]) {
         snprintf(err, errlen, "%s: changed while the run started", where);
         rc = ZP_EDATA;
@@ -437,8 +444,8 @@ static int scan(image_source_t *s, const zp_config_t *cfg, const zp_dataset_meta
     return rc;
 }
 
-int zp_source_image_create(zp_source_t **out, const zp_config_t *cfg, const zp_dataset_meta_t *meta,
-                         char *err, size_t errlen)
+static int image_open(zp_source_t **out, const zp_config_t *cfg, const zp_dataset_meta_t *meta,
+                      char *err, size_t errlen)
 {
     *out = NULL;
     image_source_t *s = calloc(1, sizeof *s);
@@ -472,3 +479,77 @@ int zp_source_image_create(zp_source_t **out, const zp_config_t *cfg, const zp_d
     *out = &s->base;
     return 0;
 }
+
+/* ---- what the supervisor and the cache know of it ------------------------------------ */
+
+static int image_probe(const zp_config_t *cfg, zp_dataset_t *ds, char *err, size_t len)
+{
+    zp_dataset_meta_t *m = &ds->meta;
+    for (int s = 0; s < ZP_SPLITS; s++) {
+        char where[600];
+        zp_imagelist_t *l = &ds->split[s];
+        zp_dataset_file(cfg, s == ZP_SPLIT_TRAIN ? cfg->image_train : cfg->image_test, where, sizeof where);
+        int list = is_list(cfg);
+        int rc = zp_imagelist_read(where, list, l, err, len);
+        if (rc) { /* which keys made the path, and what was expected there */
+            char why[600];
+            snprintf(why, sizeof why, "%s", err);
+            snprintf(err, len, "dataset.path (%s) + dataset.image.%s (%s): %s; expected %s", cfg->dataset_path,
+                     s == ZP_SPLIT_TRAIN ? "train" : "test",
+                     s == ZP_SPLIT_TRAIN ? cfg->image_train : cfg->image_test, why,
+                     list ? "a list file of \"PATH LABEL\" lines (dataset.source: image_list)"
+                          : "a folder of CLASS/*.jpg|jpeg|png (torchvision's ImageFolder layout)");
+            return rc;
+        }
+        m->n[s] = l->n;
+        if (s == ZP_SPLIT_TRAIN)
+            m->classes = l->classes < 2 ? 2 : l->classes;
+        for (int64_t i = 0; !rc && s == ZP_SPLIT_TEST && i < l->n; i++)
+            rc = zp_dataset_label_check(m, where, i, l->label[i], err, len);
+        m->files_bytes[s] = l->bytes;
+        m->files_mtime[s] = l->mtime;
+        if (rc)
+            return rc;
+    }
+    if (cfg->image_resize && cfg->image_crop > cfg->image_resize) {
+        snprintf(err, len, "dataset.image.crop %lld is larger than dataset.image.resize %lld",
+                 (long long)cfg->image_crop, (long long)cfg->image_resize);
+        return ZP_ECONFIG;
+    }
+    m->shape[0] = 3;
+    m->shape[1] = m->shape[2] = cfg->image_crop;
+    return 0;
+}
+
+/* A sample's values must fit in one message (ZP_MAX_ELEMS): beyond, every
+ * SAMPLES would be refused as malformed and the run would wait forever. The
+ * crop is at most 16384: no product overflows. */
+static int image_check(const zp_config_t *cfg, char *err, size_t len)
+{
+    int64_t crop = cfg->image_crop, most = (int64_t)sqrt(ZP_MAX_ELEMS / 3.0);
+    if (3 * crop * crop > ZP_MAX_ELEMS)
+        return zp_config_fail(cfg, "dataset.image.crop", err, len, "3 x %lld x %lld = %lld values "
+                              "a sample, more than a message carries (ZP_MAX_ELEMS = %u): at most "
+                              "%lld", (long long)crop, (long long)crop, (long long)(3 * crop * crop),
+                              ZP_MAX_ELEMS, (long long)most);
+    return 0;
+}
+
+static int image_fingerprint(const zp_config_t *cfg, const zp_dataset_meta_t *m, int split,
+                             char *buf, size_t len)
+{
+    char p[600];
+    zp_dataset_file(cfg, split ? cfg->image_test : cfg->image_train, p, sizeof p);
+    snprintf(buf, len, "source: %s %s (%lld bytes, newest %lld); resize %lld (bilinear, 11-bit "
+             "fixed point), crop %lld\n", is_list(cfg) ? "image_list" : "image_folder", p,
+             (long long)m->files_bytes[split], (long long)m->files_mtime[split],
+             (long long)cfg->image_resize, (long long)cfg->image_crop);
+    return 0;
+}
+
+/* The two rows: one reader, told apart by is_list(). */
+#define IMAGE_SOURCE(choice)                                                                       \
+    {.name = choice, .check = image_check, .dataset_name = zp_source_path_name,                    \
+     .probe = image_probe, .fingerprint = image_fingerprint, .open = image_open}
+const zp_source_ops_t zp_source_image_folder = IMAGE_SOURCE("image_folder");
+const zp_source_ops_t zp_source_image_list = IMAGE_SOURCE("image_list");
