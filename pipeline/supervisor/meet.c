@@ -10,26 +10,59 @@
 #include "pipeline/base/slurm.h"
 #include "pipeline/supervisor/supervisor.h"
 
+#include <arpa/inet.h>
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+/* This host's IPv4 addresses, comma-separated, the loopback last: where the
+ * other ranks reach rank 0 when its node's name does not resolve there. */
+static void own_addresses(char *buf, size_t len)
+{
+    struct ifaddrs *all = NULL;
+    size_t n = 0;
+    buf[0] = 0;
+    if (getifaddrs(&all))
+        return;
+    for (int loopback = 0; loopback < 2; loopback++)
+        for (struct ifaddrs *i = all; i; i = i->ifa_next) {
+            char a[INET_ADDRSTRLEN];
+            if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET ||
+                !!(i->ifa_flags & IFF_LOOPBACK) != loopback ||
+                !inet_ntop(AF_INET, &((struct sockaddr_in *)i->ifa_addr)->sin_addr, a, sizeof a))
+                continue;
+            if (n + strlen(a) + 2 > len)
+                break;
+            n += (size_t)snprintf(buf + n, len - n, "%s%s", n ? "," : "", a);
+        }
+    freeifaddrs(all);
+}
+
 /* Rank 0: the ranks' keys (a CURVE pair each; rank 0's stages let a rank's
  * key in as that rank, pipeline/stage/zap.h) and the rendezvous, written whole
- * and then renamed. */
+ * and then renamed: the run, rank 0's host and addresses, the port. */
 int zp_sup_announce(zp_sup_t *s)
 {
-    char path[PATH_MAX + 80];
+    char path[PATH_MAX + 80], addr[512];
     if (zp_sup_run_key(s, "ranks", s->slurm.world))
         return 2;
     zp_slurm_meet_path(s->meet, sizeof s->meet, s->cfg.run_dir, &s->slurm);
     snprintf(path, sizeof path, "%s.tmp", s->meet);
+    own_addresses(addr, sizeof addr);
     FILE *f = fopen(path, "w");
-    int ok = f && fprintf(f, "run %s\nhost %s\nbind %s\n", s->run_dir, s->slurm.host, s->cfg.bind) > 0;
+    int ok = f && fprintf(f, "run %s\nhost %s\nbind %s\naddr %s\n", s->run_dir, s->slurm.host,
+                          s->cfg.bind, addr) > 0;
     if (f && fclose(f))
         ok = 0;
     if (!ok || rename(path, s->meet)) {
@@ -155,18 +188,100 @@ static int read_rendezvous(FILE *f, const char *path, const char *const *keys, c
     return -1;
 }
 
-/* Rank r > 0: waits for rank 0's rendezvous and checks that its config is
- * ours; rank 0's run directory into s->run0. */
+/* One TCP connection to host:port within `ms`: 0, or an errno (a
+ * resolver's failure as -1 with its words in why). */
+static int try_connect(const char *host, int port, int ms, char *why, size_t len)
+{
+    struct addrinfo hints = {.ai_family = AF_INET, .ai_socktype = SOCK_STREAM}, *res = NULL;
+    char service[16];
+    snprintf(service, sizeof service, "%d", port);
+    int g = getaddrinfo(host, service, &hints, &res);
+    if (g) {
+        snprintf(why, len, "%s does not resolve here (%s)", host, gai_strerror(g));
+        return -1;
+    }
+    int rc = ETIMEDOUT;
+    for (struct addrinfo *a = res; a && rc; a = a->ai_next) {
+        int fd = socket(a->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+        if (fd < 0) {
+            rc = errno;
+            continue;
+        }
+        if (connect(fd, a->ai_addr, a->ai_addrlen) == 0) {
+            rc = 0;
+        } else if (errno == EINPROGRESS) {
+            struct pollfd p = {.fd = fd, .events = POLLOUT};
+            socklen_t el = sizeof rc;
+            if (poll(&p, 1, ms) != 1)
+                rc = ETIMEDOUT;
+            else if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &rc, &el))
+                rc = errno;
+        } else {
+            rc = errno;
+        }
+        close(fd);
+    }
+    freeaddrinfo(res);
+    if (rc)
+        snprintf(why, len, "%s:%d: %s", host, port, strerror(rc));
+    return rc;
+}
+
+/* Rank r > 0: rank 0's events port (bind's P+2, where every rank's stages
+ * connect) reached by its host's name, else by one of the addresses it
+ * announced; the one that answers goes into s->slurm.host, for this rank's
+ * stages and a program's MASTER_ADDR. Rank 0's logger may still be starting:
+ * tries for ZP_REACH_S seconds, then says why each way failed. 0, or 1. */
+#define ZP_REACH_S 20
+static int reach_rank0(zp_sup_t *s, const char *host, const char *addrs, int port)
+{
+    char why[2][300] = {"", ""}, pick[64] = "";
+    int64_t deadline = zp_now_ns() + ZP_REACH_S * 1000000000ll;
+    for (;;) {
+        int named = try_connect(host, port, 1000, why[0], sizeof why[0]);
+        if (named == 0)
+            return 0;
+        why[1][0] = 0;
+        for (const char *a = addrs; *a && !pick[0];) { /* "10.0.0.1,127.0.0.1" */
+            size_t n = strcspn(a, ",");
+            char one[64];
+            snprintf(one, sizeof one, "%.*s", (int)(n < sizeof one ? n : sizeof one - 1), a);
+            if (!try_connect(one, port, 1000, why[1], sizeof why[1]))
+                snprintf(pick, sizeof pick, "%s", one);
+            a += n + (a[n] == ',');
+        }
+        if (pick[0]) {
+            fprintf(stderr, "zeus-pipe: Slurm rank %d: rank 0 by its host's name: %s; reached at "
+                            "the address it announced, %s\n", s->slurm.rank, why[0], pick);
+            snprintf(s->slurm.host, sizeof s->slurm.host, "%s", pick);
+            return 0;
+        }
+        if (zp_now_ns() > deadline)
+            break;
+        usleep(200000);
+    }
+    fprintf(stderr, "zeus-pipe: Slurm rank %d: cannot reach rank 0 on %s port %d within %d s: %s%s%s%s; "
+                    "every rank connects to rank 0's ports %d..%d (transport.bind %s): check that "
+                    "rank 0's node name resolves on every node and that those ports are open "
+                    "between the nodes\n",
+            s->slurm.rank, host, port, ZP_REACH_S, why[0], why[1][0] ? "; by its address " : "",
+            why[1], addrs[0] ? "" : " (it announced no address)", port - 2, port + 1, s->cfg.bind);
+    return 1;
+}
+
+/* Rank r > 0: waits for rank 0's rendezvous, checks that its config is
+ * ours and that rank 0 can be reached; rank 0's run directory into s->run0. */
 static int slurm_join(zp_sup_t *s)
 {
-    char path[PATH_MAX + 64], host[256] = "", bind[256] = "";
+    char path[PATH_MAX + 64], host[256] = "", bind[256] = "", addr[512] = "";
     zp_slurm_meet_path(path, sizeof path, s->cfg.run_dir, &s->slurm);
     FILE *f = wait_for(s, path, "rank 0", "did rank 0 start, and is run.dir on a filesystem every node sees?");
     if (!f)
         return 1;
     s->run0[0] = 0;
-    if (read_rendezvous(f, path, (const char *[]){"run", "host", "bind"}, (char *[]){s->run0, host, bind},
-                        (size_t[]){sizeof s->run0, sizeof host, sizeof bind}, 3))
+    if (read_rendezvous(f, path, (const char *[]){"run", "host", "bind", "addr"},
+                        (char *[]){s->run0, host, bind, addr},
+                        (size_t[]){sizeof s->run0, sizeof host, sizeof bind, sizeof addr}, 4))
         return 2;
     if (!s->run0[0] || !host[0] || strcmp(bind, s->cfg.bind)) {
         fprintf(stderr, "zeus-pipe: %s: expected run, host and bind %s (got run '%s', host '%s', bind '%s')\n",
@@ -177,7 +292,8 @@ static int slurm_join(zp_sup_t *s)
         return 2;
     snprintf(s->slurm.host, sizeof s->slurm.host, "%s", host);
     snprintf(s->watch, sizeof s->watch, "%s", path);
-    return 0;
+    const char *colon = strrchr(s->cfg.bind, ':');
+    return reach_rank0(s, host, addr, (int)strtol(colon + 1, NULL, 10) + 2);
 }
 
 /* A task that is not its node's leader: waits for the leader's node

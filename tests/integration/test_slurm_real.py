@@ -1,0 +1,159 @@
+"""On a real Slurm: munged, slurmctld and slurmd of Debian 12 started by the
+test (slurm_cluster.py) and zeus-pipe started by `srun` and `sbatch`, where
+test_slurm.py and test_nodes.py set srun's variables by hand.
+
+Two tasks under srun train exactly as one trainer of both batches, each
+epoch proving every sample once; `srun --ntasks-per-node=1 zeus-pipe warm`
+fills the node's cache. A node whose name does not resolve is reached at the
+address rank 0 announces; a rank that can reach rank 0 neither way says so,
+naming the host and port, in seconds (not after trainer.comm_timeout_s).
+`scancel` mid-epoch ends every process of the job and leaves no ring in
+/dev/shm and no socket file in the run's folders.
+
+Skips (77) where no cluster can be started (not root, no packages), except
+where ZP_REQUIRE_SLURM=1 (CI): there that is a failure."""
+import os
+import subprocess
+import sys
+import time
+import zp
+import slurm_cluster
+from test_ranks import CONFIG, same_training
+from test_slurm import stats_of
+
+PORT = 21000 + (os.getpid() % 400) * 4
+
+
+def config(w, name, batch, epochs=2, cost=0, train=1025):
+    text = CONFIG.format(name=name, gpus=1, batch=batch, train=train, corrupt=0, epochs=epochs,
+                         cost=cost)
+    text += 'transport: {bind: "0.0.0.0:%d"}\ncache: {enabled: true, path: %s/cache-%s}\n' % (
+        PORT, w.path, name)
+    return w.write(name + ".yaml", text)
+
+
+def srun(c, w, ntasks, argv, timeout=300):
+    return c.run("srun", "--quiet", "-n", str(ntasks), "--kill-on-bad-exit=1", *argv,
+                 cwd=w.path, timeout=timeout)
+
+
+def each_epoch_once(run, n_train=1025, epochs=2):
+    for split, n in (("train", n_train), ("test", 200)):
+        ends = zp.epoch_ends(run, split)
+        zp.check(len(ends) == epochs and all(e["samples"] == e["distinct"] == n for e in ends),
+                 "%s: %r" % (split, ends))
+
+
+def socket_files(run):
+    folder = os.path.join(run, "sock")
+    return sorted(os.listdir(folder)) if os.path.isdir(folder) else []
+
+
+def processes_of(folder):
+    """Pids whose command line names `folder` (a run's stages, its supervisors)."""
+    pids = []
+    for pid in (int(p) for p in os.listdir("/proc") if p.isdigit()):
+        try:
+            argv = open("/proc/%d/cmdline" % pid, "rb").read().decode(errors="replace")
+        except OSError:
+            continue
+        if folder in argv and pid != os.getpid():
+            pids.append(pid)
+    return pids
+
+
+def srun_trains_two_ranks_as_one_trainer_and_warms_the_node():
+    with zp.Workdir() as w, slurm_cluster.Cluster(os.path.join(w.path, "slurm")) as c:
+        rc, out, err = w.run("up", config(w, "one", 64))
+        zp.check(rc == 0, err)
+        p = srun(c, w, 2, [zp.BIN, "up", config(w, "two", 32)])
+        zp.check(p.returncode == 0, "srun: exit %d\n%s\n%s" % (p.returncode, p.stderr, c.logs()))
+        run = w.run_dir("two")
+        same_training(w.run_dir("one"), run, "srun -n2")
+        each_epoch_once(run)
+        zp.check(sorted(stats_of(run, "cache")) == [0], sorted(stats_of(run, "cache")))
+        zp.check(sorted(stats_of(run, "loader")) == [0, 1], sorted(stats_of(run, "loader")))
+        # one warm task on the node fills its cache: the next run's epoch 1 is all hits
+        warm = config(w, "warm", 32)
+        p = c.run("srun", "--quiet", "--ntasks-per-node=1", zp.BIN, "warm", warm, cwd=w.path)
+        zp.check(p.returncode == 0, "warm: %s" % p.stderr)
+        p = srun(c, w, 2, [zp.BIN, "up", warm])
+        zp.check(p.returncode == 0, p.stderr)
+        hits = [r for r in zp.metrics(w.run_dir("warm")) if r.get("event") == "cache" and
+                r["epoch"] == 0 and r["split"] == "train"]
+        zp.check(len(hits) == 2 and all(h["misses"] == 0 and h["hits"] > 0 for h in hits), hits)
+
+
+def a_node_name_that_does_not_resolve_is_reached_at_rank_0s_address():
+    name = "zp-nowhere-%d" % os.getpid()
+    with zp.Workdir() as w, slurm_cluster.Cluster(os.path.join(w.path, "slurm"), name=name) as c:
+        p = srun(c, w, 2, [zp.BIN, "up", config(w, "far", 32)])
+        zp.check(p.returncode == 0, "srun: exit %d\n%s" % (p.returncode, p.stderr))
+        zp.check("rank 0 by its host's name: %s does not resolve here" % name in p.stderr and
+                 "reached at the address it announced" in p.stderr, p.stderr)
+        each_epoch_once(w.run_dir("far"))
+
+
+def a_rank_that_cannot_reach_rank_0_says_so_in_seconds():
+    """Rank 1 in a network namespace of its own (no link at all): neither
+    rank 0's name nor its addresses answer."""
+    ns = "zpiso%d" % os.getpid()
+    subprocess.run(["ip", "netns", "add", ns], check=True)
+    try:
+        with zp.Workdir() as w, slurm_cluster.Cluster(os.path.join(w.path, "slurm")) as c:
+            cfg = config(w, "cut", 32)
+            wrap = ['if [ "$SLURM_PROCID" = 1 ]; then exec nsenter --net=/run/netns/%s "$@"; '
+                    'else exec "$@"; fi' % ns]
+            p = srun(c, w, 2, ["bash", "-c"] + wrap + ["rank", zp.BIN, "up", cfg,
+                                                      "trainer.comm_timeout_s=300"], timeout=200)
+            zp.check(p.returncode != 0, "srun should fail: %s" % p.stderr)
+            want = "Slurm rank 1: cannot reach rank 0 on %s port %d within 20 s" % (
+                slurm_cluster.socket.gethostname().split(".")[0], PORT + 2)
+            zp.check(want in p.stderr and "transport.bind" in p.stderr, p.stderr)
+            # said in seconds: srun's bound above (200 s) is below trainer.comm_timeout_s
+    finally:
+        subprocess.run(["ip", "netns", "del", ns])
+
+
+BATCH = """#!/bin/bash
+#SBATCH --job-name=zeus-pipe
+#SBATCH --ntasks=2
+srun --kill-on-bad-exit=1 {bin} up {cfg}
+"""
+
+
+def scancel_mid_epoch_ends_every_process_and_leaves_nothing():
+    with zp.Workdir() as w, slurm_cluster.Cluster(os.path.join(w.path, "slurm")) as c:
+        cfg = config(w, "long", 32, epochs=1000, cost=200)
+        job = c.sbatch(BATCH.format(bin=zp.BIN, cfg=cfg), w.path)
+        run = w.run_dir("long")
+        rank1 = os.path.join(run, "rank-1")
+        metrics = os.path.join(run, "metrics.jsonl")
+        zp.wait_for(lambda: os.path.exists(metrics) and any(
+                        m.get("event") == "step" and m.get("step", 0) >= 8 for m in zp.metrics(run)),
+                    120, "training steps (job %s: %s)" % (job, c.job(job).get("JobState")))
+        rings = (zp.ring_path(run, 0), zp.ring_path(rank1, 1))
+        zp.check(zp.stage_pids(run) and all(os.path.exists(r) for r in rings), "a running job")
+        p = c.run("scancel", job)
+        zp.check(p.returncode == 0, p.stderr)
+        zp.check(c.wait_job(job, 60) == "CANCELLED", c.job(job))
+        # KillWait (5 s) is Slurm's bound; every process is gone once the job is
+        zp.wait_for(lambda: not processes_of(w.path + "/runs"), c.kill_wait + 10,
+                    "the job's processes to end")
+        for r in rings:
+            zp.check(not os.path.exists(r), "%s is left" % r)
+        zp.check(socket_files(run) == [] and socket_files(rank1) == [],
+                 "socket files left: %s %s" % (socket_files(run), socket_files(rank1)))
+        # the run's folder says why it stopped: scancel's SIGTERM
+        why = zp.text(os.path.join(run, "stopped")).strip()
+        zp.check(why == "the run was stopped by signal 15 (Terminated)", why)
+
+if __name__ == "__main__":
+    why = slurm_cluster.available()
+    if why:
+        print("%s: %s" % ("FAIL" if slurm_cluster.required() else "SKIP", why))
+        sys.exit(1 if slurm_cluster.required() else 77)
+    zp.main([srun_trains_two_ranks_as_one_trainer_and_warms_the_node,
+             a_node_name_that_does_not_resolve_is_reached_at_rank_0s_address,
+             a_rank_that_cannot_reach_rank_0_says_so_in_seconds,
+             scancel_mid_epoch_ends_every_process_and_leaves_nothing])
