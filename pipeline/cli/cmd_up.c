@@ -19,8 +19,11 @@ static int usage(FILE *out, int status)
             "The run's files go to run.dir/run.name (default runs/<config name>).\n"
             "--resume RUN goes on from RUN's checkpoints/last.ckpt, in the same run\n"
             "directory and with its config: the same batches an uninterrupted run trains on.\n"
-            "Ctrl-C stops every stage within 2 s. Exit: 0 done, 1 a stage failed,\n"
-            "2 bad config, 3 stopped by `zeus-pipe down`, 128+N stopped by signal N.\n\n"
+            "Ctrl-C stops every stage within 2 s. SIGUSR1 (Slurm's --signal=USR1@SECONDS)\n"
+            "saves and stops: the trainer finishes its step and writes checkpoints/last.ckpt\n"
+            "there (under Slurm the limit's SIGTERM does too). Exit: 0 done, 1 a stage\n"
+            "failed, 2 bad config, 3 stopped by `zeus-pipe down`, 4 stopped by SIGUSR1 after\n"
+            "saving, 128+N stopped by signal N.\n\n"
             "--attach runs every stage but the trainer: the trainer.gpus ranks are programs\n"
             "that attach to the run (zp_client_attach of libzeuspipe.so; in Python\n"
             "zeus_pipe.attach(run=DIR, rank=R)). The run directory is printed on stdout\n"
@@ -39,6 +42,7 @@ int cmd_up(int argc, char **argv)
 {
     if (zp_cmd_wants_help(argc, argv))
         return usage(stdout, 0);
+    zp_sup_catch_save();
     if (argc >= 2 && !strcmp(argv[1], "--resume"))
         return argc == 3 ? zp_up_resume(argv[2]) : usage(stderr, 2);
     int attach = 0, n = 0;

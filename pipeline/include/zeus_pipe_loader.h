@@ -3,7 +3,7 @@
  * `python3 -m zeus_pipe._loader_process` for `dataset.source: python`.
  *
  * The whole loader protocol stays in the library: zp_loader_serve() is the
- * loader stage (credit, tasks, heartbeats, SAMPLES, RETIRE on SIGUSR1,
+ * loader stage (credit, tasks, heartbeats, SAMPLES, RETIRE on SIGRTMIN+1,
  * REFUSED, reconnects, stats and timers to the run's logger), exactly as
  * `zeus-pipe stage loader` runs it, with one difference: each sample is made
  * by calling `get`. The caller only builds the sample's record.
@@ -61,8 +61,9 @@ int zp_loader_api_version(void);
 /* Runs a loader of the run named by the arguments (those of `zeus-pipe stage
  * loader`, after the stage's name: --run DIR --instance I [--mode M]
  * [--connect HOST:PORT --server-key F --key F]) until it is retired, stopped
- * (SIGINT, SIGTERM) or refused. It installs the handlers of SIGINT, SIGTERM
- * and SIGUSR1. Returns the exit status for the process: 0, 1 failed, 2 a
+ * (SIGINT, SIGTERM) or refused. It installs the handlers of SIGINT, SIGTERM,
+ * SIGRTMIN+1 (retire) and SIGUSR1 (ignored by a loader: Slurm's warning
+ * signal reaches every process of a job step). Returns the exit status for the process: 0, 1 failed, 2 a
  * config error that a restart cannot mend (refused, the run is not a
  * `dataset.source: python` one), 128 + N stopped by signal N. */
 int zp_loader_serve(int argc, char **argv, zp_loader_get_fn get, void *ctx);

@@ -93,7 +93,7 @@ static int recv_by(zp_comm_t *c, zp_frames_t *f, int64_t deadline, const char *w
         }
         zmq_pollitem_t it = {c->sock, 0, ZMQ_POLLIN, 0};
         int n = zmq_poll(&it, 1, 100);
-        if (zp_stop || (n < 0 && errno == EINTR && (c->flags & ZP_COMM_SIGNAL_STOPS)))
+        if (zp_stop || zp_save || (n < 0 && errno == EINTR && (c->flags & ZP_COMM_SIGNAL_STOPS)))
             return ZP_ESTOP;
         if (n > 0)
             return zp_frames_recv(f, c->sock, 0);

@@ -22,7 +22,8 @@
  * with an error naming it; so does a rank that stays silent for
  * trainer.comm_timeout_s (a rank that dies stops the run through the
  * supervisor first). Waits end early on SIGINT/SIGTERM (zp_stop, set by a
- * stage's handler) and, with ZP_COMM_SIGNAL_STOPS, on any signal the process
+ * stage's handler), on SIGUSR1 (zp_save: the trainer saves, and a step whose
+ * sum is cut short changes nothing) and, with ZP_COMM_SIGNAL_STOPS, on any signal the process
  * handles itself (a user's program: Python turns Ctrl-C into
  * KeyboardInterrupt after the library returns ZP_ESTOP).
  *

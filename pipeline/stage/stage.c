@@ -22,6 +22,7 @@
 
 volatile sig_atomic_t zp_stop;
 volatile sig_atomic_t zp_retire;
+volatile sig_atomic_t zp_save;
 
 int zp_stage_world(const zp_stage_t *st)
 {

@@ -27,8 +27,16 @@ enum { ZP_MODE_TRAIN, ZP_MODE_RESUME, ZP_MODE_EVAL, ZP_MODE_OVERFIT };
 
 /* Set by SIGINT/SIGTERM to the signal number; loops check it. */
 extern volatile sig_atomic_t zp_stop;
-/* Set by SIGUSR1: finish gracefully (a loader retires). */
+/* A loader's retire (`zeus-pipe scale`, the autoscaler): a real-time signal
+ * no one else sends. Not SIGUSR1, which Slurm's --signal sends to every
+ * process of a job step. */
+#define ZP_SIG_RETIRE (SIGRTMIN + 1)
+/* Set by ZP_SIG_RETIRE: finish gracefully (a loader retires). */
 extern volatile sig_atomic_t zp_retire;
+/* Set by SIGUSR1: save and stop — the trainer finishes its step, writes its
+ * checkpoint and ends; the other stages go on until the supervisor stops
+ * them (Slurm's warning of a time limit or a preemption reaches them all). */
+extern volatile sig_atomic_t zp_save;
 
 enum { ZP_ST_IDLE, ZP_ST_BUSY, ZP_ST_WAIT_IN, ZP_ST_WAIT_OUT };
 
@@ -86,7 +94,8 @@ void zp_stage_stats_tick(zp_stage_t *st);
 /* A stage process's start (stage_start.c), for `zeus-pipe stage NAME` and
  * the Python loaders: reads argv (--run DIR, --instance I, --mode M, --ckpts
  * A,B; a remote loader's --connect HOST:PORT --server-key F --key F), sets
- * the handlers (SIGINT/SIGTERM: zp_stop; SIGUSR1: zp_retire), reads the
+ * the handlers (SIGINT/SIGTERM: zp_stop; ZP_SIG_RETIRE: zp_retire; SIGUSR1:
+ * zp_save), reads the
  * run's config.yaml and dataset description, the Slurm environment, and
  * opens the stage (zp_stage_open). Returns 0, or the exit status to return
  * (the error logged): 2 for what a restart cannot mend. */

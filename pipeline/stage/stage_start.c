@@ -65,6 +65,7 @@ static int remote(zp_stage_t *st, const char *connect, const char *server, const
 
 static void on_signal(int sig) { zp_stop = sig; }
 static void on_retire(int sig) { zp_retire = sig; }
+static void on_save(int sig) { zp_save = sig; }
 
 int zp_stage_start(zp_stage_t *st, const char *name, int argc, char **argv)
 {
@@ -94,11 +95,13 @@ int zp_stage_start(zp_stage_t *st, const char *name, int argc, char **argv)
     struct sigaction sa = {.sa_handler = on_signal};
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
-    struct sigaction ra = {.sa_handler = on_retire};
-    sigaction(SIGUSR1, &ra, NULL);
+    struct sigaction ra = {.sa_handler = on_retire}, va = {.sa_handler = on_save};
+    sigaction(ZP_SIG_RETIRE, &ra, NULL);
+    sigaction(SIGUSR1, &va, NULL);
     /* blocked from fork until here (procs.c): a retire sent meanwhile arrives now */
     sigset_t retire;
     sigemptyset(&retire);
+    sigaddset(&retire, ZP_SIG_RETIRE);
     sigaddset(&retire, SIGUSR1);
     sigprocmask(SIG_UNBLOCK, &retire, NULL);
     signal(SIGPIPE, SIG_IGN);

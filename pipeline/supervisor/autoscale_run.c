@@ -287,7 +287,7 @@ static void withdraw(struct zp_autoscaler *a, zp_child_t *c)
     for (int i = 0; i < a->nadded; i++)
         if (a->added[i] == c->instance) {
             if (c->pid > 0 && !c->retiring)
-                kill(c->pid, SIGUSR1), c->retiring = 1;
+                kill(c->pid, ZP_SIG_RETIRE), c->retiring = 1;
             else if (!c->pid)
                 c->restart_at = 0;
             a->added[i] = a->added[--a->nadded];

@@ -76,7 +76,7 @@ typedef struct {
     const char *cwd;  /* NULL: this process's */
     int log, keep_stdout, group, handled[64], nhandled;
     pid_t parent;
-    sigset_t mask; /* the child's: empty, or SIGUSR1 alone for a loader (below) */
+    sigset_t mask; /* the child's: what stays blocked until its handlers are up (below) */
 } spawn_t;
 
 /* trainer.command's program as trainer `instance`: its own arguments,
@@ -116,12 +116,17 @@ static void spawn_prepare(spawn_t *p, zp_procs_t *s, int stage, int instance)
         command_prepare(p, s->command, instance);
     snprintf(p->fail, sizeof p->fail, "zeus-pipe: %s[%d]: cannot exec %s\n", zp_names_stage(stage), instance, p->prog);
     p->parent = getpid();
-    /* A loader starts with SIGUSR1 (`scale`'s retire) blocked, not ignored: one
+    /* A loader starts with ZP_SIG_RETIRE (`scale`'s retire) blocked, not ignored: one
      * sent before its handler is up (a Python loader imports its Dataset
      * first) stays pending until zp_stage_start unblocks it, instead of
      * being lost and leaving a loader that never retires. */
     sigemptyset(&p->mask);
     if (stage == ZP_STAGE_LOADER)
+        sigaddset(&p->mask, ZP_SIG_RETIRE);
+    /* So does SIGUSR1 (save: Slurm's --signal, or `kill -USR1` forwarded),
+     * whose default would kill a stage that has no handler yet; not in a
+     * program (trainer.command), which keeps the signals it is given. */
+    if (!(stage == ZP_STAGE_TRAINER && s->command))
         sigaddset(&p->mask, SIGUSR1);
     p->nhandled = 0; /* signals with a handler here: back to default in the child */
     for (int sig = 1; sig < 64 && sig < NSIG; sig++) {

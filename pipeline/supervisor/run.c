@@ -24,8 +24,26 @@
 
 char *openblas_get_corename(void);
 
-static volatile sig_atomic_t g_signal;
+static volatile sig_atomic_t g_signal, g_save;
 static void on_signal(int sig) { g_signal = sig; }
+static void on_save(int sig) { g_save = sig; }
+
+void zp_sup_catch_save(void)
+{
+    struct sigaction va = {.sa_handler = on_save};
+    sigaction(SIGUSR1, &va, NULL);
+}
+
+/* SIGUSR1: every trainer of this host finishes its step and saves (under
+ * Slurm it got the signal itself too; a program is told the same way, and
+ * the package's zp.stop_requested() says so). The other stages go on until
+ * the trainers have ended. */
+static void forward_save(zp_sup_t *s)
+{
+    for (int i = 0; i < s->procs.nchild; i++)
+        if (s->procs.child[i].stage == ZP_STAGE_TRAINER && s->procs.child[i].pid > 0)
+            kill(s->procs.child[i].pid, SIGUSR1);
+}
 
 /* Debian's OpenBLAS 0.3.21 does not know newer CPUs and picks older kernels
  * for them (Haswell's on an AVX-512 machine: about 3x slower on a GEMM). Pick
@@ -128,7 +146,7 @@ int zp_sup_scale(zp_sup_t *s, const char *arg, char *err, size_t len)
         if (c->stage != ZP_STAGE_LOADER || c->retiring || (!c->pid && !c->restart_at))
             continue;
         if (c->pid)
-            kill(c->pid, SIGUSR1), c->retiring = 1;
+            kill(c->pid, ZP_SIG_RETIRE), c->retiring = 1;
         else
             c->restart_at = 0; /* a pending restart is simply not done */
         now--;
@@ -357,11 +375,21 @@ static void say_stopped(zp_sup_t *s, const char *why)
     }
 }
 
+/* How long the trainers have to finish their step and save after SIGUSR1. */
+#define ZP_SAVE_WAIT_S 60
+
 static int supervise(zp_sup_t *s)
 {
     int status = -1, trainer_done = 0, quick = 0, trained = 0;
+    int64_t saving = 0; /* when SIGUSR1 came */
     char why[PATH_MAX + 200], stopped[PATH_MAX + 300] = "";
     while (status < 0) {
+        if (g_save && !saving) {
+            saving = zp_now_ns();
+            fprintf(stderr, "zeus-pipe: SIGUSR1: saving: the trainer finishes its step and writes "
+                            "its checkpoint, then the run stops\n");
+            forward_save(s);
+        }
         zmq_pollitem_t it = {s->control, 0, ZMQ_POLLIN, 0};
         if (zmq_poll(&it, 1, 100) > 0 && on_control(s)) {
             fprintf(stderr, "zeus-pipe: stopping: asked by zeus-pipe down\n");
@@ -387,6 +415,14 @@ static int supervise(zp_sup_t *s)
             zp_procs_log_tail(&s->procs, bad);
             snprintf(stopped, sizeof stopped, "the run failed: %s", why);
             status = 1;
+        } else if (saving && (trainer_done >= s->trainers ||
+                              zp_now_ns() - saving > ZP_SAVE_WAIT_S * 1000000000ll)) {
+            if (trainer_done < s->trainers)
+                fprintf(stderr, "zeus-pipe: SIGUSR1: the trainer did not end within %d s of it; "
+                                "stopping the run\n", ZP_SAVE_WAIT_S);
+            snprintf(stopped, sizeof stopped, "the run was stopped by SIGUSR1 to save (exit status "
+                     "%d)", ZP_EXIT_SAVED);
+            status = ZP_EXIT_SAVED;
         } else if (s->attach ? attach_done(s) : trainer_done >= s->trainers) {
             status = 0, trained = 1;
         } else if (parent_gone(s)) {
@@ -417,10 +453,11 @@ static int supervise(zp_sup_t *s)
     return status;
 }
 
-/* The last word of a run stopped by `zeus-pipe down`: where it stopped and
- * how it goes on. The built-in trainer's position is its last checkpoint
- * (what `up --resume` starts from); a program's is the state_dict() it saved. */
-static void say_down(const zp_sup_t *s)
+/* The last word of a run stopped by `zeus-pipe down` or saved on SIGUSR1:
+ * where it stopped and how it goes on. The built-in trainer's position is its
+ * last checkpoint (what `up --resume` starts from); a program's is the
+ * state_dict() it saved. */
+static void say_down(const zp_sup_t *s, int status)
 {
     char path[PATH_MAX], err[512], how[PATH_MAX + 300];
     zp_ckpt_pos_t pos;
@@ -440,8 +477,9 @@ static void say_down(const zp_sup_t *s)
                  "(trainer.checkpoint.every_epochs, .every_steps): `zeus-pipe up CONFIG` starts "
                  "again from the first epoch");
     free(payload);
-    fprintf(stderr, "zeus-pipe: stopped by zeus-pipe down (exit status %d): %s; %s\n",
-            ZP_EXIT_DOWN, s->run_dir, how);
+    fprintf(stderr, "zeus-pipe: stopped by %s (exit status %d): %s; %s\n",
+            status == ZP_EXIT_SAVED ? "SIGUSR1 after saving" : "zeus-pipe down", status, s->run_dir,
+            how);
 }
 
 /* Runs every stage of the run in s->run_dir until training ends; the exit status. */
@@ -453,6 +491,7 @@ static int run_stages(zp_sup_t *s)
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGHUP, &sa, NULL);
+    zp_sup_catch_save();
     char ep[ZP_ENDPOINT_MAX + 16];
     s->zctx = zmq_ctx_new();
     if (zp_sock_endpoint(ep, sizeof ep, s->run_dir, zp_names_sock(ZP_SOCK_CONTROL))) {
@@ -483,8 +522,8 @@ static int run_stages(zp_sup_t *s)
         zp_sup_cache_size(&s->cfg, &s->ds->meta);
     if (status == 0)
         fprintf(stderr, "zeus-pipe: run finished: %s\n", s->run_dir);
-    else if (status == ZP_EXIT_DOWN)
-        say_down(s);
+    else if (status == ZP_EXIT_DOWN || status == ZP_EXIT_SAVED)
+        say_down(s, status);
     else if (status >= 128)
         fprintf(stderr, "zeus-pipe: stopped by signal %d; every stage stopped\n", status - 128);
     return status;

@@ -30,7 +30,8 @@
  * Exit statuses (what zp_up, zp_up_resume, zp_pipeline_run and
  * zp_remote_run return): 0 done; 1 a stage failed or the run could not
  * start; 2 a usage, config or dataset error (printed, nothing started);
- * ZP_EXIT_DOWN (3) stopped by `zeus-pipe down`; 128+N stopped by signal N.
+ * ZP_EXIT_DOWN (3) stopped by `zeus-pipe down`; ZP_EXIT_SAVED (4) stopped by
+ * SIGUSR1 after the trainer saved; 128+N stopped by signal N.
  * Errors are printed on stderr as "zeus-pipe: ..." with what to do. */
 #ifndef ZP_SUPERVISOR_H
 #define ZP_SUPERVISOR_H
@@ -52,6 +53,10 @@
 /* The exit status of a run stopped by `zeus-pipe down`: neither done (0),
  * so that `up ... && next` stops there, nor failed (1). */
 #define ZP_EXIT_DOWN 3
+/* ... by SIGUSR1 (`kill -USR1`, Slurm's --signal warning of a time limit or a
+ * preemption): the trainer finished its step and saved, the run goes on with
+ * `up --resume` (or, with slurm.requeue, in the job Slurm requeues). */
+#define ZP_EXIT_SAVED 4
 
 /* ---- Config and dataset --------------------------------------------------------------------- */
 
@@ -97,6 +102,12 @@ int zp_up_attach(const zp_config_t *cfg, const zp_dataset_t *ds);
  * on from its checkpoints/last.ckpt with its own config. The exit status; 2
  * when RUN is running, has no readable checkpoint, or under Slurm. */
 int zp_up_resume(const char *run);
+
+/* Catches SIGUSR1 (save and stop) from here on: `up` calls it first, so that
+ * Slurm's warning during the config's load or the dataset's probe is kept
+ * for the run (which then stops before its first step) instead of ending
+ * the process. */
+void zp_sup_catch_save(void);
 /* Runs every stage of the run in run_dir (created by zp_rundir_start,
  * config.yaml written) in mode ZP_MODE_* (ckpts: the checkpoints an eval
  * evaluates, else NULL) until training ends, supervising them as `up` does.
@@ -352,7 +363,7 @@ typedef struct {
     int status;
     int group;    /* it leads its own process group (a trainer.command): signals go to the group */
     int exited;   /* a loader that exited, until the supervisor handles it */
-    int retiring; /* a loader sent SIGUSR1: its exit 0 is expected */
+    int retiring; /* a loader sent ZP_SIG_RETIRE: its exit 0 is expected */
     int deaths;   /* recent deaths (back-off) */
     int delivered; /* a loader that had returned samples before it exited */
     int64_t last_death, restart_at; /* ns; restart_at 0: none pending */

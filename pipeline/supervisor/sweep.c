@@ -209,7 +209,8 @@ int zp_sweep_run(zp_sweep_t *s, zp_sweep_start_fn *starting, void *arg)
         if (starting)
             starting(s, s->done, arg);
         pt->status = run_point(s, s->done);
-        if (pt->status >= 128 || pt->status == ZP_EXIT_DOWN || pt->status == 2)
+        if (pt->status >= 128 || pt->status == ZP_EXIT_DOWN || pt->status == ZP_EXIT_SAVED ||
+            pt->status == 2)
             status = pt->status; /* stopped, or a point that cannot start: stop the sweep */
     }
     for (int k = 0; k < s->done && !status; k++)

@@ -6,8 +6,8 @@
  * It sends a HEARTBEAT whenever it has sent nothing for loader.heartbeat_ms
  * (also between the samples of a long task); when the cache stage has been
  * silent for heartbeat_ms x liveness it reconnects with a new identity and
- * offers its credit again (Paranoid Pirate). SIGUSR1 (`zeus-pipe scale`)
- * retires it: RETIRE, finish what was sent before RETIRED, exit 0. */
+ * offers its credit again (Paranoid Pirate). ZP_SIG_RETIRE (`zeus-pipe
+ * scale`, a real-time signal) retires it: RETIRE, finish what was sent before RETIRED, exit 0. */
 #define _GNU_SOURCE
 #include "stages/loader/loader.h"
 #include "pipeline/base/buf.h"

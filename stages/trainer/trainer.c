@@ -48,6 +48,10 @@ typedef struct {
     int64_t compute_ns; /* timed regions of the current batch: transform, augment, forward, ... */
     double first_loss, last_loss; /* of train steps, for ZP_MODE_OVERFIT */
     int64_t resume_epoch, resume_batch; /* --resume: where the first epoch starts; else -1 */
+    /* where the run goes on after the last step done here (a train batch's
+     * next, or the next epoch's first after its test split); epoch -1 before
+     * any: what a save on SIGUSR1 writes */
+    int64_t done_epoch, done_batch;
 } trainer_t;
 
 static void step_record(trainer_t *t, int64_t epoch)
@@ -194,6 +198,7 @@ static int on_batch(trainer_t *t, const zp_msg_t *m)
     t->st->stats.bytes += (int64_t)((size_t)v.n * t->st->meta.sample_bytes);
     if (v.split == ZP_SPLIT_TRAIN) {
         t->step++;
+        t->done_epoch = (int64_t)m->epoch, t->done_batch = (int64_t)m->index + 1;
         t->steps_per_epoch = (int64_t)m->batches;
         int log_now = t->step % c->log_every_steps == 0 || m->index + 1 == m->batches;
         int ckpt_now = c->ckpt_every_steps && t->step % c->ckpt_every_steps == 0;
@@ -290,6 +295,8 @@ static int route_epoch_end(void *ctx, const zp_msg_t *msg, zp_frames_t *f)
         ZP_TIME_END(tm, ZP_R_EPOCH);
     if (!rc)
         rc = epoch_record(t, &m);
+    if (!rc && m.split == ZP_SPLIT_TEST)
+        t->done_epoch = (int64_t)m.epoch + 1, t->done_batch = 0;
     ZP_TIME_BEGIN(tm, ZP_R_EPOCH);
     ZP_TIME_BEGIN(tm, ZP_R_IO);
     return rc;
@@ -303,14 +310,30 @@ static const zp_route_t routes[] = {
     {ZP_MSG_END, route_end},
 };
 
-/* Until END (1), an error, or a stop (0). */
+/* Until END (1), an error, or a stop or save (0). */
 static int loop(trainer_t *t)
 {
     int rc = 0;
     t->win_start = zp_now_ns();
-    while (!rc && !zp_stop)
+    while (!rc && !zp_stop && !zp_save)
         rc = zp_consumer_wait(&t->ring, t, 100);
     return rc == ZP_ESTOP ? 0 : rc;
+}
+
+/* Stopped to save: SIGUSR1 (`kill -USR1`, Slurm's --signal warning of a time
+ * limit or a preemption), or under Slurm the SIGTERM of the limit itself.
+ * Rank 0 writes "last" where the run goes on after its last step; the model
+ * is the one that step made (a step whose sum over the ranks the stop cut
+ * short changed nothing, and every rank holds rank 0's model). */
+static void save_on_stop(trainer_t *t)
+{
+    int asked = zp_save || (zp_stop == SIGTERM && getenv("SLURM_JOB_ID"));
+    if (!asked || !t->leader || t->done_epoch < 0)
+        return;
+    zp_checkpoints_write(&t->ckpts, "last", t->step, (uint64_t)t->done_epoch, (uint64_t)t->done_batch);
+    zp_info("saved on %s: the run goes on at epoch %lld, batch %lld (step %lld)",
+            zp_save ? "SIGUSR1" : "SIGTERM", (long long)t->done_epoch + 1, (long long)t->done_batch,
+            (long long)t->step);
 }
 
 /* overfit.txt: "STEPS FIRST_LOSS LAST_LOSS", read by `zeus-pipe overfit`. */
@@ -374,10 +397,12 @@ int zp_trainer_main(zp_stage_t *st)
     t.rank = t.world > 1 ? st->instance : 0;
     t.leader = t.rank == 0;
     t.lr = st->cfg.lr;
-    t.resume_epoch = t.resume_batch = -1;
+    t.resume_epoch = t.resume_batch = t.done_epoch = -1;
     int rc = setup(&t, st);
     if (!rc)
         rc = loop(&t);
+    if (!rc && st->mode != ZP_MODE_OVERFIT)
+        save_on_stop(&t);
     if (rc < 0 && rc != ZP_ESTOP)
         zp_error("stopped: %s", zp_strerror(rc));
     else if (rc == 1)

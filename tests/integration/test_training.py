@@ -69,6 +69,37 @@ def a_run_killed_mid_epoch_and_resumed_matches_an_uninterrupted_run():
         zp.check(abs(a - b) <= 1e-5, "final test loss %r uninterrupted, %r resumed" % (a, b))
 
 
+def sigusr1_saves_and_the_resumed_run_trains_each_batch_once():
+    """`kill -USR1` (what Slurm's --signal sends): the trainer finishes its
+    step and saves there, `up` exits 4 naming the position, and the resumed
+    run trains exactly the batches an uninterrupted one does, none twice
+    (checkpoint.every_steps off: the save is the only checkpoint)."""
+    with zp.Workdir() as w:
+        cfg = w.write("r.yaml", CONFIG.format(name="full").replace("every_steps: 7", "every_steps: 0"))
+        rc, out, err = w.run("up", cfg)
+        zp.check(rc == 0, err)
+        p = w.start("up", cfg, "run.name=cut")
+        log = os.path.join(w.run_dir("cut"), "batches.log")
+        zp.wait_for(lambda: os.path.exists(log) and sum(1 for _ in open(log)) >= 75, 60,
+                    "the run to reach the second epoch")
+        p.send_signal(signal.SIGUSR1)
+        out, err = p.communicate(timeout=120)
+        zp.check(p.returncode == 4, "exit %d:\n%s" % (p.returncode, err))
+        zp.check("stopped by SIGUSR1 after saving (exit status 4)" in err and
+                 "resume with `zeus-pipe up --resume" in err, err)
+        zp.check(zp.text(os.path.join(w.run_dir("cut"), "stopped")).startswith(
+            "the run was stopped by SIGUSR1 to save"), "RUN/stopped")
+        zp.check(not zp.stage_pids(w.path), "a stage is left")
+        rc, out, err = w.run("up", "--resume", "cut")
+        zp.check(rc == 0, "resume: exit %d\n%s" % (rc, err))
+        full, n_full = batch_sequence(w.run_dir("full"))
+        cut, n_cut = batch_sequence(w.run_dir("cut"))
+        zp.check(n_full == 180 and full == cut and n_cut == 180,
+                 "batch sequences: %d steps uninterrupted, %d lines resumed" % (n_full, n_cut))
+        a, b = final_test_loss(w.run_dir("full")), final_test_loss(w.run_dir("cut"))
+        zp.check(abs(a - b) <= 1e-5, "final test loss %r uninterrupted, %r resumed" % (a, b))
+
+
 def a_damaged_checkpoint_is_refused():
     with zp.Workdir() as w:
         cfg = w.write("r.yaml", CONFIG.format(name="d"))
@@ -206,6 +237,7 @@ def overfit_drives_the_loss_of_one_batch_to_zero():
 
 if __name__ == "__main__":
     zp.main([a_run_killed_mid_epoch_and_resumed_matches_an_uninterrupted_run,
+             sigusr1_saves_and_the_resumed_run_trains_each_batch_once,
              a_damaged_checkpoint_is_refused,
              the_logged_learning_rate_follows_warmup_and_the_schedule,
              limits_and_fast_dev_run_shorten_the_run,
