@@ -46,6 +46,8 @@ static int ranks_keys(const zp_stage_t *st, char pub[ZP_Z85_KEY], char sec[ZP_Z8
     return rc;
 }
 
+const char *zp_stage_run0(const zp_stage_t *st) { return st->run0[0] ? st->run0 : st->run_dir; }
+
 int zp_stage_slurm(zp_stage_t *st)
 {
     char why[512];

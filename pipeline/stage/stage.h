@@ -101,6 +101,10 @@ void zp_stage_stats_tick(zp_stage_t *st);
  * (the error logged): 2 for what a restart cannot mend. */
 int zp_stage_start(zp_stage_t *st, const char *name, int argc, char **argv);
 
+/* Rank 0's run directory: run0 under Slurm, else run_dir. Where the run's
+ * checkpoints are (rank 0 writes them; every rank resumes from them). */
+const char *zp_stage_run0(const zp_stage_t *st);
+
 /* Opens the ZeroMQ context and the event socket. */
 int zp_stage_open(zp_stage_t *st);
 void zp_stage_close(zp_stage_t *st);

@@ -63,6 +63,9 @@ int zp_sup_announce(zp_sup_t *s)
     FILE *f = fopen(path, "w");
     int ok = f && fprintf(f, "run %s\nhost %s\nbind %s\naddr %s\n", s->run_dir, s->slurm.host,
                           s->cfg.bind, addr) > 0;
+    if (ok && s->resuming) /* where every rank must find itself going on */
+        ok = fprintf(f, "resume %llu %llu %llu\n", (unsigned long long)s->resume.epoch,
+                     (unsigned long long)s->resume.batch, (unsigned long long)s->resume.step) > 0;
     if (f && fclose(f))
         ok = 0;
     if (!ok || rename(path, s->meet)) {
@@ -269,26 +272,54 @@ static int reach_rank0(zp_sup_t *s, const char *host, const char *addrs, int por
     return 1;
 }
 
+/* A resumed run: this rank goes on where rank 0 does (both read the same
+ * checkpoint, unless it changed between their reads, or rank 0 resumes
+ * another run); a new run: rank 0 is not resuming either. 0, or 2 naming
+ * this rank. */
+static int same_position(const zp_sup_t *s, const char *resume, const char *path)
+{
+    unsigned long long e, b, st;
+    int theirs = sscanf(resume, "%llu %llu %llu", &e, &b, &st) == 3;
+    if (!s->resuming && !theirs)
+        return 0;
+    if (s->resuming && theirs && e == s->resume.epoch && b == s->resume.batch && st == s->resume.step)
+        return 0;
+    if (!theirs)
+        fprintf(stderr, "zeus-pipe: Slurm rank %d resumes %s, and rank 0 starts a new run (%s): run "
+                        "every task with the same command\n", s->slurm.rank, s->run_dir, path);
+    else if (!s->resuming)
+        fprintf(stderr, "zeus-pipe: Slurm rank %d starts a new run, and rank 0 resumes one (%s): run "
+                        "every task with the same command\n", s->slurm.rank, path);
+    else
+        fprintf(stderr, "zeus-pipe: Slurm rank %d would go on at epoch %llu, batch %llu (step %llu), "
+                        "rank 0 at epoch %llu, batch %llu (step %llu) (%s): its checkpoints/last.ckpt "
+                        "changed between their reads; stopping\n", s->slurm.rank,
+                (unsigned long long)s->resume.epoch + 1, (unsigned long long)s->resume.batch,
+                (unsigned long long)s->resume.step, e + 1, b, st, path);
+    return 2;
+}
+
 /* Rank r > 0: waits for rank 0's rendezvous, checks that its config is
  * ours and that rank 0 can be reached; rank 0's run directory into s->run0. */
 static int slurm_join(zp_sup_t *s)
 {
-    char path[PATH_MAX + 64], host[256] = "", bind[256] = "", addr[512] = "";
+    char path[PATH_MAX + 64], host[256] = "", bind[256] = "", addr[512] = "", resume[96] = "";
     zp_slurm_meet_path(path, sizeof path, s->cfg.run_dir, &s->slurm);
     FILE *f = wait_for(s, path, "rank 0", "did rank 0 start, and is run.dir on a filesystem every node sees?");
     if (!f)
         return 1;
     s->run0[0] = 0;
-    if (read_rendezvous(f, path, (const char *[]){"run", "host", "bind", "addr"},
-                        (char *[]){s->run0, host, bind, addr},
-                        (size_t[]){sizeof s->run0, sizeof host, sizeof bind, sizeof addr}, 4))
+    if (read_rendezvous(f, path, (const char *[]){"run", "host", "bind", "addr", "resume"},
+                        (char *[]){s->run0, host, bind, addr, resume},
+                        (size_t[]){sizeof s->run0, sizeof host, sizeof bind, sizeof addr, sizeof resume},
+                        5))
         return 2;
     if (!s->run0[0] || !host[0] || strcmp(bind, s->cfg.bind)) {
         fprintf(stderr, "zeus-pipe: %s: expected run, host and bind %s (got run '%s', host '%s', bind '%s')\n",
                 path, s->cfg.bind, s->run0, host, bind);
         return 2;
     }
-    if (same_config(s, s->run0))
+    if (same_config(s, s->run0) || same_position(s, resume, path))
         return 2;
     snprintf(s->slurm.host, sizeof s->slurm.host, "%s", host);
     snprintf(s->watch, sizeof s->watch, "%s", path);
@@ -375,6 +406,23 @@ static int node_cache(zp_sup_t *s)
     return 2;
 }
 
+/* Rank 0 of a resumed run, before its rendezvous: the node rendezvous files
+ * (RUN/node-<node>) a job that died left, which the nodes' other tasks
+ * would otherwise take for their leaders' of this job. */
+static void forget_nodes(const char *run)
+{
+    DIR *d = opendir(run);
+    for (struct dirent *e; d && (e = readdir(d));) {
+        char path[PATH_MAX + 300];
+        if (strncmp(e->d_name, "node-", 5))
+            continue;
+        snprintf(path, sizeof path, "%s/%s", run, e->d_name);
+        unlink(path);
+    }
+    if (d)
+        closedir(d);
+}
+
 /* `srun zeus-pipe up CONFIG`: this task's part of the run. */
 int zp_sup_prepare_slurm(zp_sup_t *s)
 {
@@ -403,13 +451,22 @@ int zp_sup_prepare_slurm(zp_sup_t *s)
         rc = node_cache(s);
     if (rc)
         return rc;
+    if (s->slurm.rank == 0 && s->resuming)
+        forget_nodes(s->run_dir);
     if (s->slurm.rank == 0) {
-        rc = zp_rundir_start(&s->cfg, s->cfg.run_name, s->run_dir, sizeof s->run_dir);
+        rc = s->resuming ? zp_sup_reopen(s, s->run_dir) /* found by the caller */
+                         : zp_rundir_start(&s->cfg, s->cfg.run_name, s->run_dir, sizeof s->run_dir);
         snprintf(s->run0, sizeof s->run0, "%s", s->run_dir);
     } else {
-        char name[32];
+        char name[32], mine[PATH_MAX + 40];
         snprintf(name, sizeof name, "rank-%d", s->slurm.rank);
-        rc = zp_rundir_make(&s->cfg, s->run0, name, s->run_dir, sizeof s->run_dir);
+        snprintf(mine, sizeof mine, "%s/%s", s->run0, name);
+        if (s->resuming && access(mine, F_OK) == 0 && strlen(mine) < sizeof s->run_dir) {
+            snprintf(s->run_dir, sizeof s->run_dir, "%s", mine);
+            rc = zp_sup_reopen(s, s->run_dir);
+        } else {
+            rc = zp_rundir_make(&s->cfg, s->run0, name, s->run_dir, sizeof s->run_dir);
+        }
         /* in rank 0's record: a cleanup of the run reaches this rank's leftovers */
         rc = rc ? rc : zp_resources_add(s->run0, "run", s->run_dir) ? 1 : 0;
     }

@@ -131,9 +131,7 @@ int zp_sup_shm_room(const zp_sup_t *s)
     return 2;
 }
 
-/* The run's own config (and its dataset, probed again: the files may have
- * moved since), and a checkpoint that reads back with the same seed. */
-static int resume_config(zp_sup_t *s, zp_ckpt_pos_t *pos, char *path, size_t len)
+int zp_sup_resume_config(zp_sup_t *s, zp_ckpt_pos_t *pos, char *path, size_t len)
 {
     char err[1024];
     snprintf(path, len, "%s/config.yaml", s->run_dir);
@@ -174,6 +172,31 @@ static int resume_config(zp_sup_t *s, zp_ckpt_pos_t *pos, char *path, size_t len
     return 0;
 }
 
+int zp_sup_reopen(zp_sup_t *s, const char *dir)
+{
+    int rc;
+    zp_rundir_cleanup(dir); /* what its killed supervisor left */
+    zp_resources_clear_stopped(dir);
+    if ((rc = zp_rundir_subdirs(dir))) {
+        fprintf(stderr, "zeus-pipe: %s: cannot make sock/ or logs/: %s\n", dir, zp_strerror(rc));
+        return 1;
+    }
+    if ((rc = zp_resources_start(dir))) {
+        fprintf(stderr, "zeus-pipe: %s/resources: cannot write: %s\n", dir, zp_strerror(rc));
+        return 1;
+    }
+    if (zp_sup_shm_room(s)) /* with the dead run's ring gone */
+        return 2;
+    char path[PATH_MAX + 64];
+    snprintf(path, sizeof path, "%s/supervisor.pid", dir);
+    FILE *f = fopen(path, "w");
+    if (f) {
+        fprintf(f, "%d\n", (int)getpid());
+        fclose(f);
+    }
+    return 0;
+}
+
 int zp_sup_prepare_resume(zp_sup_t *s, const char *run)
 {
     if (zp_rundir_find(run, s->run_dir, sizeof s->run_dir))
@@ -184,35 +207,23 @@ int zp_sup_prepare_resume(zp_sup_t *s, const char *run)
         return 2;
     }
     char path[PATH_MAX + 64];
-    zp_ckpt_pos_t pos;
-    int rc = resume_config(s, &pos, path, sizeof path);
+    int rc = zp_sup_resume_config(s, &s->resume, path, sizeof path);
     if (rc)
         return rc;
     if (s->cfg.cache_enabled && zp_sup_prepare_cache(&s->cfg, &s->ds->meta))
         return 2;
-    zp_rundir_cleanup(s->run_dir); /* what its killed supervisor left */
-    zp_resources_clear_stopped(s->run_dir);
-    if ((rc = zp_rundir_subdirs(s->run_dir))) {
-        fprintf(stderr, "zeus-pipe: %s: cannot make sock/ or logs/: %s\n", s->run_dir, zp_strerror(rc));
-        return 1;
-    }
-    if ((rc = zp_resources_start(s->run_dir))) {
-        fprintf(stderr, "zeus-pipe: %s/resources: cannot write: %s\n", s->run_dir, zp_strerror(rc));
-        return 1;
-    }
-    if (zp_sup_shm_room(s)) /* with the dead run's ring gone */
-        return 2;
-    snprintf(path, sizeof path, "%s/supervisor.pid", s->run_dir);
-    FILE *f = fopen(path, "w");
-    if (f) {
-        fprintf(f, "%d\n", (int)getpid());
-        fclose(f);
-    }
-    fprintf(stderr, "zeus-pipe: resuming %s at epoch %llu, batch %llu (step %llu)\n", s->run_dir,
-            (unsigned long long)pos.epoch + 1, (unsigned long long)pos.batch,
-            (unsigned long long)pos.step);
+    if ((rc = zp_sup_reopen(s, s->run_dir)))
+        return rc;
+    zp_sup_say_resuming(s);
     s->procs.mode = ZP_MODE_RESUME;
     return 0;
+}
+
+void zp_sup_say_resuming(const zp_sup_t *s)
+{
+    fprintf(stderr, "zeus-pipe: resuming %s at epoch %llu, batch %llu (step %llu)\n", s->run_dir,
+            (unsigned long long)s->resume.epoch + 1, (unsigned long long)s->resume.batch,
+            (unsigned long long)s->resume.step);
 }
 
 /* The run's key pair RUN/NAME.key and NAME.pub, made once (kept across

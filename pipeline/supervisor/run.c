@@ -462,16 +462,17 @@ static void say_down(const zp_sup_t *s, int status)
     char path[PATH_MAX], err[512], how[PATH_MAX + 300];
     zp_ckpt_pos_t pos;
     void *payload = NULL;
-    zp_ckpt_path(path, sizeof path, s->run_dir, "last");
+    const char *run = s->slurm.world > 1 ? s->run0 : s->run_dir; /* rank 0's has the checkpoints */
+    zp_ckpt_path(path, sizeof path, run, "last");
     if (s->attach || s->cfg.trainer_command.n)
         snprintf(how, sizeof how, "the program goes on from the zeus_pipe state_dict() it saved, "
                  "in a new run (load_state_dict)");
-    else if (s->slurm.world > 1)
-        snprintf(how, sizeof how, "`up --resume` is not supported under Slurm yet: start a new run");
     else if (!zp_ckpt_read(path, &pos, &payload, NULL, err, sizeof err))
         snprintf(how, sizeof how, "its last checkpoint goes on at epoch %llu, batch %llu (step %llu): "
-                 "resume with `zeus-pipe up --resume %s`", (unsigned long long)pos.epoch + 1,
-                 (unsigned long long)pos.batch, (unsigned long long)pos.step, s->run_dir);
+                 "resume with `%szeus-pipe up --resume %s`%s", (unsigned long long)pos.epoch + 1,
+                 (unsigned long long)pos.batch, (unsigned long long)pos.step,
+                 s->slurm.world > 1 ? "srun " : "", run,
+                 s->slurm.world > 1 ? " (the same number of tasks)" : "");
     else
         snprintf(how, sizeof how, "no checkpoint was written before it stopped "
                  "(trainer.checkpoint.every_epochs, .every_steps): `zeus-pipe up CONFIG` starts "
@@ -652,15 +653,41 @@ int zp_up(const zp_config_t *cfg, const zp_dataset_t *ds) { return up(cfg, ds, 0
 
 int zp_up_attach(const zp_config_t *cfg, const zp_dataset_t *ds) { return up(cfg, ds, 1); }
 
+/* `srun zeus-pipe up --resume RUN`, the same number of tasks: every rank
+ * reads RUN's config and last checkpoint; rank 0 reopens RUN and announces
+ * where it goes on, rank r > 0 reopens RUN/rank-<r> once it agrees. */
+static int resume_slurm(zp_sup_t *s, const char *run)
+{
+    if (zp_rundir_find(run, s->run_dir, sizeof s->run_dir))
+        return 2;
+    pid_t pid = s->slurm.rank == 0 ? zp_rundir_live_pid(s->run_dir) : 0;
+    if (pid) {
+        fprintf(stderr, "zeus-pipe: %s is running (supervisor pid %d)\n", s->run_dir, (int)pid);
+        return 2;
+    }
+    char path[PATH_MAX + 64];
+    int rc = zp_sup_resume_config(s, &s->resume, path, sizeof path);
+    if (rc)
+        return rc;
+    s->resuming = 1;
+    s->procs.mode = ZP_MODE_RESUME;
+    if ((rc = zp_sup_prepare_slurm(s)))
+        return rc;
+    if (s->slurm.rank == 0)
+        zp_sup_say_resuming(s);
+    return 0;
+}
+
 int zp_up_resume(const char *run)
 {
     static zp_sup_t s;
     memset(&s, 0, sizeof s);
     int slurm = detect_slurm(&s), rc = 2;
     if (slurm == 1)
-        fprintf(stderr, "zeus-pipe: up --resume is not supported under Slurm yet (%d tasks); "
-                        "resume with one task, or start a new run\n", s.slurm.world);
-    if (slurm == 0 && !(rc = zp_sup_prepare_resume(&s, run)))
+        rc = resume_slurm(&s, run);
+    else if (slurm == 0)
+        rc = zp_sup_prepare_resume(&s, run);
+    if (!rc)
         rc = describe_and_run(&s, ZP_MODE_RESUME, NULL);
     zp_dataset_destroy(&s.own);
     return rc;

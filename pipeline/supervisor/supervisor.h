@@ -41,6 +41,7 @@
 #include "pipeline/dataset/dataset.h"
 #include "pipeline/report/report.h"
 #include "pipeline/base/slurm.h"
+#include "pipeline/stage/ckpt.h"
 
 #include <limits.h>
 #include <pthread.h>
@@ -498,6 +499,8 @@ typedef struct zp_sup {
     char node_meet[PATH_MAX + 300]; /* a node's leader: its node rendezvous, removed at the end */
     pid_t plane_pid;          /* a node's other tasks: the leader's supervisor */
     struct zp_autoscaler *autoscale; /* loader.autoscale on this node; NULL: off */
+    int resuming;             /* `up --resume` (or a requeued job): at s->resume */
+    zp_ckpt_pos_t resume;     /* where a resumed run goes on: its last checkpoint's position */
 } zp_sup_t;
 
 /* run.c: `scale loader=N|+K|-K` (0, or the error for the requester in
@@ -520,6 +523,15 @@ void zp_sup_autoscale_close(zp_sup_t *s);
 /* prepare.c. Each returns 0, or an exit status after printing why. */
 int zp_sup_shm_room(const zp_sup_t *s);             /* the rings fit in /dev/shm: else 2 */
 int zp_sup_prepare_resume(zp_sup_t *s, const char *run); /* --resume RUN: its config, ckpt, cache */
+/* The run s->run_dir's own config (and its dataset, probed again: the files
+ * may have moved since), and its last checkpoint's position, which must read
+ * back with the same seed (path: the checkpoint's, for messages). */
+int zp_sup_resume_config(zp_sup_t *s, zp_ckpt_pos_t *pos, char *path, size_t len);
+/* A resumed run's folder `dir` (rank 0's, or RUN/rank-<r>) made ready
+ * again: what its dead supervisor left removed, sock/, logs/, resources,
+ * supervisor.pid, room in /dev/shm. */
+int zp_sup_reopen(zp_sup_t *s, const char *dir);
+void zp_sup_say_resuming(const zp_sup_t *s); /* "resuming RUN at epoch E, batch B (step S)" */
 int zp_sup_run_key(const zp_sup_t *s, const char *name, int ranks); /* RUN/NAME.key, made once */
 int zp_sup_server_keys(const zp_sup_t *s);           /* transport tcp: RUN/server.key */
 

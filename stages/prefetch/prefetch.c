@@ -692,7 +692,7 @@ static int open_all(prefetch_t *p)
     zp_stage_t *st = p->st;
     if (st->mode == ZP_MODE_RESUME) {
         char path[PATH_MAX + 64], err[600];
-        zp_ckpt_path(path, sizeof path, st->run_dir, "last");
+        zp_ckpt_path(path, sizeof path, zp_stage_run0(st), "last");
         int rc = zp_ckpt_read(path, &p->start, NULL, NULL, err, sizeof err);
         if (rc) {
             zp_error("cannot resume: %s", err);
@@ -725,7 +725,7 @@ static int open_all(prefetch_t *p)
     zp_plan_init(&p->plan, st);
     if (st->mode == ZP_MODE_RESUME) {
         char path[PATH_MAX + 64], err[800];
-        zp_ckpt_path(path, sizeof path, st->run_dir, "last");
+        zp_ckpt_path(path, sizeof path, zp_stage_run0(st), "last");
         int64_t most = zp_ckpt_epoch_batches(&st->cfg, st->meta.n[ZP_SPLIT_TRAIN], zp_stage_world(st));
         if ((rc = zp_ckpt_check(&p->start, path, st->cfg.epochs, most, err, sizeof err))) {
             zp_error("cannot resume: %s", err);

@@ -77,7 +77,7 @@ int zp_checkpoints_resume(zp_checkpoints_t *k, int64_t *step, int64_t *epoch, in
     if (!k->buf)
         return 0;
     char path[PATH_MAX + 64], err[600];
-    zp_ckpt_path(path, sizeof path, k->st->run_dir, "last");
+    zp_ckpt_path(path, sizeof path, zp_stage_run0(k->st), "last"); /* rank 0's, on every rank */
     zp_ckpt_pos_t pos;
     void *payload;
     size_t bytes;

@@ -26,6 +26,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <xxhash.h>
 
@@ -110,28 +111,35 @@ static int epoch_record(trainer_t *t, const zp_msg_t *m)
  * and the pixels the model is given (after augmentation). With the crop at
  * assembly the line goes on with "crops" and each sample's crop, in batch
  * order: x,y,w,h,flip,image_w,image_h (the box on the whole image as cached;
- * "-" where not known). */
-static void log_batch(trainer_t *t, const zp_batch_view_t *v, const void *x, size_t sample_bytes)
+ * "-" where not known). Made before the step (which may change x) and
+ * written once the step is done: a step a stop cut short is not logged.
+ * Returns the malloc'd line, or NULL. */
+static char *batch_line(trainer_t *t, const zp_batch_view_t *v, const void *x, size_t sample_bytes)
 {
+    char *line = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&line, &len);
+    if (!f)
+        return NULL;
     uint64_t d = ZP_ORDER_INIT;
     for (int i = 0; i < v->n; i++)
         d = zp_order_step(d, v->idx[i]);
     uint64_t px = XXH3_64bits(x, (size_t)v->n * sample_bytes);
-    fprintf(t->batches, "%llu %llu %lld %016llx %016llx", (unsigned long long)v->epoch,
+    fprintf(f, "%llu %llu %lld %016llx %016llx", (unsigned long long)v->epoch,
             (unsigned long long)v->index, (long long)t->step + 1, (unsigned long long)d,
             (unsigned long long)px);
     if (t->crops)
-        fputs(" crops", t->batches);
+        fputs(" crops", f);
     for (int i = 0; t->crops && i < v->n; i++) {
         const zp_crop_t *c = &v->crops[i];
         if (c->x < 0)
-            fputs(" -", t->batches);
+            fputs(" -", f);
         else
-            fprintf(t->batches, " %d,%d,%d,%d,%d,%d,%d", c->x, c->y, c->w, c->h, c->flip,
-                    c->img_w, c->img_h);
+            fprintf(f, " %d,%d,%d,%d,%d,%d,%d", c->x, c->y, c->w, c->h, c->flip, c->img_w, c->img_h);
     }
-    fputc('\n', t->batches);
-    fflush(t->batches);
+    fputc('\n', f);
+    fclose(f);
+    return line;
 }
 
 /* What a batch or a collect brought: into the epoch's sums, the log window,
@@ -188,9 +196,14 @@ static int on_batch(trainer_t *t, const zp_msg_t *m)
     size_t sample_bytes;
     if ((rc = t->be->ops->input(t->be, &v, &x, &sample_bytes, &t->compute_ns)))
         return rc;
-    if (t->batches && v.split == ZP_SPLIT_TRAIN)
-        log_batch(t, &v, x, sample_bytes);
-    if ((rc = backend_batch(t, &v, m->batches)))
+    char *line = t->batches && v.split == ZP_SPLIT_TRAIN ? batch_line(t, &v, x, sample_bytes) : NULL;
+    rc = backend_batch(t, &v, m->batches);
+    if (line && !rc) {
+        fputs(line, t->batches);
+        fflush(t->batches);
+    }
+    free(line);
+    if (rc)
         return rc;
     /* The slot is the prefetch's again after this: nothing below reads it. */
     rc = zp_consumer_release(&t->ring, m->slot, m->gen);

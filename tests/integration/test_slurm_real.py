@@ -24,11 +24,11 @@ from test_slurm import stats_of
 PORT = 21000 + (os.getpid() % 400) * 4
 
 
-def config(w, name, batch, epochs=2, cost=0, train=1025):
+def config(w, name, batch, epochs=2, cost=0, train=1025, cache="true"):
     text = CONFIG.format(name=name, gpus=1, batch=batch, train=train, corrupt=0, epochs=epochs,
                          cost=cost)
-    text += 'transport: {bind: "0.0.0.0:%d"}\ncache: {enabled: true, path: %s/cache-%s}\n' % (
-        PORT, w.path, name)
+    text += 'transport: {bind: "0.0.0.0:%d"}\ncache: {enabled: %s, path: %s/cache-%s}\n' % (
+        PORT, cache, w.path, name)
     return w.write(name + ".yaml", text)
 
 
@@ -148,6 +148,53 @@ def scancel_mid_epoch_ends_every_process_and_leaves_nothing():
         why = zp.text(os.path.join(run, "stopped")).strip()
         zp.check(why == "the run was stopped by signal 15 (Terminated)", why)
 
+def batch_lines(run):
+    """rank 0's batches.log: (epoch, index, step, digest) a line, in order."""
+    with open(os.path.join(run, "batches.log")) as f:
+        return [tuple(line.split()[:4]) for line in f]
+
+
+def steps_of(run):
+    return [m for m in zp.metrics(run) if m.get("event") == "step"]
+
+
+def wait_steps(c, job, run, n):
+    metrics = os.path.join(run, "metrics.jsonl")
+    zp.wait_for(lambda: os.path.exists(metrics) and any(
+        m.get("step", 0) >= n for m in steps_of(run)), 120,
+        "%d steps (job %s: %s)" % (n, job, c.job(job).get("JobState")))
+
+
+def usr1_saves_a_two_task_job_and_srun_up_resume_goes_on_exactly():
+    """Slurm's warning signal (scancel --signal=USR1: what --signal=USR1@60
+    sends) mid-epoch: both tasks stop with exit 4, rank 0 saved where the
+    job goes on; `srun zeus-pipe up --resume RUN` trains exactly the batches
+    of an uninterrupted job, none twice, to the same loss."""
+    with zp.Workdir() as w, slurm_cluster.Cluster(os.path.join(w.path, "slurm")) as c:
+        p = srun(c, w, 2, [zp.BIN, "up", config(w, "full", 32, epochs=6, cost=1500, cache="false")])
+        zp.check(p.returncode == 0, p.stderr)
+        cfg = config(w, "cut", 32, epochs=6, cost=1500, cache="false")
+        job = c.sbatch(BATCH.format(bin=zp.BIN, cfg=cfg), w.path)
+        run = w.run_dir("cut")
+        wait_steps(c, job, run, 40)
+        zp.check(c.run("scancel", "--signal=USR1", job).returncode == 0, "scancel")
+        c.wait_job(job, 120)
+        out = zp.text(os.path.join(w.path, "slurm-%s.out" % job))
+        zp.check(out.count("stopped by SIGUSR1 after saving (exit status 4)") == 2 and
+                 "resume with `srun zeus-pipe up --resume %s` (the same number of tasks)" % run in out,
+                 out[-3000:])
+        zp.check(not processes_of(w.path + "/runs"), "a process of the job is left")
+        p = srun(c, w, 2, [zp.BIN, "up", "--resume", run])
+        zp.check(p.returncode == 0, "resume: exit %d\n%s" % (p.returncode, p.stderr))
+        zp.check("resuming %s at epoch" % run in p.stderr, p.stderr)
+        full, cut = batch_lines(w.run_dir("full")), batch_lines(run)
+        zp.check(len(full) == len(cut) and full == cut, "rank 0's batches: %d uninterrupted, %d "
+                 "saved and resumed" % (len(full), len(cut)))
+        a = zp.epoch_ends(w.run_dir("full"), "test")[-1]["loss"]
+        b = zp.epoch_ends(run, "test")[-1]["loss"]
+        zp.check(abs(a - b) <= 1e-5, "final test loss %r uninterrupted, %r resumed" % (a, b))
+
+
 if __name__ == "__main__":
     why = slurm_cluster.available()
     if why:
@@ -156,4 +203,5 @@ if __name__ == "__main__":
     zp.main([srun_trains_two_ranks_as_one_trainer_and_warms_the_node,
              a_node_name_that_does_not_resolve_is_reached_at_rank_0s_address,
              a_rank_that_cannot_reach_rank_0_says_so_in_seconds,
-             scancel_mid_epoch_ends_every_process_and_leaves_nothing])
+             scancel_mid_epoch_ends_every_process_and_leaves_nothing,
+             usr1_saves_a_two_task_job_and_srun_up_resume_goes_on_exactly])
