@@ -256,6 +256,9 @@
       "write TensorBoard scalars (losses, accuracy, rates, each stage's busy and waits, log()) to " \
       "RUN/tb/ for `tensorboard --logdir runs/`")                                           \
     X("logger.trace_max_events", INT, trace_max_events, "200000", 100, 100000000,                  \
-      "most timed, instant and counter events in trace.json; past it the first and the last halves are kept")
+      "most timed, instant and counter events in trace.json; past it the first and the last halves are kept") \
+    X("slurm.requeue", BOOL, slurm_requeue, "false", 0, 0,                                         \
+      "under sbatch, after SIGUSR1 saved the run (--signal=USR1@SECONDS): requeue the job "      \
+      "(scontrol requeue); the requeued job's `up` resumes the run by itself")
 
 #endif

@@ -126,6 +126,7 @@ typedef struct {
     int64_t stat_interval_ms;
     bool tensorboard; /* logger.tensorboard */
     int64_t trace_max_events;
+    bool slurm_requeue; /* slurm.requeue */
 
     char file[512]; /* the file it was loaded from */
     zp_config_where_t where[ZP_CONFIG_NKEYS]; /* where each key was set, in table order */

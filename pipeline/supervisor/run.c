@@ -16,6 +16,7 @@
 
 #include <limits.h>
 #include <signal.h>
+#include <sys/wait.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -445,8 +446,8 @@ static int supervise(zp_sup_t *s)
     if (stopped[0])
         say_stopped(s, stopped);
     zp_procs_stop(&s->procs, 0, quick ? 1000 : 3000);
-    if (trained) /* the other ranks end as well: their last records reach the logger */
-        zp_sup_wait_ranks(s, 10000, &g_signal);
+    if (trained || status == ZP_EXIT_SAVED) /* the other ranks end as well: their last records */
+        zp_sup_wait_ranks(s, 10000, &g_signal);                  /* reach the logger */
     if (trained)
         say_left(s);
     zp_procs_stop(&s->procs, 1, quick ? 800 : 5000);
@@ -481,6 +482,80 @@ static void say_down(const zp_sup_t *s, int status)
     fprintf(stderr, "zeus-pipe: stopped by %s (exit status %d): %s; %s\n",
             status == ZP_EXIT_SAVED ? "SIGUSR1 after saving" : "zeus-pipe down", status, s->run_dir,
             how);
+}
+
+/* ---- slurm.requeue ------------------------------------------------------------------- */
+
+/* run.dir/.slurm-<job>.requeue: the run a requeued job resumes ("run DIR"). */
+static int requeue_mark(char *buf, size_t len, const char *run_dir)
+{
+    const char *job = getenv("SLURM_JOB_ID");
+    if (!job || !*job || strchr(job, '/'))
+        return -1;
+    snprintf(buf, len, "%s/.slurm-%.40s.requeue", run_dir, job);
+    return 0;
+}
+
+/* Rank 0 after a save under sbatch with slurm.requeue: the mark (only where
+ * the run has a checkpoint to go on from: a job saved before its first step
+ * starts again from the beginning), then `scontrol requeue JOB`, the last
+ * thing it does: Slurm ends the job's processes and queues it again. */
+static void requeue(const zp_sup_t *s)
+{
+    char mark[PATH_MAX + 80], tmp[PATH_MAX + 90], ckpt[PATH_MAX + 64];
+    const char *job = getenv("SLURM_JOB_ID");
+    if (!s->cfg.slurm_requeue || s->slurm.rank != 0 || requeue_mark(mark, sizeof mark, s->cfg.run_dir))
+        return;
+    zp_ckpt_path(ckpt, sizeof ckpt, s->run_dir, "last");
+    if (access(ckpt, R_OK) == 0) {
+        snprintf(tmp, sizeof tmp, "%s.tmp", mark);
+        FILE *f = fopen(tmp, "w");
+        int ok = f && fprintf(f, "run %s\n", s->run_dir) > 0;
+        if ((f && fclose(f)) || !ok || rename(tmp, mark)) {
+            fprintf(stderr, "zeus-pipe: slurm.requeue: %s: %s; not requeued\n", mark, strerror(errno));
+            return;
+        }
+    }
+    fprintf(stderr, "zeus-pipe: slurm.requeue: requeueing job %s (scontrol requeue %s): %s\n", job,
+            job, access(ckpt, R_OK) == 0 ? "it resumes the run by itself"
+                                         : "no checkpoint yet, so it starts the run again");
+    fflush(stderr);
+    pid_t pid = fork();
+    if (pid == 0) {
+        execlp("scontrol", "scontrol", "requeue", job, (char *)NULL);
+        fprintf(stderr, "zeus-pipe: slurm.requeue: cannot run scontrol: %s\n", strerror(errno));
+        _exit(127);
+    }
+    int st = 0;
+    if (pid < 0 || waitpid(pid, &st, 0) < 0 || !WIFEXITED(st) || WEXITSTATUS(st))
+        fprintf(stderr, "zeus-pipe: slurm.requeue: scontrol requeue %s failed (a job started by "
+                        "srun alone cannot be requeued: submit it with sbatch); resume with `srun "
+                        "zeus-pipe up --resume %s`\n", job, s->run_dir);
+}
+
+/* The run a job requeued by slurm.requeue goes on with: 1 with its folder in
+ * buf, 0 when this is no such job (or its first start). */
+static int requeued_run(const zp_config_t *cfg, char *buf, size_t len)
+{
+    const char *restart = getenv("SLURM_RESTART_COUNT");
+    char mark[PATH_MAX + 80], line[PATH_MAX + 16];
+    if (!cfg->slurm_requeue || !restart || atoi(restart) < 1 ||
+        requeue_mark(mark, sizeof mark, cfg->run_dir))
+        return 0;
+    FILE *f = fopen(mark, "r");
+    int ok = f && fgets(line, sizeof line, f) && !strncmp(line, "run ", 4);
+    if (f)
+        fclose(f);
+    if (!ok)
+        return 0;
+    line[strcspn(line, "\n")] = 0;
+    size_t n = strlen(line + 4);
+    if (n >= len)
+        return 0;
+    memcpy(buf, line + 4, n + 1);
+    fprintf(stderr, "zeus-pipe: Slurm job %s, restart %s (slurm.requeue): resuming %s with its own "
+                    "config\n", getenv("SLURM_JOB_ID"), restart, buf);
+    return 1;
 }
 
 /* Runs every stage of the run in s->run_dir until training ends; the exit status. */
@@ -525,6 +600,15 @@ static int run_stages(zp_sup_t *s)
         fprintf(stderr, "zeus-pipe: run finished: %s\n", s->run_dir);
     else if (status == ZP_EXIT_DOWN || status == ZP_EXIT_SAVED)
         say_down(s, status);
+    char mark[PATH_MAX + 80];
+    if (status == 0 && s->slurm.rank == 0 && s->cfg.slurm_requeue &&
+        !requeue_mark(mark, sizeof mark, s->cfg.run_dir))
+        unlink(mark); /* the requeued run is done: a later start of the job is a new run */
+    if (status == ZP_EXIT_SAVED && getenv("SLURM_JOB_ID") && s->cfg.slurm_requeue) {
+        requeue(s);
+        status = 0; /* the job goes on, requeued: no task of this attempt failed (a non-zero
+                       status would make `srun --kill-on-bad-exit` kill rank 0 before it requeues) */
+    }
     else if (status >= 128)
         fprintf(stderr, "zeus-pipe: stopped by signal %d; every stage stopped\n", status - 128);
     return status;
@@ -617,6 +701,9 @@ static int attach_check(zp_sup_t *s, int slurm)
 
 static int up(const zp_config_t *cfg, const zp_dataset_t *ds, int attach)
 {
+    char again[PATH_MAX];
+    if (!attach && requeued_run(cfg, again, sizeof again))
+        return zp_up_resume(again);
     static zp_sup_t s;
     memset(&s, 0, sizeof s);
     s.cfg = *cfg;

@@ -112,7 +112,8 @@ static int epoch_record(trainer_t *t, const zp_msg_t *m)
  * assembly the line goes on with "crops" and each sample's crop, in batch
  * order: x,y,w,h,flip,image_w,image_h (the box on the whole image as cached;
  * "-" where not known). Made before the step (which may change x) and
- * written once the step is done: a step a stop cut short is not logged.
+ * written once the step is done: a step a stop cut short (its sum over the
+ * ranks) is not logged, since it trains again after a resume.
  * Returns the malloc'd line, or NULL. */
 static char *batch_line(trainer_t *t, const zp_batch_view_t *v, const void *x, size_t sample_bytes)
 {
@@ -198,7 +199,7 @@ static int on_batch(trainer_t *t, const zp_msg_t *m)
         return rc;
     char *line = t->batches && v.split == ZP_SPLIT_TRAIN ? batch_line(t, &v, x, sample_bytes) : NULL;
     rc = backend_batch(t, &v, m->batches);
-    if (line && !rc) {
+    if (line && rc != ZP_ESTOP) { /* a step that failed (a NaN) ran: its batch is named */
         fputs(line, t->batches);
         fflush(t->batches);
     }

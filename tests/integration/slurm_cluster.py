@@ -37,6 +37,20 @@ def available():
     return None
 
 
+def free_ports(n):
+    """n TCP ports no one listens on now (the kernel's picks, all held open
+    until each is known): two clusters never share one, which would mix
+    their daemons up."""
+    held = [socket.socket() for _ in range(n)]
+    try:
+        for s in held:
+            s.bind(("", 0))
+        return [s.getsockname()[1] for s in held]
+    finally:
+        for s in held:
+            s.close()
+
+
 def required():
     return os.environ.get("ZP_REQUIRE_SLURM") == "1"
 
@@ -52,8 +66,7 @@ class Cluster:
             count = nodes.count
         self.names = [name or host] if count == 1 and not nodes else \
             ["%s%d" % (name or "zpn", i) for i in range(count)]
-        base = 17000 + (os.getpid() % 2000) * 2
-        self.ctl_port, self.d_port = base, base + 1
+        self.ctl_port, self.d_port = free_ports(2)
         self.conf = os.path.join(path, "slurm.conf")
         self.munge_socket = os.path.join(path, "munge", "munge.socket")
         self.procs = []
@@ -81,7 +94,9 @@ class Cluster:
             "SlurmctldPort=%d" % self.ctl_port, "SlurmdPort=%d" % self.d_port,
             "SlurmUser=root", "SlurmdUser=root",
             "AuthType=auth/munge", "CredType=cred/munge",
-            "AuthInfo=socket=%s" % self.munge_socket,
+            # cred_expire: how long a requeued job's old credential stays revoked, and
+            # so how long Slurm holds the job before it starts again (default 120 s)
+            "AuthInfo=socket=%s,cred_expire=10" % self.munge_socket,
             "StateSaveLocation=%s/state" % self.path,
             "SlurmdSpoolDir=%s/spool/%%n" % self.path,
             "SlurmctldPidFile=%s/slurmctld.pid" % self.path,
@@ -124,13 +139,14 @@ class Cluster:
             for i, name in enumerate(self.names):
                 self._start(["/usr/sbin/slurmd", "-D", "-N", name, "-f", self.conf],
                             "slurmd-%s.out" % name, self.nodes.ns[i] if self.nodes else None)
-            self._wait(self._idle, 60, "sinfo to show every node idle")
+            self._wait(self.idle, 60, "sinfo to show every node idle")
         except BaseException:
             self.__exit__(None, None, None)
             raise
         return self
 
-    def _idle(self):
+    def idle(self):
+        """Whether sinfo shows every node idle."""
         p = subprocess.run(["sinfo", "-h", "-N", "-o", "%N %t"], env=self.env(),
                            capture_output=True, text=True)
         states = dict(line.split() for line in p.stdout.splitlines() if line.strip())

@@ -195,6 +195,37 @@ def usr1_saves_a_two_task_job_and_srun_up_resume_goes_on_exactly():
         zp.check(abs(a - b) <= 1e-5, "final test loss %r uninterrupted, %r resumed" % (a, b))
 
 
+def usr1_with_slurm_requeue_requeues_the_job_and_it_resumes_by_itself():
+    """slurm.requeue: after the save rank 0 requeues the job (scontrol
+    requeue); the same batch script, started again (SLURM_RESTART_COUNT 1),
+    resumes the run by itself: every batch of the uninterrupted job exactly
+    once, the same final loss."""
+    with zp.Workdir() as w, slurm_cluster.Cluster(os.path.join(w.path, "slurm")) as c:
+        p = srun(c, w, 2, [zp.BIN, "up", config(w, "full", 32, epochs=6, cost=1500, cache="false")])
+        zp.check(p.returncode == 0, p.stderr)
+        cfg = config(w, "rq", 32, epochs=6, cost=1500, cache="false")
+        with open(cfg, "a") as f:
+            f.write("slurm: {requeue: true}\n")
+        job = c.sbatch(BATCH.format(bin=zp.BIN, cfg=cfg), w.path)
+        run = w.run_dir("rq")
+        wait_steps(c, job, run, 40)
+        zp.check(c.run("scancel", "--signal=USR1", job).returncode == 0, "scancel")
+        zp.wait_for(lambda: int(c.job(job).get("Restarts", "0")) >= 1, 120, "the job's requeue")
+        state = c.wait_job(job, 300, ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT"))
+        out = zp.text(os.path.join(w.path, "slurm-%s.out" % job))
+        zp.check(state == "COMPLETED", "job %s: %s (%s)\n%s\n%s" % (job, state, c.job(job).get("Reason"), out[-4000:], c.logs()))
+        zp.check("resuming %s with its own config" % run in out and "run finished: %s" % run in out,
+                 out[-4000:])
+        zp.check(not os.path.exists(os.path.join(w.path, "runs", ".slurm-%s.requeue" % job)),
+                 "the requeue mark is left after the run finished")
+        full, cut = batch_lines(w.run_dir("full")), batch_lines(run)
+        zp.check(len(full) == len(cut) and full == cut, "rank 0's batches: %d uninterrupted, %d "
+                 "saved, requeued and resumed" % (len(full), len(cut)))
+        a = zp.epoch_ends(w.run_dir("full"), "test")[-1]["loss"]
+        b = zp.epoch_ends(run, "test")[-1]["loss"]
+        zp.check(abs(a - b) <= 1e-5, "final test loss %r uninterrupted, %r resumed" % (a, b))
+
+
 if __name__ == "__main__":
     why = slurm_cluster.available()
     if why:
@@ -204,4 +235,5 @@ if __name__ == "__main__":
              a_node_name_that_does_not_resolve_is_reached_at_rank_0s_address,
              a_rank_that_cannot_reach_rank_0_says_so_in_seconds,
              scancel_mid_epoch_ends_every_process_and_leaves_nothing,
-             usr1_saves_a_two_task_job_and_srun_up_resume_goes_on_exactly])
+             usr1_saves_a_two_task_job_and_srun_up_resume_goes_on_exactly,
+             usr1_with_slurm_requeue_requeues_the_job_and_it_resumes_by_itself])
