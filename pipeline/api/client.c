@@ -451,6 +451,17 @@ int zp_client_set_step(zp_client_t *c, int64_t step)
     return 0;
 }
 
+int zp_client_any(zp_client_t *c, int mine)
+{
+    if (!c)
+        return ZP_EINVAL;
+    double any = mine != 0;
+    int rc = zp_comm_sum(c->comm, NULL, 0, &any, 1);
+    if (rc)
+        snprintf(c->error, sizeof c->error, "a sum over the ranks: %s", zp_strerror(rc));
+    return rc ? rc : any > 0;
+}
+
 int zp_client_run_info(const zp_client_t *c, zp_client_run_t *out)
 {
     if (!c || !out)

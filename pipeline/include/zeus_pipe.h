@@ -38,7 +38,7 @@
 extern "C" {
 #endif
 
-#define ZP_CLIENT_API_VERSION 4
+#define ZP_CLIENT_API_VERSION 5
 
 typedef struct zp_client zp_client_t;
 
@@ -228,6 +228,14 @@ int zp_client_augment(zp_client_t *c, const zp_client_batch_t *b, const float *i
  * on from the first run's steps. Returns 0, or a negative error for a NULL
  * client or a negative step. (Since API version 4.) */
 int zp_client_set_step(zp_client_t *c, int64_t step);
+
+/* Whether any rank passes a non-zero `mine`: summed over the run's ranks
+ * through rank 0, as an epoch's counts are, so that every rank gets the same
+ * answer. Every rank must call it at the same point of its loop, the same
+ * number of times (the package's stop_requested(), once a step: a stop every
+ * rank agrees on). Returns 1, 0, or a negative error (ZP_CLIENT_ETIMEOUT:
+ * a rank stayed silent for trainer.comm_timeout_s). (Since API version 5.) */
+int zp_client_any(zp_client_t *c, int mine);
 
 /* Waits up to timeout_ms (< 0: until something comes) for the next batch,
  * epoch end or end of the run, into *b. At an epoch's end the library has

@@ -19,7 +19,7 @@ import os
 import shutil
 from typing import Any, Iterator
 
-API_VERSION = 4  # ZP_CLIENT_API_VERSION this package was written for (zp_client_fields)
+API_VERSION = 5  # ZP_CLIENT_API_VERSION this package was written for (zp_client_any)
 
 BATCH, EPOCH_END, END = 1, 2, 3  # what zp_client_next returned
 TRAIN, TEST = 0, 1
@@ -124,6 +124,7 @@ def _prototypes(lib: ctypes.CDLL) -> None:
         "zp_client_fields": (I, [P, ctypes.POINTER(ctypes.POINTER(Field)), ctypes.POINTER(I)]),
         "zp_client_error": (S, [P]),
         "zp_client_set_step": (I, [P, I64]),
+        "zp_client_any": (I, [P, I]),
         "zp_client_augment": (I, [P, BP, ctypes.c_void_p, ctypes.c_void_p]),
         "zp_client_normalization_table": (I, [P, ctypes.POINTER(ctypes.c_float), I]),
         "zp_client_next": (I, [P, BP, I]),

@@ -44,6 +44,18 @@ counts are equal): a rank with a batch more waits in its all-reduce while the
 others wait for it at the epoch's end, and the run fails after
 trainer.comm_timeout_s.
 
+Save and stop: SIGUSR1 (`kill -USR1` of `zeus-pipe up`, which forwards it
+to its program; Slurm's --signal=USR1@SECONDS before a time limit or a
+preemption, which reaches every task) sets a flag that stop_requested()
+reads, summed over the ranks (zp_client_any) so that every rank stops at the
+same step. The handler is installed when the client is made, in the main
+thread, where the program has none of its own for SIGUSR1. The pattern, once
+a step, on every rank:
+
+    if zp.stop_requested():
+        torch.save({"model": model.state_dict(), "data": zp.state_dict()}, PATH)
+        break
+
 A Source asks its client through five members only: batches_per_epoch(),
 samples(), batch_size, epochs and next_epoch(); the position of each split
 (the next epoch and batch of its loop), the batch held and the seeks are the
@@ -82,6 +94,22 @@ Item = Any
 _Self = TypeVar("_Self", bound="Client")
 
 _SPLIT = {TRAIN: "train", TEST: "test"}
+_STOP = [False]  # SIGUSR1 came (stop_requested)
+
+
+def _on_stop(signum: int, frame: object) -> None:
+    _STOP[0] = True
+
+
+def _catch_stop() -> None:
+    """SIGUSR1 sets _STOP, where the program has no handler of its own (and
+    in the main thread only, where Python lets one be set)."""
+    import signal
+    import threading
+    if threading.current_thread() is not threading.main_thread():
+        return
+    if signal.getsignal(signal.SIGUSR1) in (signal.SIG_DFL, None):
+        signal.signal(signal.SIGUSR1, _on_stop)
 _POLL_MS = 200  # zp_client_next waits this long at a time, so that Ctrl-C is seen
 
 
@@ -123,6 +151,7 @@ class Client:
             from . import _cuda
             cuda = _cuda.check(device)  # before attaching: a clear error, nothing held
         self._lib = load()
+        _catch_stop()
         err = ctypes.create_string_buffer(1024)
         self._c = self._lib.zp_client_attach(os.fsencode(run), rank, int(timeout_s * 1000),
                                              err, len(err))
@@ -462,6 +491,15 @@ class Client:
                     batch_size=int(i.batch_size), train_samples=int(i.samples[0]),
                     test_samples=int(i.samples[1]), train_batches=int(i.batches[0]),
                     test_batches=int(i.batches[1]))
+
+    def stop_requested(self) -> bool:
+        """True once any rank's program was asked to save and stop (SIGUSR1;
+        see the module's docstring), the same answer on every rank. Every
+        rank calls it at the same point of its loop, as many times (once a
+        step): it is a sum over the ranks, as an epoch's counts are."""
+        if not self._c:
+            raise ZeusPipeError("zeus_pipe: the client is closed")
+        return bool(self._check(self._lib.zp_client_any(self._c, int(_STOP[0])), "stop_requested"))
 
     def state_dict(self) -> dict[str, int]:
         """The data position, a dict of plain ints: `split`, `epoch`, `batch`:

@@ -226,6 +226,111 @@ def usr1_with_slurm_requeue_requeues_the_job_and_it_resumes_by_itself():
         zp.check(abs(a - b) <= 1e-5, "final test loss %r uninterrupted, %r resumed" % (a, b))
 
 
+DDP_CONFIG = """
+run: {{name: {name}}}
+seed: 7
+dataset:
+  source: synthetic
+  synthetic: {{train_samples: 1000, test_samples: 100, shape: [1, 6, 5], classes: 4, cost_us: 2000}}
+loader: {{workers: 2, task_size: 25}}
+prefetch: {{batch_size: 50, depth: 2, drop_last: true}}
+trainer: {{epochs: 4, command: [{python}, {script}]}}
+transport: {{bind: "0.0.0.0:{port}"}}
+"""
+
+# The documented pattern: once a step, every rank asks stop_requested(); on
+# yes it saves the model, the optimizer and zp.state_dict() and leaves. Started
+# again, it loads them and goes on. batches-RANK.txt: a line a train step.
+DDP_SCRIPT = """
+import os, torch, torch.distributed as dist, torch.nn.functional as F
+import zeus_pipe
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+dist.init_process_group("gloo")
+rank = dist.get_rank()
+torch.manual_seed(0)
+model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(30, 16), torch.nn.ReLU(),
+                            torch.nn.Linear(16, 4))
+ddp = DDP(model)
+opt = torch.optim.SGD(ddp.parameters(), lr=0.1, momentum=0.9)
+state, epoch, stopped = "state-%d.pt" % rank, 0, False
+out = open("batches-%d.txt" % rank, "a")
+with zeus_pipe.attach() as zp:
+    if os.path.exists(state):
+        s = torch.load(state)
+        model.load_state_dict(s["model"]); opt.load_state_dict(s["opt"])
+        zp.load_state_dict(s["data"]); epoch = s["epoch"]
+    while epoch < 4 and not stopped:
+        for x, y in zp.train:
+            opt.zero_grad()
+            F.cross_entropy(ddp(x), y).backward()
+            opt.step()
+            print("train", epoch, ",".join(map(str, zp.indices.tolist())), file=out, flush=True)
+            if zp.stop_requested():
+                torch.save({"model": model.state_dict(), "opt": opt.state_dict(),
+                            "data": zp.state_dict(), "epoch": epoch}, state)
+                stopped = True
+                break
+        epoch += 0 if stopped else 1
+if rank == 0 and not stopped:
+    torch.save([p.detach() for p in model.parameters()], "final.pt")
+dist.destroy_process_group()
+"""
+
+
+def a_ddp_program_saves_with_stop_requested_and_goes_on_exactly():
+    """Two gloo ranks of a user's program under srun, the documented
+    pattern: USR1 mid-epoch, both ranks stop at the same step and save; the
+    job started again goes on from their saves, and each rank's batches over
+    both parts are those of an uninterrupted job, none twice, to the same
+    parameters."""
+    try:
+        import torch
+    except ImportError:
+        print("SKIP %s: %s has no torch" % ("a_ddp_program_...", sys.executable))
+        return
+    from test_python import PACKAGE, python_command
+    with zp.Workdir() as w, slurm_cluster.Cluster(os.path.join(w.path, "slurm")) as c:
+        env = c.env(PYTHONPATH=os.path.abspath(PACKAGE))
+        folders = {}
+        for name in ("whole", "cut"):
+            d = folders[name] = os.path.join(w.path, name)
+            os.makedirs(d)
+            w.write(name + "/ddp.py", DDP_SCRIPT)
+            w.write(name + "/ddp.yaml", DDP_CONFIG.format(name=name, python=python_command(),
+                                                          script=os.path.join(d, "ddp.py"), port=PORT))
+        p = c.run("srun", "--quiet", "-n2", "--kill-on-bad-exit=1", zp.BIN, "up", "ddp.yaml",
+                  cwd=folders["whole"], env=env)
+        zp.check(p.returncode == 0, "whole: exit %d\n%s" % (p.returncode, p.stderr[-3000:]))
+        cut = folders["cut"]
+        job = c.sbatch(BATCH.format(bin=zp.BIN, cfg="ddp.yaml"), cut, "--export=ALL,PYTHONPATH=" +
+                       os.path.abspath(PACKAGE))
+        log = os.path.join(cut, "batches-0.txt")
+        zp.wait_for(lambda: len(zp.text(log).splitlines()) >= 15, 120, "15 steps of the cut job")
+        zp.check(c.run("scancel", "--signal=USR1", job).returncode == 0, "scancel")
+        c.wait_job(job, 120)
+        out = zp.text(os.path.join(cut, "slurm-%s.out" % job))
+        zp.check(out.count("stopped by SIGUSR1 after saving") == 2 and "the program goes on from "
+                 "the zeus_pipe state_dict() it saved" in out, out[-3000:])
+        zp.check(all(os.path.exists(os.path.join(cut, "state-%d.pt" % r)) for r in (0, 1)),
+                 "a rank did not save")
+        cut_lines = [len(zp.text(os.path.join(cut, "batches-%d.txt" % r)).splitlines()) for r in (0, 1)]
+        zp.check(cut_lines[0] == cut_lines[1] and 15 <= cut_lines[0] < 40,
+                 "the ranks stopped after %s steps: not the same step" % cut_lines)
+        p = c.run("srun", "--quiet", "-n2", "--kill-on-bad-exit=1", zp.BIN, "up", "ddp.yaml",
+                  cwd=cut, env=env)
+        zp.check(p.returncode == 0, "resumed: exit %d\n%s" % (p.returncode, p.stderr[-3000:]))
+        for r in (0, 1):
+            a = zp.text(os.path.join(folders["whole"], "batches-%d.txt" % r)).splitlines()
+            b = zp.text(os.path.join(cut, "batches-%d.txt" % r)).splitlines()
+            zp.check(len(a) == 40 and a == b, "rank %d: %d steps whole, %d saved and resumed, %s"
+                     % (r, len(a), len(b), "the same" if a == b else "other batches"))
+        one = torch.load(os.path.join(folders["whole"], "final.pt"))
+        two = torch.load(os.path.join(cut, "final.pt"))
+        zp.check(all(torch.allclose(x, y, atol=1e-6) for x, y in zip(one, two)),
+                 "the final parameters differ")
+
+
 if __name__ == "__main__":
     why = slurm_cluster.available()
     if why:
@@ -236,4 +341,5 @@ if __name__ == "__main__":
              a_rank_that_cannot_reach_rank_0_says_so_in_seconds,
              scancel_mid_epoch_ends_every_process_and_leaves_nothing,
              usr1_saves_a_two_task_job_and_srun_up_resume_goes_on_exactly,
-             usr1_with_slurm_requeue_requeues_the_job_and_it_resumes_by_itself])
+             usr1_with_slurm_requeue_requeues_the_job_and_it_resumes_by_itself,
+             a_ddp_program_saves_with_stop_requested_and_goes_on_exactly])
