@@ -96,7 +96,7 @@ class Cluster:
             "AuthType=auth/munge", "CredType=cred/munge",
             # cred_expire: how long a requeued job's old credential stays revoked, and
             # so how long Slurm holds the job before it starts again (default 120 s)
-            "AuthInfo=socket=%s,cred_expire=10" % self.munge_socket,
+            "AuthInfo=socket=%s,cred_expire=5" % self.munge_socket,
             "StateSaveLocation=%s/state" % self.path,
             "SlurmdSpoolDir=%s/spool/%%n" % self.path,
             "SlurmctldPidFile=%s/slurmctld.pid" % self.path,
