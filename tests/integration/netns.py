@@ -20,10 +20,10 @@ def _ip(*args, ns=None, check=True):
 
 class Nodes:
     """`count` nodes, addresses 10.<a>.<b>.1.., each link `rate` (tc syntax,
-    e.g. "1gbit"; None: unlimited). Use as a context manager: everything it
+    e.g. "1gbit"; None: unlimited); with host, the machine itself at .254. Use as a context manager: everything it
     made is removed at the end, also after a failure."""
 
-    def __init__(self, count, rate="1gbit"):
+    def __init__(self, count, rate="1gbit", host=False):
         tag = os.getpid() % 100000
         self.prefix = "zp%d" % tag  # interface names: at most 15 bytes
         self.subnet = "10.%d.%d" % (200 + tag % 50, (tag // 50) % 250)
@@ -31,6 +31,7 @@ class Nodes:
         self.ns = ["%sn%d" % (self.prefix, i) for i in range(count)]
         self.veth = ["%sv%d" % (self.prefix, i) for i in range(count)]
         self.bridge = self.prefix + "br"
+        self.host = host  # the root namespace has an address on the bridge (bridge_addr)
 
     @staticmethod
     def available():
@@ -49,10 +50,17 @@ class Nodes:
     def addr(self, i):
         return "%s.%d" % (self.subnet, i + 1)
 
+    def bridge_addr(self):
+        """The root namespace's address on the bridge (with host=True): where
+        the nodes reach a daemon of the machine itself (a Slurm controller)."""
+        return "%s.254" % self.subnet
+
     def __enter__(self):
         try:
             _ip("link", "add", self.bridge, "type", "bridge")
             _ip("link", "set", self.bridge, "up")
+            if self.host:
+                _ip("addr", "add", self.bridge_addr() + "/24", "dev", self.bridge)
             for i, (ns, veth) in enumerate(zip(self.ns, self.veth)):
                 _ip("netns", "add", ns)
                 _ip("link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", ns)

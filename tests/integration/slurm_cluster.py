@@ -59,8 +59,14 @@ class Cluster:
     """`count` nodes of `cpus` CPUs in folder `path` (created). Use as a
     context manager; env() is the environment for the client commands."""
 
-    def __init__(self, path, count=1, cpus=2, name=None, nodes=None, kill_wait=5):
+    def __init__(self, path, count=1, cpus=2, name=None, nodes=None, kill_wait=5, local=None):
+        """local: {"/tmp/zp-cache": "DIR-%d"}: in node i's processes the folder
+        DIR-i is mounted over /tmp/zp-cache (a mount namespace of slurmd's
+        own), a node-local disk at the same path on every node, as a
+        cluster's /tmp is."""
         self.path, self.cpus, self.kill_wait, self.nodes = path, cpus, kill_wait, nodes
+        self.local = local or {}
+        self.made = []
         host = socket.gethostname().split(".")[0]
         if nodes:
             count = nodes.count
@@ -137,8 +143,18 @@ class Cluster:
             self._write_conf()
             self._start(["/usr/sbin/slurmctld", "-D", "-i", "-f", self.conf], "slurmctld.out")
             for i, name in enumerate(self.names):
-                self._start(["/usr/sbin/slurmd", "-D", "-N", name, "-f", self.conf],
-                            "slurmd-%s.out" % name, self.nodes.ns[i] if self.nodes else None)
+                argv = ["/usr/sbin/slurmd", "-D", "-N", name, "-f", self.conf]
+                if self.local:  # its own mounts: sh binds, then becomes slurmd (the same pid)
+                    binds = []
+                    for mnt, src in sorted(self.local.items()):
+                        os.makedirs(src % i, exist_ok=True)
+                        if not os.path.isdir(mnt):
+                            os.makedirs(mnt)
+                            self.made.append(mnt)  # removed at the end
+                        binds.append("mount --bind '%s' '%s'" % (src % i, mnt))
+                    argv = ["unshare", "--mount", "--propagation", "private", "sh", "-c",
+                            " && ".join(binds) + ' && exec "$@"', "sh"] + argv
+                self._start(argv, "slurmd-%s.out" % name, self.nodes.ns[i] if self.nodes else None)
             self._wait(self.idle, 60, "sinfo to show every node idle")
         except BaseException:
             self.__exit__(None, None, None)
@@ -186,6 +202,11 @@ class Cluster:
                 except subprocess.TimeoutExpired:
                     p.kill()
                     p.wait()
+        for mnt in self.made:
+            try:
+                os.rmdir(mnt)
+            except OSError:
+                pass
         return False
 
     # ---- the client commands ----------------------------------------------------------

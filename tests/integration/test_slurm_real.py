@@ -256,6 +256,70 @@ def usr1_before_the_first_step_requeues_a_job_that_starts_again():
         each_epoch_once(again)
 
 
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+
+
+def docs_script(runs):
+    """docs/ranks-and-nodes.md's first batch script, without its GPU lines,
+    2 tasks a node (these nodes have 2 CPUs), one epoch and the run in `runs`."""
+    text = open(os.path.join(REPO, "docs", "ranks-and-nodes.md")).read()
+    start = text.index("    #!/bin/bash\n")
+    lines = []
+    for line in text[start:].split("\n"):
+        if not line.startswith("    "):
+            break
+        lines.append(line[4:])
+    script = "\n".join(lines) + "\n"
+    zp.check("--gpus-per-task=1" in script and "trainer.backend=cuda" in script, script)
+    script = script.replace("#SBATCH --gpus-per-task=1\n", "").replace("#SBATCH --cpus-per-task=8\n", "")
+    script = script.replace("--ntasks-per-node=4", "--ntasks-per-node=2")
+    return script.replace("trainer.backend=cuda", "trainer.epochs=1 run.dir=%s" % runs)
+
+
+def the_documented_batch_script_on_two_nodes():
+    """Two real nodes (a slurmd per network namespace, each with its own
+    /tmp/zp-cache), the docs' sbatch script: 2 nodes x 2 tasks, the epoch
+    exactly once, one cache stage and LMDB per node, the report; a second
+    job's scancel mid-epoch ends every process on both nodes and leaves no
+    ring and no socket file."""
+    from netns import Nodes
+    why = Nodes.available()
+    if why:
+        raise AssertionError("no network namespaces here: %s" % why)
+    with zp.Workdir() as w, Nodes(2, rate=None, host=True) as nodes, slurm_cluster.Cluster(
+            os.path.join(w.path, "slurm"), nodes=nodes,
+            local={"/tmp/zp-cache": os.path.join(w.path, "node%d-tmp")}) as c:
+        runs = os.path.join(w.path, "runs")
+        script = docs_script(runs)
+        args = ["--output=%s/slurm-%%j.out" % w.path,
+                "--export=ALL,PATH=%s:%s" % (os.path.dirname(zp.BIN), os.environ["PATH"])]
+        job = c.sbatch(script, REPO, *args)
+        state = c.wait_job(job, 600)
+        out = zp.text(os.path.join(w.path, "slurm-%s.out" % job))
+        zp.check(state == "COMPLETED", "job %s: %s\n%s\n%s" % (job, state, out[-4000:], c.logs()))
+        run = os.path.join(runs, "fashion-mnist")
+        for split, n in (("train", 60000), ("test", 10000)):
+            ends = zp.epoch_ends(run, split)
+            zp.check(len(ends) == 1 and ends[0]["samples"] == ends[0]["distinct"] == n, ends)
+        zp.check(sorted(stats_of(run, "cache")) == [0, 2], "cache stages %s" % sorted(stats_of(run, "cache")))
+        for node in (0, 1):
+            zp.check(os.path.getsize(os.path.join(w.path, "node%d-tmp" % node, "data.mdb")) > 0,
+                     "node %d has no cache of its own" % node)
+        zp.check("train_loss" in zp.text(os.path.join(run, "report.txt")), "no report")
+        # scancel mid-epoch: every process on both nodes ends, nothing is left
+        job = c.sbatch(script.replace("trainer.epochs=1", "trainer.epochs=50 cache.enabled=false"),
+                       REPO, *args)
+        run = os.path.join(runs, "fashion-mnist-2")
+        wait_steps(c, job, run, 20)
+        zp.check(c.run("scancel", job).returncode == 0, "scancel")
+        zp.check(c.wait_job(job, 60) == "CANCELLED", c.job(job))
+        zp.wait_for(lambda: not processes_of(runs), c.kill_wait + 10, "the job's processes to end")
+        for r in range(4):
+            folder = run if r == 0 else os.path.join(run, "rank-%d" % r)
+            zp.check(not os.path.exists(zp.ring_path(folder, r)), "rank %d's ring is left" % r)
+            zp.check(socket_files(folder) == [], "socket files left: %s" % socket_files(folder))
+
+
 DDP_CONFIG = """
 run: {{name: {name}}}
 seed: 7
@@ -369,7 +433,8 @@ if __name__ == "__main__":
     every = [srun_trains_two_ranks_as_one_trainer_and_warms_the_node,
              a_node_name_that_does_not_resolve_is_reached_at_rank_0s_address,
              scancel_mid_epoch_ends_every_process_and_leaves_nothing,
-             usr1_saves_a_two_task_job_and_srun_up_resume_goes_on_exactly]
+             usr1_saves_a_two_task_job_and_srun_up_resume_goes_on_exactly,
+             the_documented_batch_script_on_two_nodes]
     # Slurm's own timing (requeue holds, the 20 s reach deadline) and torch
     # under the sanitizer make these the longest; their C paths are the ones
     # above: the normal build runs them, the sanitizer build leaves them out
