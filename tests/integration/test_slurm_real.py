@@ -8,7 +8,12 @@ fills the node's cache. A node whose name does not resolve is reached at the
 address rank 0 announces; a rank that can reach rank 0 neither way says so,
 naming the host and port, in seconds (not after trainer.comm_timeout_s).
 `scancel` mid-epoch ends every process of the job and leaves no ring in
-/dev/shm and no socket file in the run's folders.
+/dev/shm and no socket file in the run's folders, also when a loader hangs
+in a Dataset's __getitem__. The docs' batch script runs on two nodes (a
+slurmd per network namespace, each node's own /tmp/zp-cache). SIGUSR1
+saves (the built-in trainer, a DDP program through stop_requested()), and
+`srun zeus-pipe up --resume` or, with slurm.requeue, the requeued job goes
+on with exactly the batches of an uninterrupted job.
 
 Skips (77) where no cluster can be started (not root, no packages), except
 where ZP_REQUIRE_SLURM=1 (CI): there that is a failure. The sanitizer
@@ -320,6 +325,47 @@ def the_documented_batch_script_on_two_nodes():
             zp.check(socket_files(folder) == [], "socket files left: %s" % socket_files(folder))
 
 
+HANG_CONFIG = """
+run: {{name: hang}}
+dataset:
+  source: python
+  python:
+    class: zp_test_data:Fields
+    path: [{data}]
+    args: {{n: 600, hang_at: 100, marker: '{marker}', cost_ms: 2}}
+    interpreter: {python}
+loader: {{workers: 2, task_size: 16}}
+prefetch: {{batch_size: 32, depth: 2}}
+trainer: {{backend: null, epochs: 50}}
+transport: {{bind: "0.0.0.0:{port}"}}
+"""
+
+
+def scancel_of_a_job_whose_loader_hangs_in_getitem_ends_it_all():
+    """A Python Dataset whose __getitem__ hangs (time.sleep(3600)) in one
+    loader: scancel still ends every process of the job within KillWait and
+    leaves no ring and no socket file."""
+    with zp.Workdir() as w, slurm_cluster.Cluster(os.path.join(w.path, "slurm")) as c:
+        marker = os.path.join(w.path, "hung")
+        cfg = w.write("hang.yaml", HANG_CONFIG.format(data=zp.PYDATA, marker=marker,
+                                                      python=sys.executable, port=PORT))
+        job = c.sbatch(BATCH.format(bin=zp.BIN, cfg=cfg), w.path,
+                       "--export=ALL,PYTHONPATH=" + zp.PACKAGE)
+        run = w.run_dir("hang")
+        rank1 = os.path.join(run, "rank-1")
+        rings = (zp.ring_path(run, 0), zp.ring_path(rank1, 1))
+        zp.wait_for(lambda: os.path.exists(marker) and all(os.path.exists(r) for r in rings), 120,
+                    "a loader hung in __getitem__ (job %s: %s)" % (job, c.job(job).get("JobState")))
+        zp.check(c.run("scancel", job).returncode == 0, "scancel")
+        zp.check(c.wait_job(job, 60) == "CANCELLED", c.job(job))
+        zp.wait_for(lambda: not processes_of(w.path + "/runs"), c.kill_wait + 10,
+                    "the job's processes to end")
+        for r in rings:
+            zp.check(not os.path.exists(r), "%s is left" % r)
+        zp.check(socket_files(run) == [] and socket_files(rank1) == [],
+                 "socket files left: %s %s" % (socket_files(run), socket_files(rank1)))
+
+
 DDP_CONFIG = """
 run: {{name: {name}}}
 seed: 7
@@ -435,13 +481,14 @@ if __name__ == "__main__":
              scancel_mid_epoch_ends_every_process_and_leaves_nothing,
              usr1_saves_a_two_task_job_and_srun_up_resume_goes_on_exactly,
              the_documented_batch_script_on_two_nodes]
-    # Slurm's own timing (requeue holds, the 20 s reach deadline) and torch
-    # under the sanitizer make these the longest; their C paths are the ones
+    # Slurm's own timing (requeue holds, the 20 s reach deadline) and Python
+    # (torch, a Dataset) under the sanitizer make these the longest; their C paths are the ones
     # above: the normal build runs them, the sanitizer build leaves them out
     longest = [a_rank_that_cannot_reach_rank_0_says_so_in_seconds,
                usr1_with_slurm_requeue_requeues_the_job_twice_and_it_resumes_by_itself,
                usr1_before_the_first_step_requeues_a_job_that_starts_again,
-               a_ddp_program_saves_with_stop_requested_and_goes_on_exactly]
+               a_ddp_program_saves_with_stop_requested_and_goes_on_exactly,
+               scancel_of_a_job_whose_loader_hangs_in_getitem_ends_it_all]
     if zp.sanitizer_env():
         print("sanitizer build: not run here (the normal build runs them): %s"
               % ", ".join(t.__name__ for t in longest))
