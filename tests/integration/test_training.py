@@ -100,6 +100,50 @@ def sigusr1_saves_and_the_resumed_run_trains_each_batch_once():
         zp.check(abs(a - b) <= 1e-5, "final test loss %r uninterrupted, %r resumed" % (a, b))
 
 
+def save_and_resume(w, cfg, when, what):
+    """Runs cfg uninterrupted ("full") and again ("cut") with SIGUSR1 once
+    when(run_dir) is true, exit 4, then `up --resume`: the same batches in
+    the same order, none twice, the same final loss; returns the cut run."""
+    rc, out, err = w.run("up", cfg)
+    zp.check(rc == 0, err)
+    p = w.start("up", cfg, "run.name=cut")
+    zp.wait_for(lambda: os.path.exists(os.path.join(w.run_dir("cut"), "metrics.jsonl")) and
+                when(w.run_dir("cut")), 60, what)
+    p.send_signal(signal.SIGUSR1)
+    out, err = p.communicate(timeout=120)
+    zp.check(p.returncode == 4, "exit %d:\n%s" % (p.returncode, err))
+    rc, out, err = w.run("up", "--resume", "cut")
+    zp.check(rc == 0, "resume: exit %d\n%s" % (rc, err))
+    full, n_full = batch_sequence(w.run_dir("full"))
+    cut, n_cut = batch_sequence(w.run_dir("cut"))
+    zp.check(full == cut and n_cut == n_full,
+             "batch sequences: %d steps uninterrupted, %d lines resumed" % (n_full, n_cut))
+    a, b = final_test_loss(w.run_dir("full")), final_test_loss(w.run_dir("cut"))
+    zp.check(abs(a - b) <= 1e-5, "final test loss %r uninterrupted, %r resumed" % (a, b))
+    return w.run_dir("cut")
+
+
+def sigusr1_during_the_test_split_and_among_checkpoint_writes_resumes_exactly():
+    """The signal while the test split of epoch 1 is read (train done: the
+    run goes on with that test split again), and with a checkpoint written
+    at every step (the save's write among them, each atomic)."""
+    with zp.Workdir() as w:
+        slow_test = CONFIG.format(name="full").replace("every_steps: 7", "every_steps: 0").replace(
+            "test_samples: 500", "test_samples: 12000")
+        cfg = w.write("t.yaml", slow_test)
+        train_done = lambda run: [e for e in zp.metrics(run) if e.get("event") == "epoch_end"] and \
+            [e["split"] for e in zp.metrics(run) if e.get("event") == "epoch_end"] == ["train"]
+        cut = save_and_resume(w, cfg, train_done, "epoch 1's train split done, its test split not")
+        tests = zp.epoch_ends(cut, "test")
+        zp.check([e["epoch"] for e in tests] == [0, 1, 2] and
+                 all(e["samples"] == e["distinct"] == 12000 for e in tests), tests)
+    with zp.Workdir() as w:
+        cfg = w.write("c.yaml", CONFIG.format(name="full").replace("every_steps: 7", "every_steps: 1"))
+        log = lambda run: os.path.exists(os.path.join(run, "batches.log")) and \
+            sum(1 for _ in open(os.path.join(run, "batches.log"))) >= 75
+        save_and_resume(w, cfg, log, "the second epoch")
+
+
 def a_damaged_checkpoint_is_refused():
     with zp.Workdir() as w:
         cfg = w.write("r.yaml", CONFIG.format(name="d"))
@@ -238,6 +282,7 @@ def overfit_drives_the_loss_of_one_batch_to_zero():
 if __name__ == "__main__":
     zp.main([a_run_killed_mid_epoch_and_resumed_matches_an_uninterrupted_run,
              sigusr1_saves_and_the_resumed_run_trains_each_batch_once,
+             sigusr1_during_the_test_split_and_among_checkpoint_writes_resumes_exactly,
              a_damaged_checkpoint_is_refused,
              the_logged_learning_rate_follows_warmup_and_the_schedule,
              limits_and_fast_dev_run_shorten_the_run,
