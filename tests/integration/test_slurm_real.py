@@ -296,9 +296,9 @@ def the_documented_batch_script_on_two_nodes():
             local={"/tmp/zp-cache": os.path.join(w.path, "node%d-tmp")}) as c:
         runs = os.path.join(w.path, "runs")
         script = docs_script(runs)
-        args = ["--output=%s/slurm-%%j.out" % w.path,
+        args = ["--output=%s/slurm-%%j.out" % w.path, "--chdir=" + REPO,  # configs/ is the repo's
                 "--export=ALL,PATH=%s:%s" % (os.path.dirname(zp.BIN), os.environ["PATH"])]
-        job = c.sbatch(script, REPO, *args)
+        job = c.sbatch(script, w.path, *args)
         state = c.wait_job(job, 600)
         out = zp.text(os.path.join(w.path, "slurm-%s.out" % job))
         zp.check(state == "COMPLETED", "job %s: %s\n%s\n%s" % (job, state, out[-4000:], c.logs()))
@@ -313,7 +313,7 @@ def the_documented_batch_script_on_two_nodes():
         zp.check("train_loss" in zp.text(os.path.join(run, "report.txt")), "no report")
         # scancel mid-epoch: every process on both nodes ends, nothing is left
         job = c.sbatch(script.replace("trainer.epochs=1", "trainer.epochs=50 cache.enabled=false"),
-                       REPO, *args)
+                       w.path, *args)
         run = os.path.join(runs, "fashion-mnist-2")
         wait_steps(c, job, run, 20)
         zp.check(c.run("scancel", job).returncode == 0, "scancel")
