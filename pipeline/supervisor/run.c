@@ -38,7 +38,8 @@ void zp_sup_catch_save(void)
 /* SIGUSR1: every trainer of this host finishes its step and saves (under
  * Slurm it got the signal itself too; a program is told the same way, and
  * the package's zp.stop_requested() says so). The other stages go on until
- * the trainers have ended. */
+ * the trainers have ended. `up --attach` leaves it to the programs that
+ * attached (they are not its children): it ends when they detach. */
 static void forward_save(zp_sup_t *s)
 {
     for (int i = 0; i < s->procs.nchild; i++)
@@ -385,7 +386,7 @@ static int supervise(zp_sup_t *s)
     int64_t saving = 0; /* when SIGUSR1 came */
     char why[PATH_MAX + 200], stopped[PATH_MAX + 300] = "";
     while (status < 0) {
-        if (g_save && !saving) {
+        if (g_save && !saving && !s->attach) { /* attached programs save themselves */
             saving = zp_now_ns();
             fprintf(stderr, "zeus-pipe: SIGUSR1: saving: the trainer finishes its step and writes "
                             "its checkpoint, then the run stops\n");
