@@ -74,7 +74,9 @@ int zp_slurm_detect(zp_slurm_t *s, char *why, size_t len)
     else if (gethostname(s->node, sizeof s->node - 1) || !s->node[0])
         snprintf(s->node, sizeof s->node, "localhost");
     const char *job = getenv("SLURM_JOB_ID"), *step = getenv("SLURM_STEP_ID");
-    snprintf(s->job, sizeof s->job, "%.30s.%.30s", job ? job : "0", step ? step : "0");
+    const char *restart = getenv("SLURM_RESTART_COUNT"); /* a requeued job's steps have the same ids */
+    snprintf(s->job, sizeof s->job, "%.30s.%.30s%s%.10s", job ? job : "0", step ? step : "0",
+             restart && atoi(restart) > 0 ? ".r" : "", restart && atoi(restart) > 0 ? restart : "");
     for (char *p = s->job; *p; p++)
         if (*p == '/')
             *p = '_';

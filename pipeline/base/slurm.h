@@ -28,7 +28,7 @@ typedef struct {
      * the step (SLURM_STEP_NODELIST or SLURM_NODELIST); the other ranks take
      * rank 0's word for it from the rendezvous */
     char host[256];
-    char job[64];           /* "<SLURM_JOB_ID>.<SLURM_STEP_ID>": names the rendezvous */
+    char job[80]; /* "<SLURM_JOB_ID>.<SLURM_STEP_ID>[.r<SLURM_RESTART_COUNT>]": names the rendezvous */
     char node[256];         /* this task's node: SLURMD_NODENAME, else the host name */
 } zp_slurm_t;
 

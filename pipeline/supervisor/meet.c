@@ -26,8 +26,9 @@
 #include <string.h>
 #include <unistd.h>
 
-/* This host's IPv4 addresses, comma-separated, the loopback last: where the
- * other ranks reach rank 0 when its node's name does not resolve there. */
+/* This host's IPv4 addresses on interfaces that are up, comma-separated,
+ * no loopback: where the other ranks reach rank 0 when its node's name does
+ * not resolve there (a rank on rank 0's node reaches these too). */
 static void own_addresses(char *buf, size_t len)
 {
     struct ifaddrs *all = NULL;
@@ -35,17 +36,16 @@ static void own_addresses(char *buf, size_t len)
     buf[0] = 0;
     if (getifaddrs(&all))
         return;
-    for (int loopback = 0; loopback < 2; loopback++)
-        for (struct ifaddrs *i = all; i; i = i->ifa_next) {
-            char a[INET_ADDRSTRLEN];
-            if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET ||
-                !!(i->ifa_flags & IFF_LOOPBACK) != loopback ||
-                !inet_ntop(AF_INET, &((struct sockaddr_in *)i->ifa_addr)->sin_addr, a, sizeof a))
-                continue;
-            if (n + strlen(a) + 2 > len)
-                break;
-            n += (size_t)snprintf(buf + n, len - n, "%s%s", n ? "," : "", a);
-        }
+    for (struct ifaddrs *i = all; i; i = i->ifa_next) {
+        char a[INET_ADDRSTRLEN];
+        if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET || (i->ifa_flags & IFF_LOOPBACK) ||
+            !(i->ifa_flags & IFF_UP) ||
+            !inet_ntop(AF_INET, &((struct sockaddr_in *)i->ifa_addr)->sin_addr, a, sizeof a))
+            continue;
+        if (n + strlen(a) + 2 > len)
+            break;
+        n += (size_t)snprintf(buf + n, len - n, "%s%s", n ? "," : "", a);
+    }
     freeifaddrs(all);
 }
 
@@ -231,10 +231,12 @@ static int try_connect(const char *host, int port, int ms, char *why, size_t len
 }
 
 /* Rank r > 0: rank 0's events port (bind's P+2, where every rank's stages
- * connect) reached by its host's name, else by one of the addresses it
- * announced; the one that answers goes into s->slurm.host, for this rank's
- * stages and a program's MASTER_ADDR. Rank 0's logger may still be starting:
- * tries for ZP_REACH_S seconds, then says why each way failed. 0, or 1. */
+ * connect) reached by its host's name, else — only where the name does not
+ * resolve here, or leads nowhere (no route, no answer) — by one of the
+ * addresses it announced; the one that answers goes into s->slurm.host, for
+ * this rank's stages and a program's MASTER_ADDR. A refused connection is
+ * rank 0's logger still starting: tried again, for ZP_REACH_S seconds in all,
+ * then said, with why each way failed. 0, or 1. */
 #define ZP_REACH_S 20
 static int reach_rank0(zp_sup_t *s, const char *host, const char *addrs, int port)
 {
@@ -245,7 +247,8 @@ static int reach_rank0(zp_sup_t *s, const char *host, const char *addrs, int por
         if (named == 0)
             return 0;
         why[1][0] = 0;
-        for (const char *a = addrs; *a && !pick[0];) { /* "10.0.0.1,127.0.0.1" */
+        int lost = named == -1 || named == ETIMEDOUT || named == ENETUNREACH || named == EHOSTUNREACH;
+        for (const char *a = lost ? addrs : ""; *a && !pick[0];) { /* "10.0.0.1,192.0.2.2" */
             size_t n = strcspn(a, ",");
             char one[64];
             snprintf(one, sizeof one, "%.*s", (int)(n < sizeof one ? n : sizeof one - 1), a);

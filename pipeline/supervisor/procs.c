@@ -75,6 +75,7 @@ typedef struct {
     char *const *env; /* NULL: this process's */
     const char *cwd;  /* NULL: this process's */
     int log, keep_stdout, group, handled[64], nhandled;
+    int ignore_save; /* a program: SIGUSR1 ignored until the zeus_pipe package takes it */
     pid_t parent;
     sigset_t mask; /* the child's: what stays blocked until its handlers are up (below) */
 } spawn_t;
@@ -128,6 +129,10 @@ static void spawn_prepare(spawn_t *p, zp_procs_t *s, int stage, int instance)
      * program (trainer.command), which keeps the signals it is given. */
     if (!(stage == ZP_STAGE_TRAINER && s->command))
         sigaddset(&p->mask, SIGUSR1);
+    /* A program starts with SIGUSR1 ignored: Slurm's warning while it still
+     * imports torch would kill it; the package takes the signal over (it is
+     * started by zeus-pipe: $ZP_RUN), and a program without it goes on. */
+    p->ignore_save = stage == ZP_STAGE_TRAINER && s->command;
     p->nhandled = 0; /* signals with a handler here: back to default in the child */
     for (int sig = 1; sig < 64 && sig < NSIG; sig++) {
         struct sigaction old;
@@ -149,6 +154,9 @@ static void spawn_child(const spawn_t *p)
     struct sigaction dfl = {.sa_handler = SIG_DFL};
     for (int i = 0; i < p->nhandled; i++)
         sigaction(p->handled[i], &dfl, NULL); /* a TERM before exec stops it, as it should */
+    struct sigaction ign = {.sa_handler = SIG_IGN};
+    if (p->ignore_save)
+        sigaction(SIGUSR1, &ign, NULL);
     sigprocmask(SIG_SETMASK, &p->mask, NULL);
     if (p->group)
         setpgid(0, 0);

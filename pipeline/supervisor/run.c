@@ -377,6 +377,20 @@ static void say_stopped(zp_sup_t *s, const char *why)
     }
 }
 
+/* Whether the built-in trainer's last checkpoint is past the run's last
+ * epoch: it finished (a SIGUSR1 that came as it did saved nothing more). A
+ * program's run cannot tell: 0. */
+static int finished(const zp_sup_t *s)
+{
+    char path[PATH_MAX + 64], err[512];
+    zp_ckpt_pos_t pos;
+    if (s->cfg.trainer_command.n || s->attach)
+        return 0;
+    zp_ckpt_path(path, sizeof path, s->slurm.world > 1 ? s->run0 : s->run_dir, "last");
+    return !zp_ckpt_read(path, &pos, NULL, NULL, err, sizeof err) &&
+           pos.epoch >= (uint64_t)zp_config_epochs(&s->cfg);
+}
+
 /* How long the trainers have to finish their step and save after SIGUSR1. */
 #define ZP_SAVE_WAIT_S 60
 
@@ -386,7 +400,8 @@ static int supervise(zp_sup_t *s)
     int64_t saving = 0; /* when SIGUSR1 came */
     char why[PATH_MAX + 200], stopped[PATH_MAX + 300] = "";
     while (status < 0) {
-        if (g_save && !saving && !s->attach) { /* attached programs save themselves */
+        if (g_save && !saving && !s->attach && trainer_done < s->trainers) {
+            /* (attached programs save themselves; trainers that are done have nothing to save) */
             saving = zp_now_ns();
             fprintf(stderr, "zeus-pipe: SIGUSR1: saving: the trainer finishes its step and writes "
                             "its checkpoint, then the run stops\n");
@@ -422,6 +437,10 @@ static int supervise(zp_sup_t *s)
             if (trainer_done < s->trainers)
                 fprintf(stderr, "zeus-pipe: SIGUSR1: the trainer did not end within %d s of it; "
                                 "stopping the run\n", ZP_SAVE_WAIT_S);
+            if (trainer_done >= s->trainers && finished(s)) { /* it ended as the signal came */
+                status = 0, trained = 1;
+                continue;
+            }
             snprintf(stopped, sizeof stopped, "the run was stopped by SIGUSR1 to save (exit status "
                      "%d)", ZP_EXIT_SAVED);
             status = ZP_EXIT_SAVED;
@@ -443,7 +462,9 @@ static int supervise(zp_sup_t *s)
             zp_sup_autoscale_tick(s);
         }
     }
-    quick |= status >= 128;
+    /* a signal stops quickly, but the limit's SIGTERM under Slurm, on which the
+     * trainer saves (within Slurm's KillWait, 30 s by default) */
+    quick |= status >= 128 && !(status == 128 + SIGTERM && getenv("SLURM_JOB_ID"));
     if (stopped[0])
         say_stopped(s, stopped);
     zp_procs_stop(&s->procs, 0, quick ? 1000 : 3000);
@@ -501,12 +522,16 @@ static int requeue_mark(char *buf, size_t len, const char *run_dir)
  * the run has a checkpoint to go on from: a job saved before its first step
  * starts again from the beginning), then `scontrol requeue JOB`, the last
  * thing it does: Slurm ends the job's processes and queues it again. */
-static void requeue(const zp_sup_t *s)
+static int requeue(const zp_sup_t *s)
 {
     char mark[PATH_MAX + 80], tmp[PATH_MAX + 90], ckpt[PATH_MAX + 64];
     const char *job = getenv("SLURM_JOB_ID");
-    if (!s->cfg.slurm_requeue || s->slurm.rank != 0 || requeue_mark(mark, sizeof mark, s->cfg.run_dir))
-        return;
+    if (!s->cfg.slurm_requeue || s->slurm.rank != 0)
+        return 0;
+    if (requeue_mark(mark, sizeof mark, s->cfg.run_dir)) {
+        fprintf(stderr, "zeus-pipe: slurm.requeue: no SLURM_JOB_ID to requeue\n");
+        return -1;
+    }
     zp_ckpt_path(ckpt, sizeof ckpt, s->run_dir, "last");
     if (access(ckpt, R_OK) == 0) {
         snprintf(tmp, sizeof tmp, "%s.tmp", mark);
@@ -514,7 +539,7 @@ static void requeue(const zp_sup_t *s)
         int ok = f && fprintf(f, "run %s\n", s->run_dir) > 0;
         if ((f && fclose(f)) || !ok || rename(tmp, mark)) {
             fprintf(stderr, "zeus-pipe: slurm.requeue: %s: %s; not requeued\n", mark, strerror(errno));
-            return;
+            return -1;
         }
     }
     fprintf(stderr, "zeus-pipe: slurm.requeue: requeueing job %s (scontrol requeue %s): %s\n", job,
@@ -528,10 +553,14 @@ static void requeue(const zp_sup_t *s)
         _exit(127);
     }
     int st = 0;
-    if (pid < 0 || waitpid(pid, &st, 0) < 0 || !WIFEXITED(st) || WEXITSTATUS(st))
+    if (pid < 0 || waitpid(pid, &st, 0) < 0 || !WIFEXITED(st) || WEXITSTATUS(st)) {
         fprintf(stderr, "zeus-pipe: slurm.requeue: scontrol requeue %s failed (a job started by "
                         "srun alone cannot be requeued: submit it with sbatch); resume with `srun "
                         "zeus-pipe up --resume %s`\n", job, s->run_dir);
+        unlink(mark);
+        return -1;
+    }
+    return 0;
 }
 
 /* The run a job requeued by slurm.requeue goes on with: 1 with its folder in
@@ -605,11 +634,11 @@ static int run_stages(zp_sup_t *s)
     if (status == 0 && s->slurm.rank == 0 && s->cfg.slurm_requeue &&
         !requeue_mark(mark, sizeof mark, s->cfg.run_dir))
         unlink(mark); /* the requeued run is done: a later start of the job is a new run */
-    if (status == ZP_EXIT_SAVED && getenv("SLURM_JOB_ID") && s->cfg.slurm_requeue) {
-        requeue(s);
-        status = 0; /* the job goes on, requeued: no task of this attempt failed (a non-zero
-                       status would make `srun --kill-on-bad-exit` kill rank 0 before it requeues) */
-    }
+    if (status == ZP_EXIT_SAVED && getenv("SLURM_JOB_ID") && s->cfg.slurm_requeue)
+        status = requeue(s) ? ZP_EXIT_SAVED /* not requeued: said, and the run is saved */
+                            : 0; /* the job goes on, requeued: no task of this attempt failed (a
+                                    4 would make `srun --kill-on-bad-exit` kill rank 0 before it
+                                    requeues) */
     else if (status >= 128)
         fprintf(stderr, "zeus-pipe: stopped by signal %d; every stage stopped\n", status - 128);
     return status;

@@ -66,6 +66,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import os
+import signal
 import sys
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, ClassVar, Dict, Iterator, Mapping, Optional, SupportsFloat, \
@@ -94,7 +95,8 @@ Item = Any
 _Self = TypeVar("_Self", bound="Client")
 
 _SPLIT = {TRAIN: "train", TEST: "test"}
-_STOP = [False]  # SIGUSR1 came (stop_requested)
+_STOP = [False]    # SIGUSR1 came (stop_requested)
+_CAUGHT = [False]  # ... and this package's handler sets _STOP
 
 
 def _on_stop(signum: int, frame: object) -> None:
@@ -103,13 +105,29 @@ def _on_stop(signum: int, frame: object) -> None:
 
 def _catch_stop() -> None:
     """SIGUSR1 sets _STOP, where the program has no handler of its own (and
-    in the main thread only, where Python lets one be set)."""
-    import signal
+    in the main thread only, where Python lets one be set). `zeus-pipe up`
+    starts its program with SIGUSR1 ignored ($ZP_RUN set), so that the
+    signal cannot kill it before this."""
     import threading
     if threading.current_thread() is not threading.main_thread():
         return
-    if signal.getsignal(signal.SIGUSR1) in (signal.SIG_DFL, None):
+    now = signal.getsignal(signal.SIGUSR1)
+    if now in (signal.SIG_DFL, None) or (now == signal.SIG_IGN and os.environ.get("ZP_RUN")):
         signal.signal(signal.SIGUSR1, _on_stop)
+        _CAUGHT[0] = True
+
+
+def _held(fn: Any, *args: Any) -> Any:
+    """fn(*args), a library call that may wait, with SIGUSR1 held back until
+    it returns: a handler's interruption (EINTR) would end its wait as a stop
+    (the Ctrl-C it does stop on is not held)."""
+    if not _CAUGHT[0]:
+        return fn(*args)
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR1})
+    try:
+        return fn(*args)
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
 _POLL_MS = 200  # zp_client_next waits this long at a time, so that Ctrl-C is seen
 
 
@@ -213,7 +231,7 @@ class Client:
     def _receive(self, timeout_ms: int) -> int:
         """zp_client_next into self._batch: what it returned, shown to
         _heard, then checked."""
-        rc = self._lib.zp_client_next(self._c, ctypes.byref(self._batch), timeout_ms)
+        rc = _held(self._lib.zp_client_next, self._c, ctypes.byref(self._batch), timeout_ms)
         self._heard(rc, timeout_ms)
         return self._check(rc, "next")
 
@@ -499,7 +517,8 @@ class Client:
         step): it is a sum over the ranks, as an epoch's counts are."""
         if not self._c:
             raise ZeusPipeError("zeus_pipe: the client is closed")
-        return bool(self._check(self._lib.zp_client_any(self._c, int(_STOP[0])), "stop_requested"))
+        return bool(self._check(_held(self._lib.zp_client_any, self._c, int(_STOP[0])),
+                                "stop_requested"))
 
     def state_dict(self) -> dict[str, int]:
         """The data position, a dict of plain ints: `split`, `epoch`, `batch`:
@@ -558,7 +577,7 @@ class Client:
         self._loaded_plan = None
         self._release()
         err = ctypes.create_string_buffer(512)
-        rc = self._lib.zp_client_seek(self._c, split, epoch, batch, plan, err, len(err))
+        rc = _held(self._lib.zp_client_seek, self._c, split, epoch, batch, plan, err, len(err))
         if rc < 0:
             raise ZeusPipeError("zeus_pipe: " + (err.value.decode(errors="replace") or strerror(rc)))
         self._plan = plan

@@ -344,6 +344,8 @@ static void save_on_stop(trainer_t *t)
     int asked = zp_save || (zp_stop == SIGTERM && getenv("SLURM_JOB_ID"));
     if (!asked || !t->leader || t->done_epoch < 0)
         return;
+    if (collect(t, ZP_SPLIT_TRAIN, t->done_epoch)) /* a GPU's NaN flag: never save that model */
+        return;
     zp_checkpoints_write(&t->ckpts, "last", t->step, (uint64_t)t->done_epoch, (uint64_t)t->done_batch);
     zp_info("saved on %s: the run goes on at epoch %lld, batch %lld (step %lld)",
             zp_save ? "SIGUSR1" : "SIGTERM", (long long)t->done_epoch + 1, (long long)t->done_batch,
