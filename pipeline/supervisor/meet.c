@@ -465,7 +465,7 @@ int zp_sup_prepare_slurm(zp_sup_t *s)
         snprintf(name, sizeof name, "rank-%d", s->slurm.rank);
         snprintf(mine, sizeof mine, "%s/%s", s->run0, name);
         if (s->resuming && access(mine, F_OK) == 0 && strlen(mine) < sizeof s->run_dir) {
-            snprintf(s->run_dir, sizeof s->run_dir, "%s", mine);
+            memcpy(s->run_dir, mine, strlen(mine) + 1); /* it fits: checked above */
             rc = zp_sup_reopen(s, s->run_dir);
         } else {
             rc = zp_rundir_make(&s->cfg, s->run0, name, s->run_dir, sizeof s->run_dir);
