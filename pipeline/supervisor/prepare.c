@@ -197,15 +197,22 @@ int zp_sup_reopen(zp_sup_t *s, const char *dir)
     return 0;
 }
 
-int zp_sup_prepare_resume(zp_sup_t *s, const char *run)
+int zp_sup_find_stopped(zp_sup_t *s, const char *run, int live_check)
 {
     if (zp_rundir_find(run, s->run_dir, sizeof s->run_dir))
         return 2;
-    pid_t pid = zp_rundir_live_pid(s->run_dir);
+    pid_t pid = live_check ? zp_rundir_live_pid(s->run_dir) : 0;
     if (pid) {
         fprintf(stderr, "zeus-pipe: %s is running (supervisor pid %d)\n", s->run_dir, (int)pid);
         return 2;
     }
+    return 0;
+}
+
+int zp_sup_prepare_resume(zp_sup_t *s, const char *run)
+{
+    if (zp_sup_find_stopped(s, run, 1))
+        return 2;
     char path[PATH_MAX + 64];
     int rc = zp_sup_resume_config(s, &s->resume, path, sizeof path);
     if (rc)

@@ -400,13 +400,6 @@ static int supervise(zp_sup_t *s)
     int64_t saving = 0; /* when SIGUSR1 came */
     char why[PATH_MAX + 200], stopped[PATH_MAX + 300] = "";
     while (status < 0) {
-        if (g_save && !saving && !s->attach && trainer_done < s->trainers) {
-            /* (attached programs save themselves; trainers that are done have nothing to save) */
-            saving = zp_now_ns();
-            fprintf(stderr, "zeus-pipe: SIGUSR1: saving: the trainer finishes its step and writes "
-                            "its checkpoint, then the run stops\n");
-            forward_save(s);
-        }
         zmq_pollitem_t it = {s->control, 0, ZMQ_POLLIN, 0};
         if (zmq_poll(&it, 1, 100) > 0 && on_control(s)) {
             fprintf(stderr, "zeus-pipe: stopping: asked by zeus-pipe down\n");
@@ -418,6 +411,15 @@ static int supervise(zp_sup_t *s)
             snprintf(stopped, sizeof stopped, "the run was stopped by signal %d (%s)", g_signal,
                      strsignal(g_signal));
             break;
+        }
+        if (g_save && !saving && !s->attach && trainer_done < s->trainers) {
+            /* (attached programs save themselves; trainers that are done have nothing to save).
+             * Here, after the wait that the signal ends, before the trainers are reaped:
+             * Slurm's USR1 reaches a trainer too, which may exit before the next turn */
+            saving = zp_now_ns();
+            fprintf(stderr, "zeus-pipe: SIGUSR1: saving: the trainer finishes its step and writes "
+                            "its checkpoint, then the run stops\n");
+            forward_save(s);
         }
         zp_child_t *bad = zp_procs_reap(&s->procs, &trainer_done);
         if (bad && g_signal) {
@@ -775,13 +777,8 @@ int zp_up_attach(const zp_config_t *cfg, const zp_dataset_t *ds) { return up(cfg
  * where it goes on, rank r > 0 reopens RUN/rank-<r> once it agrees. */
 static int resume_slurm(zp_sup_t *s, const char *run)
 {
-    if (zp_rundir_find(run, s->run_dir, sizeof s->run_dir))
+    if (zp_sup_find_stopped(s, run, s->slurm.rank == 0)) /* rank 0's supervisor.pid is its own */
         return 2;
-    pid_t pid = s->slurm.rank == 0 ? zp_rundir_live_pid(s->run_dir) : 0;
-    if (pid) {
-        fprintf(stderr, "zeus-pipe: %s is running (supervisor pid %d)\n", s->run_dir, (int)pid);
-        return 2;
-    }
     char path[PATH_MAX + 64];
     int rc = zp_sup_resume_config(s, &s->resume, path, sizeof path);
     if (rc)

@@ -523,6 +523,9 @@ void zp_sup_autoscale_close(zp_sup_t *s);
 /* prepare.c. Each returns 0, or an exit status after printing why. */
 int zp_sup_shm_room(const zp_sup_t *s);             /* the rings fit in /dev/shm: else 2 */
 int zp_sup_prepare_resume(zp_sup_t *s, const char *run); /* --resume RUN: its config, ckpt, cache */
+/* RUN (a folder or a name in run.dir) into s->run_dir; with live_check, 2
+ * (said) when its supervisor still runs. */
+int zp_sup_find_stopped(zp_sup_t *s, const char *run, int live_check);
 /* The run s->run_dir's own config (and its dataset, probed again: the files
  * may have moved since), and its last checkpoint's position, which must read
  * back with the same seed (path: the checkpoint's, for messages). */

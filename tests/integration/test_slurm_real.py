@@ -68,6 +68,19 @@ def processes_of(folder):
     return pids
 
 
+def cancel_leaves_nothing(c, job, runs, folders):
+    """scancel of a running job: it ends CANCELLED, every process of the runs
+    in `runs` is gone within KillWait (Slurm's bound; 5 s here) and a margin,
+    and rank r's folders[r] keeps neither its ring in /dev/shm nor a socket
+    file (so they ended by their handlers, not by Slurm's SIGKILL)."""
+    zp.check(c.run("scancel", job).returncode == 0, "scancel")
+    zp.check(c.wait_job(job, 60) == "CANCELLED", c.job(job))
+    zp.wait_for(lambda: not processes_of(runs), c.kill_wait + 10, "the job's processes to end")
+    for r, folder in enumerate(folders):
+        zp.check(not os.path.exists(zp.ring_path(folder, r)), "rank %d's ring is left" % r)
+        zp.check(socket_files(folder) == [], "socket files left: %s" % socket_files(folder))
+
+
 def srun_trains_two_ranks_as_one_trainer_and_warms_the_node():
     with zp.Workdir() as w, slurm_cluster.Cluster(os.path.join(w.path, "slurm")) as c:
         rc, out, err = w.run("up", config(w, "one", 64))
@@ -140,16 +153,7 @@ def scancel_mid_epoch_ends_every_process_and_leaves_nothing():
                     120, "training steps (job %s: %s)" % (job, c.job(job).get("JobState")))
         rings = (zp.ring_path(run, 0), zp.ring_path(rank1, 1))
         zp.check(zp.stage_pids(run) and all(os.path.exists(r) for r in rings), "a running job")
-        p = c.run("scancel", job)
-        zp.check(p.returncode == 0, p.stderr)
-        zp.check(c.wait_job(job, 60) == "CANCELLED", c.job(job))
-        # KillWait (5 s) is Slurm's bound; every process is gone once the job is
-        zp.wait_for(lambda: not processes_of(w.path + "/runs"), c.kill_wait + 10,
-                    "the job's processes to end")
-        for r in rings:
-            zp.check(not os.path.exists(r), "%s is left" % r)
-        zp.check(socket_files(run) == [] and socket_files(rank1) == [],
-                 "socket files left: %s %s" % (socket_files(run), socket_files(rank1)))
+        cancel_leaves_nothing(c, job, w.path + "/runs", [run, rank1])
         # the run's folder says why it stopped: scancel's SIGTERM
         why = zp.text(os.path.join(run, "stopped")).strip()
         zp.check(why == "the run was stopped by signal 15 (Terminated)", why)
@@ -316,13 +320,7 @@ def the_documented_batch_script_on_two_nodes():
                        w.path, *args)
         run = os.path.join(runs, "fashion-mnist-2")
         wait_steps(c, job, run, 20)
-        zp.check(c.run("scancel", job).returncode == 0, "scancel")
-        zp.check(c.wait_job(job, 60) == "CANCELLED", c.job(job))
-        zp.wait_for(lambda: not processes_of(runs), c.kill_wait + 10, "the job's processes to end")
-        for r in range(4):
-            folder = run if r == 0 else os.path.join(run, "rank-%d" % r)
-            zp.check(not os.path.exists(zp.ring_path(folder, r)), "rank %d's ring is left" % r)
-            zp.check(socket_files(folder) == [], "socket files left: %s" % socket_files(folder))
+        cancel_leaves_nothing(c, job, runs, [run] + [os.path.join(run, "rank-%d" % r) for r in (1, 2, 3)])
 
 
 HANG_CONFIG = """
@@ -356,14 +354,7 @@ def scancel_of_a_job_whose_loader_hangs_in_getitem_ends_it_all():
         rings = (zp.ring_path(run, 0), zp.ring_path(rank1, 1))
         zp.wait_for(lambda: os.path.exists(marker) and all(os.path.exists(r) for r in rings), 120,
                     "a loader hung in __getitem__ (job %s: %s)" % (job, c.job(job).get("JobState")))
-        zp.check(c.run("scancel", job).returncode == 0, "scancel")
-        zp.check(c.wait_job(job, 60) == "CANCELLED", c.job(job))
-        zp.wait_for(lambda: not processes_of(w.path + "/runs"), c.kill_wait + 10,
-                    "the job's processes to end")
-        for r in rings:
-            zp.check(not os.path.exists(r), "%s is left" % r)
-        zp.check(socket_files(run) == [] and socket_files(rank1) == [],
-                 "socket files left: %s %s" % (socket_files(run), socket_files(rank1)))
+        cancel_leaves_nothing(c, job, w.path + "/runs", [run, rank1])
 
 
 DDP_CONFIG = """
