@@ -22,8 +22,9 @@
 #include <string.h>
 #include <unistd.h>
 
-
-#define ROWS_MAX 1100
+/* Rows of one reply: every stage instance of 1,024 Slurm ranks with up to 15
+ * stages each (its loaders, prefetch, trainer; a node's cache). */
+#define ROWS_MAX (1024 * 16)
 
 typedef struct { /* one stage instance's latest stats record */
     zp_rec_head_t h;

@@ -9,6 +9,7 @@
 #define _GNU_SOURCE
 #include "stages/logger/logger.h"
 #include "stages/logger/tb.h"
+#include "pipeline/base/hash.h"
 #include "pipeline/base/log.h"
 #include "pipeline/base/names.h"
 #include "pipeline/report/report.h"
@@ -25,8 +26,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#define RECORDS_MAX 1100
-
 typedef struct {
     char stage[ZP_REC_NAME_MAX];
     int64_t instance;
@@ -39,8 +38,13 @@ typedef struct {
     void *pull, *rep;
     FILE *metrics, *stats, *events; /* events.msgpack: every event as received */
     zp_tb_t *tb;                    /* NULL: logger.tensorboard off, or tb/ could not be made */
-    latest_t latest[RECORDS_MAX];
-    int nlatest;
+    /* every stage instance heard from: under Slurm each rank's loaders,
+     * prefetch and trainer and each node's cache, thousands at 1,024 ranks;
+     * found by `index`, open addressing on (stage, instance), slot + 1 */
+    latest_t *latest;
+    int nlatest, cap;
+    int *index;
+    size_t index_cap; /* a power of two, at least twice nlatest */
     int tty, progress_shown;
     double last_plain;
     int64_t first_step_ns, first_step;
@@ -49,17 +53,63 @@ typedef struct {
     zp_inbox_t pull_in, rep_in; /* events; stat requests */
 } logger_t;
 
+static size_t latest_hash(const char *stage, int64_t instance)
+{
+    uint64_t h = zp_mix64((uint64_t)instance);
+    for (const char *c = stage; *c; c++)
+        h = (h ^ (unsigned char)*c) * 0x100000001b3ull;
+    return (size_t)zp_mix64(h);
+}
+
+/* The index's place of (stage, instance): its slot's, or the empty one where it goes. */
+static size_t latest_find(const logger_t *l, const char *stage, int64_t instance)
+{
+    size_t mask = l->index_cap - 1, at = latest_hash(stage, instance) & mask;
+    for (; l->index[at]; at = (at + 1) & mask) {
+        const latest_t *e = &l->latest[l->index[at] - 1];
+        if (e->instance == instance && !strcmp(e->stage, stage))
+            break;
+    }
+    return at;
+}
+
+/* Room for one more instance: the slots and the index doubled when full. */
+static int latest_grow(logger_t *l)
+{
+    if (l->nlatest == l->cap) {
+        int cap = l->cap ? 2 * l->cap : 64;
+        latest_t *more = realloc(l->latest, (size_t)cap * sizeof *more);
+        if (!more)
+            return ZP_ENOMEM;
+        l->latest = more, l->cap = cap;
+    }
+    if (2 * ((size_t)l->nlatest + 1) <= l->index_cap)
+        return 0;
+    size_t cap = l->index_cap ? 2 * l->index_cap : 128;
+    int *index = calloc(cap, sizeof *index);
+    if (!index)
+        return ZP_ENOMEM;
+    free(l->index);
+    l->index = index, l->index_cap = cap;
+    for (int i = 0; i < l->nlatest; i++)
+        l->index[latest_find(l, l->latest[i].stage, l->latest[i].instance)] = i + 1;
+    return 0;
+}
+
+/* The slot of a stage instance, made on its first record; NULL without memory. */
 static latest_t *latest_slot(logger_t *l, const char *stage, int64_t instance)
 {
-    for (int i = 0; i < l->nlatest; i++)
-        if (l->latest[i].instance == instance && !strcmp(l->latest[i].stage, stage))
-            return &l->latest[i];
-    if (l->nlatest == RECORDS_MAX)
+    int found = l->index_cap ? l->index[latest_find(l, stage, instance)] : 0;
+    if (found)
+        return &l->latest[found - 1];
+    if (latest_grow(l))
         return NULL;
-    latest_t *e = &l->latest[l->nlatest++];
+    latest_t *e = &l->latest[l->nlatest];
     snprintf(e->stage, sizeof e->stage, "%s", stage);
     e->instance = instance;
+    e->received = 0;
     msgpack_sbuffer_init(&e->body);
+    l->index[latest_find(l, stage, instance)] = ++l->nlatest;
     return e;
 }
 
@@ -324,5 +374,7 @@ int zp_logger_main(zp_stage_t *st)
     zp_tb_destroy(&l.tb);
     for (int i = 0; i < l.nlatest; i++)
         msgpack_sbuffer_destroy(&l.latest[i].body);
+    free(l.latest);
+    free(l.index);
     return rc;
 }
