@@ -68,7 +68,15 @@ typedef struct {
     msgpack_object *msg; /* whole messages, {v, t, body} */
     int n, cap;
     msgpack_zone zone;
+    char *data; /* the file: the objects point into it */
 } records_t;
+
+static void records_free(records_t *r)
+{
+    msgpack_zone_destroy(&r->zone);
+    free(r->msg);
+    free(r->data);
+}
 
 /* Reads FILE's messages, keeping those one rank sends (see the top). */
 static void read_records(const char *path, records_t *r, int *all, int *steps, double *span)
@@ -79,7 +87,7 @@ static void read_records(const char *path, records_t *r, int *all, int *steps, d
     fseek(f, 0, SEEK_END);
     long size = ftell(f);
     rewind(f);
-    char *data = malloc((size_t)size + 1);
+    char *data = r->data = malloc((size_t)size + 1);
     if (!data || fread(data, 1, (size_t)size, f) != (size_t)size)
         die("cannot read the events file");
     fclose(f);
@@ -114,7 +122,6 @@ static void read_records(const char *path, records_t *r, int *all, int *steps, d
         }
         r->msg[r->n++] = o;
     }
-    /* the data stays: the objects point into it */
     *span = last - first;
 }
 
@@ -175,6 +182,15 @@ static void build_from(const char *file, int ranks, batch_t *b)
     double span;
     read_records(file, &r, &all, &steps, &span);
     build(&r, ranks, b);
+    records_free(&r);
+}
+
+static void batch_free(batch_t *b)
+{
+    for (long k = 0; k < b->n; k++)
+        free(b->data[k]);
+    free(b->data);
+    free(b->len);
 }
 
 static void send_all(void *push, const batch_t *b)
@@ -220,6 +236,7 @@ static int rate(const char *file)
         msgpack_sbuffer_destroy(&sb);
     }
     printf("]}\n");
+    records_free(&r);
     return 0;
 }
 
@@ -249,6 +266,7 @@ static int flood(const char *endpoint, const char *file, int ranks, const char *
            ranks, b.n, b.bytes, sent, took, b.n / took, done ? "true" : "false");
     zmq_close(push);
     zmq_ctx_term(ctx);
+    batch_free(&b);
     return done ? 0 : 1;
 }
 
@@ -294,6 +312,7 @@ static int curve(const char *file, int ranks)
     zmq_close(pull);
     zmq_ctx_term(cctx);
     zmq_ctx_term(sctx);
+    batch_free(&b);
     return 0;
 }
 

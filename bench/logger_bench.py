@@ -16,7 +16,9 @@ In one run, side by side:
    those records (each rank its own stage instances, as under Slurm) as fast
    as its socket takes them; the clock stops when its events.msgpack holds
    the last one. Then `zeus-pipe stat --json` must list every instance sent:
-   RANKS x (loaders + prefetch + trainer + cache) rows.
+   RANKS x (loaders + prefetch + trainer + cache) rows; and after `zeus-pipe
+   down` the logger must have written the report and a whole trace.json of
+   all of them (the supervisor gives it time by the size of events.msgpack).
 3. libzmq's ceiling: the same messages over tcp with CURVE (how ranks r > 0
    reach rank 0) into a socket that only receives.
 
@@ -93,6 +95,21 @@ def stat_rows(zp, run):
     return json.loads(p.stdout)["stages"]
 
 
+def finished(run, err):
+    """What is wrong with the logger's end after the flood ("" when nothing):
+    it must have had the time to write the report and a whole trace.json."""
+    if "did not stop in time" in err:
+        return "the supervisor killed a stage: " + err[-1000:]
+    if not os.path.exists(os.path.join(run, "report.txt")):
+        return "no report.txt"
+    try:
+        with open(os.path.join(run, "trace.json")) as f:
+            json.load(f)
+    except (OSError, ValueError) as e:
+        return "trace.json: %s" % e
+    return ""
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -113,6 +130,11 @@ def main():
         flood = events(bin_dir, "flood", "ipc://%s/sock/events.ipc" % run, log, a.ranks,
                        os.path.join(run, "events.msgpack"))
         after = stat_rows(zp, run)
+        # `down`: the logger writes the report and trace of all those records
+        subprocess.run([zp, "down", run], capture_output=True, timeout=60)
+        _, err = proc.communicate(timeout=300)
+        proc = None
+        ended = finished(run, err.decode())
         curve = events(bin_dir, "curve", log, a.ranks)
     finally:
         if proc:
@@ -157,6 +179,9 @@ def main():
                   % (listed, stage, a.ranks, own + a.ranks * instances))
             ok = False
     print("zeus-pipe stat after the flood: %d rows%s" % (len(after), "" if ok else " (FAIL)"))
+    if ended:
+        print("FAIL: after `zeus-pipe down`, %s" % ended)
+        ok = False
     return 0 if ok else 1
 
 

@@ -323,8 +323,10 @@ void zp_procs_stop(zp_procs_t *s, int logger, int ms)
     }
     for (int i = 0; i < s->nchild; i++)
         if (s->child[i].pid > 0 && is_logger(&s->child[i]) == logger) {
-            fprintf(stderr, "zeus-pipe: %s[%d] did not stop in time; killing it\n",
-                    zp_names_stage(s->child[i].stage), s->child[i].instance);
+            fprintf(stderr, "zeus-pipe: %s[%d] did not stop in time; killing it%s%s%s\n",
+                    zp_names_stage(s->child[i].stage), s->child[i].instance,
+                    logger ? " (the run's report and trace may be missing: `zeus-pipe report " : "",
+                    logger ? s->run_dir : "", logger ? " --trace` writes them)" : "");
             signal_child(&s->child[i], SIGKILL);
         }
     for (int i = 0; i < s->nchild; i++) { /* wait for exactly those killed */

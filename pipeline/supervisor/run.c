@@ -16,6 +16,7 @@
 
 #include <limits.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -394,6 +395,19 @@ static int finished(const zp_sup_t *s)
 /* How long the trainers have to finish their step and save after SIGUSR1. */
 #define ZP_SAVE_WAIT_S 60
 
+/* The logger's time to stop on a run's ordinary end: it then writes the
+ * report and the trace, each a reading of all of events.msgpack (about 50
+ * MB/s each on a 2-core VM; under Slurm every rank's records are there): 5 s,
+ * and 1 s more for each 25 MB of it, up to 2 minutes. */
+static int logger_stop_ms(const zp_sup_t *s)
+{
+    char path[PATH_MAX + 32];
+    snprintf(path, sizeof path, "%s/events.msgpack", s->run_dir);
+    struct stat st;
+    long long mb = stat(path, &st) ? 0 : (long long)st.st_size >> 20;
+    return 5000 + (int)(mb * 40 < 115000 ? mb * 40 : 115000);
+}
+
 static int supervise(zp_sup_t *s)
 {
     int status = -1, trainer_done = 0, quick = 0, trained = 0;
@@ -474,7 +488,7 @@ static int supervise(zp_sup_t *s)
         zp_sup_wait_ranks(s, 10000, &g_signal);                  /* reach the logger */
     if (trained)
         say_left(s);
-    zp_procs_stop(&s->procs, 1, quick ? 800 : 5000);
+    zp_procs_stop(&s->procs, 1, quick ? 800 : logger_stop_ms(s));
     return status;
 }
 

@@ -111,7 +111,11 @@ class Cluster:
             "SlurmdLogFile=%s/log/slurmd-%%n.log" % self.path,
             "ProctrackType=proctrack/linuxproc", "TaskPlugin=task/none",
             "SelectType=select/cons_tres", "SelectTypeParameters=CR_CPU",
-            "SchedulerType=sched/backfill", "JobAcctGatherType=jobacct_gather/none",
+            # sched_interval, bf_interval: a job held after its requeue (cred_expire
+            # + 1 s) starts within a second of its hold's end, not at the
+            # schedulers' next pass (30 s and more)
+            "SchedulerType=sched/backfill", "SchedulerParameters=bf_interval=1,sched_interval=1",
+            "JobAcctGatherType=jobacct_gather/none",
             "AccountingStorageType=accounting_storage/none", "MpiDefault=none",
             "SwitchType=switch/none", "ReturnToService=2", "MailProg=/bin/true",
             "KillWait=%d" % self.kill_wait, "InactiveLimit=0", "MinJobAge=600",

@@ -245,6 +245,49 @@ def usr1_with_slurm_requeue_requeues_the_job_twice_and_it_resumes_by_itself():
         zp.check(abs(a - b) <= 1e-5, "final test loss %r uninterrupted, %r resumed" % (a, b))
 
 
+LIMITED = """#!/bin/bash
+#SBATCH --job-name=zeus-pipe
+#SBATCH --ntasks=2
+#SBATCH --time=1
+#SBATCH --signal=USR1@40
+srun --kill-on-bad-exit=1 {bin} up {cfg} loader.workers=1
+"""
+
+
+def a_real_time_limit_warns_each_attempt_and_the_requeued_job_goes_on():
+    """A job of a minute (`--time=1 --signal=USR1@40`) whose run needs about
+    65 s, with slurm.requeue: Slurm's own warning, 40 s before the limit (sent
+    by slurmctld's time-limit check, up to 30 s late), saves and requeues each
+    attempt before its limit; the run goes on attempt after attempt to its
+    end, never killed at the limit: every batch of the uninterrupted job
+    exactly once over the parts, the same final loss."""
+    with zp.Workdir() as w, slurm_cluster.Cluster(os.path.join(w.path, "slurm")) as c:
+        p = srun(c, w, 2, [zp.BIN, "up", config(w, "full", 32, epochs=6, cost=1500, cache="false")])
+        zp.check(p.returncode == 0, p.stderr)
+        # one loader spinning 8 ms a sample: 1,225 samples an epoch, 6 epochs,
+        # past the warning's latest (50 s after the start)
+        cfg = config(w, "limit", 32, epochs=6, cost=8000, cache="false")
+        with open(cfg, "a") as f:
+            f.write("slurm: {requeue: true}\n")
+        job = c.sbatch(LIMITED.format(bin=zp.BIN, cfg=cfg), w.path)
+        run = w.run_dir("limit")
+        state = c.wait_job(job, 600, ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT"))
+        out = zp.text(os.path.join(w.path, "slurm-%s.out" % job))
+        restarts = int(c.job(job).get("Restarts", "0"))
+        zp.check(state == "COMPLETED", "job %s: %s (%s)\n%s\n%s" % (
+            job, state, c.job(job).get("Reason"), out[-4000:], c.logs()))
+        # slurm-<job>.out is the last attempt's (sbatch truncates it at each start)
+        zp.check(restarts >= 1 and "restart %d (slurm.requeue): resuming %s" % (restarts, run) in out
+                 and "run finished: %s" % run in out, "%d restarts\n%s" % (restarts, out[-4000:]))
+        full, cut = batch_lines(w.run_dir("full")), batch_lines(run)
+        zp.check(len(full) == len(cut) and full == cut, "rank 0's batches: %d uninterrupted, %d "
+                 "over %d attempts" % (len(full), len(cut), restarts + 1))
+        a = zp.epoch_ends(w.run_dir("full"), "test")[-1]["loss"]
+        b = zp.epoch_ends(run, "test")[-1]["loss"]
+        zp.check(abs(a - b) <= 1e-5, "final test loss %r uninterrupted, %r resumed" % (a, b))
+        print("time limit: %d attempts" % (restarts + 1))
+
+
 def usr1_before_the_first_step_requeues_a_job_that_starts_again():
     """A warning before any step: nothing to save, no mark; the requeued job
     starts the run again from the beginning, a new run, every epoch once."""
@@ -478,6 +521,7 @@ if __name__ == "__main__":
     longest = [a_rank_that_cannot_reach_rank_0_says_so_in_seconds,
                usr1_with_slurm_requeue_requeues_the_job_twice_and_it_resumes_by_itself,
                usr1_before_the_first_step_requeues_a_job_that_starts_again,
+               a_real_time_limit_warns_each_attempt_and_the_requeued_job_goes_on,
                a_ddp_program_saves_with_stop_requested_and_goes_on_exactly,
                scancel_of_a_job_whose_loader_hangs_in_getitem_ends_it_all]
     if zp.sanitizer_env():
