@@ -30,9 +30,9 @@ void zp_sampler_free(zp_sampler_t *s)
 }
 
 int zp_sampler_epoch(zp_sampler_t *s, uint64_t seed, int split, int64_t epoch, bool shuffle,
-                     int rank, int world)
+                     int rank, int world, int64_t from)
 {
-    if (world < 1 || rank < 0 || rank >= world)
+    if (world < 1 || rank < 0 || rank >= world || from < 0 || from > s->n)
         return ZP_EINVAL;
     for (int64_t i = 0; i < s->n; i++)
         s->perm[i] = (uint32_t)i;
@@ -47,9 +47,26 @@ int zp_sampler_epoch(zp_sampler_t *s, uint64_t seed, int split, int64_t epoch, b
         }
     }
     s->count = 0;
-    for (int64_t i = rank; i < s->n; i += world)
+    for (int64_t i = from + rank; i < s->n; i += world)
         s->order[s->count++] = s->perm[i];
     return 0;
+}
+
+int64_t zp_sampler_position(int64_t from, int64_t rest, int world, int64_t batch_size,
+                            bool drop_last, const int64_t *batches, int64_t *repeats)
+{
+    int64_t done = rest, trained = 0; /* done: the first entry of the rest not trained */
+    for (int r = 0; r < world && batch_size > 0; r++) {
+        int64_t shard = rest / world + (r < rest % world);
+        int64_t last = zp_sampler_shard_batches(rest, r, world, batch_size, drop_last);
+        /* rank r's entries are the rest's r, r + world, ...: its first `took` of them */
+        int64_t took = batches[r] >= last ? shard : batches[r] * batch_size;
+        trained += took;
+        if (took < shard && r + took * world < done)
+            done = r + took * world;
+    }
+    *repeats = trained - done;
+    return from + done;
 }
 
 int64_t zp_sampler_shard_batches(int64_t n, int rank, int world, int64_t batch_size, bool drop_last)

@@ -474,7 +474,7 @@ static int run_phase(prefetch_t *p)
     zp_sampler_t *s = &p->sampler[p->split];
     int train = p->split == ZP_SPLIT_TRAIN;
     zp_sampler_epoch(s, (uint64_t)c->seed, p->split, p->epoch, train && c->shuffle,
-                     p->st->instance, zp_stage_world(p->st)); /* this rank's shard */
+                     p->st->instance, zp_stage_world(p->st), 0); /* this rank's shard */
     p->nbatches = zp_sampler_batches(s, c->batch_size, train && c->drop_last);
     int64_t limit = train ? c->limit_train_batches : c->limit_test_batches;
     if (limit && (p->nbatches > limit || p->st->mode == ZP_MODE_OVERFIT))
