@@ -62,6 +62,8 @@ struct zp_client {
     zp_client_batch_t *out; /* where a route writes what came; during zp_client_next */
     int kind;             /* what came: ZP_CLIENT_*, 0 while nothing */
     uint64_t seek_seq;    /* the id of the last SEEK sent */
+    int seek_split;       /* and where it goes */
+    uint64_t seek_epoch, seek_batch;
     int seeking;          /* what comes before its SEEKED is released unread */
     int seek_refused;     /* the prefetch answered it with an error: zp_client_next says so */
     int seeked;           /* a SEEK was taken: the prefetch listens for more after END */
@@ -223,7 +225,9 @@ static int route_seeked(void *ctx, const zp_msg_t *m, zp_frames_t *f)
         return 0;
     }
     c->seeked = 1, c->ended = 0;
-    return 0;
+    /* the phase's record counts its batches before the seek's as trained */
+    return zp_coverage_resume(&c->acc[c->seek_split], &c->st.cfg, c->seek_split, c->seek_epoch,
+                              c->st.instance, c->world, (int64_t)c->seek_batch);
 }
 
 static const zp_route_t routes[] = {
@@ -525,6 +529,7 @@ int zp_client_seek(zp_client_t *c, int split, uint64_t epoch, uint64_t batch, un
         return rc;
     }
     c->seeking = 1;
+    c->seek_split = split, c->seek_epoch = epoch, c->seek_batch = batch;
     for (int s = 0; s < ZP_SPLITS; s++)
         zp_coverage_end(&c->acc[s]); /* a phase left mid-way gets no record */
     return 0;

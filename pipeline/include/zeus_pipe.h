@@ -203,8 +203,11 @@ int zp_client_run_info(const zp_client_t *c, zp_client_run_t *out);
  * Release the batch you hold first. zp_client_next then releases, unread,
  * everything the prefetch sent before it heard the seek, and returns what
  * comes from the new position on; no epoch_end record is sent for a phase
- * left mid-way, and a phase entered at batch k gets a record of batches k..
- * (its EPOCH_END's expected counts those). The batches of a position are the
+ * left mid-way, and a phase entered at batch k gets a record of the whole
+ * epoch, its batches before k counted as trained (by the run that saved the
+ * position): its samples, distinct, checksum and digest are those of an
+ * uninterrupted epoch, and its EPOCH_END's samples and expected count the
+ * whole epoch on this rank. The batches of a position are the
  * same in every run of the same zp_client_run_t, so a saved position resumes
  * exactly. Returns 0; ZP_CLIENT_EINVAL with a sentence in err when the position or
  * plan is out of range (or the run has ended and the prefetch no longer

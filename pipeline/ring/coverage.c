@@ -1,6 +1,7 @@
 /* coverage.c — epoch accounting of sample indices; see coverage.h. */
 #include "pipeline/ring/coverage.h"
 #include "pipeline/dataset/dataset.h"
+#include "pipeline/dataset/sampler.h"
 #include "pipeline/stage/event.h"
 #include "pipeline/base/hash.h"
 #include "pipeline/base/log.h"
@@ -58,6 +59,26 @@ void zp_coverage_add(zp_coverage_t *a, const uint32_t *idx, int64_t n)
 }
 
 void zp_coverage_end(zp_coverage_t *a) { a->samples = a->batches = 0; }
+
+int zp_coverage_resume(zp_coverage_t *a, const zp_config_t *c, int split, uint64_t epoch,
+                       int rank, int world, int64_t batches)
+{
+    zp_coverage_end(a);
+    if (batches <= 0)
+        return 0;
+    zp_sampler_t s;
+    int rc = zp_sampler_init(&s, a->n);
+    if (!rc)
+        rc = zp_sampler_epoch(&s, (uint64_t)c->seed, split, (int64_t)epoch,
+                              split == ZP_SPLIT_TRAIN && c->shuffle, rank, world, 0);
+    if (!rc) {
+        int64_t n = batches * c->batch_size < s.count ? batches * c->batch_size : s.count;
+        zp_coverage_add(a, s.order, n); /* a first batch: the epoch starts here */
+        a->batches = 0; /* ... but none of its batches came */
+    }
+    zp_sampler_free(&s);
+    return rc;
+}
 
 void zp_coverage_pack(const zp_coverage_t *a, double *s)
 {

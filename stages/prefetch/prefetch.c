@@ -457,10 +457,13 @@ static int stalled(prefetch_t *p)
     return ZP_ETIMEOUT;
 }
 
+/* The samples of the phase's epoch on this rank: from its first batch also
+ * where the phase starts later (a resumed run, a seek), whose trainer counts
+ * the batches before it as trained (zp_coverage_resume). */
 static int64_t phase_samples(prefetch_t *p)
 {
     int64_t samples = 0, n;
-    for (int64_t b = p->first_batch; b < p->nbatches; b++) {
+    for (int64_t b = 0; b < p->nbatches; b++) {
         zp_sampler_batch(&p->sampler[p->split], p->st->cfg.batch_size,
                          p->st->mode == ZP_MODE_OVERFIT ? 0 : b, &n);
         samples += n;

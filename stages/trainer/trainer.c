@@ -397,6 +397,9 @@ static int setup(trainer_t *t, zp_stage_t *st)
         rc = zp_checkpoints_open(&t->ckpts, st, t->be, t->leader);
     if (!rc && st->mode == ZP_MODE_RESUME)
         rc = zp_checkpoints_resume(&t->ckpts, &t->step, &t->resume_epoch, &t->resume_batch);
+    if (!rc && t->resume_batch > 0) /* the epoch's record proves both parts */
+        rc = zp_coverage_resume(&t->acc[ZP_SPLIT_TRAIN], &st->cfg, ZP_SPLIT_TRAIN,
+                                (uint64_t)t->resume_epoch, t->rank, t->world, t->resume_batch);
     t->crops = zp_augment_whole(&st->cfg);
     if (!rc && st->cfg.log_batches)
         rc = open_batches_log(t);

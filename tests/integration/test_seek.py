@@ -180,11 +180,17 @@ def a_resumed_script_gets_the_same_batches_and_ends_with_the_same_loss():
         for i, (a, b) in enumerate(zip(full, cut)):
             zp.check(a == b, "line %d: uninterrupted %r, resumed %r" % (i, a[:60], b[:60]))
         zp.check(len(cut) == len(full), "%d lines, want %d" % (len(cut), len(full)))
-        # the resumed run's train epoch 1 record covers batches 8.. only, and proves them
+        # the resumed run's train epoch 1 record proves the whole epoch over both
+        # runs (batches 0..7 of the first counted as trained): the uninterrupted
+        # run's counts, checksum and order digest
         ends = zp.epoch_ends(w.run_dir("resumed"), "train")
-        zp.check([(e["epoch"], e["samples"]) for e in ends] == [(1, 600 - 8 * BATCH), (2, 600)]
+        zp.check([(e["epoch"], e["samples"]) for e in ends] == [(1, 600), (2, 600)]
                  and all(e["samples"] == e["expected_samples"] == e["distinct"] for e in ends),
                  "the resumed run's train records: %s" % ends)
+        whole = [e for e in zp.epoch_ends(w.run_dir("full"), "train") if e["epoch"] == 1][0]
+        for key in ("samples", "distinct", "index_checksum", "order_digest"):
+            zp.check(ends[0][key] == whole[key], "train epoch 1's %s: %r resumed, %r uninterrupted"
+                     % (key, ends[0][key], whole[key]))
         # and their steps go on from the first run's (they restarted from 0)
         full_steps = {e["epoch"]: e["step"] for e in zp.epoch_ends(w.run_dir("full"), "train")}
         zp.check([e["step"] for e in ends] == [full_steps[1], full_steps[2]],

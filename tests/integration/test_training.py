@@ -98,6 +98,18 @@ def sigusr1_saves_and_the_resumed_run_trains_each_batch_once():
                  "batch sequences: %d steps uninterrupted, %d lines resumed" % (n_full, n_cut))
         a, b = final_test_loss(w.run_dir("full")), final_test_loss(w.run_dir("cut"))
         zp.check(abs(a - b) <= 1e-5, "final test loss %r uninterrupted, %r resumed" % (a, b))
+        same_proofs(w.run_dir("full"), w.run_dir("cut"))
+
+
+def same_proofs(full, cut):
+    """One train epoch_end record an epoch in both runs, the same proof: the
+    epoch cut by the save is recorded once, after the resume, over both parts
+    (its first part counted as trained), with the uninterrupted run's counts,
+    index checksum and order digest."""
+    keys = ("epoch", "samples", "distinct", "index_checksum", "order_digest")
+    a = [tuple(e[k] for k in keys) for e in zp.epoch_ends(full, "train")]
+    b = [tuple(e[k] for k in keys) for e in zp.epoch_ends(cut, "train")]
+    zp.check(a == b, "train epoch records %s uninterrupted, %s saved and resumed" % (a, b))
 
 
 def save_and_resume(w, cfg, when, what):
