@@ -15,11 +15,13 @@
 #include <unistd.h>
 
 #include "pipeline/stage/ckpt.h"
+#include <xxhash.h>
 #include "pipeline/base/log.h"
 
 static char dir[64], path[128], err[512];
 static uint8_t payload[1000];
-static const zp_ckpt_pos_t POS = {.step = 1234, .epoch = 3, .batch = 17, .seed = 99};
+static const zp_ckpt_pos_t POS = {.step = 1234, .epoch = 3, .batch = 17, .seed = 99, .from = 40,
+                                   .world = 2};
 
 static int setup(void **state)
 {
@@ -83,6 +85,8 @@ static void a_checkpoint_reads_back_its_position_and_payload(void **state)
     assert_int_equal(pos.epoch, 3);
     assert_int_equal(pos.batch, 17);
     assert_int_equal(pos.seed, 99);
+    assert_int_equal(pos.from, 40);
+    assert_int_equal(pos.world, 2);
     assert_int_equal(bytes, sizeof payload);
     assert_non_null(data);
     assert_memory_equal(data, payload, sizeof payload);
@@ -166,7 +170,11 @@ static void the_reasons_name_the_fault(void **state)
     assert_int_equal(zp_ckpt_write(path, &POS, payload, sizeof payload), 0);
     flip(12); /* version */
     assert_int_equal(read_back(&pos, NULL, &bytes), ZP_EDATA);
-    assert_non_null(strstr(err, "this build reads 2"));
+    assert_non_null(strstr(err, "this build reads 2 and 3"));
+    assert_int_equal(zp_ckpt_write(path, &POS, payload, sizeof payload), 0);
+    flip(8); /* the header's size: 72 is version 2's, not 3's */
+    assert_int_equal(read_back(&pos, NULL, &bytes), ZP_EDATA);
+    assert_non_null(strstr(err, "header 72 bytes"));
     assert_int_equal(zp_ckpt_write(path, &POS, payload, sizeof payload), 0);
     flip(40); /* epoch */
     assert_int_equal(read_back(&pos, NULL, &bytes), ZP_EDATA);
@@ -181,11 +189,11 @@ static void a_truncated_or_extended_file_is_refused(void **state)
     void *data = NULL;
     assert_int_equal(truncate(path, ZP_CKPT_HDR + 999), 0);
     assert_int_equal(read_back(&pos, &data, &bytes), ZP_EDATA);
-    assert_non_null(strstr(err, "truncated or extended: 1071 bytes, the header says 1072"));
+    assert_non_null(strstr(err, "truncated or extended: 1087 bytes, the header says 1088"));
     assert_int_equal(read_back(&pos, NULL, &bytes), ZP_EDATA); /* the header read sees it too */
     assert_int_equal(truncate(path, 40), 0);
     assert_int_equal(read_back(&pos, NULL, &bytes), ZP_EDATA);
-    assert_non_null(strstr(err, "shorter than its 72-byte header"));
+    assert_non_null(strstr(err, "shorter than its 88-byte header"));
     assert_int_equal(truncate(path, 5), 0);
     assert_int_equal(read_back(&pos, NULL, &bytes), ZP_EDATA);
     assert_int_equal(truncate(path, 0), 0);
@@ -225,12 +233,18 @@ static void the_path_is_under_the_runs_checkpoints(void **state)
 static void a_position_outside_the_run_is_refused_naming_the_field(void **state)
 {
     (void)state;
+    /* 500 samples of batch 10: 50 batches an epoch on one rank, 25 on each of 2 */
+    const zp_config_t c = {.epochs = 10, .batch_size = 10};
     zp_ckpt_pos_t ok[] = {{.step = 0, .epoch = 0, .batch = 0},
                           {.step = 3 * 50 + 17, .epoch = 3, .batch = 17},
                           {.step = 3 * 50 + 50, .epoch = 3, .batch = 50}, /* after the epoch's last */
-                          {.step = 10 * 50, .epoch = 10, .batch = 0}};    /* the run is over */
+                          {.step = 10 * 50, .epoch = 10, .batch = 0},     /* the run is over */
+                          {.step = 75, .epoch = 1, .batch = 25, .world = 2},
+                          {.step = 50, .epoch = 1, .from = 500, .world = 3}, /* the epoch's rest: none */
+                          {.step = 60, .epoch = 1, .batch = 10, .from = 300, .world = 2}};
     for (size_t i = 0; i < sizeof ok / sizeof *ok; i++)
-        assert_int_equal(zp_ckpt_check(&ok[i], path, 10, 50, err, sizeof err), 0);
+        if (zp_ckpt_check(&ok[i], path, &c, 500, 1, err, sizeof err))
+            fail_msg("case %zu: %s", i, err);
     struct {
         zp_ckpt_pos_t pos;
         const char *says;
@@ -242,13 +256,81 @@ static void a_position_outside_the_run_is_refused_naming_the_field(void **state)
         {{.epoch = 10, .batch = 1}, "batch 1 of epoch 10"},
         {{.step = 3 * 50 + 18, .epoch = 3, .batch = 17}, "step 168 at epoch 3, batch 17: at most 167"},
         {{.step = UINT64_MAX, .epoch = 3, .batch = 17}, "step 18446744073709551615"},
+        {{.epoch = 3, .batch = 26, .world = 2}, "batch 26 of epoch 3: an epoch has train batches 0..24"},
+        {{.epoch = 3, .batch = 11, .from = 300, .world = 2}, "batch 11 of epoch 3: an epoch has train batches 0..9"},
+        {{.epoch = 3, .from = 501}, "from 501 of epoch 3: an epoch's permutation has entries 0..500"},
+        {{.epoch = 10, .from = 1}, "from 1 of epoch 10"},
+        {{.epoch = 3, .world = ZP_CKPT_WORLD_MAX + 1}, "world 65537: a run has 1..65536 ranks"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         err[0] = 0;
-        assert_int_equal(zp_ckpt_check(&bad[i].pos, path, 10, 50, err, sizeof err), ZP_EDATA);
+        assert_int_equal(zp_ckpt_check(&bad[i].pos, path, &c, 500, 1, err, sizeof err), ZP_EDATA);
         if (!strstr(err, bad[i].says) || !strstr(err, path))
             fail_msg("case %zu: \"%s\" does not say \"%s\"", i, err, bad[i].says);
     }
+}
+
+/* A version 2 file (a 72-byte header, no from and world) still reads: from 0,
+ * world 0, which the run's own world stands for. */
+static void a_version_2_checkpoint_reads_as_the_runs_own_world(void **state)
+{
+    (void)state;
+    uint8_t h[72] = {0};
+    uint32_t hb = 72, ver = 2;
+    uint64_t n = sizeof payload, sum = XXH3_64bits(payload, sizeof payload), v[4] = {77, 2, 5, 99};
+    memcpy(h, "ZPCKPT01", 8);
+    memcpy(h + 8, &hb, 4);
+    memcpy(h + 12, &ver, 4);
+    memcpy(h + 16, &n, 8);
+    memcpy(h + 24, &sum, 8);
+    memcpy(h + 32, v, sizeof v); /* step, epoch, batch, seed */
+    uint64_t hsum = XXH3_64bits(h, 64);
+    memcpy(h + 64, &hsum, 8);
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(h, 1, sizeof h, f), sizeof h);
+    assert_int_equal(fwrite(payload, 1, sizeof payload, f), sizeof payload);
+    fclose(f);
+    zp_ckpt_pos_t pos;
+    void *data;
+    size_t bytes;
+    assert_int_equal(read_back(&pos, &data, &bytes), 0);
+    assert_true(pos.step == 77 && pos.epoch == 2 && pos.batch == 5 && pos.seed == 99);
+    assert_true(pos.from == 0 && pos.world == 0);
+    assert_memory_equal(data, payload, sizeof payload);
+    free(data);
+    /* its position: batch 5 of the run's 2 ranks, 10 a batch: entry 100 */
+    const zp_config_t c = {.epochs = 10, .batch_size = 10};
+    int64_t repeats;
+    assert_int_equal(zp_ckpt_offset(&pos, &c, 500, 2, &repeats), 100);
+    assert_int_equal(repeats, 0);
+    assert_int_equal(zp_ckpt_regroup(&pos, &c, 500, 2), 0); /* the same world: as it is */
+    assert_true(pos.world == 2 && pos.from == 0 && pos.batch == 5 && pos.step == 77);
+}
+
+/* Another number of ranks goes on where every rank's shard had got to: the
+ * epoch's rest from that entry, batch 0, and the step of a run of that many
+ * ranks there. */
+static void another_world_shards_the_rest_of_the_epoch(void **state)
+{
+    (void)state;
+    const zp_config_t c = {.epochs = 10, .batch_size = 10};
+    /* 2 ranks, batch 3 of epoch 4 in 95 samples: entries 0..59 trained */
+    zp_ckpt_pos_t pos = {.step = 4 * 5 + 3, .epoch = 4, .batch = 3, .seed = 1, .world = 2};
+    assert_int_equal(zp_ckpt_check(&pos, path, &c, 95, 3, err, sizeof err), 0);
+    assert_int_equal(zp_ckpt_regroup(&pos, &c, 95, 3), 1);
+    /* 3 ranks: 4 batches an epoch (32 samples on rank 0); entry 60 is 2 of their batches */
+    assert_true(pos.from == 60 && pos.batch == 0 && pos.world == 3 && pos.step == 4 * 4 + 2);
+    assert_int_equal(zp_ckpt_check(&pos, path, &c, 95, 3, err, sizeof err), 0);
+    /* past every shard's end: the epoch's rest is empty */
+    zp_ckpt_pos_t end = {.step = 5 * 10, .epoch = 4, .batch = 10, .world = 1};
+    assert_int_equal(zp_ckpt_regroup(&end, &c, 95, 2), 1);
+    assert_true(end.from == 95 && end.batch == 0 && end.world == 2);
+    /* drop_last: the remainder a shard leaves out counts as done */
+    const zp_config_t dropping = {.epochs = 10, .batch_size = 10, .drop_last = true};
+    zp_ckpt_pos_t last = {.step = 9, .epoch = 0, .batch = 9, .world = 1};
+    int64_t repeats;
+    assert_int_equal(zp_ckpt_offset(&last, &dropping, 95, 1, &repeats), 95);
 }
 
 /* What a run resumes from counts rank 0's batches, limit applied. */
@@ -279,6 +361,8 @@ int main(void)
         T(the_path_is_under_the_runs_checkpoints),
         T(a_position_outside_the_run_is_refused_naming_the_field),
         T(an_epochs_batches_are_rank_0s_and_limited),
+        T(a_version_2_checkpoint_reads_as_the_runs_own_world),
+        T(another_world_shards_the_rest_of_the_epoch),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

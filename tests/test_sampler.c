@@ -158,7 +158,7 @@ static void resume_at(int64_t n, int64_t from, int world, int64_t b, bool drop, 
         for (int64_t j = 0; j < (k[r] >= nb ? s.count : k[r] * b) && j < s.count; j++, trained++)
             times[s.order[j]]++;
     }
-    int64_t repeats = -1, pos = zp_sampler_position(from, n - from, world, b, drop, k, &repeats);
+    int64_t repeats = -1, pos = zp_sampler_position(from, n - from, world, b, drop, k, 0, &repeats);
     int64_t first = from; /* the first entry not trained, by the sampler's own shards */
     zp_sampler_epoch(&s, 11, 0, 5, true, 0, 1, 0);
     while (first < n && times[s.order[first]])
@@ -194,7 +194,10 @@ static void ranks_in_step_end_at_k_batches_of_every_rank(void **state)
             for (int r = 0; r < world; r++)
                 k[r] = steps;
             int64_t repeats;
-            assert_int_equal(zp_sampler_position(0, 1000, world, 32, false, k, &repeats),
+            assert_int_equal(zp_sampler_position(0, 1000, world, 32, false, k, 0, &repeats),
+                             steps * 32 * world);
+            assert_int_equal(repeats, 0);
+            assert_int_equal(zp_sampler_position(0, 1000, world, 32, false, NULL, steps, &repeats),
                              steps * 32 * world);
             assert_int_equal(repeats, 0);
             for (int again = 1; again <= 5; again++)
@@ -233,13 +236,13 @@ static void a_rank_ahead_is_counted_as_repeats(void **state)
     (void)state;
     const int64_t k[3] = {2, 2, 3};
     int64_t repeats;
-    assert_int_equal(zp_sampler_position(0, 120, 3, 4, false, k, &repeats), 24);
+    assert_int_equal(zp_sampler_position(0, 120, 3, 4, false, k, 0, &repeats), 24);
     assert_int_equal(repeats, 4);
     const int64_t over[3] = {10, 10, 10}; /* every shard done: the epoch's end */
-    assert_int_equal(zp_sampler_position(0, 120, 3, 4, false, over, &repeats), 120);
+    assert_int_equal(zp_sampler_position(0, 120, 3, 4, false, over, 0, &repeats), 120);
     assert_int_equal(repeats, 0);
     const int64_t dropped[2] = {3, 3}; /* 2 x 15 samples of batch 4, drop_last: 3 trained each */
-    assert_int_equal(zp_sampler_position(0, 30, 2, 4, true, dropped, &repeats), 30);
+    assert_int_equal(zp_sampler_position(0, 30, 2, 4, true, dropped, 0, &repeats), 30);
     assert_int_equal(repeats, 0);
 }
 

@@ -227,7 +227,7 @@ static int route_seeked(void *ctx, const zp_msg_t *m, zp_frames_t *f)
     c->seeked = 1, c->ended = 0;
     /* the phase's record counts its batches before the seek's as trained */
     return zp_coverage_resume(&c->acc[c->seek_split], &c->st.cfg, c->seek_split, c->seek_epoch,
-                              c->st.instance, c->world, (int64_t)c->seek_batch);
+                              c->st.instance, c->world, 0, (int64_t)c->seek_batch);
 }
 
 static const zp_route_t routes[] = {

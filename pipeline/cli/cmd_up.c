@@ -1,5 +1,5 @@
 /* cmd_up.c — `zeus-pipe up CONFIG [KEY=VALUE ...]`, `up --attach CONFIG ...`
- * and `up --resume RUN`:
+ * and `up --resume RUN [trainer.gpus=N]`:
  * the arguments; the run itself is the supervisor's (pipeline/supervisor/). */
 #include "pipeline/cli/cmd.h"
 #include "pipeline/supervisor/supervisor.h"
@@ -12,13 +12,16 @@ static int usage(FILE *out, int status)
     fprintf(out,
             "usage: zeus-pipe up CONFIG [KEY=VALUE ...]\n"
             "       zeus-pipe up --attach CONFIG [KEY=VALUE ...]\n"
-            "       zeus-pipe up --resume RUN\n\n"
+            "       zeus-pipe up --resume RUN [trainer.gpus=N]\n\n"
             "Runs the training pipeline described by CONFIG: loaders, cache, prefetch,\n"
             "trainer and logger processes. KEY=VALUE overrides a config key, e.g.\n"
             "loader.workers=4 trainer.optimizer.lr=0.05 (see `zeus-pipe config --keys`).\n"
             "The run's files go to run.dir/run.name (default runs/<config name>).\n"
             "--resume RUN goes on from RUN's checkpoints/last.ckpt, in the same run\n"
             "directory and with its config: the same batches an uninterrupted run trains on.\n"
+            "trainer.gpus=N resumes with another number of ranks: the rest of the cut epoch\n"
+            "is sharded over the N ranks (every sample of it still exactly once), the\n"
+            "later epochs over N from their start; the run's config.yaml says N from then.\n"
             "Ctrl-C stops every stage within 2 s. SIGUSR1 (Slurm's --signal=USR1@SECONDS)\n"
             "saves and stops: the trainer finishes its step and writes checkpoints/last.ckpt\n"
             "there (under Slurm the limit's SIGTERM does too). Exit: 0 done, 1 a stage\n"
@@ -44,7 +47,7 @@ int cmd_up(int argc, char **argv)
         return usage(stdout, 0);
     zp_sup_catch_save();
     if (argc >= 2 && !strcmp(argv[1], "--resume"))
-        return argc == 3 ? zp_up_resume(argv[2]) : usage(stderr, 2);
+        return argc >= 3 ? zp_up_resume(argv[2], argv + 3, argc - 3) : usage(stderr, 2);
     int attach = 0, n = 0;
     for (int i = 0; i < argc; i++) /* --attach anywhere after `up`; the rest in order */
         if (i > 0 && !strcmp(argv[i], "--attach"))

@@ -939,6 +939,12 @@ int zp_config_load_run(zp_config_t *cfg, const char *path, char *err, size_t err
     return load(cfg, path, NULL, 0, err, errlen, 1);
 }
 
+int zp_config_load_run_with(zp_config_t *cfg, const char *path, char *const *overrides, int n,
+                            char *err, size_t errlen)
+{
+    return load(cfg, path, overrides, n, err, errlen, 1);
+}
+
 void zp_config_folder(const zp_config_t *cfg, char *out, size_t len)
 {
     char real[PATH_MAX];

@@ -170,6 +170,9 @@ int zp_config_default_cache(zp_config_t *cfg, const char *name, const char *iden
  * to the run's folder. For the stages, the client library and the commands
  * that read RUN/config.yaml. */
 int zp_config_load_run(zp_config_t *cfg, const char *path, char *errbuf, size_t errlen);
+/* The same with KEY=VALUE overrides (a resume with another trainer.gpus). */
+int zp_config_load_run_with(zp_config_t *cfg, const char *path, char *const *overrides, int n,
+                            char *errbuf, size_t errlen);
 
 /* The folder of the config file cfg was loaded from (absolute), where its
  * relative trainer.command and dataset.python.path point; the working

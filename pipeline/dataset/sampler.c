@@ -53,14 +53,16 @@ int zp_sampler_epoch(zp_sampler_t *s, uint64_t seed, int split, int64_t epoch, b
 }
 
 int64_t zp_sampler_position(int64_t from, int64_t rest, int world, int64_t batch_size,
-                            bool drop_last, const int64_t *batches, int64_t *repeats)
+                            bool drop_last, const int64_t *batches, int64_t in_step,
+                            int64_t *repeats)
 {
     int64_t done = rest, trained = 0; /* done: the first entry of the rest not trained */
     for (int r = 0; r < world && batch_size > 0; r++) {
         int64_t shard = rest / world + (r < rest % world);
         int64_t last = zp_sampler_shard_batches(rest, r, world, batch_size, drop_last);
         /* rank r's entries are the rest's r, r + world, ...: its first `took` of them */
-        int64_t took = batches[r] >= last ? shard : batches[r] * batch_size;
+        int64_t k = batches ? batches[r] : in_step;
+        int64_t took = k >= last ? shard : k * batch_size;
         trained += took;
         if (took < shard && r + took * world < done)
             done = r + took * world;

@@ -32,15 +32,16 @@ int zp_sampler_epoch(zp_sampler_t *s, uint64_t seed, int split, int64_t epoch, b
 
 /* Where an epoch cut short goes on. `world` ranks sharded the permutation's
  * entries from `from` on (`rest` of them) and rank r trained batches[r]
- * batches of batch_size (a rank past its last batch has its shard done, the
- * remainder drop_last leaves out included). Returns the position: `from`
+ * batches of batch_size (batches NULL: `in_step` each; a rank past its last
+ * batch has its shard done, the remainder drop_last leaves out included). Returns the position: `from`
  * plus the longest run of the rest every entry of which was trained, so the
  * epoch goes on there with any number of ranks and no sample is left out.
  * *repeats gets the entries past it that a rank (ahead of another) trained:
  * the resumed part trains them again. Ranks in step, k batches each, give
  * from + k * batch_size * world and no repeats while every shard lasts. */
 int64_t zp_sampler_position(int64_t from, int64_t rest, int world, int64_t batch_size,
-                            bool drop_last, const int64_t *batches, int64_t *repeats);
+                            bool drop_last, const int64_t *batches, int64_t in_step,
+                            int64_t *repeats);
 
 /* Batches in the current epoch, and the n indices of batch b (pointer into s->order,
  * valid until the next zp_sampler_epoch()). */

@@ -61,21 +61,26 @@ void zp_coverage_add(zp_coverage_t *a, const uint32_t *idx, int64_t n)
 void zp_coverage_end(zp_coverage_t *a) { a->samples = a->batches = 0; }
 
 int zp_coverage_resume(zp_coverage_t *a, const zp_config_t *c, int split, uint64_t epoch,
-                       int rank, int world, int64_t batches)
+                       int rank, int world, int64_t from, int64_t batches)
 {
     zp_coverage_end(a);
-    if (batches <= 0)
+    int64_t before = rank == 0 ? from : 0;
+    if (before <= 0 && batches <= 0)
         return 0;
     zp_sampler_t s;
+    int shuffle = split == ZP_SPLIT_TRAIN && c->shuffle;
     int rc = zp_sampler_init(&s, a->n);
-    if (!rc)
-        rc = zp_sampler_epoch(&s, (uint64_t)c->seed, split, (int64_t)epoch,
-                              split == ZP_SPLIT_TRAIN && c->shuffle, rank, world, 0);
-    if (!rc) {
-        int64_t n = batches * c->batch_size < s.count ? batches * c->batch_size : s.count;
-        zp_coverage_add(a, s.order, n); /* a first batch: the epoch starts here */
-        a->batches = 0; /* ... but none of its batches came */
-    }
+    if (!rc && before > 0) /* the whole permutation, by rank 0 of 1 */
+        rc = zp_sampler_epoch(&s, (uint64_t)c->seed, split, (int64_t)epoch, shuffle, 0, 1, 0);
+    if (!rc && before > 0)
+        zp_coverage_add(a, s.order, before < s.count ? before : s.count); /* the epoch starts */
+    if (!rc && batches > 0)
+        rc = zp_sampler_epoch(&s, (uint64_t)c->seed, split, (int64_t)epoch, shuffle, rank, world,
+                              from);
+    if (!rc && batches > 0)
+        zp_coverage_add(a, s.order, batches * c->batch_size < s.count ? batches * c->batch_size
+                                                                       : s.count);
+    a->batches = 0; /* none of its batches came here */
     zp_sampler_free(&s);
     return rc;
 }

@@ -35,15 +35,18 @@ void zp_coverage_add(zp_coverage_t *a, const uint32_t *idx, int64_t n);
 /* The epoch is recorded: the next batch starts another. */
 void zp_coverage_end(zp_coverage_t *a);
 
-/* An epoch that goes on from batch `batches` of this rank's shard (a resumed
- * run, a seek): it starts with the shard's batches before it as though they
- * came here (samples, distinct, checksum and digest; loss and hits are the
- * part trained here), so that its record proves the whole epoch over both
- * parts. The shard is the sampler's for `rank` of `world` in `epoch` of
- * `split` (n samples, c's seed, shuffle and batch size). 0, or ZP_ENOMEM
- * (the epoch then starts empty and its check says so). */
+/* An epoch that goes on from a position (a resumed run, a seek): its ranks'
+ * shards start at entry `from` of its permutation, and this rank goes on
+ * from batch `batches` of its shard. The epoch starts with what came before
+ * as though it came here (samples, distinct, checksum and digest; loss and
+ * hits are the part trained here): rank 0 takes the entries before `from`
+ * (trained by a run of another number of ranks), every rank its shard's
+ * batches before `batches`. So its record, summed over the ranks, proves the
+ * whole epoch over every part. The shard is the sampler's for `rank` of
+ * `world` in `epoch` of `split` (c's seed, shuffle and batch size). 0, or
+ * ZP_ENOMEM (the epoch then starts empty and its check says so). */
 int zp_coverage_resume(zp_coverage_t *a, const zp_config_t *c, int split, uint64_t epoch,
-                       int rank, int world, int64_t batches);
+                       int rank, int world, int64_t from, int64_t batches);
 
 /* The counts a sum over ranks adds: samples, distinct, the checksum as two
  * 32-bit halves (a double adds those exactly), loss sum, correct. */

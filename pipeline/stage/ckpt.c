@@ -65,29 +65,62 @@ int64_t zp_ckpt_epoch_batches(const zp_config_t *c, int64_t samples, int world)
     return c->limit_train_batches && b > c->limit_train_batches ? c->limit_train_batches : b;
 }
 
-int zp_ckpt_check(const zp_ckpt_pos_t *pos, const char *path, int64_t epochs, int64_t batches,
-                  char *err, size_t errlen)
+int zp_ckpt_check(const zp_ckpt_pos_t *pos, const char *path, const zp_config_t *c,
+                  int64_t samples, int world, char *err, size_t errlen)
 {
-    uint64_t e = epochs > 0 ? (uint64_t)epochs : 0, b = batches > 0 ? (uint64_t)batches : 0;
-    uint64_t most; /* steps before this position: epoch * batches + batch */
+    uint64_t e = c->epochs > 0 ? (uint64_t)c->epochs : 0, n = samples > 0 ? (uint64_t)samples : 0;
+    uint64_t w = pos->world ? pos->world : (uint64_t)world;
+    uint64_t b = 0, one = (uint64_t)zp_ckpt_epoch_batches(c, samples, 1);
+    if (pos->from <= n && w >= 1 && w <= ZP_CKPT_WORLD_MAX)
+        b = (uint64_t)zp_ckpt_epoch_batches(c, samples - (int64_t)pos->from, (int)w);
+    uint64_t most; /* steps before this position: epoch * one + batch */
     if (pos->epoch > e)
         snprintf(err, errlen, "%s: epoch %llu: the run has epochs 0..%llu (trainer.epochs %llu; "
                  "%llu: the run is over)", path, (unsigned long long)pos->epoch,
                  (unsigned long long)e - (e > 0), (unsigned long long)e, (unsigned long long)e);
+    else if (pos->from > n || (pos->epoch == e && pos->from))
+        snprintf(err, errlen, "%s: from %llu of epoch %llu: an epoch's permutation has entries "
+                 "0..%llu (the epoch after the last starts at 0)", path,
+                 (unsigned long long)pos->from, (unsigned long long)pos->epoch,
+                 (unsigned long long)n);
+    else if (w < 1 || w > ZP_CKPT_WORLD_MAX)
+        snprintf(err, errlen, "%s: world %llu: a run has 1..%d ranks", path,
+                 (unsigned long long)pos->world, ZP_CKPT_WORLD_MAX);
     else if (pos->batch > b || (pos->epoch == e && pos->batch))
         snprintf(err, errlen, "%s: batch %llu of epoch %llu: an epoch has train batches 0..%llu "
                  "(%llu: after its last; the epoch after the last has none)", path,
                  (unsigned long long)pos->batch, (unsigned long long)pos->epoch,
                  (unsigned long long)b - (b > 0), (unsigned long long)b);
-    else if (__builtin_mul_overflow(pos->epoch, b, &most) || __builtin_add_overflow(most, pos->batch, &most) ||
-             pos->step > most)
+    else if (__builtin_mul_overflow(pos->epoch, one, &most) ||
+             __builtin_add_overflow(most, pos->batch, &most) || pos->step > most)
         snprintf(err, errlen, "%s: step %llu at epoch %llu, batch %llu: at most %llu steps come "
-                 "before it (%llu train batches an epoch)", path, (unsigned long long)pos->step,
-                 (unsigned long long)pos->epoch, (unsigned long long)pos->batch,
-                 (unsigned long long)most, (unsigned long long)b);
+                 "before it (%llu train batches an epoch on one rank)", path,
+                 (unsigned long long)pos->step, (unsigned long long)pos->epoch,
+                 (unsigned long long)pos->batch, (unsigned long long)most, (unsigned long long)one);
     else
         return 0;
     return ZP_EDATA;
+}
+
+int64_t zp_ckpt_offset(const zp_ckpt_pos_t *pos, const zp_config_t *c, int64_t samples, int world,
+                       int64_t *repeats)
+{
+    int w = pos->world ? (int)pos->world : world;
+    return zp_sampler_position((int64_t)pos->from, samples - (int64_t)pos->from, w, c->batch_size,
+                               c->drop_last, NULL, (int64_t)pos->batch, repeats);
+}
+
+int zp_ckpt_regroup(zp_ckpt_pos_t *pos, const zp_config_t *c, int64_t samples, int world)
+{
+    if (!pos->world || pos->world == (uint64_t)world) {
+        pos->world = (uint64_t)world;
+        return 0;
+    }
+    int64_t repeats, at = zp_ckpt_offset(pos, c, samples, 0, &repeats);
+    int64_t epoch_steps = zp_ckpt_epoch_batches(c, samples, world);
+    pos->step = pos->epoch * (uint64_t)epoch_steps + (uint64_t)(at / (c->batch_size * world));
+    pos->from = (uint64_t)at, pos->batch = 0, pos->world = (uint64_t)world;
+    return 1;
 }
 
 int zp_ckpt_write(const char *path, const zp_ckpt_pos_t *pos, const void *payload, size_t bytes)
@@ -103,7 +136,9 @@ int zp_ckpt_write(const char *path, const zp_ckpt_pos_t *pos, const void *payloa
     put64(h + 40, pos->epoch);
     put64(h + 48, pos->batch);
     put64(h + 56, pos->seed);
-    put64(h + 64, XXH3_64bits(h, 64));
+    put64(h + 64, pos->from);
+    put64(h + 72, pos->world);
+    put64(h + 80, XXH3_64bits(h, 80));
     char tmp[4200];
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
@@ -144,27 +179,31 @@ int zp_ckpt_read(const char *path, zp_ckpt_pos_t *pos, void **payload, size_t *b
     uint32_t hb, ver;
     memcpy(&hb, h + 8, 4);
     memcpy(&ver, h + 12, 4);
-    if (hb != ZP_CKPT_HDR || ver != ZP_CKPT_VERSION) {
-        snprintf(err, errlen, "%s: checkpoint format version %u, this build reads %d", path, ver,
-                 ZP_CKPT_VERSION);
+    size_t sum_at = ver == 2 ? 64 : 80; /* version 2: 72 bytes, no from and world */
+    if (!(hb == ZP_CKPT_HDR && ver == ZP_CKPT_VERSION) && !(hb == 72 && ver == 2)) {
+        snprintf(err, errlen, "%s: checkpoint format version %u (header %u bytes), this build "
+                 "reads 2 and %d", path, ver, hb, ZP_CKPT_VERSION);
         goto out;
     }
-    if (fread(h + 16, 1, sizeof h - 16, f) != sizeof h - 16) {
-        snprintf(err, errlen, "%s: shorter than its %d-byte header", path, ZP_CKPT_HDR);
+    if (fread(h + 16, 1, hb - 16, f) != hb - 16) {
+        snprintf(err, errlen, "%s: shorter than its %u-byte header", path, hb);
         goto out;
     }
-    if (XXH3_64bits(h, 64) != get64(h + 64)) {
-        snprintf(err, errlen, "%s: header checksum mismatch (corrupt step, epoch, batch or seed)", path);
+    if (XXH3_64bits(h, sum_at) != get64(h + sum_at)) {
+        snprintf(err, errlen, "%s: header checksum mismatch (corrupt step, epoch, batch, seed, "
+                 "from or world)", path);
         goto out;
     }
     uint64_t n = get64(h + 16);
-    if ((uint64_t)st.st_size != ZP_CKPT_HDR + n) {
+    if ((uint64_t)st.st_size != hb + n) {
         snprintf(err, errlen, "%s: truncated or extended: %lld bytes, the header says %llu", path,
-                 (long long)st.st_size, (unsigned long long)(ZP_CKPT_HDR + n));
+                 (long long)st.st_size, (unsigned long long)(hb + n));
         goto out;
     }
     pos->step = get64(h + 32), pos->epoch = get64(h + 40), pos->batch = get64(h + 48);
     pos->seed = get64(h + 56);
+    pos->from = ver == 2 ? 0 : get64(h + 64);
+    pos->world = ver == 2 ? 0 : get64(h + 72);
     if (bytes)
         *bytes = n;
     if (!payload) {

@@ -131,11 +131,40 @@ int zp_sup_shm_room(const zp_sup_t *s)
     return 2;
 }
 
+/* `up --resume RUN trainer.gpus=N`: RUN/config.yaml says N from now on (the
+ * stages read it, and so does the next resume), written beside and renamed
+ * into place. 0, or 1 with the error printed. */
+static int rewrite_config(const zp_sup_t *s)
+{
+    char path[PATH_MAX + 32], tmp[PATH_MAX + 48];
+    snprintf(path, sizeof path, "%s/config.yaml", s->run_dir);
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *f = fopen(tmp, "w");
+    if (f)
+        zp_config_print(&s->cfg, f);
+    if (!f || fflush(f) || fsync(fileno(f)) || fclose(f) || rename(tmp, path)) {
+        fprintf(stderr, "zeus-pipe: %s: cannot write: %s\n", path, strerror(errno));
+        unlink(tmp);
+        return 1;
+    }
+    return 0;
+}
+
 int zp_sup_resume_config(zp_sup_t *s, zp_ckpt_pos_t *pos, char *path, size_t len)
 {
     char err[1024];
     snprintf(path, len, "%s/config.yaml", s->run_dir);
-    if (zp_config_load_run(&s->cfg, path, err, sizeof err)) {
+    for (int i = 0; i < s->resume_noverrides; i++)
+        if (strncmp(s->resume_overrides[i], "trainer.gpus=", 13) || s->slurm.world > 1) {
+            fprintf(stderr, "zeus-pipe: up --resume %s: '%s': %s\n", s->run_dir,
+                    s->resume_overrides[i], s->slurm.world > 1
+                    ? "under Slurm the ranks are the job's tasks (srun -n), not trainer.gpus"
+                    : "a resumed run keeps its config (RUN/config.yaml); only trainer.gpus=N "
+                      "can change, for another number of ranks");
+            return 2;
+        }
+    if (zp_config_load_run_with(&s->cfg, path, s->resume_overrides, s->resume_noverrides, err,
+                                sizeof err)) {
         fprintf(stderr, "%s\n", err);
         return 2;
     }
@@ -159,11 +188,22 @@ int zp_sup_resume_config(zp_sup_t *s, zp_ckpt_pos_t *pos, char *path, size_t len
     }
     free(payload);
     int world = s->slurm.world > 1 ? s->slurm.world : (int)s->cfg.gpus;
-    int64_t most = zp_ckpt_epoch_batches(&s->cfg, s->ds->meta.n[ZP_SPLIT_TRAIN], world);
-    if (zp_ckpt_check(pos, path, s->cfg.epochs, most, err, sizeof err)) {
+    int64_t n = s->ds->meta.n[ZP_SPLIT_TRAIN];
+    if (zp_ckpt_check(pos, path, &s->cfg, n, world, err, sizeof err)) {
         fprintf(stderr, "zeus-pipe: cannot resume: %s\n", err);
         return 2;
     }
+    s->resume_world = pos->world ? (int)pos->world : world;
+    if (s->slurm.world > 1 && s->resume_world != world) {
+        fprintf(stderr, "zeus-pipe: cannot resume %s with %d Slurm tasks: it ran with %d, and "
+                "under Slurm a run goes on with as many tasks as it had (srun -n %d); outside "
+                "Slurm, `zeus-pipe up --resume RUN trainer.gpus=N` goes on with N ranks\n",
+                s->run_dir, world, s->resume_world, s->resume_world);
+        return 2;
+    }
+    zp_ckpt_regroup(pos, &s->cfg, n, world);
+    if (s->resume_noverrides && rewrite_config(s))
+        return 1;
     if (pos->seed != (uint64_t)s->cfg.seed) {
         fprintf(stderr, "zeus-pipe: cannot resume: %s was written with seed %llu, the run's config says %lld\n",
                 path, (unsigned long long)pos->seed, (long long)s->cfg.seed);
@@ -228,9 +268,16 @@ int zp_sup_prepare_resume(zp_sup_t *s, const char *run)
 
 void zp_sup_say_resuming(const zp_sup_t *s)
 {
-    fprintf(stderr, "zeus-pipe: resuming %s at epoch %llu, batch %llu (step %llu)\n", s->run_dir,
+    fprintf(stderr, "zeus-pipe: resuming %s at epoch %llu, batch %llu (step %llu)", s->run_dir,
             (unsigned long long)s->resume.epoch + 1, (unsigned long long)s->resume.batch,
             (unsigned long long)s->resume.step);
+    if (s->resume_world != (int)s->resume.world)
+        fprintf(stderr, " with %llu ranks where it had %d: the rest of the epoch is sharded anew "
+                "from entry %llu of its %lld\n", (unsigned long long)s->resume.world,
+                s->resume_world, (unsigned long long)s->resume.from,
+                (long long)s->ds->meta.n[ZP_SPLIT_TRAIN]);
+    else
+        fprintf(stderr, "\n");
 }
 
 /* The run's key pair RUN/NAME.key and NAME.pub, made once (kept across

@@ -749,7 +749,7 @@ static int up(const zp_config_t *cfg, const zp_dataset_t *ds, int attach)
 {
     char again[PATH_MAX];
     if (!attach && requeued_run(cfg, again, sizeof again))
-        return zp_up_resume(again);
+        return zp_up_resume(again, NULL, 0);
     static zp_sup_t s;
     memset(&s, 0, sizeof s);
     s.cfg = *cfg;
@@ -806,10 +806,11 @@ static int resume_slurm(zp_sup_t *s, const char *run)
     return 0;
 }
 
-int zp_up_resume(const char *run)
+int zp_up_resume(const char *run, char *const *overrides, int n)
 {
     static zp_sup_t s;
     memset(&s, 0, sizeof s);
+    s.resume_overrides = overrides, s.resume_noverrides = n;
     int slurm = detect_slurm(&s), rc = 2;
     if (slurm == 1)
         rc = resume_slurm(&s, run);

@@ -102,7 +102,7 @@ int zp_up_attach(const zp_config_t *cfg, const zp_dataset_t *ds);
 /* `zeus-pipe up --resume RUN`: RUN (a directory or a name, zp_rundir_find) goes
  * on from its checkpoints/last.ckpt with its own config. The exit status; 2
  * when RUN is running, has no readable checkpoint, or under Slurm. */
-int zp_up_resume(const char *run);
+int zp_up_resume(const char *run, char *const *overrides, int n);
 
 /* Catches SIGUSR1 (save and stop) from here on: `up` calls it first, so that
  * Slurm's warning during the config's load or the dataset's probe is kept
@@ -500,7 +500,11 @@ typedef struct zp_sup {
     pid_t plane_pid;          /* a node's other tasks: the leader's supervisor */
     struct zp_autoscaler *autoscale; /* loader.autoscale on this node; NULL: off */
     int resuming;             /* `up --resume` (or a requeued job): at s->resume */
-    zp_ckpt_pos_t resume;     /* where a resumed run goes on: its last checkpoint's position */
+    zp_ckpt_pos_t resume;     /* where a resumed run goes on: its last checkpoint's position,
+                               * for this run's ranks (zp_ckpt_regroup) */
+    int resume_world;         /* the ranks that wrote it */
+    char *const *resume_overrides; /* `up --resume RUN trainer.gpus=N`: borrowed */
+    int resume_noverrides;
 } zp_sup_t;
 
 /* run.c: `scale loader=N|+K|-K` (0, or the error for the requester in

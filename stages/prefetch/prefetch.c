@@ -62,6 +62,7 @@ typedef struct {
     int64_t hits, misses, corrupt; /* this phase */
     uint64_t synced;               /* id of the last SYNCED; 0 before any */
     int64_t first_batch;           /* where the current phase starts (a resumed epoch) */
+    int64_t from;                  /* the entry of its permutation the ranks' shards start at */
     zp_ckpt_pos_t start;           /* where the run goes on from (all 0: the beginning) */
     int unsynced;                  /* fetches sent since the cache last committed them */
     int64_t corrupt_warned; /* zp_warn_limited's count */
@@ -459,10 +460,11 @@ static int stalled(prefetch_t *p)
 
 /* The samples of the phase's epoch on this rank: from its first batch also
  * where the phase starts later (a resumed run, a seek), whose trainer counts
- * the batches before it as trained (zp_coverage_resume). */
+ * the batches before it as trained, and on rank 0 the entries before `from`
+ * too (zp_coverage_resume). */
 static int64_t phase_samples(prefetch_t *p)
 {
-    int64_t samples = 0, n;
+    int64_t samples = p->st->instance == 0 ? p->from : 0, n;
     for (int64_t b = 0; b < p->nbatches; b++) {
         zp_sampler_batch(&p->sampler[p->split], p->st->cfg.batch_size,
                          p->st->mode == ZP_MODE_OVERFIT ? 0 : b, &n);
@@ -477,7 +479,7 @@ static int run_phase(prefetch_t *p)
     zp_sampler_t *s = &p->sampler[p->split];
     int train = p->split == ZP_SPLIT_TRAIN;
     zp_sampler_epoch(s, (uint64_t)c->seed, p->split, p->epoch, train && c->shuffle,
-                     p->st->instance, zp_stage_world(p->st), 0); /* this rank's shard */
+                     p->st->instance, zp_stage_world(p->st), p->from); /* this rank's shard */
     p->nbatches = zp_sampler_batches(s, c->batch_size, train && c->drop_last);
     int64_t limit = train ? c->limit_train_batches : c->limit_test_batches;
     if (limit && (p->nbatches > limit || p->st->mode == ZP_MODE_OVERFIT))
@@ -570,6 +572,7 @@ static int apply_seek(prefetch_t *p, zp_phase_t *ph)
     p->plan.plan = (unsigned)p->seek.plan;
     *ph = (zp_phase_t){.split = (int)p->seek.split, .epoch = (int64_t)p->seek.epoch};
     p->first_batch = (int64_t)p->seek.batch;
+    p->from = 0;
     zp_info("the trainer seeks %s epoch %llu, batch %llu; then plan %llu",
             zp_dataset_split_name(ph->split), (unsigned long long)ph->epoch + 1,
             (unsigned long long)p->seek.batch, (unsigned long long)p->seek.plan);
@@ -599,8 +602,9 @@ static int run(prefetch_t *p)
     /* a resumed run starts in its checkpoint's train epoch, after the batches trained */
     zp_phase_t ph = {.split = ZP_SPLIT_TRAIN, .epoch = (int64_t)p->start.epoch};
     int more = zp_plan_next(&p->plan, ph, 1, &ph), rc = 0;
-    p->first_batch = ph.split == ZP_SPLIT_TRAIN && ph.epoch == (int64_t)p->start.epoch
-                         ? (int64_t)p->start.batch : 0;
+    int resumed = ph.split == ZP_SPLIT_TRAIN && ph.epoch == (int64_t)p->start.epoch;
+    p->first_batch = resumed ? (int64_t)p->start.batch : 0;
+    p->from = resumed ? (int64_t)p->start.from : 0;
     for (;;) {
         if (p->seek.pending || (!more && end_of_run(p, &rc))) {
             if ((rc = apply_seek(p, &ph)))
@@ -616,7 +620,7 @@ static int run(prefetch_t *p)
         }
         if (rc)
             return rc;
-        p->first_batch = 0;
+        p->first_batch = p->from = 0;
         more = zp_plan_next(&p->plan, ph, 0, &ph);
     }
 }
@@ -701,8 +705,6 @@ static int open_all(prefetch_t *p)
             zp_error("cannot resume: %s", err);
             return rc;
         }
-        zp_info("resuming at epoch %llu, batch %llu", (unsigned long long)p->start.epoch + 1,
-                (unsigned long long)p->start.batch);
     }
     char name[128], ep[ZP_ENDPOINT_MAX + 16];
     zp_ring_name(name, sizeof name, st->run_dir, st->instance);
@@ -729,11 +731,15 @@ static int open_all(prefetch_t *p)
     if (st->mode == ZP_MODE_RESUME) {
         char path[PATH_MAX + 64], err[800];
         zp_ckpt_path(path, sizeof path, zp_stage_run0(st), "last");
-        int64_t most = zp_ckpt_epoch_batches(&st->cfg, st->meta.n[ZP_SPLIT_TRAIN], zp_stage_world(st));
-        if ((rc = zp_ckpt_check(&p->start, path, st->cfg.epochs, most, err, sizeof err))) {
+        int64_t n = st->meta.n[ZP_SPLIT_TRAIN];
+        if ((rc = zp_ckpt_check(&p->start, path, &st->cfg, n, zp_stage_world(st), err, sizeof err))) {
             zp_error("cannot resume: %s", err);
             return rc;
         }
+        zp_ckpt_regroup(&p->start, &st->cfg, n, zp_stage_world(st));
+        zp_info("resuming at epoch %llu, batch %llu of shards from entry %llu",
+                (unsigned long long)p->start.epoch + 1, (unsigned long long)p->start.batch,
+                (unsigned long long)p->start.from);
     }
     if (zp_stage_socket(st, &p->fetch, ZMQ_DEALER, zp_names_sock(ZP_SOCK_FETCH), 0, 0))
         return ZP_EZMQ;

@@ -38,14 +38,16 @@ void zp_checkpoints_close(zp_checkpoints_t *k)
     k->buf = NULL;
 }
 
-void zp_checkpoints_write(zp_checkpoints_t *k, const char *name, int64_t step, uint64_t epoch, uint64_t batch)
+void zp_checkpoints_write(zp_checkpoints_t *k, const char *name, int64_t step, uint64_t epoch,
+                          uint64_t from, uint64_t batch)
 {
     if (!k->buf || !k->writer)
         return;
     memcpy(k->buf, &k->best, 8);
     if (k->be->ops->save(k->be, k->buf + 8))
         return; /* logged */
-    zp_ckpt_pos_t pos = {(uint64_t)step, epoch, batch, (uint64_t)k->st->cfg.seed};
+    zp_ckpt_pos_t pos = {(uint64_t)step, epoch, batch, (uint64_t)k->st->cfg.seed, from,
+                         (uint64_t)zp_stage_world(k->st)};
     char path[PATH_MAX + 64];
     zp_ckpt_path(path, sizeof path, k->st->run_dir, name);
     int rc = zp_ckpt_write(path, &pos, k->buf, k->bytes);
@@ -61,19 +63,20 @@ void zp_checkpoints_epoch(zp_checkpoints_t *k, int64_t step, uint64_t epoch, dou
     int better = accuracy > k->best;
     if (better)
         k->best = accuracy;
-    zp_checkpoints_write(k, "last", step, epoch + 1, 0);
+    zp_checkpoints_write(k, "last", step, epoch + 1, 0, 0);
     if (c->ckpt_keep != ZP_KEEP_LAST && better)
-        zp_checkpoints_write(k, "best", step, epoch + 1, 0);
+        zp_checkpoints_write(k, "best", step, epoch + 1, 0, 0);
     if (c->ckpt_keep == ZP_KEEP_ALL) {
         char name[32];
         snprintf(name, sizeof name, "epoch-%llu", (unsigned long long)epoch + 1);
-        zp_checkpoints_write(k, name, step, epoch + 1, 0);
+        zp_checkpoints_write(k, name, step, epoch + 1, 0, 0);
     }
 }
 
-int zp_checkpoints_resume(zp_checkpoints_t *k, int64_t *step, int64_t *epoch, int64_t *batch)
+int zp_checkpoints_resume(zp_checkpoints_t *k, int64_t *step, int64_t *epoch, int64_t *from,
+                          int64_t *batch)
 {
-    *epoch = *batch = -1;
+    *epoch = *from = *batch = -1;
     if (!k->buf)
         return 0;
     char path[PATH_MAX + 64], err[600];
@@ -82,9 +85,10 @@ int zp_checkpoints_resume(zp_checkpoints_t *k, int64_t *step, int64_t *epoch, in
     void *payload;
     size_t bytes;
     const zp_config_t *c = &k->st->cfg;
-    int64_t batches = zp_ckpt_epoch_batches(c, k->st->meta.n[ZP_SPLIT_TRAIN], zp_stage_world(k->st));
+    int64_t samples = k->st->meta.n[ZP_SPLIT_TRAIN];
+    int world = zp_stage_world(k->st);
     int rc = zp_ckpt_read(path, &pos, &payload, &bytes, err, sizeof err);
-    if (!rc && (rc = zp_ckpt_check(&pos, path, c->epochs, batches, err, sizeof err)))
+    if (!rc && (rc = zp_ckpt_check(&pos, path, c, samples, world, err, sizeof err)))
         free(payload);
     if (rc) {
         zp_error("cannot resume: %s", err);
@@ -97,8 +101,14 @@ int zp_checkpoints_resume(zp_checkpoints_t *k, int64_t *step, int64_t *epoch, in
     }
     memcpy(&k->best, payload, 8);
     free(payload);
+    uint64_t was = pos.world;
+    if (zp_ckpt_regroup(&pos, c, samples, world))
+        zp_info("resumed from %s with %d ranks, written by %llu: epoch %llu goes on at entry "
+                "%llu of %lld of its permutation, step %llu", path, world,
+                (unsigned long long)was, (unsigned long long)pos.epoch + 1,
+                (unsigned long long)pos.from, (long long)samples, (unsigned long long)pos.step);
     *step = (int64_t)pos.step;
-    *epoch = (int64_t)pos.epoch, *batch = (int64_t)pos.batch;
+    *epoch = (int64_t)pos.epoch, *from = (int64_t)pos.from, *batch = (int64_t)pos.batch;
     zp_info("resumed from %s: step %lld, epoch %llu, batch %llu", path, (long long)*step,
             (unsigned long long)pos.epoch + 1, (unsigned long long)pos.batch);
     return 0;

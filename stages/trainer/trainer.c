@@ -48,7 +48,10 @@ typedef struct {
     int crops;          /* train samples are cropped at assembly: batches.log lists the crops */
     int64_t compute_ns; /* timed regions of the current batch: transform, augment, forward, ... */
     double first_loss, last_loss; /* of train steps, for ZP_MODE_OVERFIT */
-    int64_t resume_epoch, resume_batch; /* --resume: where the first epoch starts; else -1 */
+    /* --resume: the first epoch, the entry of its permutation its shards start
+     * at (0 but after a resume with another number of ranks) and its first
+     * batch; else -1 */
+    int64_t resume_epoch, resume_from, resume_batch;
     /* where the run goes on after the last step done here (a train batch's
      * next, or the next epoch's first after its test split); epoch -1 before
      * any: what a save on SIGUSR1 writes */
@@ -161,11 +164,20 @@ static void add_out(trainer_t *t, int split, const zp_batch_out_t *o, double lr)
         t->last_loss = o->loss;
 }
 
+/* The entry of train epoch `epoch`'s permutation its shards start at. */
+static uint64_t epoch_from(const trainer_t *t, int64_t epoch)
+{
+    return epoch == t->resume_epoch && t->resume_from > 0 ? (uint64_t)t->resume_from : 0;
+}
+
 /* The backend's work on a batch (n = 0: the step the other ranks make). */
 static int backend_batch(trainer_t *t, const zp_batch_view_t *v, uint64_t batches)
 {
     const zp_config_t *c = &t->st->cfg;
-    int64_t per_epoch = zp_schedule_epoch_steps(c, t->st->meta.n[ZP_SPLIT_TRAIN], t->world, batches);
+    int64_t n = t->st->meta.n[ZP_SPLIT_TRAIN];
+    if (epoch_from(t, (int64_t)v->epoch)) /* an epoch's rest: the schedule counts whole ones */
+        batches = (uint64_t)zp_schedule_shard_steps(c, n, 0, t->world);
+    int64_t per_epoch = zp_schedule_epoch_steps(c, n, t->world, batches);
     zp_step_t s = {t->step, (int64_t)v->epoch,
                    zp_schedule_lr(c, t->step, (int64_t)v->epoch, per_epoch)};
     zp_batch_out_t o = {0};
@@ -223,7 +235,8 @@ static int on_batch(trainer_t *t, const zp_msg_t *m)
         if (log_now)
             step_record(t, (int64_t)m->epoch);
         if (ckpt_now)
-            zp_checkpoints_write(&t->ckpts, "last", t->step, m->epoch, m->index + 1);
+            zp_checkpoints_write(&t->ckpts, "last", t->step, m->epoch,
+                                 epoch_from(t, (int64_t)m->epoch), m->index + 1);
     }
     return rc;
 }
@@ -257,7 +270,7 @@ static int sum_epoch(trainer_t *t, zp_msg_t *m)
 {
     const zp_config_t *c = &t->st->cfg;
     int split = (int)m->split, rc = 0;
-    int64_t n = t->st->meta.n[ZP_SPLIT_TRAIN];
+    int64_t n = t->st->meta.n[ZP_SPLIT_TRAIN] - (int64_t)epoch_from(t, (int64_t)m->epoch);
     int64_t mine = zp_schedule_shard_steps(c, n, t->rank, t->world);
     int64_t most = zp_schedule_shard_steps(c, n, 0, t->world);
     if ((int64_t)m->epoch == t->resume_epoch) {
@@ -346,7 +359,8 @@ static void save_on_stop(trainer_t *t)
         return;
     if (collect(t, ZP_SPLIT_TRAIN, t->done_epoch)) /* a GPU's NaN flag: never save that model */
         return;
-    zp_checkpoints_write(&t->ckpts, "last", t->step, (uint64_t)t->done_epoch, (uint64_t)t->done_batch);
+    zp_checkpoints_write(&t->ckpts, "last", t->step, (uint64_t)t->done_epoch,
+                         epoch_from(t, t->done_epoch), (uint64_t)t->done_batch);
     zp_info("saved on %s: the run goes on at epoch %lld, batch %lld (step %lld)",
             zp_save ? "SIGUSR1" : "SIGTERM", (long long)t->done_epoch + 1, (long long)t->done_batch,
             (long long)t->step);
@@ -396,10 +410,12 @@ static int setup(trainer_t *t, zp_stage_t *st)
     if (!rc)
         rc = zp_checkpoints_open(&t->ckpts, st, t->be, t->leader);
     if (!rc && st->mode == ZP_MODE_RESUME)
-        rc = zp_checkpoints_resume(&t->ckpts, &t->step, &t->resume_epoch, &t->resume_batch);
-    if (!rc && t->resume_batch > 0) /* the epoch's record proves both parts */
+        rc = zp_checkpoints_resume(&t->ckpts, &t->step, &t->resume_epoch, &t->resume_from,
+                                   &t->resume_batch);
+    if (!rc && (t->resume_from > 0 || t->resume_batch > 0)) /* the record proves both parts */
         rc = zp_coverage_resume(&t->acc[ZP_SPLIT_TRAIN], &st->cfg, ZP_SPLIT_TRAIN,
-                                (uint64_t)t->resume_epoch, t->rank, t->world, t->resume_batch);
+                                (uint64_t)t->resume_epoch, t->rank, t->world, t->resume_from,
+                                t->resume_batch);
     t->crops = zp_augment_whole(&st->cfg);
     if (!rc && st->cfg.log_batches)
         rc = open_batches_log(t);
@@ -416,7 +432,7 @@ int zp_trainer_main(zp_stage_t *st)
     t.rank = t.world > 1 ? st->instance : 0;
     t.leader = t.rank == 0;
     t.lr = st->cfg.lr;
-    t.resume_epoch = t.resume_batch = t.done_epoch = -1;
+    t.resume_epoch = t.resume_from = t.resume_batch = t.done_epoch = -1;
     int rc = setup(&t, st);
     if (!rc)
         rc = loop(&t);
