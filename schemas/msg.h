@@ -53,7 +53,8 @@ static inline size_t zp_dtype_size(uint64_t dtype) { return dtype == ZP_DTYPE_U8
     F(split, U, "0 = train, 1 = test")                                                             \
     F(epoch, U, "epoch number, from 0")                                                            \
     F(n, U, "number of samples (indices) the message carries")                                     \
-    F(offset, U, "position of the first sample inside its fetch")                                  \
+    F(offset, U, "position of the first sample inside its fetch; in SEEK, the entry of the "     \
+                 "epoch's permutation the ranks' shards start at (absent: 0)")                   \
     F(elems, U, "elements per sample")                                                             \
     F(dtype, U, "element type of the samples: 1 = float32 (when absent), 2 = uint8")             \
     F(slot, U, "ring slot")                                                                        \
@@ -109,7 +110,8 @@ static inline size_t zp_dtype_size(uint64_t dtype) { return dtype == ZP_DTYPE_U8
       "`skipped` (optional) were left out")                                                      \
     X(END, "end", 1, 0, "prefetch -> trainer: no more batches; finish")                           \
     X(SEEK, "seek", 1, ZP_B(id) | ZP_B(split) | ZP_B(epoch) | ZP_B(index) | ZP_B(plan),              \
-      "trainer -> prefetch: my next batch is batch `index` of `split` epoch `epoch`; after that "  \
+      "trainer -> prefetch: my next batch is batch `index` of `split` epoch `epoch` (of shards " \
+      "from entry `offset` of its permutation, optional); after that "                          \
       "phase the phases I read are those of `plan`. Drop what you prepared; answer SEEKED")     \
     X(SEEKED, "seeked", 1, ZP_B(id),                                                                 \
       "prefetch -> trainer: what came before this was sent before SEEK `id`; what follows starts " \

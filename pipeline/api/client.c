@@ -63,7 +63,7 @@ struct zp_client {
     int kind;             /* what came: ZP_CLIENT_*, 0 while nothing */
     uint64_t seek_seq;    /* the id of the last SEEK sent */
     int seek_split;       /* and where it goes */
-    uint64_t seek_epoch, seek_batch;
+    uint64_t seek_epoch, seek_from, seek_batch;
     int seeking;          /* what comes before its SEEKED is released unread */
     int seek_refused;     /* the prefetch answered it with an error: zp_client_next says so */
     int seeked;           /* a SEEK was taken: the prefetch listens for more after END */
@@ -82,16 +82,22 @@ const char *zp_client_strerror(int rc) { return zp_strerror(rc); }
 
 /* As the prefetch counts a phase's batches (run_phase), without a resume's
  * batches already trained. */
+/* This rank's batches of `split` in shards from entry `from`, limits applied. */
+static int64_t batches_from(const zp_client_t *c, int split, int64_t from)
+{
+    const zp_config_t *cfg = &c->st.cfg;
+    int train = split == ZP_CLIENT_TRAIN;
+    int64_t n = zp_sampler_shard_batches(c->st.meta.n[split] - from, c->st.instance, c->world,
+                                         cfg->batch_size, train && cfg->drop_last);
+    int64_t limit = train ? cfg->limit_train_batches : cfg->limit_test_batches;
+    return limit && n > limit ? limit : n;
+}
+
 int64_t zp_client_batches(const zp_client_t *c, int split)
 {
     if (!c || split < ZP_CLIENT_TRAIN || split > ZP_CLIENT_TEST)
         return ZP_EINVAL;
-    const zp_config_t *cfg = &c->st.cfg;
-    int train = split == ZP_CLIENT_TRAIN;
-    int64_t n = zp_sampler_shard_batches(c->st.meta.n[split], c->st.instance, c->world,
-                                         cfg->batch_size, train && cfg->drop_last);
-    int64_t limit = train ? cfg->limit_train_batches : cfg->limit_test_batches;
-    return limit && n > limit ? limit : n;
+    return batches_from(c, split, 0);
 }
 
 static void say(char *err, size_t len, const char *fmt, ...)
@@ -227,7 +233,8 @@ static int route_seeked(void *ctx, const zp_msg_t *m, zp_frames_t *f)
     c->seeked = 1, c->ended = 0;
     /* the phase's record counts its batches before the seek's as trained */
     return zp_coverage_resume(&c->acc[c->seek_split], &c->st.cfg, c->seek_split, c->seek_epoch,
-                              c->st.instance, c->world, 0, (int64_t)c->seek_batch);
+                              c->st.instance, c->world, (int64_t)c->seek_from,
+                              (int64_t)c->seek_batch);
 }
 
 static const zp_route_t routes[] = {
@@ -484,12 +491,14 @@ int zp_client_run_info(const zp_client_t *c, zp_client_run_t *out)
 }
 
 /* Whether the prefetch can go to the position: as plan.c checks it there. */
-static int seek_check(const zp_client_t *c, int split, uint64_t epoch, uint64_t batch,
-                      unsigned plan, char *err, size_t len)
+static int seek_check(const zp_client_t *c, int split, uint64_t epoch, uint64_t from,
+                      uint64_t batch, unsigned plan, char *err, size_t len)
 {
     const char *name = split == ZP_CLIENT_TRAIN ? "train" : "test";
-    int64_t batches = split == ZP_CLIENT_TRAIN || split == ZP_CLIENT_TEST
-                          ? zp_client_batches(c, split) : 0;
+    int known = split == ZP_CLIENT_TRAIN || split == ZP_CLIENT_TEST;
+    int64_t batches = known ? zp_client_batches(c, split) : 0;
+    int64_t here = known && from <= (uint64_t)c->st.meta.n[split]
+                       ? batches_from(c, split, (int64_t)from) : 0;
     if (split != ZP_CLIENT_TRAIN && split != ZP_CLIENT_TEST)
         say(err, len, "zp_client_seek: split %d is not ZP_CLIENT_TRAIN (0) or ZP_CLIENT_TEST (1)",
             split);
@@ -499,10 +508,14 @@ static int seek_check(const zp_client_t *c, int split, uint64_t epoch, uint64_t 
         say(err, len, "zp_client_seek: %s epoch %llu is past the run's last (epochs 0..%lld: "
             "trainer.epochs %lld)", name, (unsigned long long)epoch,
             (long long)c->st.cfg.epochs - 1, (long long)c->st.cfg.epochs);
-    else if (batch >= (uint64_t)batches)
+    else if (from > (uint64_t)c->st.meta.n[split])
+        say(err, len, "zp_client_seek: %s epoch %llu from entry %llu: its permutation has "
+            "entries 0..%lld", name, (unsigned long long)epoch, (unsigned long long)from,
+            (long long)c->st.meta.n[split]);
+    else if (batch >= (uint64_t)here && (batch || !from))
         say(err, len, "zp_client_seek: batch %llu of %s epoch %llu: an epoch of %s has batches "
-            "0..%lld on rank %d", (unsigned long long)batch, name, (unsigned long long)epoch,
-            name, (long long)batches - 1, c->st.instance);
+            "0..%lld on rank %d%s", (unsigned long long)batch, name, (unsigned long long)epoch,
+            name, (long long)here - 1, c->st.instance, from ? " from that entry" : "");
     else if (plan & ~7u)
         say(err, len, "zp_client_seek: plan %u: a plan is ZP_CLIENT_PLAN_* bits (1 train, 2 "
             "test, 4 test first)", plan);
@@ -517,19 +530,39 @@ static int seek_check(const zp_client_t *c, int split, uint64_t epoch, uint64_t 
 int zp_client_seek(zp_client_t *c, int split, uint64_t epoch, uint64_t batch, unsigned plan,
                    char *err, size_t errlen)
 {
+    return zp_client_seek_from(c, split, epoch, 0, batch, plan, err, errlen);
+}
+
+int64_t zp_client_resume_entry(const zp_client_t *c, int split, uint64_t from, int world,
+                               uint64_t batch)
+{
+    if (!c || split < 0 || split >= ZP_SPLITS || world < 1 || world > (1 << 16) ||
+        from > (uint64_t)c->st.meta.n[split])
+        return ZP_EINVAL;
+    int64_t repeats, rest = c->st.meta.n[split] - (int64_t)from;
+    return zp_sampler_position((int64_t)from, rest, world, c->st.cfg.batch_size,
+                               split == ZP_SPLIT_TRAIN && c->st.cfg.drop_last, NULL,
+                               batch > (uint64_t)rest ? rest : (int64_t)batch, &repeats);
+}
+
+int zp_client_seek_from(zp_client_t *c, int split, uint64_t epoch, uint64_t from, uint64_t batch,
+                        unsigned plan, char *err, size_t errlen)
+{
     if (!c)
         return ZP_EINVAL;
-    int rc = seek_check(c, split, epoch, batch, plan, err, errlen);
+    int rc = seek_check(c, split, epoch, from, batch, plan, err, errlen);
     if (rc)
         return rc;
     zp_msg_t m = {.type = ZP_MSG_SEEK, .id = ++c->seek_seq, .split = (uint64_t)split,
-                  .epoch = epoch, .index = batch, .plan = plan};
+                  .epoch = epoch, .index = batch, .plan = plan, .offset = from};
+    if (from)
+        m.present |= ZP_B(offset);
     if ((rc = zp_sock_send(c->ring.sock, NULL, &m, NULL, NULL, 0, 0))) {
         say(err, errlen, "zp_client_seek: cannot send to the prefetch: %s", zp_strerror(rc));
         return rc;
     }
     c->seeking = 1;
-    c->seek_split = split, c->seek_epoch = epoch, c->seek_batch = batch;
+    c->seek_split = split, c->seek_epoch = epoch, c->seek_from = from, c->seek_batch = batch;
     for (int s = 0; s < ZP_SPLITS; s++)
         zp_coverage_end(&c->acc[s]); /* a phase left mid-way gets no record */
     return 0;

@@ -38,7 +38,7 @@
 extern "C" {
 #endif
 
-#define ZP_CLIENT_API_VERSION 5
+#define ZP_CLIENT_API_VERSION 6
 
 typedef struct zp_client zp_client_t;
 
@@ -216,6 +216,25 @@ int zp_client_run_info(const zp_client_t *c, zp_client_run_t *out);
  * API version 3.) */
 int zp_client_seek(zp_client_t *c, int split, uint64_t epoch, uint64_t batch, unsigned plan,
                    char *err, size_t errlen);
+
+/* zp_client_seek to batch `batch` of shards that start at entry `from` of
+ * the epoch's permutation: the ranks take its entries from `from` on, rank r
+ * those r, r + world, ... (zp_client_seek: from 0). A position saved by a run
+ * of another number of ranks goes on this way: `from` is
+ * zp_client_resume_entry's, batch 0, and the epoch's record counts the
+ * entries before `from` as trained (on rank 0). (Since API version 6.) */
+int zp_client_seek_from(zp_client_t *c, int split, uint64_t epoch, uint64_t from, uint64_t batch,
+                        unsigned plan, char *err, size_t errlen);
+
+/* Where an epoch of `split` goes on with this run's ranks when `world` ranks
+ * had each read `batch` batches of shards from entry `from` (a position a
+ * run of another number of ranks saved; its batch size is this run's): the
+ * entry before which every sample was read, for zp_client_seek_from. Ranks
+ * that read the same number of batches (they step together, as DDP's do)
+ * leave none read past it. A negative error for a split, world or entry out
+ * of range. (Since API version 6.) */
+int64_t zp_client_resume_entry(const zp_client_t *c, int split, uint64_t from, int world,
+                               uint64_t batch);
 
 /* The run's train augmentation (dataset.augment.*: random-resized-crop,
  * padded crop, flip), as the built-in trainer applies it, drawn from (seed,

@@ -184,6 +184,9 @@ class Client:
         self._open: dict[int, bool] = {}  # split -> left unfinished by a loop that stopped early
         # split -> [epoch, batch] its next loop starts at
         self._next: dict[int, list[int]] = {TRAIN: [0, 0], TEST: [0, 0]}
+        # split -> the entry of that epoch's permutation its shards start at: 0 but
+        # where a state of another number of ranks was loaded (load_state_dict)
+        self._from: dict[int, int] = {TRAIN: 0, TEST: 0}
         self._last = -1         # the split the loop read last (-1: none yet)
         self._plan = PLAN_TRAIN | PLAN_TEST  # what the pipeline prepares (ZP_CLIENT_PLAN_*)
         self._loaded_plan: int | None = None  # a loaded state's plan, for the first seek after it
@@ -377,7 +380,8 @@ class Client:
             self._peek()
         self._open.pop(split, None)
         h = self._batch
-        if not (self._peeked == BATCH and (h.split, h.epoch, h.index) == (split, e, b)):
+        if self._from[split] or not (self._peeked == BATCH and
+                                     (h.split, h.epoch, h.index) == (split, e, b)):
             self._seek(split, e, b)
         self._last = split
         return self._hand_out(split, e)
@@ -403,7 +407,7 @@ class Client:
         finished epoch's end; None past the run's cap (trainer.epochs), said
         once: the loop decides how many epochs it runs, the config caps them."""
         e, b = self._next[split]
-        if b >= self._per_epoch[split]:
+        if b >= self._per_epoch[split] and not self._from[split]:
             e, b = e + 1, 0
         cap = self._info.epochs
         if cap and e >= cap:
@@ -425,7 +429,7 @@ class Client:
                 if kind != BATCH:
                     self._open.pop(split, None)
                     if kind == EPOCH_END:
-                        self._next[split] = [e + 1, 0]
+                        self._next[split], self._from[split] = [e + 1, 0], 0
                     return  # the epoch's end (or the run's, when it was cut short)
                 self._next[split] = [e, int(self._batch.index) + 1]
                 if split == TRAIN:
@@ -434,7 +438,7 @@ class Client:
                 yield self._tensors()
         except GeneratorExit:  # the loop was left early: its next loop starts the epoch after
             if split in self._open:
-                self._next[split] = [e + 1, 0]
+                self._next[split], self._from[split] = [e + 1, 0], 0
                 self._left_early(split, e, int(self._batch.index) + 1)
             raise
         finally:
@@ -500,8 +504,8 @@ class Client:
 
     # ---- the data position ----------------------------------------------------------------------
 
-    _IDENTITY = ("seed", "world", "rank", "batch_size", "train_samples", "test_samples",
-                 "train_batches", "test_batches")
+    # what fixes the batches of a position: a state of another run's is refused
+    _SAMPLING = ("seed", "batch_size", "train_samples", "test_samples")
 
     def _identity(self) -> dict[str, int]:
         i = self._info
@@ -523,42 +527,64 @@ class Client:
     def state_dict(self) -> dict[str, int]:
         """The data position, a dict of plain ints: `split`, `epoch`, `batch`:
         the next batch not yet handed out of the split the loop read last
-        (split -1 before any); `other_epoch`: the epoch the other split's next
-        loop gives; `plan`: the splits the loop reads (ZP_CLIENT_PLAN_* bits);
-        `step`: train batches handed out; and what fixes the order of the
-        batches (seed, world, rank, batch_size, *_samples, *_batches)."""
+        (split -1 before any), of shards that start at entry `from` of that
+        epoch's permutation (0 but after a state of another number of ranks
+        was loaded); `other_epoch`: the epoch the other split's next loop
+        gives; `plan`: the splits the loop reads (ZP_CLIENT_PLAN_* bits);
+        `step`: train batches handed out; and what fixes the batches (seed,
+        world, rank, batch_size, *_samples, *_batches)."""
         split = self._last
         e, b = self._next[split] if split >= 0 else (0, 0)
         other = self._next[1 - split][0] if split >= 0 else 0
-        return dict(self._identity(), version=1, split=split, epoch=e, batch=b, other_epoch=other,
-                    plan=self._plan, step=self._step)
+        return dict(self._identity(), version=2, split=split, epoch=e, batch=b,
+                    **{"from": self._from[split] if split >= 0 else 0},
+                    other_epoch=other, plan=self._plan, step=self._step)
 
     def load_state_dict(self, d: Mapping[str, int]) -> None:
-        """Makes the next loops start where state_dict() was taken. Raises
-        ZeusPipeError for a state of another run's sampling (naming what
-        differs) or one that is not a state of this package."""
+        """Makes the next loops start where state_dict() was taken. Every rank
+        may load the same rank's state (ranks that step together, as DDP's do,
+        are at the same batch). A state of another number of ranks (world)
+        goes on where every rank had got to: the rest of that epoch is
+        sharded over this run's ranks, every sample of it still once, and the
+        later epochs over them from their start. Raises ZeusPipeError for a
+        state of another run's sampling (seed, batch size, samples: naming
+        what differs) or one that is not a state of this package."""
         try:
             d = {k: int(v) for k, v in dict(d).items()}
             split, e, b, other, plan = d["split"], d["epoch"], d["batch"], d["other_epoch"], d["plan"]
+            world, start = d["world"], d.get("from", 0)  # version 1: no from
         except (KeyError, TypeError, ValueError) as err:
             raise ZeusPipeError("zeus_pipe: load_state_dict: not a state of zeus_pipe's "
                                 "state_dict() (%s)" % err)
         mine = self._identity()
-        diff = ["%s %s (this run: %s)" % (k, d.get(k), mine[k]) for k in self._IDENTITY
+        diff = ["%s %s (this run: %s)" % (k, d.get(k), mine[k]) for k in self._SAMPLING
                 if d.get(k) != mine[k]]
         if diff:
             raise ZeusPipeError("zeus_pipe: load_state_dict: the state is of a run with other "
                                 "batches: " + ", ".join(diff) + "; resume with the config it "
                                 "was saved with")
-        if split not in (-1, TRAIN, TEST) or plan & ~7:
-            raise ZeusPipeError("zeus_pipe: load_state_dict: split %d or plan %d out of range"
-                                % (split, plan))
+        if split not in (-1, TRAIN, TEST) or plan & ~7 or world < 1 or start < 0:
+            raise ZeusPipeError("zeus_pipe: load_state_dict: split %d, plan %d, world %d or from "
+                                "%d out of range" % (split, plan, world, start))
+        if split >= 0 and world != mine["world"]:
+            entry = self._lib.zp_client_resume_entry(self._c, split, start, world, b)
+            if entry < 0:
+                raise ZeusPipeError("zeus_pipe: load_state_dict: %s epoch %d from entry %d: out "
+                                    "of range" % (_SPLIT[split], e, start))
+            if mine["rank"] == 0:
+                sys.stderr.write("zeus_pipe: load_state_dict: saved by %d ranks, this run has %d: "
+                                 "%s epoch %d goes on at entry %d of its %d\n" % (
+                                     world, mine["world"], _SPLIT[split], e, entry,
+                                     self.samples(split)))
+            start, b = int(entry), 0
         self._release()
         self._open.clear()
+        self._from = {TRAIN: 0, TEST: 0}
         if split < 0:
             self._next = {TRAIN: [0, 0], TEST: [0, 0]}
         else:
             self._next = {split: [e, b], 1 - split: [other, 0]}
+            self._from[split] = start
         self._last, self._step, self._loaded_plan = split, d.get("step", 0), plan
         self._check(self._lib.zp_client_set_step(self._c, self._step), "set_step")
         self._epoch = self._next[TRAIN][0]
@@ -577,7 +603,8 @@ class Client:
         self._loaded_plan = None
         self._release()
         err = ctypes.create_string_buffer(512)
-        rc = _held(self._lib.zp_client_seek, self._c, split, epoch, batch, plan, err, len(err))
+        rc = _held(self._lib.zp_client_seek_from, self._c, split, epoch, self._from[split], batch,
+                   plan, err, len(err))
         if rc < 0:
             raise ZeusPipeError("zeus_pipe: " + (err.value.decode(errors="replace") or strerror(rc)))
         self._plan = plan

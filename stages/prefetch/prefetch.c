@@ -72,7 +72,7 @@ typedef struct {
     zp_plan_t plan;        /* the phases to run */
     struct {
         int pending;       /* a SEEK came that is not yet acted on */
-        uint64_t id, split, epoch, batch, plan;
+        uint64_t id, split, epoch, from, batch, plan;
     } seek;                /* the latest SEEK (an earlier one not yet acted on is moot) */
     int seeked;            /* a SEEK came once: the trainer decides what comes, after END too */
     uint64_t abandoned;    /* fetches up to this id were for abandoned batches */
@@ -348,7 +348,8 @@ static int on_seek(void *ctx, const zp_msg_t *m, zp_frames_t *f)
     (void)f;
     prefetch_t *p = ctx;
     zp_msg_t rep = {.type = ZP_MSG_SEEKED, .id = m->id};
-    if (zp_plan_check(&p->plan, m->split, m->epoch, m->index, m->plan, rep.error,
+    uint64_t from = m->present & ZP_B(offset) ? m->offset : 0;
+    if (zp_plan_check(&p->plan, m->split, m->epoch, from, m->index, m->plan, rep.error,
                       sizeof rep.error)) {
         zp_warn("refused a SEEK of the trainer: %s", rep.error);
         rep.present = ZP_B(error);
@@ -356,7 +357,7 @@ static int on_seek(void *ctx, const zp_msg_t *m, zp_frames_t *f)
     }
     p->seek.pending = p->seeked = 1;
     p->seek.id = m->id, p->seek.split = m->split, p->seek.epoch = m->epoch;
-    p->seek.batch = m->index, p->seek.plan = m->plan;
+    p->seek.from = from, p->seek.batch = m->index, p->seek.plan = m->plan;
     return 0;
 }
 
@@ -572,7 +573,7 @@ static int apply_seek(prefetch_t *p, zp_phase_t *ph)
     p->plan.plan = (unsigned)p->seek.plan;
     *ph = (zp_phase_t){.split = (int)p->seek.split, .epoch = (int64_t)p->seek.epoch};
     p->first_batch = (int64_t)p->seek.batch;
-    p->from = 0;
+    p->from = (int64_t)p->seek.from;
     zp_info("the trainer seeks %s epoch %llu, batch %llu; then plan %llu",
             zp_dataset_split_name(ph->split), (unsigned long long)ph->epoch + 1,
             (unsigned long long)p->seek.batch, (unsigned long long)p->seek.plan);

@@ -122,10 +122,15 @@ def two_gloo_ranks_split_every_epoch_exactly_once_and_train_one_model():
         zp.check(not zp.stage_pids(w.path), "stages left: %r" % zp.stage_pids(w.path))
 
 
-if __name__ == "__main__":
+def require_gloo():
+    """Exits 77 (skipped) where PYTHON has no torch with torch.distributed's gloo."""
     probe = "import torch.distributed as d, sys; sys.exit(0 if d.is_available() and d.is_gloo_available() else 1)"
     if subprocess.run([PYTHON, "-c", probe], capture_output=True).returncode:
         print("SKIP: %s has no torch with torch.distributed's gloo (Debian: apt install "
               "python3-torch)" % PYTHON)
         sys.exit(77)
+
+
+if __name__ == "__main__":
+    require_gloo()
     zp.main([two_gloo_ranks_split_every_epoch_exactly_once_and_train_one_model])
