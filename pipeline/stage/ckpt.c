@@ -123,6 +123,12 @@ int zp_ckpt_regroup(zp_ckpt_pos_t *pos, const zp_config_t *c, int64_t samples, i
     return 1;
 }
 
+int zp_ckpt_train_done(const zp_ckpt_pos_t *pos, const zp_config_t *c, int64_t samples)
+{
+    int64_t most = zp_ckpt_epoch_batches(c, samples - (int64_t)pos->from, (int)pos->world);
+    return (pos->batch || pos->from) && (int64_t)pos->batch >= most;
+}
+
 int zp_ckpt_write(const char *path, const zp_ckpt_pos_t *pos, const void *payload, size_t bytes)
 {
     uint8_t h[ZP_CKPT_HDR] = {0};

@@ -90,6 +90,12 @@ int64_t zp_ckpt_offset(const zp_ckpt_pos_t *pos, const zp_config_t *c, int64_t s
  * position zp_ckpt_check passed. */
 int zp_ckpt_regroup(zp_ckpt_pos_t *pos, const zp_config_t *c, int64_t samples, int world);
 
+/* Whether the position's train epoch is over: every rank is past its last
+ * batch (rank 0's, the most), so the run goes on with that epoch's test
+ * split, and that train epoch, recorded before, does not come again. A
+ * position of this run's world (zp_ckpt_regroup). */
+int zp_ckpt_train_done(const zp_ckpt_pos_t *pos, const zp_config_t *c, int64_t samples);
+
 /* The train batches of an epoch on rank 0 of `world` (the most of any rank)
  * in a split of `samples`, trainer.limit_train_batches applied: the
  * `batches` zp_ckpt_check wants. */

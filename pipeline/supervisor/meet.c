@@ -55,6 +55,12 @@ static void own_addresses(char *buf, size_t len)
 int zp_sup_announce(zp_sup_t *s)
 {
     char path[PATH_MAX + 80], addr[512];
+    if (s->resuming && s->resume_world != s->slurm.world) { /* other ranks: their keys anew */
+        snprintf(path, sizeof path, "%s/ranks.key", s->run_dir);
+        unlink(path);
+        snprintf(path, sizeof path, "%s/ranks.pub", s->run_dir);
+        unlink(path);
+    }
     if (zp_sup_run_key(s, "ranks", s->slurm.world))
         return 2;
     zp_slurm_meet_path(s->meet, sizeof s->meet, s->cfg.run_dir, &s->slurm);

@@ -194,13 +194,6 @@ int zp_sup_resume_config(zp_sup_t *s, zp_ckpt_pos_t *pos, char *path, size_t len
         return 2;
     }
     s->resume_world = pos->world ? (int)pos->world : world;
-    if (s->slurm.world > 1 && s->resume_world != world) {
-        fprintf(stderr, "zeus-pipe: cannot resume %s with %d Slurm tasks: it ran with %d, and "
-                "under Slurm a run goes on with as many tasks as it had (srun -n %d); outside "
-                "Slurm, `zeus-pipe up --resume RUN trainer.gpus=N` goes on with N ranks\n",
-                s->run_dir, world, s->resume_world, s->resume_world);
-        return 2;
-    }
     zp_ckpt_regroup(pos, &s->cfg, n, world);
     if (s->resume_noverrides && rewrite_config(s))
         return 1;

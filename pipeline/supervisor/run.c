@@ -511,7 +511,7 @@ static void say_down(const zp_sup_t *s, int status)
                  "resume with `%szeus-pipe up --resume %s`%s", (unsigned long long)pos.epoch + 1,
                  (unsigned long long)pos.batch, (unsigned long long)pos.step,
                  s->slurm.world > 1 ? "srun " : "", run,
-                 s->slurm.world > 1 ? " (the same number of tasks)" : "");
+                 s->slurm.world > 1 ? " (with any number of tasks)" : "");
     else
         snprintf(how, sizeof how, "no checkpoint was written before it stopped "
                  "(trainer.checkpoint.every_epochs, .every_steps): `zeus-pipe up CONFIG` starts "
@@ -786,7 +786,7 @@ int zp_up(const zp_config_t *cfg, const zp_dataset_t *ds) { return up(cfg, ds, 0
 
 int zp_up_attach(const zp_config_t *cfg, const zp_dataset_t *ds) { return up(cfg, ds, 1); }
 
-/* `srun zeus-pipe up --resume RUN`, the same number of tasks: every rank
+/* `srun zeus-pipe up --resume RUN`, with any number of tasks: every rank
  * reads RUN's config and last checkpoint; rank 0 reopens RUN and announces
  * where it goes on, rank r > 0 reopens RUN/rank-<r> once it agrees. */
 static int resume_slurm(zp_sup_t *s, const char *run)

@@ -18,6 +18,7 @@
 #include "pipeline/stage/stage.h"
 #include "stages/trainer/backend.h"
 #include "stages/trainer/checkpoints.h"
+#include "pipeline/stage/ckpt.h"
 #include "pipeline/ring/comm.h"
 #include "pipeline/ring/consumer.h"
 #include "pipeline/ring/coverage.h"
@@ -412,7 +413,10 @@ static int setup(trainer_t *t, zp_stage_t *st)
     if (!rc && st->mode == ZP_MODE_RESUME)
         rc = zp_checkpoints_resume(&t->ckpts, &t->step, &t->resume_epoch, &t->resume_from,
                                    &t->resume_batch);
-    if (!rc && (t->resume_from > 0 || t->resume_batch > 0)) /* the record proves both parts */
+    zp_ckpt_pos_t at = {.batch = (uint64_t)t->resume_batch, .from = (uint64_t)t->resume_from,
+                        .world = (uint64_t)t->world};
+    if (!rc && t->resume_epoch >= 0 && /* the train epoch goes on: its record proves both parts */
+        !zp_ckpt_train_done(&at, &st->cfg, st->meta.n[ZP_SPLIT_TRAIN]))
         rc = zp_coverage_resume(&t->acc[ZP_SPLIT_TRAIN], &st->cfg, ZP_SPLIT_TRAIN,
                                 (uint64_t)t->resume_epoch, t->rank, t->world, t->resume_from,
                                 t->resume_batch);

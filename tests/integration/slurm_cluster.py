@@ -120,6 +120,8 @@ class Cluster:
             "SwitchType=switch/none", "ReturnToService=2", "MailProg=/bin/true",
             "KillWait=%d" % self.kill_wait, "InactiveLimit=0", "MinJobAge=600",
             "DebugFlags=NO_CONF_HASH", "JobRequeue=1",
+            # a node of more CPUs than the machine has (3 tasks on 2 cores) is taken as written
+            "SlurmdParameters=config_overrides",
         ]
         for i, name in enumerate(self.names):
             addr = self.nodes.addr(i) if self.nodes else "127.0.0.1"

@@ -149,6 +149,8 @@ def sigusr1_during_the_test_split_and_among_checkpoint_writes_resumes_exactly():
         tests = zp.epoch_ends(cut, "test")
         zp.check([e["epoch"] for e in tests] == [0, 1, 2] and
                  all(e["samples"] == e["distinct"] == 12000 for e in tests), tests)
+        # train epoch 1 was over (and recorded) before the save: it does not come again
+        same_proofs(w.run_dir("full"), cut)
     with zp.Workdir() as w:
         cfg = w.write("c.yaml", CONFIG.format(name="full").replace("every_steps: 7", "every_steps: 1"))
         log = lambda run: os.path.exists(os.path.join(run, "batches.log")) and \
