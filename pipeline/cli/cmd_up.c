@@ -12,7 +12,7 @@ static int usage(FILE *out, int status)
     fprintf(out,
             "usage: zeus-pipe up CONFIG [KEY=VALUE ...]\n"
             "       zeus-pipe up --attach CONFIG [KEY=VALUE ...]\n"
-            "       zeus-pipe up --resume RUN [trainer.gpus=N]\n\n"
+            "       zeus-pipe up --resume RUN [trainer.gpus=N] [loader.workers=N]\n\n"
             "Runs the training pipeline described by CONFIG: loaders, cache, prefetch,\n"
             "trainer and logger processes. KEY=VALUE overrides a config key, e.g.\n"
             "loader.workers=4 trainer.optimizer.lr=0.05 (see `zeus-pipe config --keys`).\n"
@@ -22,6 +22,7 @@ static int usage(FILE *out, int status)
             "trainer.gpus=N resumes with another number of ranks: the rest of the cut epoch\n"
             "is sharded over the N ranks (every sample of it still exactly once), the\n"
             "later epochs over N from their start; the run's config.yaml says N from then.\n"
+            "loader.workers=N changes the number of loaders (they do not shape the order).\n"
             "Ctrl-C stops every stage within 2 s. SIGUSR1 (Slurm's --signal=USR1@SECONDS)\n"
             "saves and stops: the trainer finishes its step and writes checkpoints/last.ckpt\n"
             "there (under Slurm the limit's SIGTERM does too). Exit: 0 done, 1 a stage\n"

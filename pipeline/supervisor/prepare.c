@@ -154,15 +154,17 @@ int zp_sup_resume_config(zp_sup_t *s, zp_ckpt_pos_t *pos, char *path, size_t len
 {
     char err[1024];
     snprintf(path, len, "%s/config.yaml", s->run_dir);
-    for (int i = 0; i < s->resume_noverrides; i++)
-        if (strncmp(s->resume_overrides[i], "trainer.gpus=", 13) || s->slurm.world > 1) {
-            fprintf(stderr, "zeus-pipe: up --resume %s: '%s': %s\n", s->run_dir,
-                    s->resume_overrides[i], s->slurm.world > 1
+    for (int i = 0; i < s->resume_noverrides; i++) {
+        const char *o = s->resume_overrides[i];
+        int gpus = !strncmp(o, "trainer.gpus=", 13), loaders = !strncmp(o, "loader.workers=", 15);
+        if ((gpus && s->slurm.world > 1) || (!gpus && !loaders)) {
+            fprintf(stderr, "zeus-pipe: up --resume %s: '%s': %s\n", s->run_dir, o, gpus
                     ? "under Slurm the ranks are the job's tasks (srun -n), not trainer.gpus"
                     : "a resumed run keeps its config (RUN/config.yaml); only trainer.gpus=N "
-                      "can change, for another number of ranks");
+                      "(another number of ranks) and loader.workers=N can change");
             return 2;
         }
+    }
     if (zp_config_load_run_with(&s->cfg, path, s->resume_overrides, s->resume_noverrides, err,
                                 sizeof err)) {
         fprintf(stderr, "%s\n", err);

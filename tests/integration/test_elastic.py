@@ -4,8 +4,9 @@ built-in trainer) killed with SIGKILL mid-epoch goes on with
 epoch is sharded over the N ranks from where every rank's shard had got to;
 the epoch is recorded once, over both runs, with every sample exactly once,
 and so is every later one; the later epochs are sharded over N from their
-start, batch for batch those of an uninterrupted run of N ranks; the run's
-config.yaml says N from then on. Any other key is refused, naming it."""
+start, batch for batch those of an uninterrupted run of N ranks (with
+another number of loaders too); the run's config.yaml says N from then on.
+Any other key is refused, naming it."""
 import os
 import shutil
 import signal
@@ -70,7 +71,8 @@ def a_run_of_2_ranks_goes_on_with_1_and_with_3():
         for n in (1, 3):
             run = w.run_dir("as-%d" % n)
             shutil.copytree(killed, run, symlinks=True, ignore=shutil.ignore_patterns("sock"))
-            rc, out, err = w.run("up", "--resume", run, "trainer.gpus=%d" % n)
+            # loaders do not shape the order: their number may change too
+            rc, out, err = w.run("up", "--resume", run, "trainer.gpus=%d" % n, "loader.workers=%d" % n)
             zp.check(rc == 0, "resume with %d: exit %d\n%s" % (n, rc, err[-3000:]))
             zp.check("at epoch 2, batch 0" in err and "with %d ranks where it had 2" % n in err,
                      err[-2000:])
@@ -94,6 +96,8 @@ def another_key_than_trainer_gpus_is_refused():
         zp.check(rc == 0, err)
         rc, out, err = w.run("up", "--resume", w.run_dir("one"), "prefetch.batch_size=16")
         zp.check(rc == 2 and "'prefetch.batch_size=16'" in err and "only trainer.gpus=N" in err, err)
+        rc, out, err = w.run("up", "--resume", w.run_dir("one"), "loader.workers=0")
+        zp.check(rc == 2 and "loader.workers" in err, err)
         rc, out, err = w.run("up", "--resume", w.run_dir("one"), "trainer.gpus=0")
         zp.check(rc == 2 and "trainer.gpus" in err, err)
 
