@@ -331,6 +331,20 @@ static void another_world_shards_the_rest_of_the_epoch(void **state)
     zp_ckpt_pos_t last = {.step = 9, .epoch = 0, .batch = 9, .world = 1};
     int64_t repeats;
     assert_int_equal(zp_ckpt_offset(&last, &dropping, 95, 1, &repeats), 95);
+    /* ... but a rest with no whole batch for rank 0 is still to come (its record) */
+    zp_ckpt_pos_t eight = {.step = 8, .epoch = 0, .batch = 8, .world = 1};
+    assert_int_equal(zp_ckpt_regroup(&eight, &dropping, 95, 2), 1);
+    assert_true(eight.from == 80 && !zp_ckpt_train_done(&eight, &dropping, 95));
+    assert_true(zp_ckpt_train_done(&end, &c, 95)); /* regrouped past the end: over */
+    /* a checkpoint the regrouped run writes later passes the check: 2 ranks cut at
+     * batch 10 of epoch 0 (entry 200 of 1000), 1 rank at step 20 goes on 5 batches */
+    const zp_config_t big = {.epochs = 10, .batch_size = 10};
+    zp_ckpt_pos_t cut = {.step = 10, .epoch = 0, .batch = 10, .world = 2};
+    assert_int_equal(zp_ckpt_regroup(&cut, &big, 1000, 1), 1);
+    assert_true(cut.from == 200 && cut.step == 20);
+    cut.step += 5, cut.batch = 5;
+    if (zp_ckpt_check(&cut, path, &big, 1000, 1, err, sizeof err))
+        fail_msg("%s", err);
 }
 
 /* What a run resumes from counts rank 0's batches, limit applied. */

@@ -73,7 +73,9 @@ int zp_ckpt_check(const zp_ckpt_pos_t *pos, const char *path, const zp_config_t 
     uint64_t b = 0, one = (uint64_t)zp_ckpt_epoch_batches(c, samples, 1);
     if (pos->from <= n && w >= 1 && w <= ZP_CKPT_WORLD_MAX)
         b = (uint64_t)zp_ckpt_epoch_batches(c, samples - (int64_t)pos->from, (int)w);
-    uint64_t most; /* steps before this position: epoch * one + batch */
+    uint64_t most; /* steps before this position: epoch * one + ceil(from / batch) + batch */
+    uint64_t bs = c->batch_size > 0 ? (uint64_t)c->batch_size : 1;
+    uint64_t before = pos->from <= n ? (pos->from + bs - 1) / bs : 0;
     if (pos->epoch > e)
         snprintf(err, errlen, "%s: epoch %llu: the run has epochs 0..%llu (trainer.epochs %llu; "
                  "%llu: the run is over)", path, (unsigned long long)pos->epoch,
@@ -92,7 +94,7 @@ int zp_ckpt_check(const zp_ckpt_pos_t *pos, const char *path, const zp_config_t 
                  (unsigned long long)pos->batch, (unsigned long long)pos->epoch,
                  (unsigned long long)b - (b > 0), (unsigned long long)b);
     else if (__builtin_mul_overflow(pos->epoch, one, &most) ||
-             __builtin_add_overflow(most, pos->batch, &most) || pos->step > most)
+             __builtin_add_overflow(most, before + pos->batch, &most) || pos->step > most)
         snprintf(err, errlen, "%s: step %llu at epoch %llu, batch %llu: at most %llu steps come "
                  "before it (%llu train batches an epoch on one rank)", path,
                  (unsigned long long)pos->step, (unsigned long long)pos->epoch,
@@ -125,8 +127,10 @@ int zp_ckpt_regroup(zp_ckpt_pos_t *pos, const zp_config_t *c, int64_t samples, i
 
 int zp_ckpt_train_done(const zp_ckpt_pos_t *pos, const zp_config_t *c, int64_t samples)
 {
+    if ((int64_t)pos->from >= samples) /* a regroup of an epoch that was over */
+        return samples > 0;
     int64_t most = zp_ckpt_epoch_batches(c, samples - (int64_t)pos->from, (int)pos->world);
-    return (pos->batch || pos->from) && (int64_t)pos->batch >= most;
+    return pos->batch > 0 && (int64_t)pos->batch >= most;
 }
 
 int zp_ckpt_write(const char *path, const zp_ckpt_pos_t *pos, const void *payload, size_t bytes)

@@ -65,7 +65,7 @@ int zp_ckpt_read(const char *path, zp_ckpt_pos_t *pos, void **payload, size_t *b
  * `samples`, the world 1..ZP_CKPT_WORLD_MAX, the batch at most the epoch's
  * train batches on rank 0 from `from` (the most of any rank; equal: after
  * its last), and the step at most epoch * (an epoch's batches on one rank) +
- * batch (a step is a train batch). The header's checksum only catches
+ * the batches of one rank before `from` + batch (a step is a train batch). The header's checksum only catches
  * accidents; whoever writes the file can fix it up, so every field is
  * bounded here before it indexes or counts anything. 0, or ZP_EDATA with a
  * sentence naming `path`, the field and its range in err. */
@@ -91,9 +91,11 @@ int64_t zp_ckpt_offset(const zp_ckpt_pos_t *pos, const zp_config_t *c, int64_t s
 int zp_ckpt_regroup(zp_ckpt_pos_t *pos, const zp_config_t *c, int64_t samples, int world);
 
 /* Whether the position's train epoch is over: every rank is past its last
- * batch (rank 0's, the most), so the run goes on with that epoch's test
- * split, and that train epoch, recorded before, does not come again. A
- * position of this run's world (zp_ckpt_regroup). */
+ * batch (rank 0's, the most), or a regroup found every entry done (from is
+ * the split's end), so the run goes on with that epoch's test split, and
+ * that train epoch, recorded before, does not come again. A rest of the
+ * epoch with no whole batch for rank 0 (drop_last) is not over: its record
+ * is still to come. A position of this run's world (zp_ckpt_regroup). */
 int zp_ckpt_train_done(const zp_ckpt_pos_t *pos, const zp_config_t *c, int64_t samples);
 
 /* The train batches of an epoch on rank 0 of `world` (the most of any rank)

@@ -140,12 +140,38 @@ static int rewrite_config(const zp_sup_t *s)
     snprintf(path, sizeof path, "%s/config.yaml", s->run_dir);
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
     FILE *f = fopen(tmp, "w");
-    if (f)
+    int bad = !f;
+    if (f) {
         zp_config_print(&s->cfg, f);
-    if (!f || fflush(f) || fsync(fileno(f)) || fclose(f) || rename(tmp, path)) {
+        bad = fflush(f) || fsync(fileno(f));
+        bad |= fclose(f) != 0;
+    }
+    if (bad || rename(tmp, path)) {
         fprintf(stderr, "zeus-pipe: %s: cannot write: %s\n", path, strerror(errno));
         unlink(tmp);
         return 1;
+    }
+    return 0;
+}
+
+/* What an `up --resume RUN KEY=VALUE ...` may change, or 2 naming what not:
+ * outside Slurm trainer.gpus (another number of ranks) and loader.workers;
+ * under Slurm nothing (the tasks are the ranks, and every task would write
+ * the run's config). */
+static int resume_overrides_ok(const zp_sup_t *s)
+{
+    for (int i = 0; i < s->resume_noverrides; i++) {
+        const char *o = s->resume_overrides[i];
+        int gpus = !strncmp(o, "trainer.gpus=", 13), loaders = !strncmp(o, "loader.workers=", 15);
+        if (s->slurm.world > 1 || (!gpus && !loaders)) {
+            fprintf(stderr, "zeus-pipe: up --resume %s: '%s': %s\n", s->run_dir, o,
+                    s->slurm.world > 1
+                    ? "under Slurm a resume takes no KEY=VALUE: its ranks are the job's tasks "
+                      "(srun -n N), and its config is the run's"
+                    : "a resumed run keeps its config (RUN/config.yaml); only trainer.gpus=N "
+                      "(another number of ranks) and loader.workers=N can change");
+            return 2;
+        }
     }
     return 0;
 }
@@ -154,18 +180,11 @@ int zp_sup_resume_config(zp_sup_t *s, zp_ckpt_pos_t *pos, char *path, size_t len
 {
     char err[1024];
     snprintf(path, len, "%s/config.yaml", s->run_dir);
-    for (int i = 0; i < s->resume_noverrides; i++) {
-        const char *o = s->resume_overrides[i];
-        int gpus = !strncmp(o, "trainer.gpus=", 13), loaders = !strncmp(o, "loader.workers=", 15);
-        if ((gpus && s->slurm.world > 1) || (!gpus && !loaders)) {
-            fprintf(stderr, "zeus-pipe: up --resume %s: '%s': %s\n", s->run_dir, o, gpus
-                    ? "under Slurm the ranks are the job's tasks (srun -n), not trainer.gpus"
-                    : "a resumed run keeps its config (RUN/config.yaml); only trainer.gpus=N "
-                      "(another number of ranks) and loader.workers=N can change");
-            return 2;
-        }
-    }
-    if (zp_config_load_run_with(&s->cfg, path, s->resume_overrides, s->resume_noverrides, err,
+    if (resume_overrides_ok(s))
+        return 2;
+    static zp_config_t was; /* the run's own, for the ranks a version 2 checkpoint had */
+    if (zp_config_load_run(&was, path, err, sizeof err) ||
+        zp_config_load_run_with(&s->cfg, path, s->resume_overrides, s->resume_noverrides, err,
                                 sizeof err)) {
         fprintf(stderr, "%s\n", err);
         return 2;
@@ -196,14 +215,28 @@ int zp_sup_resume_config(zp_sup_t *s, zp_ckpt_pos_t *pos, char *path, size_t len
         return 2;
     }
     s->resume_world = pos->world ? (int)pos->world : world;
-    zp_ckpt_regroup(pos, &s->cfg, n, world);
-    if (s->resume_noverrides && rewrite_config(s))
-        return 1;
     if (pos->seed != (uint64_t)s->cfg.seed) {
         fprintf(stderr, "zeus-pipe: cannot resume: %s was written with seed %llu, the run's config says %lld\n",
                 path, (unsigned long long)pos->seed, (long long)s->cfg.seed);
         return 2;
     }
+    if (!pos->world && s->slurm.world < 2 && was.gpus != s->cfg.gpus) {
+        fprintf(stderr, "zeus-pipe: cannot resume %s with trainer.gpus=%lld: its checkpoint is of "
+                "format 2, which does not say how many ranks wrote it; resume it with its own "
+                "trainer.gpus (%lld) first: the checkpoints that run writes can go on with "
+                "another number\n", s->run_dir, (long long)s->cfg.gpus, (long long)was.gpus);
+        return 2;
+    }
+    if (s->resume_world != world && s->cfg.limit_train_batches) {
+        fprintf(stderr, "zeus-pipe: cannot resume %s with %d ranks where it had %d: "
+                "trainer.limit_train_batches limits each rank's batches, which another number "
+                "of ranks would not keep; resume it with %d\n", s->run_dir, world,
+                s->resume_world, s->resume_world);
+        return 2;
+    }
+    zp_ckpt_regroup(pos, &s->cfg, n, world);
+    if (s->resume_noverrides && rewrite_config(s)) /* last: a refused resume changes nothing */
+        return 1;
     return 0;
 }
 

@@ -566,7 +566,9 @@ class Client:
         if split not in (-1, TRAIN, TEST) or plan & ~7 or world < 1 or start < 0:
             raise ZeusPipeError("zeus_pipe: load_state_dict: split %d, plan %d, world %d or from "
                                 "%d out of range" % (split, plan, world, start))
-        if split >= 0 and world != mine["world"]:
+        if split >= 0 and world != mine["world"] and b >= d.get(_SPLIT[split] + "_batches", b + 1):
+            e, b, start = e + 1, 0, 0  # that epoch was over: the next starts from its beginning
+        elif split >= 0 and world != mine["world"]:
             entry = self._lib.zp_client_resume_entry(self._c, split, start, world, b)
             if entry < 0:
                 raise ZeusPipeError("zeus_pipe: load_state_dict: %s epoch %d from entry %d: out "

@@ -60,7 +60,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (rc)
         return 0;
     if (pos.epoch > 10 || pos.batch > 50 || (pos.epoch == 10 && pos.batch) || pos.from > 500 ||
-        pos.world > ZP_CKPT_WORLD_MAX || pos.step > pos.epoch * 50 + pos.batch)
+        pos.world > ZP_CKPT_WORLD_MAX || pos.step > pos.epoch * 50 + (pos.from + 9) / 10 + pos.batch)
         abort(); /* passed, yet outside the run */
     int64_t repeats, at = zp_ckpt_offset(&pos, &c, 500, 1, &repeats);
     if (at < (int64_t)pos.from || at > 500 || repeats != 0)

@@ -98,6 +98,12 @@ def another_key_than_trainer_gpus_is_refused():
         zp.check(rc == 2 and "'prefetch.batch_size=16'" in err and "only trainer.gpus=N" in err, err)
         rc, out, err = w.run("up", "--resume", w.run_dir("one"), "loader.workers=0")
         zp.check(rc == 2 and "loader.workers" in err, err)
+        # a run whose ranks' batches are limited cannot change its number of ranks
+        rc, out, err = w.run("up", cfg, "trainer.epochs=1", "trainer.limit_train_batches=5",
+                             "run.name=limited")
+        zp.check(rc == 0, err)
+        rc, out, err = w.run("up", "--resume", w.run_dir("limited"), "trainer.gpus=2")
+        zp.check(rc == 2 and "trainer.limit_train_batches limits each rank's batches" in err, err)
         rc, out, err = w.run("up", "--resume", w.run_dir("one"), "trainer.gpus=0")
         zp.check(rc == 2 and "trainer.gpus" in err, err)
 
