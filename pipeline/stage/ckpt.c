@@ -85,6 +85,9 @@ int zp_ckpt_check(const zp_ckpt_pos_t *pos, const char *path, const zp_config_t 
                  "0..%llu (the epoch after the last starts at 0)", path,
                  (unsigned long long)pos->from, (unsigned long long)pos->epoch,
                  (unsigned long long)n);
+    else if (pos->flags & ~(uint64_t)ZP_CKPT_TRAIN_RECORDED)
+        snprintf(err, errlen, "%s: flags %#llx: this build knows bit 0 only", path,
+                 (unsigned long long)pos->flags);
     else if (w < 1 || w > ZP_CKPT_WORLD_MAX)
         snprintf(err, errlen, "%s: world %llu: a run has 1..%d ranks", path,
                  (unsigned long long)pos->world, ZP_CKPT_WORLD_MAX);
@@ -125,12 +128,9 @@ int zp_ckpt_regroup(zp_ckpt_pos_t *pos, const zp_config_t *c, int64_t samples, i
     return 1;
 }
 
-int zp_ckpt_train_done(const zp_ckpt_pos_t *pos, const zp_config_t *c, int64_t samples)
+int zp_ckpt_train_done(const zp_ckpt_pos_t *pos)
 {
-    if ((int64_t)pos->from >= samples) /* a regroup of an epoch that was over */
-        return samples > 0;
-    int64_t most = zp_ckpt_epoch_batches(c, samples - (int64_t)pos->from, (int)pos->world);
-    return pos->batch > 0 && (int64_t)pos->batch >= most;
+    return (pos->flags & ZP_CKPT_TRAIN_RECORDED) != 0;
 }
 
 int zp_ckpt_write(const char *path, const zp_ckpt_pos_t *pos, const void *payload, size_t bytes)
@@ -148,7 +148,8 @@ int zp_ckpt_write(const char *path, const zp_ckpt_pos_t *pos, const void *payloa
     put64(h + 56, pos->seed);
     put64(h + 64, pos->from);
     put64(h + 72, pos->world);
-    put64(h + 80, XXH3_64bits(h, 80));
+    put64(h + 80, pos->flags);
+    put64(h + 88, XXH3_64bits(h, 88));
     char tmp[4200];
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
@@ -189,7 +190,7 @@ int zp_ckpt_read(const char *path, zp_ckpt_pos_t *pos, void **payload, size_t *b
     uint32_t hb, ver;
     memcpy(&hb, h + 8, 4);
     memcpy(&ver, h + 12, 4);
-    size_t sum_at = ver == 2 ? 64 : 80; /* version 2: 72 bytes, no from and world */
+    size_t sum_at = ver == 2 ? 64 : 88; /* version 2: 72 bytes, no from, world and flags */
     if (!(hb == ZP_CKPT_HDR && ver == ZP_CKPT_VERSION) && !(hb == 72 && ver == 2)) {
         snprintf(err, errlen, "%s: checkpoint format version %u (header %u bytes), this build "
                  "reads 2 and %d", path, ver, hb, ZP_CKPT_VERSION);
@@ -201,7 +202,7 @@ int zp_ckpt_read(const char *path, zp_ckpt_pos_t *pos, void **payload, size_t *b
     }
     if (XXH3_64bits(h, sum_at) != get64(h + sum_at)) {
         snprintf(err, errlen, "%s: header checksum mismatch (corrupt step, epoch, batch, seed, "
-                 "from or world)", path);
+                 "from, world or flags)", path);
         goto out;
     }
     uint64_t n = get64(h + 16);
@@ -214,6 +215,7 @@ int zp_ckpt_read(const char *path, zp_ckpt_pos_t *pos, void **payload, size_t *b
     pos->seed = get64(h + 56);
     pos->from = ver == 2 ? 0 : get64(h + 64);
     pos->world = ver == 2 ? 0 : get64(h + 72);
+    pos->flags = ver == 2 ? 0 : get64(h + 80);
     if (bytes)
         *bytes = n;
     if (!payload) {

@@ -1,10 +1,10 @@
 /* ckpt.h — checkpoint files: what a run needs to go on exactly where it was.
  *
- * A file is an 88-byte header followed by the payload:
+ * A file is a 96-byte header followed by the payload:
  *
  *   offset  size  field
  *        0     8  magic "ZPCKPT01"
- *        8     4  header bytes (88)
+ *        8     4  header bytes (96)
  *       12     4  format version (3)
  *       16     8  payload bytes
  *       24     8  XXH3-64 of the payload
@@ -15,11 +15,15 @@
  *       64     8  from: the entry of the epoch's permutation its ranks' shards
  *                 start at (0 but in an epoch resumed with another world)
  *       72     8  world: the ranks that wrote it
- *       80     8  XXH3-64 of bytes 0..79: the position is checked even where
+ *       80     8  flags: ZP_CKPT_TRAIN_RECORDED (bit 0): the epoch's train
+ *                 split is over and recorded (a save during its test split);
+ *                 without it a position after its last batch still has the
+ *                 train split's record to make
+ *       88     8  XXH3-64 of bytes 0..87: the position is checked even where
  *                 only the header is read (prefetch's --resume)
  *
- * Version 2 (a 72-byte header, its checksum at 64) had no from and world; it
- * is read as from 0 and world 0 (the run's own). Version 1 had no header
+ * Version 2 (a 72-byte header, its checksum at 64) had no from, world and
+ * flags; it is read as from 0, world 0 (the run's own) and no flags. Version 1 had no header
  * checksum; this build refuses it, saying so. The payload belongs to the
  * trainer (model, optimizer state, metrics). The sampler needs no state of
  * its own: an epoch's order is a function of (seed, epoch), so (epoch, from,
@@ -37,12 +41,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define ZP_CKPT_HDR 88
+#define ZP_CKPT_HDR 96
+#define ZP_CKPT_TRAIN_RECORDED 1u
 #define ZP_CKPT_VERSION 3
 
 typedef struct {
     uint64_t step, epoch, batch, seed;
     uint64_t from, world; /* world 0: read from a version 2 file, the run's own */
+    uint64_t flags;       /* ZP_CKPT_TRAIN_RECORDED */
 } zp_ckpt_pos_t;
 
 /* Writes header + payload atomically to `path` (a temporary file, fsynced,
@@ -90,13 +96,12 @@ int64_t zp_ckpt_offset(const zp_ckpt_pos_t *pos, const zp_config_t *c, int64_t s
  * position zp_ckpt_check passed. */
 int zp_ckpt_regroup(zp_ckpt_pos_t *pos, const zp_config_t *c, int64_t samples, int world);
 
-/* Whether the position's train epoch is over: every rank is past its last
- * batch (rank 0's, the most), or a regroup found every entry done (from is
- * the split's end), so the run goes on with that epoch's test split, and
- * that train epoch, recorded before, does not come again. A rest of the
- * epoch with no whole batch for rank 0 (drop_last) is not over: its record
- * is still to come. A position of this run's world (zp_ckpt_regroup). */
-int zp_ckpt_train_done(const zp_ckpt_pos_t *pos, const zp_config_t *c, int64_t samples);
+/* Whether the position's train epoch is over and recorded
+ * (ZP_CKPT_TRAIN_RECORDED), so the run goes on with that epoch's test split
+ * and that train epoch does not come again. A position after its last batch
+ * whose record was not made yet (the save came between them) is not: its
+ * train phase runs again with no batch left and makes the record. */
+int zp_ckpt_train_done(const zp_ckpt_pos_t *pos);
 
 /* The train batches of an epoch on rank 0 of `world` (the most of any rank)
  * in a split of `samples`, trainer.limit_train_batches applied: the

@@ -603,7 +603,7 @@ static int run(prefetch_t *p)
     /* a resumed run starts in its checkpoint's train epoch, after the batches
      * trained; after that epoch's train phase where it was over */
     zp_phase_t ph = {.split = ZP_SPLIT_TRAIN, .epoch = (int64_t)p->start.epoch};
-    int over = zp_ckpt_train_done(&p->start, &p->st->cfg, p->st->meta.n[ZP_SPLIT_TRAIN]);
+    int over = zp_ckpt_train_done(&p->start);
     int more = zp_plan_next(&p->plan, ph, !over, &ph), rc = 0;
     int resumed = ph.split == ZP_SPLIT_TRAIN && ph.epoch == (int64_t)p->start.epoch;
     p->first_batch = resumed ? (int64_t)p->start.batch : 0;

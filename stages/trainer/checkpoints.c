@@ -39,7 +39,7 @@ void zp_checkpoints_close(zp_checkpoints_t *k)
 }
 
 void zp_checkpoints_write(zp_checkpoints_t *k, const char *name, int64_t step, uint64_t epoch,
-                          uint64_t from, uint64_t batch)
+                          uint64_t from, uint64_t batch, uint64_t flags)
 {
     if (!k->buf || !k->writer)
         return;
@@ -47,7 +47,7 @@ void zp_checkpoints_write(zp_checkpoints_t *k, const char *name, int64_t step, u
     if (k->be->ops->save(k->be, k->buf + 8))
         return; /* logged */
     zp_ckpt_pos_t pos = {(uint64_t)step, epoch, batch, (uint64_t)k->st->cfg.seed, from,
-                         (uint64_t)zp_stage_world(k->st)};
+                         (uint64_t)zp_stage_world(k->st), flags};
     char path[PATH_MAX + 64];
     zp_ckpt_path(path, sizeof path, k->st->run_dir, name);
     int rc = zp_ckpt_write(path, &pos, k->buf, k->bytes);
@@ -63,20 +63,21 @@ void zp_checkpoints_epoch(zp_checkpoints_t *k, int64_t step, uint64_t epoch, dou
     int better = accuracy > k->best;
     if (better)
         k->best = accuracy;
-    zp_checkpoints_write(k, "last", step, epoch + 1, 0, 0);
+    zp_checkpoints_write(k, "last", step, epoch + 1, 0, 0, 0);
     if (c->ckpt_keep != ZP_KEEP_LAST && better)
-        zp_checkpoints_write(k, "best", step, epoch + 1, 0, 0);
+        zp_checkpoints_write(k, "best", step, epoch + 1, 0, 0, 0);
     if (c->ckpt_keep == ZP_KEEP_ALL) {
         char name[32];
         snprintf(name, sizeof name, "epoch-%llu", (unsigned long long)epoch + 1);
-        zp_checkpoints_write(k, name, step, epoch + 1, 0, 0);
+        zp_checkpoints_write(k, name, step, epoch + 1, 0, 0, 0);
     }
 }
 
 int zp_checkpoints_resume(zp_checkpoints_t *k, int64_t *step, int64_t *epoch, int64_t *from,
-                          int64_t *batch)
+                          int64_t *batch, int *recorded)
 {
     *epoch = *from = *batch = -1;
+    *recorded = 0;
     if (!k->buf)
         return 0;
     char path[PATH_MAX + 64], err[600];
@@ -109,6 +110,7 @@ int zp_checkpoints_resume(zp_checkpoints_t *k, int64_t *step, int64_t *epoch, in
                 (unsigned long long)pos.from, (long long)samples, (unsigned long long)pos.step);
     *step = (int64_t)pos.step;
     *epoch = (int64_t)pos.epoch, *from = (int64_t)pos.from, *batch = (int64_t)pos.batch;
+    *recorded = zp_ckpt_train_done(&pos);
     zp_info("resumed from %s: step %lld, epoch %llu, batch %llu", path, (long long)*step,
             (unsigned long long)pos.epoch + 1, (unsigned long long)pos.batch);
     return 0;

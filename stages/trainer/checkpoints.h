@@ -27,21 +27,23 @@ void zp_checkpoints_close(zp_checkpoints_t *k);
 
 /* Writes <run>/checkpoints/<name>.ckpt: the position is batch `batch` of
  * `epoch` on every rank, whose shards start at entry `from` of its
- * permutation (pipeline/stage/ckpt.h); a failure is logged, the run goes on. */
+ * permutation, with `flags` (ZP_CKPT_TRAIN_RECORDED: that train epoch is
+ * recorded; pipeline/stage/ckpt.h); a failure is logged, the run goes on. */
 void zp_checkpoints_write(zp_checkpoints_t *k, const char *name, int64_t step, uint64_t epoch,
-                          uint64_t from, uint64_t batch);
+                          uint64_t from, uint64_t batch, uint64_t flags);
 
 /* After epoch `epoch`'s evaluation (accuracy -1 without a test split), as
  * trainer.checkpoint says: last, best (when better), epoch-N. */
 void zp_checkpoints_epoch(zp_checkpoints_t *k, int64_t step, uint64_t epoch, double accuracy);
 
 /* Loads "last" into the backend: *step, and the epoch, the entry its shards
- * start at and the batch the run goes on from, for this run's number of
+ * start at and the batch the run goes on from (*recorded: that epoch's train
+ * split is over and recorded), for this run's number of
  * ranks (zp_ckpt_regroup: another number than the checkpoint's shards the
  * epoch's rest anew). A backend with no model resumes nothing (0, positions
  * -1). Returns 0, or the error (logged) when the file cannot be read or
  * holds another model. */
 int zp_checkpoints_resume(zp_checkpoints_t *k, int64_t *step, int64_t *epoch, int64_t *from,
-                          int64_t *batch);
+                          int64_t *batch, int *recorded);
 
 #endif

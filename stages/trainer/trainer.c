@@ -53,6 +53,7 @@ typedef struct {
      * at (0 but after a resume with another number of ranks) and its first
      * batch; else -1 */
     int64_t resume_epoch, resume_from, resume_batch;
+    int64_t recorded_epoch; /* the last train epoch whose record was made; -1: none */
     /* where the run goes on after the last step done here (a train batch's
      * next, or the next epoch's first after its test split); epoch -1 before
      * any: what a save on SIGUSR1 writes */
@@ -101,6 +102,8 @@ static int epoch_record(trainer_t *t, const zp_msg_t *m)
                  "sent %llu", zp_dataset_split_name(split), (unsigned long long)m->epoch,
                  (long long)a->samples, (long long)a->distinct, (unsigned long long)m->skipped,
                  (unsigned long long)m->n);
+    if (split == ZP_SPLIT_TRAIN)
+        t->recorded_epoch = (int64_t)m->epoch;
     zp_info("%s epoch %llu done: %lld samples in %.2f s", zp_dataset_split_name(split),
             (unsigned long long)m->epoch + 1, (long long)a->samples, dt);
     if (split == ZP_SPLIT_TEST || t->st->meta.n[ZP_SPLIT_TEST] == 0)
@@ -237,7 +240,7 @@ static int on_batch(trainer_t *t, const zp_msg_t *m)
             step_record(t, (int64_t)m->epoch);
         if (ckpt_now)
             zp_checkpoints_write(&t->ckpts, "last", t->step, m->epoch,
-                                 epoch_from(t, (int64_t)m->epoch), m->index + 1);
+                                 epoch_from(t, (int64_t)m->epoch), m->index + 1, 0);
     }
     return rc;
 }
@@ -361,7 +364,8 @@ static void save_on_stop(trainer_t *t)
     if (collect(t, ZP_SPLIT_TRAIN, t->done_epoch)) /* a GPU's NaN flag: never save that model */
         return;
     zp_checkpoints_write(&t->ckpts, "last", t->step, (uint64_t)t->done_epoch,
-                         epoch_from(t, t->done_epoch), (uint64_t)t->done_batch);
+                         epoch_from(t, t->done_epoch), (uint64_t)t->done_batch,
+                         t->recorded_epoch == t->done_epoch ? ZP_CKPT_TRAIN_RECORDED : 0);
     zp_info("saved on %s: the run goes on at epoch %lld, batch %lld (step %lld)",
             zp_save ? "SIGUSR1" : "SIGTERM", (long long)t->done_epoch + 1, (long long)t->done_batch,
             (long long)t->step);
@@ -410,13 +414,11 @@ static int setup(trainer_t *t, zp_stage_t *st)
         rc = zp_backend_create(&t->be, st, t->comm);
     if (!rc)
         rc = zp_checkpoints_open(&t->ckpts, st, t->be, t->leader);
+    int recorded = 0;
     if (!rc && st->mode == ZP_MODE_RESUME)
         rc = zp_checkpoints_resume(&t->ckpts, &t->step, &t->resume_epoch, &t->resume_from,
-                                   &t->resume_batch);
-    zp_ckpt_pos_t at = {.batch = (uint64_t)t->resume_batch, .from = (uint64_t)t->resume_from,
-                        .world = (uint64_t)t->world};
-    if (!rc && t->resume_epoch >= 0 && /* the train epoch goes on: its record proves both parts */
-        !zp_ckpt_train_done(&at, &st->cfg, st->meta.n[ZP_SPLIT_TRAIN]))
+                                   &t->resume_batch, &recorded);
+    if (!rc && t->resume_epoch >= 0 && !recorded) /* its record proves both parts */
         rc = zp_coverage_resume(&t->acc[ZP_SPLIT_TRAIN], &st->cfg, ZP_SPLIT_TRAIN,
                                 (uint64_t)t->resume_epoch, t->rank, t->world, t->resume_from,
                                 t->resume_batch);
@@ -436,7 +438,7 @@ int zp_trainer_main(zp_stage_t *st)
     t.rank = t.world > 1 ? st->instance : 0;
     t.leader = t.rank == 0;
     t.lr = st->cfg.lr;
-    t.resume_epoch = t.resume_from = t.resume_batch = t.done_epoch = -1;
+    t.resume_epoch = t.resume_from = t.resume_batch = t.done_epoch = t.recorded_epoch = -1;
     int rc = setup(&t, st);
     if (!rc)
         rc = loop(&t);

@@ -168,6 +168,19 @@ def steps_of(run):
     return [m for m in zp.metrics(run) if m.get("event") == "step"]
 
 
+def trained_as_uninterrupted(w, run, how):
+    """The run cut into parts (`how`) trained exactly rank 0's batches of the
+    uninterrupted job "full" of 6 epochs, none twice, to the same final test
+    loss, and recorded each epoch once, the cut ones over their parts."""
+    full, cut = batch_lines(w.run_dir("full")), batch_lines(run)
+    zp.check(len(full) == len(cut) and full == cut, "rank 0's batches: %d uninterrupted, %d %s"
+             % (len(full), len(cut), how))
+    a = zp.epoch_ends(w.run_dir("full"), "test")[-1]["loss"]
+    b = zp.epoch_ends(run, "test")[-1]["loss"]
+    zp.check(abs(a - b) <= 1e-5, "final test loss %r uninterrupted, %r %s" % (a, b, how))
+    each_epoch_once(run, epochs=6)
+
+
 def wait_steps(c, job, run, n):
     metrics = os.path.join(run, "metrics.jsonl")
     zp.wait_for(lambda: os.path.exists(metrics) and any(
@@ -197,13 +210,7 @@ def usr1_saves_a_two_task_job_and_srun_up_resume_goes_on_exactly():
         p = srun(c, w, 2, [zp.BIN, "up", "--resume", run])
         zp.check(p.returncode == 0, "resume: exit %d\n%s" % (p.returncode, p.stderr))
         zp.check("resuming %s at epoch" % run in p.stderr, p.stderr)
-        full, cut = batch_lines(w.run_dir("full")), batch_lines(run)
-        zp.check(len(full) == len(cut) and full == cut, "rank 0's batches: %d uninterrupted, %d "
-                 "saved and resumed" % (len(full), len(cut)))
-        a = zp.epoch_ends(w.run_dir("full"), "test")[-1]["loss"]
-        b = zp.epoch_ends(run, "test")[-1]["loss"]
-        zp.check(abs(a - b) <= 1e-5, "final test loss %r uninterrupted, %r resumed" % (a, b))
-        each_epoch_once(run, epochs=6)  # the epochs cut are recorded once, over their parts
+        trained_as_uninterrupted(w, run, "saved and resumed")
 
 
 RESUME = """#!/bin/bash
@@ -273,13 +280,7 @@ def usr1_with_slurm_requeue_requeues_the_job_twice_and_it_resumes_by_itself():
                  "run finished: %s" % run in out, out[-4000:])
         zp.check(not os.path.exists(os.path.join(w.path, "runs", ".slurm-%s.requeue" % job)),
                  "the requeue mark is left after the run finished")
-        full, cut = batch_lines(w.run_dir("full")), batch_lines(run)
-        zp.check(len(full) == len(cut) and full == cut, "rank 0's batches: %d uninterrupted, %d "
-                 "saved, requeued and resumed twice" % (len(full), len(cut)))
-        a = zp.epoch_ends(w.run_dir("full"), "test")[-1]["loss"]
-        b = zp.epoch_ends(run, "test")[-1]["loss"]
-        zp.check(abs(a - b) <= 1e-5, "final test loss %r uninterrupted, %r resumed" % (a, b))
-        each_epoch_once(run, epochs=6)  # the epochs cut are recorded once, over their parts
+        trained_as_uninterrupted(w, run, "saved, requeued and resumed twice")
 
 
 LIMITED = """#!/bin/bash
@@ -316,13 +317,7 @@ def a_real_time_limit_warns_each_attempt_and_the_requeued_job_goes_on():
         # slurm-<job>.out is the last attempt's (sbatch truncates it at each start)
         zp.check(restarts >= 1 and "restart %d (slurm.requeue): resuming %s" % (restarts, run) in out
                  and "run finished: %s" % run in out, "%d restarts\n%s" % (restarts, out[-4000:]))
-        full, cut = batch_lines(w.run_dir("full")), batch_lines(run)
-        zp.check(len(full) == len(cut) and full == cut, "rank 0's batches: %d uninterrupted, %d "
-                 "over %d attempts" % (len(full), len(cut), restarts + 1))
-        a = zp.epoch_ends(w.run_dir("full"), "test")[-1]["loss"]
-        b = zp.epoch_ends(run, "test")[-1]["loss"]
-        zp.check(abs(a - b) <= 1e-5, "final test loss %r uninterrupted, %r resumed" % (a, b))
-        each_epoch_once(run, epochs=6)  # the epochs cut are recorded once, over their parts
+        trained_as_uninterrupted(w, run, "over %d attempts" % (restarts + 1))
         print("time limit: %d attempts" % (restarts + 1))
 
 
