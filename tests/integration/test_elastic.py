@@ -17,7 +17,7 @@ run: {{name: {name}}}
 seed: 11
 dataset:
   source: synthetic
-  synthetic: {{train_samples: 1025, test_samples: 200, shape: [1, 12, 16], classes: 4, cost_us: 400}}
+  synthetic: {{train_samples: 1025, test_samples: 200, shape: [1, 12, 16], classes: 4, cost_us: 3000}}
 loader: {{workers: 2, task_size: 16}}
 prefetch: {{batch_size: 32}}
 cache: {{enabled: false}}
