@@ -45,6 +45,21 @@ logger: {{stat_interval_ms: 200}}
 """
 
 
+def libzmq_only(report):
+    """Whether a LeakSanitizer report (its lines, from its ERROR line on) is
+    libzmq's own: indirect leaks only (no block of ours, nor a context or
+    socket left open, which would be a direct leak), each allocated straight
+    from libzmq. libzmq 4.3.4 leaves a few such objects when a signal stops
+    a stage mid-teardown (seen in the prefetch at Ctrl-C, rarely); a leak of
+    ours still fails."""
+    end = next((k for k, l in enumerate(report) if l.startswith("SUMMARY:")), len(report))
+    report = report[:end]
+    callers = [l for l in report if l.strip().startswith("#1 ")]
+    return (any("Indirect leak" in l for l in report) and
+            not any("Direct leak" in l for l in report) and
+            bool(callers) and all("libzmq" in l for l in callers))
+
+
 class Workdir:
     """A temporary folder that is removed, with every process still running
     from it killed, when the test ends (pass or fail)."""
@@ -65,7 +80,10 @@ class Workdir:
             with open(log, errors="replace") as f:
                 lines = f.read().splitlines()
             for i, line in enumerate(lines):
-                if "ERROR: " in line and "Sanitizer" in line or "runtime error:" in line:
+                if "LeakSanitizer" in line and libzmq_only(lines[i:]):
+                    sys.stderr.write("%s: a leak inside libzmq alone, not failed: %s\n"
+                                     % (os.path.basename(log), line.strip()))
+                elif "ERROR: " in line and "Sanitizer" in line or "runtime error:" in line:
                     bad += ["%s: %s" % (os.path.basename(log), l.strip()) for l in lines[i:i + 41]]
         return bad
 
