@@ -135,6 +135,7 @@
     F(EPOCH_END, expected_samples, I, 0, "samples the prefetch said the epoch holds")               \
     F(EPOCH_END, skipped, I, 0, "samples left out because they could not be loaded")               \
     F(EPOCH_END, distinct, I, 0, "distinct sample indices seen in the epoch")                       \
+    F(EPOCH_END, repeats, I, 0, "samples trained twice across a resume (a rank was ahead), in samples") \
     F(EPOCH_END, index_checksum, S, 0, "order-free checksum of the indices seen, 16 hex digits")   \
     F(EPOCH_END, order_digest, S, 0, "digest of the order the indices came in, 16 hex digits")    \
     F(EPOCH_END, samples_per_s, N, 0, "samples per second over the epoch")                          \

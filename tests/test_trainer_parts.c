@@ -18,6 +18,7 @@
 
 #include "pipeline/base/hash.h"
 #include "schemas/errors.h"
+#include "pipeline/dataset/sampler.h"
 #include "pipeline/ring/coverage.h"
 #include "stages/trainer/nan_guard.h"
 #include "stages/trainer/schedule.h"
@@ -105,6 +106,49 @@ static void a_sum_over_ranks_keeps_the_checksum_exact(void **state)
     zp_coverage_free(&r0), zp_coverage_free(&r1), zp_coverage_free(&all);
 }
 
+/* 3 ranks cut in an epoch of 50 with rank 2 a batch ahead, resumed by 2:
+ * the samples rank 2 trained past the position are trained again, counted
+ * as repeats in samples (not in distinct), and the sum over the resumed ranks
+ * is still every sample exactly once. */
+static void repeats_after_a_resume_are_counted_and_not_distinct(void **state)
+{
+    (void)state;
+    zp_config_t c;
+    memset(&c, 0, sizeof c);
+    c.seed = 7, c.shuffle = true, c.batch_size = 4;
+    int64_t n = 50, ahead[3] = {2, 2, 3}, repeats;
+    int64_t at = zp_sampler_position(0, n, 3, 4, false, ahead, 0, &repeats);
+    assert_int_equal(at, 2 * 4 * 3); /* rank 2's third batch is past it */
+    assert_int_equal(repeats, 4);
+    zp_coverage_t r[2], whole;
+    zp_sampler_t sm;
+    assert_int_equal(zp_sampler_init(&sm, n), 0);
+    assert_int_equal(zp_coverage_init(&whole, n), 0);
+    double sum[ZP_COVERAGE_SUMS] = {0}, one[ZP_COVERAGE_SUMS];
+    for (int k = 0; k < 2; k++) {
+        assert_int_equal(zp_coverage_init(&r[k], n), 0);
+        assert_int_equal(zp_coverage_resume(&r[k], &c, 0, 3, k, 2, at, 0, repeats), 0);
+        assert_int_equal(zp_sampler_epoch(&sm, 7, 0, 3, true, k, 2, at), 0);
+        zp_coverage_add(&r[k], sm.order, sm.count);
+        zp_coverage_pack(&r[k], one);
+        for (int i = 0; i < ZP_COVERAGE_SUMS; i++)
+            sum[i] += one[i];
+    }
+    zp_coverage_unpack(&r[0], sum);
+    assert_int_equal(r[0].samples, n + 4);
+    assert_int_equal(r[0].distinct, n);
+    assert_int_equal(r[0].repeats, 4);
+    assert_true(zp_coverage_exact(&r[0], (uint64_t)n, 0));
+    assert_false(zp_coverage_exact(&r[0], (uint64_t)n + 4, 0)); /* would hide a duplicate */
+    assert_int_equal(zp_sampler_epoch(&sm, 7, 0, 3, true, 0, 1, 0), 0);
+    zp_coverage_add(&whole, sm.order, sm.count);
+    assert_true(r[0].checksum == whole.checksum);
+    r[0].repeats = 0; /* the same counts without the resume's word: not exact */
+    assert_false(zp_coverage_exact(&r[0], (uint64_t)n, 0));
+    zp_coverage_free(&r[0]), zp_coverage_free(&r[1]), zp_coverage_free(&whole);
+    zp_sampler_free(&sm);
+}
+
 static void the_schedule_follows_its_curve(void **state)
 {
     (void)state;
@@ -177,6 +221,7 @@ int main(void)
         cmocka_unit_test(duplicates_count_once_and_order_matters_to_the_digest_only),
         cmocka_unit_test(an_epoch_starts_clean_after_its_record),
         cmocka_unit_test(a_sum_over_ranks_keeps_the_checksum_exact),
+        cmocka_unit_test(repeats_after_a_resume_are_counted_and_not_distinct),
         cmocka_unit_test(the_schedule_follows_its_curve),
         cmocka_unit_test(ranks_take_rank_zeros_steps),
         cmocka_unit_test(the_nan_guard_writes_the_batch_and_stops),

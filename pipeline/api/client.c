@@ -64,6 +64,8 @@ struct zp_client {
     uint64_t seek_seq;    /* the id of the last SEEK sent */
     int seek_split;       /* and where it goes */
     uint64_t seek_epoch, seek_from, seek_batch;
+    int64_t seek_repeats; /* its epoch's samples trained again (rank 0 counts them) */
+    int64_t repeats[ZP_SPLITS]; /* zp_client_resume_ranks's, for the split's next seek */
     int seeking;          /* what comes before its SEEKED is released unread */
     int seek_refused;     /* the prefetch answered it with an error: zp_client_next says so */
     int seeked;           /* a SEEK was taken: the prefetch listens for more after END */
@@ -194,10 +196,11 @@ static int route_epoch_end(void *ctx, const zp_msg_t *m, zp_frames_t *f)
                              (int64_t)skipped, 0};
         zp_coverage_record(&c->st, a, &e, dt);
     }
-    if (a->samples + (int64_t)skipped != (int64_t)n || a->distinct != a->samples)
-        zp_error("%s epoch %llu: %lld samples (%lld distinct) and %llu skipped, but the sampler "
-                 "sent %llu", zp_dataset_split_name(split), (unsigned long long)m->epoch,
-                 (long long)a->samples, (long long)a->distinct, (unsigned long long)skipped,
+    if (!zp_coverage_exact(a, n, skipped))
+        zp_error("%s epoch %llu: %lld samples (%lld distinct, %lld repeats after a resume) and "
+                 "%llu skipped, but the sampler sent %llu", zp_dataset_split_name(split),
+                 (unsigned long long)m->epoch, (long long)a->samples, (long long)a->distinct,
+                 (long long)a->repeats, (unsigned long long)skipped,
                  (unsigned long long)n);
     *c->out = (zp_client_batch_t){.kind = ZP_CLIENT_EPOCH_END, .split = split,
                                   .epoch = m->epoch, .samples = mine, .expected = expected};
@@ -234,7 +237,7 @@ static int route_seeked(void *ctx, const zp_msg_t *m, zp_frames_t *f)
     /* the phase's record counts its batches before the seek's as trained */
     return zp_coverage_resume(&c->acc[c->seek_split], &c->st.cfg, c->seek_split, c->seek_epoch,
                               c->st.instance, c->world, (int64_t)c->seek_from,
-                              (int64_t)c->seek_batch);
+                              (int64_t)c->seek_batch, c->seek_repeats);
 }
 
 static const zp_route_t routes[] = {
@@ -545,6 +548,27 @@ int64_t zp_client_resume_entry(const zp_client_t *c, int split, uint64_t from, i
                                batch > (uint64_t)rest ? rest : (int64_t)batch, &repeats);
 }
 
+int64_t zp_client_resume_ranks(zp_client_t *c, int split, uint64_t from, int world,
+                               uint64_t batch_size, const uint64_t *batches, int64_t *repeats)
+{
+    if (!c || !batches || !repeats || split < 0 || split >= ZP_SPLITS || world < 1 ||
+        world > (1 << 16) || batch_size < 1 || batch_size > UINT32_MAX ||
+        from > (uint64_t)c->st.meta.n[split])
+        return ZP_EINVAL;
+    int64_t rest = c->st.meta.n[split] - (int64_t)from;
+    int64_t *k = malloc((size_t)world * sizeof *k);
+    if (!k)
+        return ZP_ENOMEM;
+    for (int r = 0; r < world; r++) /* past its shard's end is its shard done */
+        k[r] = batches[r] > (uint64_t)rest ? rest : (int64_t)batches[r];
+    int64_t entry = zp_sampler_position((int64_t)from, rest, world, (int64_t)batch_size,
+                                        split == ZP_SPLIT_TRAIN && c->st.cfg.drop_last, k, 0,
+                                        repeats);
+    free(k);
+    c->repeats[split] = *repeats;
+    return entry;
+}
+
 int zp_client_seek_from(zp_client_t *c, int split, uint64_t epoch, uint64_t from, uint64_t batch,
                         unsigned plan, char *err, size_t errlen)
 {
@@ -563,6 +587,8 @@ int zp_client_seek_from(zp_client_t *c, int split, uint64_t epoch, uint64_t from
     }
     c->seeking = 1;
     c->seek_split = split, c->seek_epoch = epoch, c->seek_from = from, c->seek_batch = batch;
+    c->seek_repeats = c->repeats[split];
+    c->repeats[split] = 0;
     for (int s = 0; s < ZP_SPLITS; s++)
         zp_coverage_end(&c->acc[s]); /* a phase left mid-way gets no record */
     return 0;

@@ -38,7 +38,7 @@
 extern "C" {
 #endif
 
-#define ZP_CLIENT_API_VERSION 6
+#define ZP_CLIENT_API_VERSION 7
 
 typedef struct zp_client zp_client_t;
 
@@ -235,6 +235,18 @@ int zp_client_seek_from(zp_client_t *c, int split, uint64_t epoch, uint64_t from
  * of range. (Since API version 6.) */
 int64_t zp_client_resume_entry(const zp_client_t *c, int split, uint64_t from, int world,
                                uint64_t batch);
+
+/* zp_client_resume_entry for ranks that were not in step, or of another
+ * batch size: rank r of the `world` that saved had read batches[r] batches
+ * of `batch_size` from entry `from` (a program that saves every rank's own
+ * state; a batch size that keeps batch_size x world). Returns the entry
+ * before which every sample was read, or a negative error; *repeats gets the
+ * samples past it that a rank ahead had read too, which the resumed part
+ * reads again. The next zp_client_seek_from of `split` counts them in its
+ * epoch's record: `repeats`, and in `samples` (not in `distinct`), so the
+ * record says so and still proves every sample. (Since API version 7.) */
+int64_t zp_client_resume_ranks(zp_client_t *c, int split, uint64_t from, int world,
+                               uint64_t batch_size, const uint64_t *batches, int64_t *repeats);
 
 /* The run's train augmentation (dataset.augment.*: random-resized-crop,
  * padded crop, flip), as the built-in trainer applies it, drawn from (seed,

@@ -125,7 +125,7 @@ static int on_epoch_end(load_t *l, const zp_rec_head_t *h, const msgpack_object 
     if (ZP_HAS(&x, EPOCH_END, accuracy))
         r->acc[s] = x.accuracy;
     r->samples[s] = x.samples, r->expected[s] = x.expected_samples;
-    r->skipped[s] = x.skipped, r->distinct[s] = x.distinct;
+    r->skipped[s] = x.skipped, r->distinct[s] = x.distinct, r->repeats[s] = x.repeats;
     snprintf(r->checksum[s], sizeof r->checksum[s], "%.16s", x.index_checksum);
     if (s == ZP_SPLIT_TRAIN)
         r->samples_per_s = x.samples_per_s, r->seconds = x.seconds;

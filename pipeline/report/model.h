@@ -67,8 +67,10 @@ typedef struct {
     int have[ZP_SPLITS];            /* 1: an epoch_end of that split came; 0: not (yet) */
     double loss[ZP_SPLITS], acc[ZP_SPLITS]; /* -1: none (no model, or not sent) */
     /* the coverage proof, as the epoch_end says it: samples seen, samples the
-     * prefetch expected, samples skipped, distinct indices among those seen */
+     * prefetch expected, samples skipped, distinct indices among those seen,
+     * and the samples among those seen trained twice across a resume */
     int64_t samples[ZP_SPLITS], expected[ZP_SPLITS], skipped[ZP_SPLITS], distinct[ZP_SPLITS];
+    int64_t repeats[ZP_SPLITS];
     char checksum[ZP_SPLITS][20];   /* the order-free index checksum: 16 hex digits as sent */
     double samples_per_s, seconds;  /* of the train split */
     double t_end;                   /* when it ended: the latest time of its epoch_end records

@@ -122,12 +122,13 @@ typedef struct {
     size_t count;
 } range_sums_t;
 
-/* samples + skipped of split s in row r: the range whose checksum the row
+/* samples less repeats, + skipped, of split s in row r: the range whose checksum the row
  * wants; -1 when that overflows or is past CHECK_MAX (not checked). */
 static int64_t range_of(const zp_model_epoch_t *r, int s)
 {
-    int64_t n;
-    if (__builtin_add_overflow(r->samples[s], r->skipped[s], &n) || n < 0 || n > CHECK_MAX)
+    int64_t once, n; /* the indices seen once, with the skipped ones */
+    if (__builtin_sub_overflow(r->samples[s], r->repeats[s], &once) ||
+        __builtin_add_overflow(once, r->skipped[s], &n) || n < 0 || n > CHECK_MAX)
         return -1;
     return n;
 }
@@ -188,9 +189,11 @@ static uint64_t want_sum(const range_sums_t *rs, const zp_model_t *m, int s, int
 static void coverage_row(FILE *out, const range_sums_t *rs, const zp_model_t *m,
                          const zp_model_epoch_t *r, int s)
 {
-    int64_t seen; /* the numbers come from a file: their sum may overflow */
-    int counts = !__builtin_add_overflow(r->samples[s], r->skipped[s], &seen) &&
-                 seen == r->expected[s] && r->distinct[s] == r->samples[s];
+    int64_t once, seen; /* the numbers come from a file: their sums may overflow */
+    int counts = r->repeats[s] >= 0 &&
+                 !__builtin_sub_overflow(r->samples[s], r->repeats[s], &once) &&
+                 !__builtin_add_overflow(once, r->skipped[s], &seen) &&
+                 seen == r->expected[s] && r->distinct[s] == once;
     int known;
     uint64_t want = want_sum(rs, m, s, range_of(r, s), r->skipped[s], &known);
     char hex[20];
@@ -205,6 +208,9 @@ static void coverage_row(FILE *out, const range_sums_t *rs, const zp_model_t *m,
     if (!counts)
         fputs("<span class=\"bad\">NOT exactly once: samples + skipped differ from expected, or "
               "a sample came twice</span>", out);
+    else if (sum_ok && r->repeats[s])
+        fprintf(out, "<span class=\"ok\">ok: every index once</span>, and %" PRId64 " trained "
+                     "again after a resume (a rank had been ahead)", r->repeats[s]);
     else if (sum_ok)
         fputs("<span class=\"ok\">ok: every index once</span>", out);
     else if (known)

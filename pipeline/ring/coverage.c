@@ -58,14 +58,20 @@ void zp_coverage_add(zp_coverage_t *a, const uint32_t *idx, int64_t n)
     a->batches++;
 }
 
-void zp_coverage_end(zp_coverage_t *a) { a->samples = a->batches = 0; }
+void zp_coverage_end(zp_coverage_t *a) { a->samples = a->batches = a->repeats = 0; }
+
+int zp_coverage_exact(const zp_coverage_t *a, uint64_t n, uint64_t skipped)
+{
+    int64_t once = a->samples - a->repeats;
+    return a->repeats >= 0 && once + (int64_t)skipped == (int64_t)n && a->distinct == once;
+}
 
 int zp_coverage_resume(zp_coverage_t *a, const zp_config_t *c, int split, uint64_t epoch,
-                       int rank, int world, int64_t from, int64_t batches)
+                       int rank, int world, int64_t from, int64_t batches, int64_t repeats)
 {
     zp_coverage_end(a);
     int64_t before = rank == 0 ? from : 0;
-    if (before <= 0 && batches <= 0)
+    if (before <= 0 && batches <= 0 && (rank != 0 || repeats <= 0))
         return 0;
     zp_sampler_t s;
     int shuffle = split == ZP_SPLIT_TRAIN && c->shuffle;
@@ -80,6 +86,11 @@ int zp_coverage_resume(zp_coverage_t *a, const zp_config_t *c, int split, uint64
     if (!rc && batches > 0)
         zp_coverage_add(a, s.order, batches * c->batch_size < s.count ? batches * c->batch_size
                                                                        : s.count);
+    if (rank == 0 && repeats > 0) { /* trained before, and here again: not distinct */
+        if (a->samples == 0)
+            reset(a);
+        a->samples += repeats, a->repeats = repeats;
+    }
     a->batches = 0; /* none of its batches came here */
     zp_sampler_free(&s);
     return rc;
@@ -89,14 +100,14 @@ void zp_coverage_pack(const zp_coverage_t *a, double *s)
 {
     s[0] = (double)a->samples, s[1] = (double)a->distinct;
     s[2] = (double)(a->checksum & 0xffffffffu), s[3] = (double)(a->checksum >> 32);
-    s[4] = a->loss_sum, s[5] = (double)a->correct;
+    s[4] = a->loss_sum, s[5] = (double)a->correct, s[6] = (double)a->repeats;
 }
 
 void zp_coverage_unpack(zp_coverage_t *a, const double *s)
 {
     a->samples = (int64_t)s[0], a->distinct = (int64_t)s[1];
     a->checksum = (uint64_t)s[2] + ((uint64_t)s[3] << 32);
-    a->loss_sum = s[4], a->correct = (int64_t)s[5];
+    a->loss_sum = s[4], a->correct = (int64_t)s[5], a->repeats = (int64_t)s[6];
 }
 
 int zp_coverage_sum_ranks(zp_coverage_t *a, zp_comm_t *comm, uint64_t *n, uint64_t *skipped)
@@ -129,6 +140,8 @@ void zp_coverage_record(zp_stage_t *st, const zp_coverage_t *a, const zp_epoch_i
     zp_event_int(&ev, ZP_KEY(EPOCH_END, expected_samples), e->expected);
     zp_event_int(&ev, ZP_KEY(EPOCH_END, skipped), e->skipped);
     zp_event_int(&ev, ZP_KEY(EPOCH_END, distinct), a->distinct);
+    if (a->repeats)
+        zp_event_int(&ev, ZP_KEY(EPOCH_END, repeats), a->repeats);
     zp_event_str(&ev, ZP_KEY(EPOCH_END, index_checksum), sum);
     zp_event_str(&ev, ZP_KEY(EPOCH_END, order_digest), order);
     zp_event_num(&ev, ZP_KEY(EPOCH_END, samples_per_s), dt > 0 ? a->samples / dt : 0);

@@ -15,6 +15,7 @@
 
 typedef struct {
     int64_t samples, distinct, batches, correct;
+    int64_t repeats;  /* of samples: trained again after a resume (zp_coverage_resume) */
     uint64_t checksum, order;
     double loss_sum;
     int64_t start_ns; /* zp_now_ns() at the epoch's first batch */
@@ -43,14 +44,22 @@ void zp_coverage_end(zp_coverage_t *a);
  * (trained by a run of another number of ranks), every rank its shard's
  * batches before `batches`. So its record, summed over the ranks, proves the
  * whole epoch over every part. The shard is the sampler's for `rank` of
- * `world` in `epoch` of `split` (c's seed, shuffle and batch size). 0, or
+ * `world` in `epoch` of `split` (c's seed, shuffle and batch size).
+ * `repeats`: samples past `from` that the run before had trained too (a rank
+ * of it was ahead of another) and this part trains again; rank 0 counts them
+ * in samples and in repeats, never in distinct, so the record says so. 0, or
  * ZP_ENOMEM (the epoch then starts empty and its check says so). */
 int zp_coverage_resume(zp_coverage_t *a, const zp_config_t *c, int split, uint64_t epoch,
-                       int rank, int world, int64_t from, int64_t batches);
+                       int rank, int world, int64_t from, int64_t batches, int64_t repeats);
+
+/* Whether an epoch's counts (summed over ranks) are exactly once: its
+ * samples, less the repeats a resume said, and the `skipped` ones make the
+ * sampler's n, and every one of them is distinct. */
+int zp_coverage_exact(const zp_coverage_t *a, uint64_t n, uint64_t skipped);
 
 /* The counts a sum over ranks adds: samples, distinct, the checksum as two
- * 32-bit halves (a double adds those exactly), loss sum, correct. */
-#define ZP_COVERAGE_SUMS 6
+ * 32-bit halves (a double adds those exactly), loss sum, correct, repeats. */
+#define ZP_COVERAGE_SUMS 7
 void zp_coverage_pack(const zp_coverage_t *a, double *s);
 void zp_coverage_unpack(zp_coverage_t *a, const double *s);
 

@@ -19,7 +19,7 @@ import os
 import shutil
 from typing import Any, Iterator
 
-API_VERSION = 6  # ZP_CLIENT_API_VERSION this package was written for (zp_client_seek_from)
+API_VERSION = 7  # ZP_CLIENT_API_VERSION this package was written for (zp_client_resume_ranks)
 
 BATCH, EPOCH_END, END = 1, 2, 3  # what zp_client_next returned
 TRAIN, TEST = 0, 1
@@ -135,6 +135,8 @@ def _prototypes(lib: ctypes.CDLL) -> None:
         "zp_client_seek_from": (I, [P, I, ctypes.c_uint64, ctypes.c_uint64, ctypes.c_uint64,
                                     ctypes.c_uint, ctypes.c_char_p, ctypes.c_size_t]),
         "zp_client_resume_entry": (I64, [P, I, ctypes.c_uint64, I, ctypes.c_uint64]),
+        "zp_client_resume_ranks": (I64, [P, I, ctypes.c_uint64, I, ctypes.c_uint64,
+                                         ctypes.POINTER(ctypes.c_uint64), ctypes.POINTER(I64)]),
         "zp_client_log": (I, [P, S, I64, I64, I, ctypes.POINTER(S),
                               ctypes.POINTER(ctypes.c_double)]),
         "zp_client_region_begin": (I, [P, S]),

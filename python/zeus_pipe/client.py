@@ -23,8 +23,10 @@ load_state_dict() in a new run of the same config, the next loops give
 exactly the batches the first run would have got next, mid-epoch included.
 A batch's samples depend only on the seed, the split, the epoch, the rank and
 the batch size, never on the loaders or the cache; a state saved by a run of
-another seed, world size, batch size or dataset raises ZeusPipeError naming
-what differs.
+another seed, batch size or dataset raises ZeusPipeError naming what
+differs. Another world size goes on from where every rank had got to, with
+a batch size that keeps batch_size x world where that changes too
+(load_state_dict).
 
 Lifetime (CPU): x is a view of the ring slot (torch.frombuffer over the
 shared memory, no copy), owned by the pipeline: valid until the next batch
@@ -69,8 +71,8 @@ import os
 import signal
 import sys
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, ClassVar, Dict, Iterator, Mapping, Optional, SupportsFloat, \
-    Tuple, TypeVar, Union
+from typing import TYPE_CHECKING, Any, ClassVar, Dict, Iterator, Mapping, Optional, Sequence, \
+    SupportsFloat, Tuple, TypeVar, Union
 
 from ._lib import (BATCH, DTYPES, END, EPOCH_END, F32, IN_LABELS, ITEM_DICT, PLAN_TEST,
                    PLAN_TEST_FIRST, PLAN_TRAIN, TEST, TRAIN, Batch, Field, RunInfo, ZeusPipeError,
@@ -540,45 +542,85 @@ class Client:
                     **{"from": self._from[split] if split >= 0 else 0},
                     other_epoch=other, plan=self._plan, step=self._step)
 
-    def load_state_dict(self, d: Mapping[str, int]) -> None:
+    def load_state_dict(self, d: Union[Mapping[str, int], Sequence[Mapping[str, int]]]) -> None:
         """Makes the next loops start where state_dict() was taken. Every rank
         may load the same rank's state (ranks that step together, as DDP's do,
         are at the same batch). A state of another number of ranks (world)
         goes on where every rank had got to: the rest of that epoch is
         sharded over this run's ranks, every sample of it still once, and the
-        later epochs over them from their start. Raises ZeusPipeError for a
-        state of another run's sampling (seed, batch size, samples: naming
-        what differs) or one that is not a state of this package."""
+        later epochs over them from their start. Its batch size may differ
+        where batch_size x world, the global batch, is this run's.
+
+        `d` may also be the list of every rank's state of one save (a program
+        whose ranks save their own and need not be in step): the epoch goes
+        on from the first sample some rank had not read; what a rank ahead had
+        read past it is read again, said on stderr and counted as `repeats`
+        in that epoch's record (in its samples, not in distinct).
+
+        Raises ZeusPipeError for a state of another run's sampling (seed,
+        batch size, samples: naming what differs) or one that is not a state
+        of this package."""
+        states = [d] if isinstance(d, Mapping) else list(d)
         try:
-            d = {k: int(v) for k, v in dict(d).items()}
-            split, e, b, other, plan = d["split"], d["epoch"], d["batch"], d["other_epoch"], d["plan"]
-            world, start = d["world"], d.get("from", 0)  # version 1: no from
+            states = [{k: int(v) for k, v in dict(x).items()} for x in states]
+            missing = [k for x in states for k in ("split", "epoch", "batch", "other_epoch",
+                                                   "plan", "world") if k not in x]
+            if missing:
+                raise KeyError(missing[0])
         except (KeyError, TypeError, ValueError) as err:
             raise ZeusPipeError("zeus_pipe: load_state_dict: not a state of zeus_pipe's "
                                 "state_dict() (%s)" % err)
+        if not states:
+            raise ZeusPipeError("zeus_pipe: load_state_dict: an empty list of states")
+        d = states[0]
+        split, e, b, other, plan = d["split"], d["epoch"], d["batch"], d["other_epoch"], d["plan"]
+        world, start = d["world"], d.get("from", 0)  # version 1: no from
         mine = self._identity()
+        same_batch = d.get("batch_size") == mine["batch_size"]
+        regrouped = not same_batch and world != mine["world"] and \
+            d.get("batch_size", 0) * world == mine["batch_size"] * mine["world"]
         diff = ["%s %s (this run: %s)" % (k, d.get(k), mine[k]) for k in self._SAMPLING
-                if d.get(k) != mine[k]]
+                if d.get(k) != mine[k] and not (k == "batch_size" and regrouped)]
         if diff:
             raise ZeusPipeError("zeus_pipe: load_state_dict: the state is of a run with other "
                                 "batches: " + ", ".join(diff) + "; resume with the config it "
-                                "was saved with")
+                                "was saved with (a batch size may change where batch_size x "
+                                "world stays %d)" % (d.get("batch_size", 0) * world))
         if split not in (-1, TRAIN, TEST) or plan & ~7 or world < 1 or start < 0:
             raise ZeusPipeError("zeus_pipe: load_state_dict: split %d, plan %d, world %d or from "
                                 "%d out of range" % (split, plan, world, start))
-        if split >= 0 and world != mine["world"] and b >= d.get(_SPLIT[split] + "_batches", b + 1):
-            e, b, start = e + 1, 0, 0  # that epoch was over: the next starts from its beginning
-        elif split >= 0 and world != mine["world"]:
-            entry = self._lib.zp_client_resume_entry(self._c, split, start, world, b)
+        if len(states) > 1:
+            keys = ("split", "epoch", "other_epoch", "plan", "world", "batch_size", "seed")
+            odd = [k for k in keys + ("from",) if len({x.get(k, 0) for x in states}) > 1]
+            ranks = sorted(x.get("rank", -1) for x in states)
+            if odd or ranks != list(range(world)):
+                raise ZeusPipeError(
+                    "zeus_pipe: load_state_dict: a list of states must be one save of every rank: "
+                    "%d states of ranks %s (of %d)%s" % (
+                        len(states), ranks, world,
+                        "; they differ in " + ", ".join(odd) if odd else ""))
+            states.sort(key=lambda x: x["rank"])
+        batches = [x["batch"] for x in states] if len(states) > 1 else [b] * world
+        if split >= 0 and (world != mine["world"] or len(set(batches)) > 1):
+            k = (ctypes.c_uint64 * world)(*batches)
+            repeats = ctypes.c_int64(0)
+            entry = self._lib.zp_client_resume_ranks(self._c, split, start, world,
+                                                     d["batch_size"], k, ctypes.byref(repeats))
             if entry < 0:
                 raise ZeusPipeError("zeus_pipe: load_state_dict: %s epoch %d from entry %d: out "
                                     "of range" % (_SPLIT[split], e, start))
             if mine["rank"] == 0:
-                sys.stderr.write("zeus_pipe: load_state_dict: saved by %d ranks, this run has %d: "
-                                 "%s epoch %d goes on at entry %d of its %d\n" % (
-                                     world, mine["world"], _SPLIT[split], e, entry,
-                                     self.samples(split)))
+                sys.stderr.write(
+                    "zeus_pipe: load_state_dict: saved by %d ranks (batch size %d, at batch %s), "
+                    "this run has %d (batch size %d): %s epoch %d goes on at entry %d of its %d%s\n"
+                    % (world, d["batch_size"], ",".join(map(str, batches)), mine["world"],
+                       mine["batch_size"], _SPLIT[split], e, entry, self.samples(split),
+                        "; %d samples a rank had read past it are read again (the epoch's "
+                        "record counts them as repeats)" % repeats.value if repeats.value else ""))
             start, b = int(entry), 0
+            if entry >= self.samples(split):  # that epoch was over: the next starts from its beginning
+                e, start = e + 1, 0
+            d = min(states, key=lambda x: x.get("step", 0))
         self._release()
         self._open.clear()
         self._from = {TRAIN: 0, TEST: 0}

@@ -96,11 +96,13 @@ static int epoch_record(trainer_t *t, const zp_msg_t *m)
         zp_coverage_record(t->st, a, &e, dt);
     }
     int rc = t->be->ops->epoch_end(t->be, split);
-    int repeats = t->st->mode == ZP_MODE_OVERFIT; /* one batch again and again */
-    if (a->samples + (int64_t)m->skipped != (int64_t)m->n || (a->distinct != a->samples && !repeats))
-        zp_error("%s epoch %llu: %lld samples (%lld distinct) and %llu skipped, but the sampler "
-                 "sent %llu", zp_dataset_split_name(split), (unsigned long long)m->epoch,
-                 (long long)a->samples, (long long)a->distinct, (unsigned long long)m->skipped,
+    int overfit = t->st->mode == ZP_MODE_OVERFIT; /* one batch again and again */
+    if (overfit ? a->samples + (int64_t)m->skipped != (int64_t)m->n
+                : !zp_coverage_exact(a, m->n, m->skipped))
+        zp_error("%s epoch %llu: %lld samples (%lld distinct, %lld repeats after a resume) and "
+                 "%llu skipped, but the sampler sent %llu", zp_dataset_split_name(split),
+                 (unsigned long long)m->epoch, (long long)a->samples, (long long)a->distinct,
+                 (long long)a->repeats, (unsigned long long)m->skipped,
                  (unsigned long long)m->n);
     if (split == ZP_SPLIT_TRAIN)
         t->recorded_epoch = (int64_t)m->epoch;
@@ -421,7 +423,7 @@ static int setup(trainer_t *t, zp_stage_t *st)
     if (!rc && t->resume_epoch >= 0 && !recorded) /* its record proves both parts */
         rc = zp_coverage_resume(&t->acc[ZP_SPLIT_TRAIN], &st->cfg, ZP_SPLIT_TRAIN,
                                 (uint64_t)t->resume_epoch, t->rank, t->world, t->resume_from,
-                                t->resume_batch);
+                                t->resume_batch, 0); /* its ranks stepped together */
     t->crops = zp_augment_whole(&st->cfg);
     if (!rc && st->cfg.log_batches)
         rc = open_batches_log(t);

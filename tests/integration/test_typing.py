@@ -53,7 +53,7 @@ with zeus_pipe.attach(config="c.yaml", overrides={"trainer.epochs": 3}, device="
 
 bad = zeus_pipe.attach(rank="0")  # error: [arg-type]
 bad.train.batch_size + "x"  # error: [operator]
-bad.load_state_dict(["epoch", 3])  # error: [arg-type]
+bad.load_state_dict({"epoch": "3"})  # error: [dict-item]
 bad.state_dict()["epoch"].upper()  # error: [attr-defined]
 bad.trian  # error: [attr-defined]
 bad.log("step", loss="low")  # error: [arg-type]
