@@ -359,6 +359,24 @@ static void another_world_shards_the_rest_of_the_epoch(void **state)
         fail_msg("%s", err);
 }
 
+/* A batch size that keeps batch_size x world: the position counts batches of
+ * the size it was saved with, and goes on in the new one. */
+static void a_batch_size_that_keeps_the_global_batch_regroups(void **state)
+{
+    (void)state;
+    const zp_config_t was = {.epochs = 10, .batch_size = 10}, now = {.epochs = 10, .batch_size = 20};
+    /* 2 ranks of 10, batch 3 of epoch 1 in 95 samples: entries 0..59 trained */
+    zp_ckpt_pos_t pos = {.step = 5 + 3, .epoch = 1, .batch = 3, .world = 2};
+    assert_int_equal(zp_ckpt_rebatch(&pos, &was, &now, 95, 1), 1);
+    /* 1 rank of 20: 5 batches an epoch; entry 60 is 3 of them */
+    assert_true(pos.from == 60 && pos.batch == 0 && pos.world == 1 && pos.step == 5 + 3);
+    assert_int_equal(zp_ckpt_check(&pos, path, &now, 95, 1, err, sizeof err), 0);
+    /* counted in the new size, the same position would be entry 120: past the epoch */
+    zp_ckpt_pos_t wrong = {.step = 8, .epoch = 1, .batch = 3, .world = 2};
+    assert_int_equal(zp_ckpt_regroup(&wrong, &now, 95, 1), 1);
+    assert_true(wrong.from == 95);
+}
+
 /* What a run resumes from counts rank 0's batches, limit applied. */
 static void an_epochs_batches_are_rank_0s_and_limited(void **state)
 {
@@ -389,6 +407,7 @@ int main(void)
         T(an_epochs_batches_are_rank_0s_and_limited),
         T(a_version_2_checkpoint_reads_as_the_runs_own_world),
         T(another_world_shards_the_rest_of_the_epoch),
+        T(a_batch_size_that_keeps_the_global_batch_regroups),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -117,11 +117,17 @@ int64_t zp_ckpt_offset(const zp_ckpt_pos_t *pos, const zp_config_t *c, int64_t s
 
 int zp_ckpt_regroup(zp_ckpt_pos_t *pos, const zp_config_t *c, int64_t samples, int world)
 {
-    if (!pos->world || pos->world == (uint64_t)world) {
+    return zp_ckpt_rebatch(pos, c, c, samples, world);
+}
+
+int zp_ckpt_rebatch(zp_ckpt_pos_t *pos, const zp_config_t *was, const zp_config_t *c,
+                    int64_t samples, int world)
+{
+    if ((!pos->world || pos->world == (uint64_t)world) && was->batch_size == c->batch_size) {
         pos->world = (uint64_t)world;
         return 0;
     }
-    int64_t repeats, at = zp_ckpt_offset(pos, c, samples, 0, &repeats);
+    int64_t repeats, at = zp_ckpt_offset(pos, was, samples, world, &repeats);
     int64_t epoch_steps = zp_ckpt_epoch_batches(c, samples, world);
     pos->step = pos->epoch * (uint64_t)epoch_steps + (uint64_t)(at / (c->batch_size * world));
     pos->from = (uint64_t)at, pos->batch = 0, pos->world = (uint64_t)world;

@@ -96,6 +96,13 @@ int64_t zp_ckpt_offset(const zp_ckpt_pos_t *pos, const zp_config_t *c, int64_t s
  * position zp_ckpt_check passed. */
 int zp_ckpt_regroup(zp_ckpt_pos_t *pos, const zp_config_t *c, int64_t samples, int world);
 
+/* zp_ckpt_regroup where the batch size changes as well: the position was
+ * saved under config `was` (its batch size counts pos->batch) and goes on
+ * under c, the rest sharded from the offset in c's batches (the caller keeps
+ * batch_size x world, the global batch). 1 where it regrouped, else 0. */
+int zp_ckpt_rebatch(zp_ckpt_pos_t *pos, const zp_config_t *was, const zp_config_t *c,
+                    int64_t samples, int world);
+
 /* Whether the position's train epoch is over and recorded
  * (ZP_CKPT_TRAIN_RECORDED), so the run goes on with that epoch's test split
  * and that train epoch does not come again. A position after its last batch

@@ -155,24 +155,100 @@ static int rewrite_config(const zp_sup_t *s)
 }
 
 /* What an `up --resume RUN KEY=VALUE ...` may change, or 2 naming what not:
- * outside Slurm trainer.gpus (another number of ranks) and loader.workers;
- * under Slurm nothing (the tasks are the ranks, and every task would write
- * the run's config). */
+ * outside Slurm trainer.gpus (another number of ranks), loader.workers and
+ * prefetch.batch_size (where batch_size x ranks stays: batch_kept); under
+ * Slurm nothing (the tasks are the ranks, and every task would write the
+ * run's config). */
 static int resume_overrides_ok(const zp_sup_t *s)
 {
     for (int i = 0; i < s->resume_noverrides; i++) {
         const char *o = s->resume_overrides[i];
         int gpus = !strncmp(o, "trainer.gpus=", 13), loaders = !strncmp(o, "loader.workers=", 15);
-        if (s->slurm.world > 1 || (!gpus && !loaders)) {
+        int batch = !strncmp(o, "prefetch.batch_size=", 20);
+        if (s->slurm.world > 1 || (!gpus && !loaders && !batch)) {
             fprintf(stderr, "zeus-pipe: up --resume %s: '%s': %s\n", s->run_dir, o,
                     s->slurm.world > 1
                     ? "under Slurm a resume takes no KEY=VALUE: its ranks are the job's tasks "
                       "(srun -n N), and its config is the run's"
                     : "a resumed run keeps its config (RUN/config.yaml); only trainer.gpus=N "
-                      "(another number of ranks) and loader.workers=N can change");
+                      "(another number of ranks), loader.workers=N and prefetch.batch_size=N "
+                      "(that keeps batch_size x ranks) can change");
             return 2;
         }
     }
+    return 0;
+}
+
+/* A batch size changed on resume keeps the global batch (batch_size x
+ * ranks: the steps of an epoch and what the learning rate was tuned for);
+ * 0, or 2 naming the batch size that would. */
+static int batch_kept(const zp_sup_t *s, const zp_config_t *was)
+{
+    int64_t global = was->batch_size * was->gpus;
+    if (was->batch_size == s->cfg.batch_size || s->cfg.batch_size * s->cfg.gpus == global)
+        return 0;
+    char hint[80] = "";
+    if (global % s->cfg.gpus == 0)
+        snprintf(hint, sizeof hint, " (with %lld rank%s: prefetch.batch_size=%lld)",
+                 (long long)s->cfg.gpus, s->cfg.gpus == 1 ? "" : "s",
+                 (long long)(global / s->cfg.gpus));
+    fprintf(stderr, "zeus-pipe: cannot resume %s with prefetch.batch_size=%lld and %lld ranks: its "
+            "global batch was %lld x %lld = %lld samples a step, and the batch size may change "
+            "only where that stays%s\n", s->run_dir, (long long)s->cfg.batch_size,
+            (long long)s->cfg.gpus, (long long)was->batch_size, (long long)was->gpus,
+            (long long)global, hint);
+    return 2;
+}
+
+/* The regrouped position written back into last.ckpt (its payload as it
+ * was) before the stages read it: they count its batches in the new batch
+ * size. 0, or 1 with the error printed. */
+static int rewrite_ckpt(const char *path, const zp_ckpt_pos_t *pos, const void *payload,
+                        size_t bytes)
+{
+    int rc = zp_ckpt_write(path, pos, payload, bytes);
+    if (rc)
+        fprintf(stderr, "zeus-pipe: %s: cannot write: %s\n", path, strerror(-rc));
+    return rc ? 1 : 0;
+}
+
+/* The checks of the position read back, and where it goes on (regrouped,
+ * and rewritten where the batch size changed). 0, 1 or 2 with the error
+ * printed. */
+static int resume_position(zp_sup_t *s, const zp_config_t *was, zp_ckpt_pos_t *pos,
+                           const char *path, const void *payload, size_t bytes)
+{
+    char err[1024];
+    int world = s->slurm.world > 1 ? s->slurm.world : (int)s->cfg.gpus;
+    int64_t n = s->ds->meta.n[ZP_SPLIT_TRAIN];
+    /* its batches are counted in the batch size it was saved with */
+    if (zp_ckpt_check(pos, path, was, n, world, err, sizeof err)) {
+        fprintf(stderr, "zeus-pipe: cannot resume: %s\n", err);
+        return 2;
+    }
+    s->resume_world = pos->world ? (int)pos->world : world;
+    if (pos->seed != (uint64_t)s->cfg.seed) {
+        fprintf(stderr, "zeus-pipe: cannot resume: %s was written with seed %llu, the run's config says %lld\n",
+                path, (unsigned long long)pos->seed, (long long)s->cfg.seed);
+        return 2;
+    }
+    if (!pos->world && s->slurm.world < 2 && was->gpus != s->cfg.gpus) {
+        fprintf(stderr, "zeus-pipe: cannot resume %s with trainer.gpus=%lld: its checkpoint is of "
+                "format 2, which does not say how many ranks wrote it; resume it with its own "
+                "trainer.gpus (%lld) first: the checkpoints that run writes can go on with "
+                "another number\n", s->run_dir, (long long)s->cfg.gpus, (long long)was->gpus);
+        return 2;
+    }
+    if (s->resume_world != world && s->cfg.limit_train_batches) {
+        fprintf(stderr, "zeus-pipe: cannot resume %s with %d ranks where it had %d: "
+                "trainer.limit_train_batches limits each rank's batches, which another number "
+                "of ranks would not keep; resume it with %d\n", s->run_dir, world,
+                s->resume_world, s->resume_world);
+        return 2;
+    }
+    s->resume_batch = was->batch_size;
+    if (zp_ckpt_rebatch(pos, was, &s->cfg, n, world) && was->batch_size != s->cfg.batch_size)
+        return rewrite_ckpt(path, pos, payload, bytes);
     return 0;
 }
 
@@ -201,43 +277,20 @@ int zp_sup_resume_config(zp_sup_t *s, zp_ckpt_pos_t *pos, char *path, size_t len
                 "saved\n", s->run_dir);
         return 2;
     }
+    if (batch_kept(s, &was))
+        return 2;
     void *payload;
+    size_t bytes;
     zp_ckpt_path(path, len, s->run_dir, "last");
-    if (zp_ckpt_read(path, pos, &payload, NULL, err, sizeof err)) {
+    if (zp_ckpt_read(path, pos, &payload, &bytes, err, sizeof err)) {
         fprintf(stderr, "zeus-pipe: cannot resume: %s\n", err);
         return 2;
     }
+    int rc = resume_position(s, &was, pos, path, payload, bytes);
     free(payload);
-    int world = s->slurm.world > 1 ? s->slurm.world : (int)s->cfg.gpus;
-    int64_t n = s->ds->meta.n[ZP_SPLIT_TRAIN];
-    if (zp_ckpt_check(pos, path, &s->cfg, n, world, err, sizeof err)) {
-        fprintf(stderr, "zeus-pipe: cannot resume: %s\n", err);
-        return 2;
-    }
-    s->resume_world = pos->world ? (int)pos->world : world;
-    if (pos->seed != (uint64_t)s->cfg.seed) {
-        fprintf(stderr, "zeus-pipe: cannot resume: %s was written with seed %llu, the run's config says %lld\n",
-                path, (unsigned long long)pos->seed, (long long)s->cfg.seed);
-        return 2;
-    }
-    if (!pos->world && s->slurm.world < 2 && was.gpus != s->cfg.gpus) {
-        fprintf(stderr, "zeus-pipe: cannot resume %s with trainer.gpus=%lld: its checkpoint is of "
-                "format 2, which does not say how many ranks wrote it; resume it with its own "
-                "trainer.gpus (%lld) first: the checkpoints that run writes can go on with "
-                "another number\n", s->run_dir, (long long)s->cfg.gpus, (long long)was.gpus);
-        return 2;
-    }
-    if (s->resume_world != world && s->cfg.limit_train_batches) {
-        fprintf(stderr, "zeus-pipe: cannot resume %s with %d ranks where it had %d: "
-                "trainer.limit_train_batches limits each rank's batches, which another number "
-                "of ranks would not keep; resume it with %d\n", s->run_dir, world,
-                s->resume_world, s->resume_world);
-        return 2;
-    }
-    zp_ckpt_regroup(pos, &s->cfg, n, world);
-    if (s->resume_noverrides && rewrite_config(s)) /* last: a refused resume changes nothing */
-        return 1;
-    return 0;
+    if (!rc && s->resume_noverrides && rewrite_config(s)) /* last: a refused resume changes nothing */
+        rc = 1;
+    return rc;
 }
 
 int zp_sup_reopen(zp_sup_t *s, const char *dir)
@@ -299,6 +352,10 @@ void zp_sup_say_resuming(const zp_sup_t *s)
     fprintf(stderr, "zeus-pipe: resuming %s at epoch %llu, batch %llu (step %llu)", s->run_dir,
             (unsigned long long)s->resume.epoch + 1, (unsigned long long)s->resume.batch,
             (unsigned long long)s->resume.step);
+    if (s->resume_batch && s->resume_batch != s->cfg.batch_size)
+        fprintf(stderr, " with batch size %lld where it had %lld (the same %lld samples a step)",
+                (long long)s->cfg.batch_size, (long long)s->resume_batch,
+                (long long)(s->cfg.batch_size * (int64_t)s->resume.world));
     if (s->resume_world != (int)s->resume.world)
         fprintf(stderr, " with %llu ranks where it had %d: the rest of the epoch is sharded anew "
                 "from entry %llu of its %lld\n", (unsigned long long)s->resume.world,

@@ -503,6 +503,7 @@ typedef struct zp_sup {
     zp_ckpt_pos_t resume;     /* where a resumed run goes on: its last checkpoint's position,
                                * for this run's ranks (zp_ckpt_regroup) */
     int resume_world;         /* the ranks that wrote it */
+    int64_t resume_batch;     /* and their batch size */
     char *const *resume_overrides; /* `up --resume RUN trainer.gpus=N`: borrowed */
     int resume_noverrides;
 } zp_sup_t;

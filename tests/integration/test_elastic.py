@@ -6,7 +6,9 @@ the epoch is recorded once, over both runs, with every sample exactly once,
 and so is every later one; the later epochs are sharded over N from their
 start, batch for batch those of an uninterrupted run of N ranks (with
 another number of loaders too); the run's config.yaml says N from then on.
-Any other key is refused, naming it."""
+With 1 rank the batch size doubles to 64 (prefetch.batch_size=64: the same
+global batch); one that would change the global batch is refused, and so
+is any other key, naming it."""
 import os
 import shutil
 import signal
@@ -19,7 +21,7 @@ dataset:
   source: synthetic
   synthetic: {{train_samples: 1025, test_samples: 200, shape: [1, 12, 16], classes: 4, cost_us: 3000}}
 loader: {{workers: 2, task_size: 16}}
-prefetch: {{batch_size: 32}}
+prefetch: {{batch_size: {batch}}}
 cache: {{enabled: false}}
 trainer:
   backend: cpu
@@ -44,7 +46,7 @@ def batch_lines(run, epoch, rank):
 def killed_mid_epoch(w):
     """A run of 2 ranks, SIGKILLed (all of it) in train epoch 1 after a
     checkpoint there."""
-    cfg = w.write("two.yaml", CONFIG.format(name="two", gpus=2))
+    cfg = w.write("two.yaml", CONFIG.format(name="two", gpus=2, batch=32))
     p = w.start("up", cfg)
     run = w.run_dir("two")
     log = os.path.join(run, "batches.log")
@@ -72,15 +74,20 @@ def a_run_of_2_ranks_goes_on_with_1_and_with_3():
             run = w.run_dir("as-%d" % n)
             shutil.copytree(killed, run, symlinks=True, ignore=shutil.ignore_patterns("sock"))
             # loaders do not shape the order: their number may change too
-            rc, out, err = w.run("up", "--resume", run, "trainer.gpus=%d" % n, "loader.workers=%d" % n)
+            batch = 64 if n == 1 else 32  # 1 rank: the batch size may double (2 x 32 a step)
+            rc, out, err = w.run("up", "--resume", run, "trainer.gpus=%d" % n, "loader.workers=%d" % n,
+                                 "prefetch.batch_size=%d" % batch)
             zp.check(rc == 0, "resume with %d: exit %d\n%s" % (n, rc, err[-3000:]))
-            zp.check("at epoch 2, batch 0" in err and "with %d ranks where it had 2" % n in err,
-                     err[-2000:])
+            zp.check("at epoch 2, batch 0" in err and "with %d ranks where it had 2" % n in err and
+                     (n != 1 or "with batch size 64 where it had 32 (the same 64 samples a step)"
+                      in err), err[-2000:])
             every_epoch_once(run)
-            zp.check("gpus: %d" % n in zp.text(os.path.join(run, "config.yaml")), "config.yaml")
+            config = zp.text(os.path.join(run, "config.yaml"))
+            zp.check("gpus: %d" % n in config and "batch_size: %d" % batch in config, config)
             # epoch 2 (index 2) is sharded over n from its start: an uninterrupted
             # run of n ranks has the same batches on every rank
-            fresh = w.write("fresh-%d.yaml" % n, CONFIG.format(name="fresh-%d" % n, gpus=n))
+            fresh = w.write("fresh-%d.yaml" % n, CONFIG.format(name="fresh-%d" % n, gpus=n,
+                                                               batch=batch))
             rc, out, err = w.run("up", fresh)
             zp.check(rc == 0, err[-2000:])
             for rank in range(n):
@@ -91,11 +98,17 @@ def a_run_of_2_ranks_goes_on_with_1_and_with_3():
 
 def another_key_than_trainer_gpus_is_refused():
     with zp.Workdir() as w:
-        cfg = w.write("one.yaml", CONFIG.format(name="one", gpus=1))
+        cfg = w.write("one.yaml", CONFIG.format(name="one", gpus=1, batch=32))
         rc, out, err = w.run("up", cfg, "trainer.epochs=1")
         zp.check(rc == 0, err)
-        rc, out, err = w.run("up", "--resume", w.run_dir("one"), "prefetch.batch_size=16")
-        zp.check(rc == 2 and "'prefetch.batch_size=16'" in err and "only trainer.gpus=N" in err, err)
+        rc, out, err = w.run("up", "--resume", w.run_dir("one"), "seed=3")
+        zp.check(rc == 2 and "'seed=3'" in err and "only trainer.gpus=N" in err, err)
+        rc, out, err = w.run("up", "--resume", w.run_dir("one"), "prefetch.batch_size=16",
+                             "trainer.gpus=3")
+        zp.check(rc == 2 and "global batch was 32 x 1 = 32 samples a step" in err and
+                 "prefetch.batch_size" in err, err)
+        rc, out, err = w.run("up", "--resume", w.run_dir("one"), "prefetch.batch_size=64")
+        zp.check(rc == 2 and "(with 1 rank: prefetch.batch_size=32)" in err, err)
         rc, out, err = w.run("up", "--resume", w.run_dir("one"), "loader.workers=0")
         zp.check(rc == 2 and "loader.workers" in err, err)
         # a run whose ranks' batches are limited cannot change its number of ranks
