@@ -60,4 +60,4 @@ cmake --build build-asan -j"$(nproc)"
 # the benchmarks' quick modes run on the normal build only: they guard the scripts
 # against rot, and run the same stages the integration tests run here
 ctest --test-dir build-asan --output-on-failure -j2 -LE bench "$@"
-scripts/fuzz.sh 15
+scripts/fuzz.sh 10
