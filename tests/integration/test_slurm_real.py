@@ -399,6 +399,75 @@ def the_documented_batch_script_on_two_nodes():
         cancel_leaves_nothing(c, job, runs, [run] + [os.path.join(run, "rank-%d" % r) for r in (1, 2, 3)])
 
 
+# Slurm keeps a job's first SLURM_NTASKS in the environment of every attempt,
+# also after `scontrol update NumTasks=`: a script whose requeue may get another
+# shape asks for the task count the attempt has (docs/ranks-and-nodes.md).
+SHAPED = """#!/bin/bash
+#SBATCH --job-name=zeus-pipe
+#SBATCH --nodes=2
+#SBATCH --ntasks=4
+#SBATCH --open-mode=append
+export SLURM_NTASKS=$(scontrol show job -o "$SLURM_JOB_ID" | grep -o 'NumTasks=[0-9]*' | cut -d= -f2)
+export SLURM_NPROCS=$SLURM_NTASKS
+srun --kill-on-bad-exit=1 {bin} up {cfg} loader.workers=1
+"""
+
+
+def reshaped(c, job, times, nodes, tasks):
+    """Catches the job requeued for the `times`th time while it waits, and
+    gives it another shape, as an admin would when nodes are lost or taken
+    (scontrol hold, update, release; its CPUs too, which the first
+    allocation fixed): the next attempt gets `tasks` tasks on `nodes` nodes."""
+    zp.wait_for(lambda: int(c.job(job).get("Restarts", "0")) >= times and
+                c.job(job).get("JobState") == "PENDING", 120, "requeue %d" % times)
+    shape = ("NumTasks=%d" % tasks, "NumCPUs=%d" % tasks, "NumNodes=%d-%d" % (nodes, nodes))
+    for argv in (("hold", job), ("update", "JobId=" + job) + shape, ("release", job)):
+        p = c.run("scontrol", *argv)
+        zp.check(p.returncode == 0, "scontrol %s: %s" % (" ".join(argv), p.stderr))
+    zp.wait_for(lambda: c.job(job).get("JobState") in ("RUNNING", "COMPLETED", "FAILED",
+                                                        "CANCELLED"), 120, "attempt %d" % (times + 1))
+    got = c.job(job)
+    zp.check(got.get("JobState") in ("RUNNING", "COMPLETED"), "attempt %d: %s (%s)\n%s" % (
+        times + 1, got.get("JobState"), got.get("Reason"), zp.text(got.get("StdOut", ""))[-4000:]))
+    zp.check(got.get("NumNodes") == str(nodes) and got.get("NumTasks") == str(tasks),
+             "attempt %d: %s nodes, %s tasks" % (times + 1, got.get("NumNodes"), got.get("NumTasks")))
+
+
+def a_requeued_job_goes_on_with_another_shape():
+    """The requeue of a job of 2 nodes x 2 tasks (slurm.requeue: true) is
+    given 1 node x 2 tasks, and, requeued again, 3 tasks over 2 nodes: each
+    attempt resumes by itself with its own number of ranks, and every epoch
+    of the run is trained exactly once over the three attempts."""
+    from netns import Nodes
+    why = Nodes.available()
+    if why:
+        raise AssertionError("no network namespaces here: %s" % why)
+    with zp.Workdir() as w, Nodes(2, rate=None, host=True) as nodes, slurm_cluster.Cluster(
+            os.path.join(w.path, "slurm"), nodes=nodes) as c:
+        cfg = config(w, "shape", 32, epochs=4, cost=1500, cache="false")
+        with open(cfg, "a") as f:
+            f.write("slurm: {requeue: true}\n")
+        job = c.sbatch(SHAPED.format(bin=zp.BIN, cfg=cfg), w.path)
+        run = w.run_dir("shape")
+        out = os.path.join(w.path, "slurm-%s.out" % job)
+        steps = 0
+        for times, (n_nodes, tasks) in enumerate(((1, 2), (2, 3)), 1):
+            steps += 8
+            try:
+                wait_steps(c, job, run, steps)
+            except AssertionError as e:
+                raise AssertionError("%s\n%s" % (e, zp.text(out)[-4000:]))
+            zp.check(c.run("scancel", "--signal=USR1", job).returncode == 0, "scancel")
+            reshaped(c, job, times, n_nodes, tasks)
+            steps = max(m.get("step", 0) for m in steps_of(run))
+        state = c.wait_job(job, 300, ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT"))
+        out = zp.text(out)
+        zp.check(state == "COMPLETED", "job %s: %s\n%s\n%s" % (job, state, out[-4000:], c.logs()))
+        zp.check("with 2 ranks where it had 4" in out and "with 3 ranks where it had 2" in out,
+                 "\n".join(l for l in out.split("\n") if "resum" in l or "restart" in l))
+        each_epoch_once(run, epochs=4)
+
+
 HANG_CONFIG = """
 run: {{name: hang}}
 dataset:
@@ -556,6 +625,7 @@ if __name__ == "__main__":
                usr1_before_the_first_step_requeues_a_job_that_starts_again,
                a_real_time_limit_warns_each_attempt_and_the_requeued_job_goes_on,
                a_saved_job_goes_on_with_3_tasks_and_then_with_2,
+               a_requeued_job_goes_on_with_another_shape,
                a_ddp_program_saves_with_stop_requested_and_goes_on_exactly,
                scancel_of_a_job_whose_loader_hangs_in_getitem_ends_it_all]
     if zp.sanitizer_env():
