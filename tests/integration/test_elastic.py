@@ -82,6 +82,17 @@ def a_run_of_2_ranks_goes_on_with_1_and_with_3():
                      (n != 1 or "with batch size 64 where it had 32 (the same 64 samples a step)"
                       in err), err[-2000:])
             every_epoch_once(run)
+            # the rest of the cut epoch is a fresh run of n ranks' from the offset:
+            # rank r's batches are the permutation's entries offset + r, + n, ...
+            offset = int(err.split("sharded anew from entry ")[1].split()[0])
+            perm = zp.permutation(11, 0, 1, TRAIN)
+            for rank in range(n):
+                mine = perm[offset + rank::n]
+                want = [zp.order_digest(mine[i:i + batch]) for i in range(0, len(mine), batch)]
+                got = [line[2] for line in batch_lines(run, 1, rank)][-len(want):]
+                zp.check(got == want, "rank %d of %d, the rest of epoch 2 from entry %d: %d "
+                         "batches differ from the sampler's" % (
+                             rank, n, offset, sum(a != b for a, b in zip(got, want))))
             config = zp.text(os.path.join(run, "config.yaml"))
             zp.check("gpus: %d" % n in config and "batch_size: %d" % batch in config, config)
             # epoch 2 (index 2) is sharded over n from its start: an uninterrupted

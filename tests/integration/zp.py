@@ -171,6 +171,40 @@ def order_digest(indices):
     return "%016x" % d
 
 
+def _rotl(x, k):
+    return ((x << k) | (x >> (64 - k))) & MASK
+
+
+def permutation(seed, split, epoch, n):
+    """The sampler's shuffled order of an epoch (pipeline/dataset/sampler.c):
+    0..n-1 shuffled (Fisher-Yates) by xoshiro256** seeded as zp_rng_seed()
+    with seed ^ mix64(split << 40 ^ epoch); split 0 train, 1 test. A rank r
+    of W takes its entries from `from` on: perm[from + r::W]."""
+    x, s = (seed ^ mix64((split << 40) ^ epoch)) & MASK, []
+    for _ in range(4):
+        x = mix64(x)
+        s.append(x)
+
+    def below(bound):
+        limit = ((1 << 64) - bound) % bound
+        while True:
+            out, t = (_rotl((s[1] * 5) & MASK, 7) * 9) & MASK, (s[1] << 17) & MASK
+            s[2] ^= s[0]
+            s[3] ^= s[1]
+            s[1] ^= s[2]
+            s[0] ^= s[3]
+            s[2] ^= t
+            s[3] = _rotl(s[3], 45)
+            if out >= limit:
+                return out % bound
+
+    perm = list(range(n))
+    for i in range(n - 1, 0, -1):
+        j = below(i + 1)
+        perm[i], perm[j] = perm[j], perm[i]
+    return perm
+
+
 def ring_path(run_dir, rank=0):
     """/dev/shm file of a run's ring of `rank`, named as zp_ring_name() does."""
     h = 0xCBF29CE484222325
