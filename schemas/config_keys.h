@@ -31,7 +31,9 @@
     X(SYNTHETIC, synthetic)                                                                        \
     X(IMAGE_FOLDER, image_folder)                                                                  \
     X(IMAGE_LIST, image_list)                                                                      \
-    X(PYTHON, python)
+    X(PYTHON, python)                                                                              \
+    X(HDF5, hdf5)                                                                                  \
+    X(NPY, npy)
 #define ZP_SOURCE_CHOICE(NAME, name) "|" #name
 /* "idx|synthetic|...": the choices, without the first bar */
 #define ZP_SOURCE_CHOICES (ZP_SOURCES(ZP_SOURCE_CHOICE) + 1)
@@ -90,6 +92,17 @@
       "make every Nth sample (index + 1 divisible by N) fail to load, to test on_error (0 = none)") \
     X("dataset.synthetic.cost_us", INT, synth_cost_us, "0", 0, 1000000,                            \
       "CPU time a loader spends on each synthetic sample, in microseconds")                       \
+    X("dataset.files.train", PATHS, arr_train, "[]", 0, 0,                                         \
+      "hdf5, npy: the train split's files (hdf5) or folders of .npy files (npy), globs, their "   \
+      "samples one after another in this order (a glob's matches sorted)")                         \
+    X("dataset.files.test", PATHS, arr_test, "[]", 0, 0,                                           \
+      "hdf5, npy: the same for the test split ([]: no test split)")                                \
+    X("dataset.fields", JSON, arr_fields, "{}", 0, 0,                                              \
+      "hdf5, npy: the sample's fields, {name: where}: the HDF5 dataset's path in every file "     \
+      "(/inputs), or the .npy file's name in every folder (inputs.npy); axis 0 is the sample")    \
+    X("dataset.hdf5.chunk_cache", SIZE, hdf5_chunk_cache, "64MiB", 0, 17179869184.0,               \
+      "hdf5: most bytes of a field's chunks a loader keeps decompressed (sized down to what a "   \
+      "task reads: its chunks are each read once)")                                                \
     X("dataset.augment.where", ENUM, aug_where, "trainer", "trainer|loader", 0,                  \
       "random augmentation of train samples: in the trainer after the cache, or in loaders (cache off)") \
     X("dataset.augment.crop_padding", INT, aug_padding, "0", 0, 4096,                             \

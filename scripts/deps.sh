@@ -7,7 +7,7 @@ set -eu
 [ -n "${ZP_OFFLINE_PREFIX:-}" ] && exit 0
 
 PKGS="build-essential cmake pkg-config libzmq3-dev liblmdb-dev libyaml-dev libmsgpack-dev
-zlib1g-dev libopenblas-dev libturbojpeg0-dev libjpeg62-turbo-dev libpng-dev libcmocka-dev libxxhash-dev dataset-fashion-mnist python3
+zlib1g-dev libopenblas-dev libturbojpeg0-dev libjpeg62-turbo-dev libpng-dev libcmocka-dev libxxhash-dev libhdf5-dev dataset-fashion-mnist python3
 python3-lmdb lmdb-utils clang iproute2 strace slurm-wlm munge
 libprotobuf-c-dev protobuf-c-compiler protobuf-compiler python3-protobuf
 python3-pil python3-torchvision python3-h5py python3-yaml python3-venv python3-pip python3-setuptools python3-wheel mypy

@@ -604,7 +604,7 @@ static const struct CMUnitTest bad_overrides[] = {
         "override 'trainer.model.hidden=[512,x]': trainer.model.hidden: expected a list of "
         "integers (got 'x')"),
     OVR(override_with_a_bad_enum_is_rejected, "dataset.source=s3",
-        "override 'dataset.source=s3': dataset.source: must be one of idx/synthetic/image_folder/image_list/python (got 's3')"),
+        "override 'dataset.source=s3': dataset.source: must be one of idx/synthetic/image_folder/image_list/python/hdf5/npy (got 's3')"),
     OVR(override_of_a_section_is_an_unknown_key, "loader=3",
         "override 'loader=3': loader: unknown key"),
 

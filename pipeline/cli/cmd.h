@@ -19,6 +19,7 @@ int cmd_sweep(int argc, char **argv);
 int cmd_scale(int argc, char **argv);
 int cmd_keygen(int argc, char **argv);
 int cmd_loader(int argc, char **argv);
+int cmd_dataset(int argc, char **argv);
 
 /* True when argv holds -h or --help. */
 int zp_cmd_wants_help(int argc, char **argv);

@@ -17,6 +17,7 @@ static const struct {
     {"overfit", cmd_overfit, "train on one batch until its loss is near zero (a wiring check)"},
     {"sweep", cmd_sweep, "run a grid of configs one after another and rank them"},
     {"report", cmd_report, "print the report of a run: time per stage and region, bottleneck"},
+    {"dataset", cmd_dataset, "print what a config's dataset holds: splits, files, fields"},
     {"warm", cmd_warm, "fill the LMDB cache with preprocessed samples"},
     {"cache", cmd_cache, "inspect, verify or drop an LMDB cache"},
     {"loader", cmd_loader, "run loaders for a run on another host (tcp, CURVE)"},

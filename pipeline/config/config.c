@@ -445,6 +445,47 @@ static int set_json(origin_t *o, const zp_config_key_t *k, yaml_document_t *doc,
     return 0;
 }
 
+int zp_config_pairs(const char *json, char (*name)[ZP_CONFIG_PAIR_NAME],
+                    char (*value)[ZP_CONFIG_PAIR_VALUE], int max, char *err, size_t errlen)
+{
+    yaml_parser_t p;
+    yaml_document_t doc;
+    if (!yaml_parser_initialize(&p)) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    yaml_parser_set_input_string(&p, (const unsigned char *)json, strlen(json));
+    int loaded = yaml_parser_load(&p, &doc), n = -1; /* JSON is YAML's flow style */
+    yaml_node_t *root = loaded ? yaml_document_get_root_node(&doc) : NULL;
+    if (!root || root->type != YAML_MAPPING_NODE)
+        snprintf(err, errlen, "expected a mapping of names to strings");
+    else if (root->data.mapping.pairs.top - root->data.mapping.pairs.start > max)
+        snprintf(err, errlen, "more than %d names", max);
+    else
+        n = 0;
+    for (yaml_node_pair_t *pr = n ? NULL : root->data.mapping.pairs.start;
+         pr && pr < root->data.mapping.pairs.top; pr++, n++) {
+        yaml_node_t *k = yaml_document_get_node(&doc, pr->key), *v = yaml_document_get_node(&doc, pr->value);
+        if (k->type != YAML_SCALAR_NODE || v->type != YAML_SCALAR_NODE) {
+            snprintf(err, errlen, "%s: expected a string", k->type == YAML_SCALAR_NODE ? scalar_of(k) : "a name");
+            n = -1;
+            break;
+        }
+        if (k->data.scalar.length >= ZP_CONFIG_PAIR_NAME || v->data.scalar.length >= ZP_CONFIG_PAIR_VALUE) {
+            snprintf(err, errlen, "%.40s: a name has at most %d characters, a value %d",
+                     scalar_of(k), ZP_CONFIG_PAIR_NAME - 1, ZP_CONFIG_PAIR_VALUE - 1);
+            n = -1;
+            break;
+        }
+        snprintf(name[n], ZP_CONFIG_PAIR_NAME, "%s", scalar_of(k));
+        snprintf(value[n], ZP_CONFIG_PAIR_VALUE, "%s", scalar_of(v));
+    }
+    if (loaded)
+        yaml_document_delete(&doc);
+    yaml_parser_delete(&p);
+    return n;
+}
+
 /* Validates node `n` against key `k` and stores it into cfg. */
 static int set_value(origin_t *o, zp_config_t *cfg, const zp_config_key_t *k, yaml_document_t *doc,
                      yaml_node_t *n)

@@ -82,6 +82,9 @@ typedef struct {
     int py_random; /* ZP_PY_RANDOM_* */
     char py_args[2048], py_splits[2048]; /* JSON objects */
     zp_strs_t py_path, py_fields;
+    zp_strs_t arr_train, arr_test; /* hdf5, npy: globs of files (folders) per split */
+    char arr_fields[2048];         /* JSON object: field name -> dataset path or file name */
+    int64_t hdf5_chunk_cache;
     int64_t image_resize, image_crop, image_cache_side, image_max_pixels;
     zp_ints_t synth_shape;
     int aug_where;
@@ -178,6 +181,15 @@ int zp_config_load_run_with(zp_config_t *cfg, const char *path, char *const *ove
  * relative trainer.command and dataset.python.path point; the working
  * directory for a config of no file. */
 void zp_config_folder(const zp_config_t *cfg, char *out, size_t len);
+
+/* A mapping key's JSON text (type JSON, a mapping of names to strings, as
+ * dataset.fields) read into n pairs: name[i] -> value[i]. Returns n (0..max), or
+ * -1 with a sentence in err: a value that is not a string or a number, more
+ * than `max` names, a name or a value longer than the arrays hold. */
+#define ZP_CONFIG_PAIR_NAME 32
+#define ZP_CONFIG_PAIR_VALUE 256
+int zp_config_pairs(const char *json, char (*name)[ZP_CONFIG_PAIR_NAME],
+                    char (*value)[ZP_CONFIG_PAIR_VALUE], int max, char *err, size_t errlen);
 
 /* Writes the resolved configuration as YAML that zp_config_load() reads back. */
 void zp_config_print(const zp_config_t *cfg, FILE *out);

@@ -70,6 +70,7 @@ void zp_dataset_destroy(zp_dataset_t **ds)
     for (int s = 0; s < ZP_SPLITS; s++)
         zp_imagelist_free(&(*ds)->split[s]);
     free((*ds)->python);
+    free((*ds)->arrays);
     free(*ds);
     *ds = NULL;
 }
@@ -177,6 +178,8 @@ int zp_dataset_write(const zp_dataset_t *ds, const char *run_dir, char *err, siz
         return ZP_EDATA;
     }
     int rc = ds->python ? write_whole(run_dir, "python.json", ds->python, strlen(ds->python), err, len) : 0;
+    if (!rc && ds->arrays)
+        rc = write_whole(run_dir, "arrays", ds->arrays, strlen(ds->arrays), err, len);
     if (!rc)
         rc = write_classes(&ds->split[ZP_SPLIT_TRAIN], run_dir, err, len);
     for (int s = 0; !rc && s < ZP_SPLITS; s++)
@@ -346,6 +349,9 @@ int zp_dataset_read(zp_dataset_t **out, const char *run_dir, char *err, size_t l
     free(text);
     for (int s = 0; !rc && s < ZP_SPLITS; s++)
         rc = read_split(ds, s, has_paths[s], run_dir, err, len);
+    size_t arrays_bytes;
+    if (!rc && (rc = read_whole(run_dir, "arrays", &ds->arrays, &arrays_bytes, err, len)) == -ENOENT)
+        rc = 0; /* a source of no array files */
     if (rc) {
         zp_dataset_destroy(&ds);
         return rc;

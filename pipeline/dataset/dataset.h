@@ -69,6 +69,10 @@ typedef struct zp_dataset {
      * (RUN/dataset/python.json: class, absolute sys.path folders, kwargs,
      * field names, seed); owned; NULL otherwise. */
     char *python;
+    /* dataset.source hdf5 and npy: the files the probe found (RUN/dataset/arrays:
+     * a line "SPLIT SAMPLES BYTES MTIME PATH" per file, in order, its
+     * samples the split's next ones); owned; NULL otherwise. */
+    char *arrays;
     /* n labels per split (idx and image sources; synthetic: none); path:
      * image sources only, NULL otherwise. Owned. */
     zp_imagelist_t split[ZP_SPLITS];

@@ -75,7 +75,7 @@ int zp_source_probe(zp_dataset_t **out, const zp_config_t *cfg, char *err, size_
     const zp_source_ops_t *src = zp_source_ops(cfg->dataset_source);
     zp_dataset_meta_t *m = &ds->meta;
     int rc = src->probe(cfg, ds, err, len);
-    if (!rc && !src->python) { /* a Python Dataset's probe says its fields itself */
+    if (!rc && !src->records) { /* a source of records says its fields itself */
         m->elems = m->shape[0] * m->shape[1] * m->shape[2];
         m->dtype = cfg->dtype == ZP_DT_UINT8 ? ZP_DTYPE_U8 : ZP_DTYPE_F32;
         m->sample_bytes = (size_t)m->elems * zp_dtype_size((uint64_t)m->dtype);

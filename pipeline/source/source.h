@@ -54,6 +54,12 @@ struct zp_source {
     const uint8_t *cached;
     uint8_t *keep;
     int kept;
+    /* Optional (NULL: none): told a task's n sample indices of `split` (u32
+     * little-endian, maybe unaligned) before their get()s, a source reads
+     * them together (the hdf5 source: one selection of a file's rows, each
+     * chunk read once). A get() it did not read ahead reads alone, so a
+     * failure here only costs speed: get() then names the bad sample. */
+    void (*task)(zp_source_t *src, int split, const uint8_t *idx, size_t n);
 };
 
 typedef struct {
@@ -61,6 +67,9 @@ typedef struct {
     /* 1: the Python loaders run it (`INTERPRETER -m zeus_pipe._loader_process`,
      * with dataset.python.interpreter); 0: `zeus-pipe stage loader`. */
     int python;
+    /* 1: its probe says the sample's fields itself, and its samples are
+     * records of them (python, hdf5, npy); 0: an image and a label. */
+    int records;
     /* The rules on the source's keys beyond each key's own type and range:
      * 0, or ZP_ECONFIG with err pointed at the key to blame (zp_config_fail).
      * NULL: none. */

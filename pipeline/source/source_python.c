@@ -99,6 +99,7 @@ static int python_fingerprint(const zp_config_t *cfg, const zp_dataset_meta_t *m
 const zp_source_ops_t zp_source_python = {
     .name = "python",
     .python = 1,
+    .records = 1,
     .check = python_check,
     .dataset_name = python_name,
     .identify = python_identify,

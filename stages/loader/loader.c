@@ -356,6 +356,11 @@ static int load_samples(loader_t *l, const zp_msg_t *t, zmq_msg_t *parts, char *
     int keep = l->keep_whole && t->split == ZP_SPLIT_TRAIN;
     int apart = l->st->meta.augment[t->split]; /* a Python augment step after the cache */
     int keep_made = apart && l->st->cfg.cache_enabled;
+    if (l->src->task) {
+        int64_t t0 = zp_now_ns();
+        l->src->task(l->src, (int)t->split, idx, n); /* samples out of range: refused below */
+        read_ns += zp_now_ns() - t0;
+    }
     for (size_t i0 = 0; i0 < n; i0 += l->chunk) {
         size_t m = n - i0 < l->chunk ? n - i0 : l->chunk;
         int64_t t0 = zp_now_ns();
