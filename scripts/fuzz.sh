@@ -7,8 +7,10 @@
 # (events.msgpack through the report, the page and the trace), fuzz_jsonl
 # (metrics.jsonl and stats.jsonl), fuzz_dataset (RUN/dataset/), fuzz_ckpt (a
 # checkpoint's header and payload) and fuzz_cache (a cached value); and
-# fuzz_jpeg, the region decoder and the resampler held to the whole decode.
-# Their seed corpora (a real run's files; small JPEGs) are in tests/fuzz/seeds/<name>.
+# fuzz_jpeg, the region decoder and the resampler held to the whole decode; and
+# fuzz_npy, a .npy file probed and read as dataset.source: npy does.
+# Their seed corpora (a real run's files; small JPEGs; numpy.save files) are in
+# tests/fuzz/seeds/<name>.
 set -eu
 cd "$(dirname "$0")/.."
 secs=${1:-20}
@@ -35,7 +37,7 @@ for src in $runtime schemas/msg.c schemas/records.c; do
 done
 rm -f "$out/libzp-fuzz.a" && ar rcs "$out/libzp-fuzz.a" "$out"/obj/*.o
 rlibs="$out/libzp-fuzz.a $(pkg-config --libs lmdb libxxhash libturbojpeg libjpeg libpng zlib) $libs -lpthread"
-readers="events jsonl dataset ckpt cache jpeg"
+readers="events jsonl dataset ckpt cache jpeg npy"
 for t in $readers; do
     clang $flags -o "$out/fuzz_$t" "tests/fuzz/fuzz_$t.c" $rlibs
 done
