@@ -101,8 +101,8 @@
       "hdf5, npy: the sample's fields, {name: where}: the HDF5 dataset's path in every file "     \
       "(/inputs), or the .npy file's name in every folder (inputs.npy); axis 0 is the sample")    \
     X("dataset.hdf5.chunk_cache", SIZE, hdf5_chunk_cache, "64MiB", 0, 17179869184.0,               \
-      "hdf5: most bytes of a field's chunks a loader keeps decompressed (sized down to what a "   \
-      "task reads: its chunks are each read once)")                                                \
+      "hdf5: most bytes of chunks a loader keeps decompressed, shared by the fields of the "      \
+      "64 files it keeps open at most (each field's sized down to what a task reads)")                                                \
     X("dataset.augment.where", ENUM, aug_where, "trainer", "trainer|loader", 0,                  \
       "random augmentation of train samples: in the trainer after the cache, or in loaders (cache off)") \
     X("dataset.augment.crop_padding", INT, aug_padding, "0", 0, 4096,                             \

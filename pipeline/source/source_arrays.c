@@ -159,10 +159,16 @@ static int describe_all(const zp_arrays_kind_t *kind, const zp_config_t *cfg, zp
             int rc = kind->describe(cfg, path, a->where[k], &d, err, len);
             if (rc)
                 return rc;
-            struct stat st;
-            if (!stat(path, &st)) {
+            struct stat st; /* hdf5: one file of every field */
+            if ((kind->folders || k == 0) && !stat(path, &st)) {
                 f->bytes += st.st_size;
                 f->mtime = st.st_mtime > f->mtime ? st.st_mtime : f->mtime;
+            }
+            if (d.rows < 0 || d.rows > (int64_t)UINT32_MAX - at[f->split]) {
+                snprintf(err, len, "%s: field '%s' (%s) has %lld samples, and the %s split at most "
+                         "%u", path, a->name[k], a->where[k], (long long)d.rows,
+                         zp_dataset_split_name(f->split), UINT32_MAX);
+                return ZP_EDATA;
             }
             if (k == 0)
                 f->samples = d.rows;
@@ -185,12 +191,7 @@ static int describe_all(const zp_arrays_kind_t *kind, const zp_config_t *cfg, zp
             }
         }
         f->first = at[f->split];
-        at[f->split] += f->samples;
-        if (at[f->split] > UINT32_MAX) {
-            snprintf(err, len, "%s: the %s split has more than %u samples", f->path,
-                     zp_dataset_split_name(f->split), UINT32_MAX);
-            return ZP_EDATA;
-        }
+        at[f->split] += f->samples; /* at most UINT32_MAX: checked above */
     }
     return 0;
 }
@@ -234,8 +235,10 @@ int zp_arrays_probe(const zp_arrays_kind_t *kind, const zp_config_t *cfg, zp_dat
             rc = ZP_EDATA;
         }
     }
-    if (!rc && !(ds->arrays = format_files(&a)))
+    if (!rc && !(ds->arrays = format_files(&a))) {
+        snprintf(err, len, "the list of array files: out of memory");
         rc = ZP_ENOMEM;
+    }
     if (!rc) {
         m->fields.item = ZP_ITEM_DICT; /* the fields have the config's names */
         for (int i = 0; i < a.nfiles; i++) {
@@ -269,25 +272,36 @@ int zp_arrays_read(zp_arrays_t *a, const zp_config_t *cfg, const zp_dataset_meta
     int cap = 0, rc = 0;
     int64_t at[ZP_SPLITS] = {0, 0};
     for (const char *p = text; *p && !rc; p = strchr(p, '\n') + 1) {
-        char split[8];
-        long long samples, bytes, mtime;
-        int used = 0;
-        const char *nl = strchr(p, '\n');
-        zp_array_file_t *f = nl ? add_file(a, &cap) : NULL;
-        if (!f || sscanf(p, "%7s %lld %lld %lld %n", split, &samples, &bytes, &mtime, &used) != 4 ||
-            !used || nl - (p + used) <= 0 || nl - (p + used) >= PATH_MAX || samples < 0 ||
-            (strcmp(split, "train") && strcmp(split, "test"))) {
+        /* "SPLIT SAMPLES BYTES MTIME PATH": each number read with strtoll, which
+         * stops at the line (sscanf would measure the rest of the text each time) */
+        const char *nl = strchr(p, '\n'), *q = p + strcspn(p, " \n");
+        int split = q - p == 5 && !strncmp(p, "train", 5) ? ZP_SPLIT_TRAIN
+                    : q - p == 4 && !strncmp(p, "test", 4) ? ZP_SPLIT_TEST : -1;
+        long long v[3];
+        for (int j = 0; j < 3 && split >= 0; j++) {
+            char *end;
+            v[j] = *q == ' ' && q[1] >= '0' && q[1] <= '9' ? strtoll(q + 1, &end, 10) : -1;
+            split = v[j] < 0 || *end != ' ' ? -1 : split;
+            q = split >= 0 ? end : q;
+        }
+        zp_array_file_t *f = nl && split >= 0 ? add_file(a, &cap) : NULL;
+        if (!f || nl - (q + 1) <= 0 || nl - (q + 1) >= PATH_MAX || v[0] > (long long)UINT32_MAX) {
             rc = ZP_EDATA;
             break;
         }
-        f->split = strcmp(split, "train") ? ZP_SPLIT_TEST : ZP_SPLIT_TRAIN;
+        long long samples = v[0], bytes = v[1], mtime = v[2];
+        int used = (int)(q + 1 - p);
+        f->split = split;
         if (a->nfiles > 1 && f->split < a->file[a->nfiles - 2].split) {
             rc = ZP_EDATA; /* train's first */
             break;
         }
         f->samples = samples, f->bytes = bytes, f->mtime = mtime;
         f->first = at[f->split];
-        at[f->split] += samples;
+        if ((at[f->split] += samples) > (int64_t)UINT32_MAX) {
+            rc = ZP_EDATA;
+            break;
+        }
         snprintf(f->path, sizeof f->path, "%.*s", (int)(nl - (p + used)), p + used);
     }
     for (int s = 0; !rc && s < ZP_SPLITS; s++)

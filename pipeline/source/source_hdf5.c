@@ -79,18 +79,32 @@ static int type_of(hid_t t, const char **why)
         *why = "is big-endian: write it little-endian (h5py: dtype '<f4', '<i8', ...)";
         return 0;
     }
-    if (c == H5T_FLOAT)
-        return size == 2 ? ZP_FT_F16 : size == 4 ? ZP_FT_F32 : size == 8 ? ZP_FT_F64 : 0;
-    if (c == H5T_INTEGER && H5Tget_sign(t) == H5T_SGN_NONE) {
-        if (size == 1)
-            return ZP_FT_U8;
+    if (c == H5T_INTEGER && H5Tget_sign(t) == H5T_SGN_NONE && size > 1) {
         *why = "is an unsigned integer wider than a byte, which no field type holds: write it as "
                "a signed one (int32, int64)";
         return 0;
     }
-    if (c == H5T_INTEGER)
-        return size == 1 ? ZP_FT_I8 : size == 2 ? ZP_FT_I16 : size == 4 ? ZP_FT_I32
-               : size == 8 ? ZP_FT_I64 : 0;
+    /* the standard layouts only: a field is copied as the file stores it */
+    static const struct {
+        int dtype;
+        hid_t *std;
+    } STD[] = {{ZP_FT_F32, &H5T_IEEE_F32LE_g}, {ZP_FT_F64, &H5T_IEEE_F64LE_g},
+               {ZP_FT_I8, &H5T_STD_I8LE_g},    {ZP_FT_I16, &H5T_STD_I16LE_g},
+               {ZP_FT_I32, &H5T_STD_I32LE_g},  {ZP_FT_I64, &H5T_STD_I64LE_g},
+               {ZP_FT_U8, &H5T_STD_U8LE_g}};
+    (void)H5open(); /* the predefined types exist once the library is open */
+    for (size_t i = 0; (c == H5T_FLOAT || c == H5T_INTEGER) && i < sizeof STD / sizeof STD[0]; i++)
+        if (H5Tequal(t, *STD[i].std) > 0)
+            return STD[i].dtype;
+    size_t spos, epos, esize, mpos, msize; /* IEEE half: sign 15, exponent 10..14, mantissa 0..9 */
+    if (c == H5T_FLOAT && size == 2 && H5Tget_fields(t, &spos, &epos, &esize, &mpos, &msize) >= 0 &&
+        spos == 15 && epos == 10 && esize == 5 && mpos == 0 && msize == 10 && H5Tget_ebias(t) == 15)
+        return ZP_FT_F16;
+    if (c == H5T_FLOAT || c == H5T_INTEGER) {
+        *why = "is a number of a layout zeus-pipe does not read (a 2-byte float that is not IEEE "
+               "half, bfloat16 say, or a packed integer): write float16/32/64 or int8/16/32/64";
+        return 0;
+    }
     *why = c == H5T_COMPOUND ? "is a compound type: write each member as a dataset of its own"
            : c == H5T_ENUM   ? "is an enum (h5py writes bool so): write it as uint8"
            : c == H5T_STRING ? "holds strings: write numbers"
@@ -146,13 +160,20 @@ typedef struct {
     hid_t dset, type, space; /* -1 until the first read */
 } h5_field_t;
 
+/* Files a loader keeps open (each a descriptor, each field its chunk cache);
+ * beyond, the least recently read is closed. */
+#define H5_OPEN_MAX 64
+
 typedef struct {
     zp_source_t base;
     zp_arrays_t a;
     zp_fields_t fields;
-    hid_t *file;       /* open files, -1 until the first read */
+    hid_t *file;       /* open files, -1 while closed */
+    int64_t *used;     /* when each was last read (a count of reads) */
+    int64_t reads;
+    int open;          /* files open */
     h5_field_t *field; /* file i's field k: field[i * nfields + k] */
-    int64_t cache_bytes, task_size;
+    int64_t cache_bytes, task_size; /* cache_bytes: of one open field */
     /* the last task read ahead: its samples' records, in its order */
     int ahead_split;
     size_t ahead_n, ahead_at;
@@ -161,26 +182,64 @@ typedef struct {
     int *ahead_ok;
 } h5_source_t;
 
-/* Opens field k of file i on its first read, with a chunk cache of a task's chunks. */
+static void close_file(h5_source_t *s, int i)
+{
+    for (int k = 0; k < s->a.nfields; k++) {
+        h5_field_t *h = &s->field[i * s->a.nfields + k];
+        if (h->space >= 0)
+            H5Sclose(h->space);
+        if (h->type >= 0)
+            H5Tclose(h->type);
+        if (h->dset >= 0)
+            H5Dclose(h->dset);
+        *h = (h5_field_t){-1, -1, -1};
+    }
+    if (s->file[i] >= 0) {
+        H5Fclose(s->file[i]);
+        s->file[i] = -1;
+        s->open--;
+    }
+}
+
+/* File i, opened (the least recently read closed first, at H5_OPEN_MAX). */
+static int file_of(h5_source_t *s, int i, char *err, size_t len)
+{
+    s->used[i] = ++s->reads;
+    if (s->file[i] >= 0)
+        return 0;
+    if (s->open >= H5_OPEN_MAX) {
+        int lru = -1;
+        for (int j = 0; j < s->a.nfiles; j++)
+            if (s->file[j] >= 0 && (lru < 0 || s->used[j] < s->used[lru]))
+                lru = j;
+        close_file(s, lru);
+    }
+    if ((s->file[i] = H5Fopen(s->a.file[i].path, H5F_ACC_RDONLY, H5P_DEFAULT)) < 0)
+        return h5_fail(s->a.file[i].path, NULL, "cannot be opened as an HDF5 file", err, len);
+    s->open++;
+    return 0;
+}
+
+/* Opens field k of file i on its first read, with a chunk cache of a task's
+ * chunks (and of its share of dataset.hdf5.chunk_cache at most). */
 static int field_of(h5_source_t *s, int i, int k, h5_field_t **out, char *err, size_t len)
 {
     h5_field_t *h = &s->field[i * s->a.nfields + k];
     *out = h;
-    if (h->dset >= 0)
-        return 0;
+    int rc = file_of(s, i, err, len);
+    if (rc || h->dset >= 0)
+        return rc;
     const char *path = s->a.file[i].path, *where = s->a.where[k];
-    if (s->file[i] < 0 && (s->file[i] = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT)) < 0)
-        return h5_fail(path, NULL, "cannot be opened as an HDF5 file", err, len);
     hid_t d = H5Dopen2(s->file[i], where, H5P_DEFAULT);
     if (d < 0)
         return h5_fail(path, where, "is not there (dataset.fields names it)", err, len);
     hid_t dcpl = H5Dget_create_plist(d), dapl = H5Pcreate(H5P_DATASET_ACCESS);
     hsize_t chunk[H5S_MAX_RANK];
-    int dims = dcpl >= 0 && H5Pget_layout(dcpl) == H5D_CHUNKED ? H5Pget_chunk(dcpl, H5S_MAX_RANK, chunk)
+    int rank = dcpl >= 0 && H5Pget_layout(dcpl) == H5D_CHUNKED ? H5Pget_chunk(dcpl, H5S_MAX_RANK, chunk)
                                                                : 0;
-    if (dims > 0) { /* every chunk a task's rows may touch, decompressed once */
+    if (rank > 0) { /* every chunk a task's rows may touch, decompressed once */
         double bytes = (double)zp_fields_type_size(s->fields.f[k].dtype);
-        for (int j = 0; j < dims; j++)
+        for (int j = 0; j < rank; j++)
             bytes *= (double)chunk[j];
         double want = bytes * (double)(s->task_size > 0 ? s->task_size : 1);
         size_t cache = (size_t)(want < (double)s->cache_bytes ? want : (double)s->cache_bytes);
@@ -195,18 +254,28 @@ static int field_of(h5_source_t *s, int i, int k, h5_field_t **out, char *err, s
     if (d < 0)
         return h5_fail(path, where, "cannot be opened", err, len);
     const char *why;
+    const zp_field_t *fd = &s->fields.f[k];
     hid_t t = H5Dget_type(d), sp = H5Dget_space(d);
-    hsize_t rows = 0;
-    int ok = t >= 0 && sp >= 0 && type_of(t, &why) == s->fields.f[k].dtype &&
-             H5Tget_size(t) == zp_fields_type_size(s->fields.f[k].dtype) &&
-             H5Sget_simple_extent_dims(sp, &rows, NULL) >= 1 &&
-             (int64_t)rows == s->a.file[i].samples;
-    h->dset = d, h->type = t, h->space = sp;
-    if (!ok) {
-        snprintf(err, len, "%s: dataset %s changed since the run started (its type or its %lld "
-                 "samples): start a new run", path, where, (long long)s->a.file[i].samples);
+    hsize_t dims[H5S_MAX_RANK];
+    int ok = t >= 0 && sp >= 0 && type_of(t, &why) == fd->dtype &&
+             H5Tget_size(t) == zp_fields_type_size(fd->dtype) &&
+             H5Sget_simple_extent_ndims(sp) == fd->ndim + 1 &&
+             H5Sget_simple_extent_dims(sp, dims, NULL) == fd->ndim + 1 &&
+             (int64_t)dims[0] == s->a.file[i].samples;
+    for (int j = 0; ok && j < fd->ndim; j++)
+        ok = (int64_t)dims[j + 1] == fd->shape[j];
+    if (!ok) { /* never read: every sample of it says so */
+        if (sp >= 0)
+            H5Sclose(sp);
+        if (t >= 0)
+            H5Tclose(t);
+        H5Dclose(d);
+        snprintf(err, len, "%s: dataset %s changed since the run started (its type, its sample's "
+                 "shape or its %lld samples): start a new run", path, where,
+                 (long long)s->a.file[i].samples);
         return ZP_EDATA;
     }
+    h->dset = d, h->type = t, h->space = sp;
     return 0;
 }
 
@@ -241,12 +310,15 @@ static int h5_get(zp_source_t *src, int split, uint32_t index, uint8_t *record, 
 {
     h5_source_t *s = (h5_source_t *)src;
     *label = 0;
-    if (s->ahead_split == split && s->ahead_at < s->ahead_n && s->ahead_idx[s->ahead_at] == index &&
-        s->ahead_ok[s->ahead_at]) {
-        memcpy(record, s->ahead + s->ahead_at++ * s->fields.record_bytes, s->fields.record_bytes);
-        return 0;
+    if (s->ahead_split == split && s->ahead_at < s->ahead_n && s->ahead_idx[s->ahead_at] == index) {
+        if (s->ahead_ok[s->ahead_at++]) {
+            memcpy(record, s->ahead + (s->ahead_at - 1) * s->fields.record_bytes,
+                   s->fields.record_bytes);
+            return 0;
+        } /* its file's read-ahead failed: read alone, to name it */
+    } else {
+        s->ahead_n = 0; /* out of the task's order: read alone from here */
     }
-    s->ahead_n = 0; /* out of the task's order: read alone from here */
     int64_t row;
     const zp_array_file_t *f = zp_arrays_locate(&s->a, split, index, &row);
     if (!f) {
@@ -347,19 +419,11 @@ static void h5_task(zp_source_t *src, int split, const uint8_t *idx, size_t n)
 static void h5_destroy(zp_source_t *src)
 {
     h5_source_t *s = (h5_source_t *)src;
-    for (int i = 0; s->field && i < s->a.nfiles * s->a.nfields; i++) {
-        if (s->field[i].space >= 0)
-            H5Sclose(s->field[i].space);
-        if (s->field[i].type >= 0)
-            H5Tclose(s->field[i].type);
-        if (s->field[i].dset >= 0)
-            H5Dclose(s->field[i].dset);
-    }
-    for (int i = 0; s->file && i < s->a.nfiles; i++)
-        if (s->file[i] >= 0)
-            H5Fclose(s->file[i]);
+    for (int i = 0; s->field && s->file && i < s->a.nfiles; i++)
+        close_file(s, i);
     free(s->field);
     free(s->file);
+    free(s->used);
     free(s->ahead_idx);
     free(s->ahead_ok);
     free(s->ahead);
@@ -373,26 +437,32 @@ static int h5_open(zp_source_t **out, const zp_config_t *cfg, const zp_dataset_m
 {
     quiet();
     h5_source_t *s = calloc(1, sizeof *s);
-    if (!s)
+    if (!s) {
+        snprintf(err, len, "the hdf5 source: out of memory");
         return ZP_ENOMEM;
+    }
     s->base.get = h5_get;
     s->base.destroy = h5_destroy;
     s->base.task = h5_task;
     s->fields = meta->fields;
-    s->cache_bytes = cfg->hdf5_chunk_cache;
     s->task_size = cfg->task_size;
     s->ahead_split = -1;
     int rc = zp_arrays_read(&s->a, cfg, meta, err, len);
-    size_t fields = (size_t)s->a.nfiles * (size_t)s->a.nfields + 1;
+    size_t nfiles = (size_t)s->a.nfiles + 1, fields = nfiles * (size_t)s->a.nfields;
+    int open = s->a.nfiles < H5_OPEN_MAX ? s->a.nfiles : H5_OPEN_MAX;
+    s->cache_bytes = cfg->hdf5_chunk_cache / ((open > 0 ? open : 1) * (s->a.nfields > 0 ? s->a.nfields : 1));
     size_t most = 0;
     for (int k = 0; k < s->fields.n; k++)
         most = s->fields.f[k].bytes > most ? s->fields.f[k].bytes : most;
-    if (!rc && (!(s->file = malloc(((size_t)s->a.nfiles + 1) * sizeof *s->file)) ||
-                !(s->field = malloc(fields * sizeof *s->field)) || !(s->rows = malloc(most + 1))))
+    if (!rc && (!(s->file = malloc(nfiles * sizeof *s->file)) ||
+                !(s->used = calloc(nfiles, sizeof *s->used)) ||
+                !(s->field = malloc(fields * sizeof *s->field)) || !(s->rows = malloc(most + 1)))) {
+        snprintf(err, len, "the hdf5 source: out of memory");
         rc = ZP_ENOMEM;
-    for (int i = 0; !rc && i < s->a.nfiles; i++)
+    }
+    for (size_t i = 0; s->file && i < nfiles; i++)
         s->file[i] = -1;
-    for (size_t i = 0; !rc && i < fields; i++)
+    for (size_t i = 0; s->field && i < fields; i++)
         s->field[i] = (h5_field_t){-1, -1, -1};
     if (rc) {
         h5_destroy(&s->base);

@@ -1,8 +1,10 @@
 /* source_npy.c — dataset.source: npy, NumPy's .npy files: each entry of
  * dataset.files.SPLIT is a folder holding one .npy per field (the file
  * dataset.fields names), axis 0 the sample, as a preprocessing job writes
- * them with numpy.save. A loader maps every file read-only and copies a
- * sample's rows; nothing is decoded.
+ * them with numpy.save. A loader reads a sample's row of each file with one
+ * pread (the page cache serves what was read before; a file cut short
+ * under a running run is an error naming the sample, never a SIGBUS of a
+ * mapping); nothing is decoded. At most NPY_OPEN_MAX files stay open.
  *
  * The format (numpy.lib.format): "\x93NUMPY", a major and minor version, the
  * header's length (2 bytes in version 1, 4 in 2 and 3), then the header, a
@@ -18,11 +20,11 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #define NPY_HEADER_MAX 65536
+#define NPY_OPEN_MAX 256
 
 typedef struct {
     zp_array_field_t field;
@@ -175,27 +177,46 @@ static int npy_describe(const zp_config_t *cfg, const char *path, const char *wh
 static const zp_arrays_kind_t NPY = {.name = "npy", .folders = 1, .describe = npy_describe};
 
 typedef struct {
-    const uint8_t *map; /* the whole file, read-only; NULL until first read */
+    int fd; /* -1 while closed */
+    int64_t used; /* when last read (a count of reads) */
     npy_header_t h;
-} npy_map_t;
+} npy_file_t;
 
 typedef struct {
     zp_source_t base;
     zp_arrays_t a;
     zp_fields_t fields;
-    npy_map_t *maps; /* file i's field k: maps[i * nfields + k] */
+    npy_file_t *files; /* folder i's field k: files[i * nfields + k] */
+    int open;
+    int64_t reads;
 } npy_source_t;
 
-/* Maps field k of file i on its first read, checking that its header is the
- * run's description. */
-static int map_of(npy_source_t *s, int i, int k, npy_map_t **out, char *err, size_t len)
+static void path_of(const npy_source_t *s, int i, int k, char *buf, size_t len)
 {
-    npy_map_t *m = &s->maps[i * s->a.nfields + k];
+    snprintf(buf, len, "%s/%s", s->a.file[i].path, s->a.where[k]);
+}
+
+/* Opens field k of folder i for a read (the least recently read file
+ * closed first, at NPY_OPEN_MAX), checking that its header is the run's
+ * description. */
+static int file_of(npy_source_t *s, int i, int k, npy_file_t **out, char *err, size_t len)
+{
+    npy_file_t *m = &s->files[i * s->a.nfields + k];
     *out = m;
-    if (m->map)
+    m->used = ++s->reads;
+    if (m->fd >= 0)
         return 0;
+    if (s->open >= NPY_OPEN_MAX) {
+        npy_file_t *lru = NULL;
+        for (int j = 0; j < s->a.nfiles * s->a.nfields; j++)
+            if (s->files[j].fd >= 0 && (!lru || s->files[j].used < lru->used))
+                lru = &s->files[j];
+        close(lru->fd);
+        lru->fd = -1;
+        s->open--;
+    }
     char path[PATH_MAX + ZP_CONFIG_PAIR_VALUE];
-    snprintf(path, sizeof path, "%s/%s", s->a.file[i].path, s->a.where[k]);
+    path_of(s, i, k, path, sizeof path);
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
         snprintf(err, len, "%s: %s", path, strerror(errno));
@@ -211,15 +232,13 @@ static int map_of(npy_source_t *s, int i, int k, npy_map_t **out, char *err, siz
                  zp_fields_type_name(f->dtype), (long long)s->a.file[i].samples, f->bytes);
         rc = ZP_EDATA;
     }
-    void *p = rc ? MAP_FAILED : mmap(NULL, m->h.file_bytes, PROT_READ, MAP_SHARED, fd, 0);
-    close(fd);
-    if (!rc && p == MAP_FAILED) {
-        snprintf(err, len, "%s: cannot map: %s", path, strerror(errno));
-        rc = ZP_EDATA;
+    if (rc) {
+        close(fd);
+        return rc;
     }
-    if (!rc)
-        m->map = p;
-    return rc;
+    m->fd = fd;
+    s->open++;
+    return 0;
 }
 
 static int npy_get(zp_source_t *src, int split, uint32_t index, uint8_t *record, int32_t *label,
@@ -235,12 +254,20 @@ static int npy_get(zp_source_t *src, int split, uint32_t index, uint8_t *record,
         return ZP_EDATA;
     }
     for (int k = 0; k < s->a.nfields; k++) {
-        npy_map_t *m;
-        int rc = map_of(s, (int)(f - s->a.file), k, &m, err, len);
+        npy_file_t *m;
+        int i = (int)(f - s->a.file), rc = file_of(s, i, k, &m, err, len);
         if (rc)
             return rc;
-        memcpy(record + s->fields.f[k].offset, m->map + m->h.data + (size_t)row * m->h.row_bytes,
-               m->h.row_bytes);
+        ssize_t got = pread(m->fd, record + s->fields.f[k].offset, m->h.row_bytes,
+                            (off_t)(m->h.data + (size_t)row * m->h.row_bytes));
+        if (got != (ssize_t)m->h.row_bytes) {
+            char path[PATH_MAX + ZP_CONFIG_PAIR_VALUE];
+            path_of(s, i, k, path, sizeof path);
+            snprintf(err, len, "%s: %s sample %u (row %lld): %s", path, zp_dataset_split_name(split),
+                     index, (long long)row, got < 0 ? strerror(errno)
+                                                    : "cut short since the run started");
+            return ZP_EDATA;
+        }
     }
     return 0;
 }
@@ -248,10 +275,10 @@ static int npy_get(zp_source_t *src, int split, uint32_t index, uint8_t *record,
 static void npy_destroy(zp_source_t *src)
 {
     npy_source_t *s = (npy_source_t *)src;
-    for (int i = 0; s->maps && i < s->a.nfiles * s->a.nfields; i++)
-        if (s->maps[i].map)
-            munmap((void *)s->maps[i].map, s->maps[i].h.file_bytes);
-    free(s->maps);
+    for (int i = 0; s->files && i < s->a.nfiles * s->a.nfields; i++)
+        if (s->files[i].fd >= 0)
+            close(s->files[i].fd);
+    free(s->files);
     zp_arrays_free(&s->a);
     free(s);
 }
@@ -260,14 +287,21 @@ static int npy_open(zp_source_t **out, const zp_config_t *cfg, const zp_dataset_
                     char *err, size_t len)
 {
     npy_source_t *s = calloc(1, sizeof *s);
-    if (!s)
+    if (!s) {
+        snprintf(err, len, "the npy source: out of memory");
         return ZP_ENOMEM;
+    }
     s->base.get = npy_get;
     s->base.destroy = npy_destroy;
     s->fields = meta->fields;
     int rc = zp_arrays_read(&s->a, cfg, meta, err, len);
-    if (!rc && !(s->maps = calloc((size_t)s->a.nfiles * (size_t)s->a.nfields + 1, sizeof *s->maps)))
+    size_t n = (size_t)s->a.nfiles * (size_t)s->a.nfields;
+    if (!rc && !(s->files = calloc(n + 1, sizeof *s->files))) {
+        snprintf(err, len, "the npy source: out of memory");
         rc = ZP_ENOMEM;
+    }
+    for (size_t i = 0; s->files && i < n; i++)
+        s->files[i].fd = -1;
     if (rc) {
         npy_destroy(&s->base);
         return rc;

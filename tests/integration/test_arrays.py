@@ -179,6 +179,34 @@ def a_run_cut_mid_epoch_goes_on_exactly():
                  == sum(TRAIN), ends)
 
 
+def a_changed_file_invalidates_the_cache():
+    """The cache's fingerprint holds the files' paths, sizes, mtimes and
+    samples: after one file's mtime changes the warm cache is refused,
+    saying so, before any stage starts; cache.on_mismatch: rebuild rebuilds
+    it (every train sample a miss again)."""
+    with zp.Workdir() as w:
+        write_data(w)
+        w.write("read.py", PROGRAM)
+        for source, path in (("hdf5", "h5/train_1.h5"), ("npy", "npy/train_1/y.npy")):
+            rc, err = up(w, config(w, source + "-first", source, cache="true"))
+            zp.check(rc == 0, err[-2000:])
+            st = os.stat(os.path.join(w.path, path))
+            os.utime(os.path.join(w.path, path), (st.st_atime, st.st_mtime + 60))
+            rc, err = up(w, config(w, source + "-again", source, cache="true"))
+            zp.check(rc == 2 and "was built from another dataset" in err and "xxh64" in err and
+                     not os.path.exists(w.run_dir(source + "-again")), "%s: exit %d\n%s"
+                     % (source, rc, err[-2000:]))
+            name = source + "-rebuilt"
+            p = w.start("up", config(w, name, source, cache="true"), "cache.on_mismatch=rebuild",
+                        env=dict(os.environ, PYTHONPATH=os.path.abspath(PACKAGE)))
+            out, err = p.communicate(timeout=240)
+            zp.check(p.returncode == 0, err[-2000:])
+            got = [(m["hits"], m["misses"]) for m in zp.metrics(w.run_dir(name))
+                   if m.get("event") == "cache" and m["split"] == "train"]
+            zp.check(got[:1] == [(0, sum(TRAIN))], "%s rebuilt: %s" % (source, got))
+            each_once(w, name)
+
+
 def dataset_prints_splits_files_and_fields():
     with zp.Workdir() as w:
         write_data(w)
@@ -193,6 +221,26 @@ def dataset_prints_splits_files_and_fields():
             zp.check(want in out, "%r not in:\n%s" % (want, out))
         rc, out, err = w.run("dataset", config(w, "shown", "npy"))
         zp.check(rc == 0 and "100        %s/npy/train_2" % w.path in out, out + err)
+        # every type a field can be, as h5py and numpy write them
+        import h5py
+        import numpy as np
+        types = ("float16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8")
+        with h5py.File(os.path.join(w.path, "types.h5"), "w") as f:
+            for t in types:
+                f.create_dataset(t, data=np.zeros((3, 2), t))
+        os.makedirs(os.path.join(w.path, "types"))
+        for t in types + ("bool",):
+            np.save(os.path.join(w.path, "types", t + ".npy"), np.zeros((3, 2), t))
+        for source, names in (("hdf5", types), ("npy", types + ("bool",))):
+            fields = "{%s}" % ", ".join("f_%s: %s" % (t, "/" + t if source == "hdf5" else t + ".npy")
+                                        for t in names)
+            where = "types.h5" if source == "hdf5" else "types"
+            rc, out, err = w.run("dataset", config(w, "types-" + source, source, fields=fields,
+                                                   train=where, test=where))
+            zp.check(rc == 0, err)
+            for t in names:
+                want = "f_%-14s %-8s [2]" % (t, "uint8" if t == "bool" else t)
+                zp.check(want in out, "%s: %r not in\n%s" % (source, want, out))
 
 
 def refused(w, why, **kw):
@@ -233,6 +281,13 @@ def bad_files_are_named_before_any_stage_starts():
                 train=h5("rec.h5", a=np.zeros(4, [("p", "<f4"), ("q", "<i4")])), fields="{x: /a}")
         refused(w, "dataset /a is an enum (h5py writes bool so)",
                 train=h5("bool.h5", a=np.zeros(4, bool)), fields="{x: /a}")
+        with h5py.File(os.path.join(bad, "bf16.h5"), "w") as f:  # bfloat16: 2 bytes, not IEEE half
+            t = h5py.h5t.IEEE_F16LE.copy()
+            t.set_fields(15, 7, 8, 0, 7)
+            t.set_ebias(127)
+            h5py.h5d.create(f.id, b"a", t, h5py.h5s.create_simple((4, 2)))
+        refused(w, "dataset /a is a number of a layout zeus-pipe does not read", train="bad/bf16.h5",
+                fields="{x: /a}")
         other = h5("other.h5", a=np.zeros((10, 3), np.float32))
         refused(w, "is float32 [3], in %s/bad/axis.h5 it is float32 [2]: every file needs the same"
                 % w.path, train="bad/axis.h5, " + other, fields="{x: /a}")
@@ -291,5 +346,6 @@ if __name__ == "__main__":
                     [dataset_prints_splits_files_and_fields,
                      bad_files_are_named_before_any_stage_starts,
                      hdf5_and_npy_fields_come_back_bit_for_bit_once,
+                     a_changed_file_invalidates_the_cache,
                      a_run_cut_mid_epoch_goes_on_exactly,
                      a_corrupt_chunk_is_named_at_read_time_and_skipped])
