@@ -90,11 +90,15 @@ static void a_lost_task_comes_back_one_sample_a_task_and_its_culprit_is_found(vo
     assert_int_equal(zp_tasks_create(&ts), 0);
     zp_task_t *a = add(ts, 10, 4);
     a->fetch_id = 7, a->offset = 32, a->split = 1;
+    uint64_t old_id = a->id;
     add(ts, 90, 1); /* waiting behind it */
     zp_tasks_next(ts)->loader = 2;
     zp_task_t *culprit;
     assert_int_equal(zp_tasks_lose(ts, 2, 0, &culprit), 4); /* split: samples 10..13 */
     assert_null(culprit);
+    /* its old form's id is no task now: a late result of it is dropped, never taken for
+     * the first sample's */
+    assert_null(zp_tasks_lookup(ts, old_id));
     assert_int_equal(zp_tasks_queued(ts), 5);
     for (uint32_t k = 0; k < 4; k++) { /* in order, first, each a suspect of the same fetch */
         zp_task_t *t = zp_tasks_next(ts);

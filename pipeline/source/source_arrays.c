@@ -24,7 +24,8 @@ static const zp_strs_t *globs_of(const zp_config_t *cfg, int split)
 static int read_fields(const zp_config_t *cfg, zp_arrays_t *a, char *err, size_t len)
 {
     char why[200];
-    a->nfields = zp_config_pairs(cfg->arr_fields, a->name, a->where, ZP_FIELDS_MAX, why, sizeof why);
+    a->nfields = zp_config_pairs(cfg->arr_fields, a->name, a->where, ZP_FIELDS_MAX, why,
+                                 sizeof why);
     if (a->nfields < 0)
         return zp_config_fail(cfg, "dataset.fields", err, len, "%s", why);
     if (a->nfields == 0)
@@ -32,15 +33,15 @@ static int read_fields(const zp_config_t *cfg, zp_arrays_t *a, char *err, size_t
                               "fields as {x: /inputs, y: /targets} (hdf5: each field's dataset in "
                               "the files; npy: its .npy file in each folder, {x: inputs.npy})");
     for (int i = 0; i < a->nfields; i++)
-        if (!a->where[i][0] || strspn(a->name[i], "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvw"
-                                      "xyz0123456789_.-") != strlen(a->name[i]))
+        if (!a->where[i][0] || strspn(a->name[i], "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmn"
+                                      "opqrstuvwxyz0123456789_.-") != strlen(a->name[i]))
             return zp_config_fail(cfg, "dataset.fields", err, len, "field '%s': a name of letters, "
                                   "digits, _ . - and a place in the files ('%s')", a->name[i],
                                   a->where[i]);
     return 0;
 }
 
-int zp_arrays_check(const zp_config_t *cfg, char *err, size_t len)
+int zp_source_arrays_check(const zp_config_t *cfg, char *err, size_t len)
 {
     zp_arrays_t a;
     memset(&a, 0, sizeof a);
@@ -51,7 +52,7 @@ int zp_arrays_check(const zp_config_t *cfg, char *err, size_t len)
     return rc;
 }
 
-void zp_arrays_free(zp_arrays_t *a)
+void zp_source_arrays_free(zp_arrays_t *a)
 {
     free(a->file);
     a->file = NULL;
@@ -95,9 +96,10 @@ static int find_files(const zp_arrays_kind_t *kind, const zp_config_t *cfg, zp_a
             for (size_t j = 0; j < found.gl_pathc; j++) {
                 const char *p = found.gl_pathv[j];
                 struct stat st;
-                int ok = !stat(p, &st) && (kind->folders ? S_ISDIR(st.st_mode) : S_ISREG(st.st_mode));
-                zp_array_file_t *f = ok && !strchr(p, '\n') && strlen(p) < PATH_MAX ? add_file(a, &cap)
-                                                                                   : NULL;
+                int ok = !stat(p, &st) &&
+                         (kind->folders ? S_ISDIR(st.st_mode) : S_ISREG(st.st_mode));
+                ok = ok && !strchr(p, '\n') && strlen(p) < PATH_MAX;
+                zp_array_file_t *f = ok ? add_file(a, &cap) : NULL;
                 if (!f) {
                     zp_config_fail(cfg, FILES_KEY[s], err, len, "'%s': %s", p,
                                    !ok ? (kind->folders ? "not a folder (npy: a folder of one .npy "
@@ -215,7 +217,7 @@ static char *format_files(const zp_arrays_t *a)
     return text;
 }
 
-int zp_arrays_probe(const zp_arrays_kind_t *kind, const zp_config_t *cfg, zp_dataset_t *ds,
+int zp_source_arrays_probe(const zp_arrays_kind_t *kind, const zp_config_t *cfg, zp_dataset_t *ds,
                     char *err, size_t len)
 {
     zp_arrays_t a;
@@ -254,11 +256,11 @@ int zp_arrays_probe(const zp_arrays_kind_t *kind, const zp_config_t *cfg, zp_dat
         m->dtype = ZP_DTYPE_U8;
         m->classes = 1;
     }
-    zp_arrays_free(&a);
+    zp_source_arrays_free(&a);
     return rc;
 }
 
-int zp_arrays_read(zp_arrays_t *a, const zp_config_t *cfg, const zp_dataset_meta_t *meta,
+int zp_source_arrays_read(zp_arrays_t *a, const zp_config_t *cfg, const zp_dataset_meta_t *meta,
                    char *err, size_t len)
 {
     memset(a, 0, sizeof *a);
@@ -316,12 +318,12 @@ int zp_arrays_read(zp_arrays_t *a, const zp_config_t *cfg, const zp_dataset_meta
     if (rc) {
         snprintf(err, len, "the run's list of array files (RUN/dataset/arrays) is malformed, "
                  "does not add up to the splits' samples, or names other fields than its config");
-        zp_arrays_free(a);
+        zp_source_arrays_free(a);
     }
     return rc;
 }
 
-const zp_array_file_t *zp_arrays_locate(const zp_arrays_t *a, int split, int64_t index,
+const zp_array_file_t *zp_source_arrays_locate(const zp_arrays_t *a, int split, int64_t index,
                                         int64_t *row)
 {
     int lo = a->from[split], hi = a->from[split] + a->count[split] - 1;
@@ -341,7 +343,7 @@ const zp_array_file_t *zp_arrays_locate(const zp_arrays_t *a, int split, int64_t
     return f;
 }
 
-void zp_arrays_name(const zp_config_t *cfg, char *buf, size_t len)
+void zp_source_arrays_name(const zp_config_t *cfg, char *buf, size_t len)
 {
     char p[ZP_STR_LEN];
     snprintf(p, sizeof p, "%s", cfg->arr_train.n ? cfg->arr_train.v[0] : "arrays");
@@ -352,7 +354,7 @@ void zp_arrays_name(const zp_config_t *cfg, char *buf, size_t len)
     snprintf(buf, len, "%.80s", !p[0] || !strcmp(p, ".") ? "arrays" : slash ? slash + 1 : p);
 }
 
-void zp_arrays_identify(const zp_config_t *cfg, FILE *out)
+void zp_source_arrays_identify(const zp_config_t *cfg, FILE *out)
 {
     char cwd[PATH_MAX];
     fprintf(out, "arrays fields %s\ncwd %s\n", cfg->arr_fields, getcwd(cwd, sizeof cwd) ? cwd : "");
@@ -364,8 +366,8 @@ void zp_arrays_identify(const zp_config_t *cfg, FILE *out)
 /* The cache keeps the fields as read: what they are (the fields' lines) and
  * where from (every file of the split: path, size, mtime and samples, as one
  * hash, so that any number of files fits). */
-int zp_arrays_fingerprint(const zp_config_t *cfg, const zp_dataset_meta_t *m, int split, char *buf,
-                          size_t len)
+int zp_source_arrays_fingerprint(const zp_config_t *cfg, const zp_dataset_meta_t *m, int split,
+                                 char *buf, size_t len)
 {
     XXH64_hash_t files = 0;
     int nfiles = 0;

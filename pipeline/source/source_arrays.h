@@ -47,31 +47,31 @@ typedef struct {
 } zp_arrays_kind_t;
 
 /* The rules on dataset.files and dataset.fields (check of both sources). */
-int zp_arrays_check(const zp_config_t *cfg, char *err, size_t len);
+int zp_source_arrays_check(const zp_config_t *cfg, char *err, size_t len);
 
 /* The probe: the files of each split (globs expanded), every field of each
  * described, the same type and sample shape everywhere and the same number
  * of rows in every field of a file; fills ds->meta (records of the fields,
  * as dataset.source python's: uint8 of 1 x 1 x record bytes, classes 1) and
  * ds->arrays. */
-int zp_arrays_probe(const zp_arrays_kind_t *kind, const zp_config_t *cfg, zp_dataset_t *ds,
+int zp_source_arrays_probe(const zp_arrays_kind_t *kind, const zp_config_t *cfg, zp_dataset_t *ds,
                     char *err, size_t len);
 
 /* The fields and files of a run from its description (meta->probed->arrays),
  * checked against its samples and fields; 0, or ZP_EDATA with err.
- * zp_arrays_free() releases it. */
-int zp_arrays_read(zp_arrays_t *a, const zp_config_t *cfg, const zp_dataset_meta_t *meta,
+ * zp_source_arrays_free() releases it. */
+int zp_source_arrays_read(zp_arrays_t *a, const zp_config_t *cfg, const zp_dataset_meta_t *meta,
                    char *err, size_t len);
-void zp_arrays_free(zp_arrays_t *a);
+void zp_source_arrays_free(zp_arrays_t *a);
 
 /* The file holding sample `index` of `split`, and its row there. */
-const zp_array_file_t *zp_arrays_locate(const zp_arrays_t *a, int split, int64_t index,
+const zp_array_file_t *zp_source_arrays_locate(const zp_arrays_t *a, int split, int64_t index,
                                         int64_t *row);
 
 /* dataset_name, identify and fingerprint of both sources. */
-void zp_arrays_name(const zp_config_t *cfg, char *buf, size_t len);
-void zp_arrays_identify(const zp_config_t *cfg, FILE *out);
-int zp_arrays_fingerprint(const zp_config_t *cfg, const zp_dataset_meta_t *m, int split, char *buf,
-                          size_t len);
+void zp_source_arrays_name(const zp_config_t *cfg, char *buf, size_t len);
+void zp_source_arrays_identify(const zp_config_t *cfg, FILE *out);
+int zp_source_arrays_fingerprint(const zp_config_t *cfg, const zp_dataset_meta_t *m, int split,
+                                 char *buf, size_t len);
 
 #endif

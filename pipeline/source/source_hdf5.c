@@ -36,7 +36,7 @@ const zp_source_ops_t zp_source_hdf5 = {
     .name = "hdf5",
     .records = 1,
     .check = no_hdf5,
-    .dataset_name = zp_arrays_name,
+    .dataset_name = zp_source_arrays_name,
 };
 
 #else
@@ -133,7 +133,8 @@ static int hdf5_describe(const zp_config_t *cfg, const char *path, const char *w
     }
     int dims = rc ? 0 : H5Sget_simple_extent_ndims(s);
     hsize_t shape[H5S_MAX_RANK];
-    if (!rc && (dims < 1 || dims > ZP_FIELD_DIMS + 1 || H5Sget_simple_extent_dims(s, shape, NULL) < 0)) {
+    if (!rc && (dims < 1 || dims > ZP_FIELD_DIMS + 1 ||
+                H5Sget_simple_extent_dims(s, shape, NULL) < 0)) {
         snprintf(err, len, "%s: dataset %s has %d dimensions: a field needs 1 (axis 0, the sample) "
                  "to %d", path, where, dims, ZP_FIELD_DIMS + 1);
         rc = ZP_EDATA;
@@ -235,8 +236,8 @@ static int field_of(h5_source_t *s, int i, int k, h5_field_t **out, char *err, s
         return h5_fail(path, where, "is not there (dataset.fields names it)", err, len);
     hid_t dcpl = H5Dget_create_plist(d), dapl = H5Pcreate(H5P_DATASET_ACCESS);
     hsize_t chunk[H5S_MAX_RANK];
-    int rank = dcpl >= 0 && H5Pget_layout(dcpl) == H5D_CHUNKED ? H5Pget_chunk(dcpl, H5S_MAX_RANK, chunk)
-                                                               : 0;
+    int chunked = dcpl >= 0 && H5Pget_layout(dcpl) == H5D_CHUNKED;
+    int rank = chunked ? H5Pget_chunk(dcpl, H5S_MAX_RANK, chunk) : 0;
     if (rank > 0) { /* every chunk a task's rows may touch, decompressed once */
         double bytes = (double)zp_fields_type_size(s->fields.f[k].dtype);
         for (int j = 0; j < rank; j++)
@@ -294,7 +295,8 @@ static int read_rows(h5_source_t *s, int i, int k, const int64_t (*runs)[2], siz
         n[j + 1] = (hsize_t)f->shape[j];
     for (size_t r = 0; r < count; r++) {
         start[0] = (hsize_t)runs[r][0], n[0] = (hsize_t)runs[r][1];
-        if (H5Sselect_hyperslab(h->space, r ? H5S_SELECT_OR : H5S_SELECT_SET, start, NULL, n, NULL) < 0)
+        H5S_seloper_t op = r ? H5S_SELECT_OR : H5S_SELECT_SET;
+        if (H5Sselect_hyperslab(h->space, op, start, NULL, n, NULL) < 0)
             return h5_fail(s->a.file[i].path, s->a.where[k], "cannot select its rows", err, len);
     }
     hsize_t elems = (hsize_t)rows * (f->bytes / zp_fields_type_size(f->dtype));
@@ -320,7 +322,7 @@ static int h5_get(zp_source_t *src, int split, uint32_t index, uint8_t *record, 
         s->ahead_n = 0; /* out of the task's order: read alone from here */
     }
     int64_t row;
-    const zp_array_file_t *f = zp_arrays_locate(&s->a, split, index, &row);
+    const zp_array_file_t *f = zp_source_arrays_locate(&s->a, split, index, &row);
     if (!f) {
         snprintf(err, len, "%s sample %u: in no file of the run's list", zp_dataset_split_name(split),
                  index);
@@ -381,7 +383,7 @@ static void h5_task(zp_source_t *src, int split, const uint8_t *idx, size_t n)
         memcpy(&ix[i], idx + 4 * i, 4);
         ok[i] = 0;
         int64_t row;
-        const zp_array_file_t *f = zp_arrays_locate(&s->a, split, ix[i], &row);
+        const zp_array_file_t *f = zp_source_arrays_locate(&s->a, split, ix[i], &row);
         if (f)
             w[m++] = (wanted_t){(int)(f - s->a.file), row, i};
     }
@@ -428,7 +430,7 @@ static void h5_destroy(zp_source_t *src)
     free(s->ahead_ok);
     free(s->ahead);
     free(s->rows);
-    zp_arrays_free(&s->a);
+    zp_source_arrays_free(&s->a);
     free(s);
 }
 
@@ -447,7 +449,7 @@ static int h5_open(zp_source_t **out, const zp_config_t *cfg, const zp_dataset_m
     s->fields = meta->fields;
     s->task_size = cfg->task_size;
     s->ahead_split = -1;
-    int rc = zp_arrays_read(&s->a, cfg, meta, err, len);
+    int rc = zp_source_arrays_read(&s->a, cfg, meta, err, len);
     size_t nfiles = (size_t)s->a.nfiles + 1, fields = nfiles * (size_t)s->a.nfields;
     int open = s->a.nfiles < H5_OPEN_MAX ? s->a.nfiles : H5_OPEN_MAX;
     s->cache_bytes = cfg->hdf5_chunk_cache / ((open > 0 ? open : 1) * (s->a.nfields > 0 ? s->a.nfields : 1));
@@ -474,17 +476,17 @@ static int h5_open(zp_source_t **out, const zp_config_t *cfg, const zp_dataset_m
 
 static int h5_probe(const zp_config_t *cfg, zp_dataset_t *ds, char *err, size_t len)
 {
-    return zp_arrays_probe(&HDF5, cfg, ds, err, len);
+    return zp_source_arrays_probe(&HDF5, cfg, ds, err, len);
 }
 
 const zp_source_ops_t zp_source_hdf5 = {
     .name = "hdf5",
     .records = 1,
-    .check = zp_arrays_check,
-    .dataset_name = zp_arrays_name,
-    .identify = zp_arrays_identify,
+    .check = zp_source_arrays_check,
+    .dataset_name = zp_source_arrays_name,
+    .identify = zp_source_arrays_identify,
     .probe = h5_probe,
-    .fingerprint = zp_arrays_fingerprint,
+    .fingerprint = zp_source_arrays_fingerprint,
     .open = h5_open,
 };
 

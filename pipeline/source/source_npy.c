@@ -246,7 +246,7 @@ static int npy_get(zp_source_t *src, int split, uint32_t index, uint8_t *record,
 {
     npy_source_t *s = (npy_source_t *)src;
     int64_t row;
-    const zp_array_file_t *f = zp_arrays_locate(&s->a, split, index, &row);
+    const zp_array_file_t *f = zp_source_arrays_locate(&s->a, split, index, &row);
     *label = 0;
     if (!f) {
         snprintf(err, len, "%s sample %u: in no file of the run's list", zp_dataset_split_name(split),
@@ -279,7 +279,7 @@ static void npy_destroy(zp_source_t *src)
         if (s->files[i].fd >= 0)
             close(s->files[i].fd);
     free(s->files);
-    zp_arrays_free(&s->a);
+    zp_source_arrays_free(&s->a);
     free(s);
 }
 
@@ -294,7 +294,7 @@ static int npy_open(zp_source_t **out, const zp_config_t *cfg, const zp_dataset_
     s->base.get = npy_get;
     s->base.destroy = npy_destroy;
     s->fields = meta->fields;
-    int rc = zp_arrays_read(&s->a, cfg, meta, err, len);
+    int rc = zp_source_arrays_read(&s->a, cfg, meta, err, len);
     size_t n = (size_t)s->a.nfiles * (size_t)s->a.nfields;
     if (!rc && !(s->files = calloc(n + 1, sizeof *s->files))) {
         snprintf(err, len, "the npy source: out of memory");
@@ -312,16 +312,16 @@ static int npy_open(zp_source_t **out, const zp_config_t *cfg, const zp_dataset_
 
 static int npy_probe(const zp_config_t *cfg, zp_dataset_t *ds, char *err, size_t len)
 {
-    return zp_arrays_probe(&NPY, cfg, ds, err, len);
+    return zp_source_arrays_probe(&NPY, cfg, ds, err, len);
 }
 
 const zp_source_ops_t zp_source_npy = {
     .name = "npy",
     .records = 1,
-    .check = zp_arrays_check,
-    .dataset_name = zp_arrays_name,
-    .identify = zp_arrays_identify,
+    .check = zp_source_arrays_check,
+    .dataset_name = zp_source_arrays_name,
+    .identify = zp_source_arrays_identify,
     .probe = npy_probe,
-    .fingerprint = zp_arrays_fingerprint,
+    .fingerprint = zp_source_arrays_fingerprint,
     .open = npy_open,
 };

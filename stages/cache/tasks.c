@@ -195,8 +195,12 @@ int64_t zp_tasks_lose(zp_tasks_t *ts, int loader, int hung, zp_task_t **culprit)
             continue;
         }
         uint64_t was = t->n;
-        if (was > 1 && split(ts, (uint32_t)k) == 0)
+        if (was > 1 && split(ts, (uint32_t)k) == 0) {
             n += (int64_t)was - 1; /* its other samples, queued by split */
+            /* its first sample, under a new id: the result of its old form from a loader
+             * taken for lost (stopped, starved) that comes back is late, not a mismatch */
+            ts->pool[k].id = (++ts->seq << 20) | k;
+        }
         t = &ts->pool[k];
         t->suspect = 1;
         push_front(ts, (uint32_t)k);
