@@ -388,7 +388,7 @@ static void h5_task(zp_source_t *src, int split, const uint8_t *idx, size_t n)
             w[m++] = (wanted_t){(int)(f - s->a.file), row, i};
     }
     qsort(w, m, sizeof *w, by_place);
-    char err[512];
+    char err[PATH_MAX + 1024]; /* unused: a sample that fails here is read alone and named */
     for (size_t a = 0, b; a < m; a = b) { /* w[a..b): one file's rows */
         size_t count = 0, distinct = 0;
         for (b = a; b < m && w[b].file == w[a].file; b++) {
