@@ -68,10 +68,8 @@ def write_files(tmp, layout, n):
 
 
 def native_rate(tmp, name, pattern, workers, epochs, batch, cache):
-    """dataset.source: hdf5 on the same files, through attach(config=...)."""
-    import time
-    import zeus_pipe
-    from dataset_bench import loop
+    """dataset.source: hdf5 on the same files, through attach_rate."""
+    from dataset_bench import attach_rate
     cfg = os.path.join(tmp, name + ".yaml")
     with open(cfg, "w") as f:
         f.write("dataset:\n  source: hdf5\n  files: {train: [%s], test: [%s]}\n"
@@ -79,15 +77,7 @@ def native_rate(tmp, name, pattern, workers, epochs, batch, cache):
     over = {"run.dir": os.path.join(tmp, "runs"), "run.name": name, "loader.workers": workers,
             "prefetch.batch_size": batch, "trainer.epochs": epochs, "cache.enabled": cache,
             "cache.path": os.path.join(tmp, "cache-" + name.split("-")[0])}
-    with zeus_pipe.attach(config=cfg, overrides=over, timeout_s=600) as zp:
-        n, spent = 0, 0.0
-        for epoch in range(epochs):
-            t0 = time.perf_counter()
-            got = loop(zp.train)
-            if epoch:
-                n, spent = n + got, spent + time.perf_counter() - t0
-            loop(zp.test)
-    return n / spent
+    return attach_rate(cfg, over, epochs)[0]
 
 
 def main():
@@ -104,12 +94,8 @@ def main():
     except ImportError as e:
         print("skipped: %s has no %s" % (sys.executable, e.name))
         sys.exit(77)
-    build = os.path.abspath(args.build)
-    os.environ.setdefault("ZP_BIN", os.path.join(build, "zeus-pipe"))
-    os.environ.setdefault("ZP_LIBRARY", os.path.join(build, "libzeuspipe.so"))
-    os.environ["PYTHONPATH"] = os.pathsep.join([os.path.join(ROOT, "python")] +
-                                               os.environ.get("PYTHONPATH", "").split(os.pathsep))
-    from dataset_bench import dataloader_rate, zeus_rate
+    from dataset_bench import dataloader_rate, use_build, zeus_rate
+    use_build(os.path.abspath(args.build))
     epochs = args.epochs or (2 if args.quick else 4)
     n = args.samples or (600 if args.quick else 40000)
     tmp = tempfile.mkdtemp(prefix="zp-arrbench-")

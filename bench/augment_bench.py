@@ -198,10 +198,8 @@ def main():
         sys.exit(77)
     import make_images
     build = os.path.abspath(args.build)
-    os.environ.setdefault("ZP_BIN", os.path.join(build, "zeus-pipe"))
-    os.environ.setdefault("ZP_LIBRARY", os.path.join(build, "libzeuspipe.so"))
-    os.environ["PYTHONPATH"] = os.pathsep.join([os.path.join(ROOT, "python")] +
-                                               os.environ.get("PYTHONPATH", "").split(os.pathsep))
+    from dataset_bench import use_build
+    use_build(build)
     if args.quick:
         root = make_images.quick_folder(HERE)
         make_images.make(root, *make_images.QUICK)

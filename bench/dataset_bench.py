@@ -100,18 +100,20 @@ def dataloader_rate(cls, kwargs, workers, epochs, batch):
     return n / (time.perf_counter() - t0)
 
 
-def zeus_rate(tmp, name, cls, kwargs, splits, workers, epochs, batch, cache):
-    """Python-first: attach(config=...) starts the pipeline; the train split's
-    epochs after the first, timed in the loop. Returns (samples/s, run dir)."""
+def use_build(build):
+    """This process and the ones it starts use the build in BUILD (its
+    zeus-pipe and libzeuspipe.so) and this tree's Python package."""
+    os.environ.setdefault("ZP_BIN", os.path.join(build, "zeus-pipe"))
+    os.environ.setdefault("ZP_LIBRARY", os.path.join(build, "libzeuspipe.so"))
+    os.environ["PYTHONPATH"] = os.pathsep.join([os.path.join(ROOT, "python")] +
+                                               os.environ.get("PYTHONPATH", "").split(os.pathsep))
+
+
+def attach_rate(cfg, over, epochs):
+    """Python-first: attach(config=cfg, overrides=over) starts the pipeline;
+    the loop reads `epochs` epochs (train, then test), and samples/s counts the
+    train epochs after the first. Returns (samples/s, run dir)."""
     import zeus_pipe
-    cfg = os.path.join(tmp, "bench.yaml")
-    with open(cfg, "w") as f:
-        f.write("dataset:\n  source: python\n  python:\n    class: %s\n    path: [%s, %s]\n"
-                "    args: %s\n    splits: %s\n    interpreter: %s\n"
-                % (cls, EXAMPLES, tmp, json.dumps(kwargs), json.dumps(splits), sys.executable))
-    over = {"run.dir": os.path.join(tmp, "runs"), "run.name": name, "loader.workers": workers,
-            "prefetch.batch_size": batch, "trainer.epochs": epochs, "cache.enabled": cache,
-            "cache.path": os.path.join(tmp, "cache")}
     with zeus_pipe.attach(config=cfg, overrides=over, timeout_s=600) as zp:
         n, spent = 0, 0.0
         for epoch in range(epochs):  # the usual loop: train, then test, every epoch
@@ -122,6 +124,19 @@ def zeus_rate(tmp, name, cls, kwargs, splits, workers, epochs, batch, cache):
             loop(zp.test)
         run = zp.run
     return n / spent, run
+
+
+def zeus_rate(tmp, name, cls, kwargs, splits, workers, epochs, batch, cache):
+    """dataset.source: python over the Dataset, through attach_rate."""
+    cfg = os.path.join(tmp, "bench.yaml")
+    with open(cfg, "w") as f:
+        f.write("dataset:\n  source: python\n  python:\n    class: %s\n    path: [%s, %s]\n"
+                "    args: %s\n    splits: %s\n    interpreter: %s\n"
+                % (cls, EXAMPLES, tmp, json.dumps(kwargs), json.dumps(splits), sys.executable))
+    over = {"run.dir": os.path.join(tmp, "runs"), "run.name": name, "loader.workers": workers,
+            "prefetch.batch_size": batch, "trainer.epochs": epochs, "cache.enabled": cache,
+            "cache.path": os.path.join(tmp, "cache")}
+    return attach_rate(cfg, over, epochs)
 
 
 def loader_cost_us(build, run):
@@ -150,10 +165,7 @@ def main():
         print("skipped: %s has no %s" % (sys.executable, e.name))
         sys.exit(77)
     build = os.path.abspath(args.build)
-    os.environ.setdefault("ZP_BIN", os.path.join(build, "zeus-pipe"))
-    os.environ.setdefault("ZP_LIBRARY", os.path.join(build, "libzeuspipe.so"))
-    os.environ["PYTHONPATH"] = os.pathsep.join([os.path.join(ROOT, "python")] +
-                                               os.environ.get("PYTHONPATH", "").split(os.pathsep))
+    use_build(build)
     epochs = args.epochs or (2 if args.quick else 4)
     tmp = tempfile.mkdtemp(prefix="zp-dsbench-")
     sys.path.insert(0, tmp)

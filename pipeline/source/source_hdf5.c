@@ -175,6 +175,7 @@ typedef struct {
     int open;          /* files open */
     h5_field_t *field; /* file i's field k: field[i * nfields + k] */
     int64_t cache_bytes, task_size; /* cache_bytes: of one open field */
+    size_t most; /* bytes of the largest field of a sample: s->rows holds that a row */
     /* the last task read ahead: its samples' records, in its order */
     int ahead_split;
     size_t ahead_n, ahead_at;
@@ -360,9 +361,7 @@ static void h5_task(zp_source_t *src, int split, const uint8_t *idx, size_t n)
 {
     h5_source_t *s = (h5_source_t *)src;
     s->ahead_n = s->ahead_at = 0;
-    size_t rb = s->fields.record_bytes, most = 0;
-    for (int k = 0; k < s->fields.n; k++)
-        most = s->fields.f[k].bytes > most ? s->fields.f[k].bytes : most;
+    size_t rb = s->fields.record_bytes, most = s->most;
     wanted_t *w = malloc(n * sizeof *w);
     int64_t(*runs)[2] = malloc(n * sizeof *runs);
     uint32_t *ix = realloc(s->ahead_idx, n * sizeof *ix);
@@ -453,12 +452,11 @@ static int h5_open(zp_source_t **out, const zp_config_t *cfg, const zp_dataset_m
     size_t nfiles = (size_t)s->a.nfiles + 1, fields = nfiles * (size_t)s->a.nfields;
     int open = s->a.nfiles < H5_OPEN_MAX ? s->a.nfiles : H5_OPEN_MAX;
     s->cache_bytes = cfg->hdf5_chunk_cache / ((open > 0 ? open : 1) * (s->a.nfields > 0 ? s->a.nfields : 1));
-    size_t most = 0;
     for (int k = 0; k < s->fields.n; k++)
-        most = s->fields.f[k].bytes > most ? s->fields.f[k].bytes : most;
+        s->most = s->fields.f[k].bytes > s->most ? s->fields.f[k].bytes : s->most;
     if (!rc && (!(s->file = malloc(nfiles * sizeof *s->file)) ||
                 !(s->used = calloc(nfiles, sizeof *s->used)) ||
-                !(s->field = malloc(fields * sizeof *s->field)) || !(s->rows = malloc(most + 1)))) {
+                !(s->field = malloc(fields * sizeof *s->field)) || !(s->rows = malloc(s->most + 1)))) {
         snprintf(err, len, "the hdf5 source: out of memory");
         rc = ZP_ENOMEM;
     }
